@@ -1,0 +1,157 @@
+/* runbox: an execution engine that runs Python, JavaScript and Bash code for
+ * AI agents, isolated and bounded, and returns a structured result.
+ *
+ * The engine is this library; the CLI, HTTP and MCP servers are thin front
+ * ends that build an rbx_request, call rbx_execute() and render rbx_result.
+ * Every function that can fail fills an rbx_error with a message meant for
+ * the person or agent who sent the request. No function exits the process.
+ */
+#ifndef RUNBOX_H
+#define RUNBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RBX_VERSION "0.1.0"
+#define RBX_SESSION_ID_MAX 64
+
+/* Why a call failed before any code ran. Front ends map these to exit
+ * codes (CLI: 2) and statuses (HTTP: 400, 404, 409, 500). */
+typedef enum rbx_status {
+    RBX_OK = 0,
+    RBX_EINVAL,   /* the request is malformed: the message says what is accepted */
+    RBX_ENOENT,   /* a named session or file does not exist */
+    RBX_EBUSY,    /* the session is in use and the caller chose not to wait */
+    RBX_ESYSTEM,  /* the host failed us (disk, kernel, missing interpreter) */
+} rbx_status;
+
+typedef struct rbx_error {
+    rbx_status status;
+    char message[512];
+} rbx_error;
+
+/* Operator configuration, shared by every front end. Zero or NULL fields
+ * take the documented default (rbx_config_defaults()). */
+typedef struct rbx_config {
+    const char *state_dir;      /* default: /var/lib/runbox as root, else $XDG_STATE_HOME/runbox */
+    size_t max_code_bytes;      /* default 1 MiB */
+    double default_timeout_s;   /* default 30 */
+    double max_timeout_s;       /* default 300 */
+    size_t output_cap_bytes;    /* per stream, default 1 MiB */
+} rbx_config;
+
+void rbx_config_defaults(rbx_config *config);
+
+typedef struct rbx_engine rbx_engine;
+
+/* Creates the state directory if needed. Returns NULL and fills err on failure. */
+rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err);
+void rbx_engine_free(rbx_engine *engine);
+const rbx_config *rbx_engine_config(const rbx_engine *engine);
+
+/* One execution. Only language and code are required. */
+typedef struct rbx_request {
+    const char *language;        /* a name or alias from the runtime table */
+    const char *code;
+    size_t code_len;
+    const char *session_id;      /* NULL: a one-off session, removed afterwards */
+    double timeout_s;            /* 0: the configured default */
+    const char *const *env;      /* "KEY=VALUE" strings added to the allow-list */
+    size_t env_count;
+    const char *stdin_data;      /* NULL: stdin is /dev/null */
+    size_t stdin_len;
+    int cancel_fd;               /* -1, or an fd that becomes readable to cancel */
+} rbx_request;
+
+/* Fills the request with its defaults (notably cancel_fd = -1). */
+void rbx_request_init(rbx_request *request);
+
+typedef enum rbx_stream { RBX_STDOUT = 1, RBX_STDERR = 2 } rbx_stream;
+
+/* Called for each chunk of output as the program produces it, on the thread
+ * that called rbx_execute(). Returning non-zero cancels the execution (for
+ * example because the client that wanted the output went away). */
+typedef int (*rbx_output_fn)(void *user, rbx_stream stream, const char *data, size_t len);
+
+typedef struct rbx_result {
+    bool success;              /* exit code 0, no timeout, not killed */
+    char *output;              /* stdout, valid UTF-8, head and tail kept past the cap */
+    size_t output_len;         /* may contain NUL bytes: use the length */
+    char *error;               /* stderr, plus runbox's own message for a timeout or limit */
+    size_t error_len;
+    int exit_code;             /* 128+N when killed by signal N; 124 on timeout */
+    int64_t duration_ms;
+    char session_id[RBX_SESSION_ID_MAX + 1];
+    const char *language;      /* canonical name: python, javascript, bash */
+    const char *error_type;    /* NULL on success, else SyntaxError, TimeoutError, ... */
+    char *exception;           /* the language's own error name (ZeroDivisionError), or NULL */
+    bool timed_out;
+    bool cancelled;
+    uint64_t truncated_stdout; /* bytes dropped from the middle of each stream */
+    uint64_t truncated_stderr;
+    int64_t cpu_ms;
+    int64_t peak_memory_kb;
+    int signal;                /* the signal that ended the program, or 0 */
+} rbx_result;
+
+/* Runs one request. Returns RBX_OK when the request was valid and a result
+ * was produced, whatever the code did (a syntax error, a timeout and a crash
+ * are results). On any other status, err says why and result is empty. */
+rbx_status rbx_execute(rbx_engine *engine, const rbx_request *request, rbx_output_fn on_output,
+                       void *user, rbx_result *result, rbx_error *err);
+
+void rbx_result_free(rbx_result *result);
+
+/* The result as one line of JSON (no trailing newline); caller frees. */
+char *rbx_result_to_json(const rbx_result *result);
+/* The same object with "type":"result" first: the last streaming event. */
+char *rbx_result_event_to_json(const rbx_result *result);
+
+/* One streaming event, {"type":"stdout","data":"..."}, as a line of JSON
+ * (no trailing newline); invalid UTF-8 becomes U+FFFD. Caller frees. */
+char *rbx_event_to_json(rbx_stream stream, const char *data, size_t len);
+
+/* Runtimes: the languages runbox knows, by canonical name. */
+size_t rbx_runtime_count(void);
+const char *rbx_runtime_name(size_t index);
+/* Resolves a name or alias (case-insensitive); NULL when unknown. */
+const char *rbx_runtime_canonical(const char *name);
+
+/* Sessions. */
+typedef struct rbx_session_info {
+    char id[RBX_SESSION_ID_MAX + 1];
+    int64_t created_unix;
+    int64_t last_used_unix;
+    uint64_t disk_bytes;
+    bool running;
+} rbx_session_info;
+
+/* True when id matches [A-Za-z0-9][A-Za-z0-9._-]{0,63}. */
+bool rbx_session_id_valid(const char *id);
+/* Writes a fresh random id (id must hold RBX_SESSION_ID_MAX + 1 bytes). */
+void rbx_session_id_new(char *id);
+/* Creates the session if it does not exist. */
+rbx_status rbx_session_create(rbx_engine *engine, const char *id, rbx_error *err);
+rbx_status rbx_session_info_get(rbx_engine *engine, const char *id, rbx_session_info *info,
+                                rbx_error *err);
+/* Lists sessions; *infos is malloc'ed, caller frees. */
+rbx_status rbx_session_list(rbx_engine *engine, rbx_session_info **infos, size_t *count,
+                            rbx_error *err);
+/* Removes a session and its files, never following a link out of it. When
+ * the session is running: wait up to wait_s seconds, then RBX_EBUSY. */
+rbx_status rbx_session_remove(rbx_engine *engine, const char *id, double wait_s, rbx_error *err);
+/* Removes sessions idle longer than idle_s; skips running ones. */
+rbx_status rbx_session_gc(rbx_engine *engine, double idle_s, size_t *removed, rbx_error *err);
+/* The session's work directory on the host (for front ends that move files). */
+rbx_status rbx_session_dir(rbx_engine *engine, const char *id, char *path, size_t size,
+                           rbx_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,164 @@
+/* Error classification: tells the agent what kind of failure it met, from
+ * facts first (timeout, memory limit, syntax check, exit status) and from
+ * the language's own uncaught-error report second. A program that exits 0
+ * has no error, whatever it printed. */
+#include "internal.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *find_last(const char *hay, size_t len, const char *needle)
+{
+    size_t n = strlen(needle);
+    if (n > len)
+        return NULL;
+    for (size_t i = len - n + 1; i-- > 0;)
+        if (memcmp(hay + i, needle, n) == 0)
+            return hay + i;
+    return NULL;
+}
+
+static bool contains(const char *hay, size_t len, const char *needle)
+{
+    return find_last(hay, len, needle) != NULL;
+}
+
+/* Reads an exception name (dotted identifier) at p; returns its length when
+ * it is followed by ':' or the end of the line, else 0. */
+static size_t exception_name_at(const char *p, const char *end)
+{
+    const char *q = p;
+    if (q >= end || !(isalpha((unsigned char)*q) || *q == '_'))
+        return 0;
+    while (q < end && (isalnum((unsigned char)*q) || *q == '_' || *q == '.'))
+        q++;
+    if (q < end && *q != ':' && *q != '\n' && *q != '\r')
+        return 0;
+    return (size_t)(q - p);
+}
+
+static char *dup_last_component(const char *name, size_t len)
+{
+    const char *dot = memrchr(name, '.', len);
+    if (dot) {
+        len -= (size_t)(dot + 1 - name);
+        name = dot + 1;
+    }
+    return len ? strndup(name, len) : NULL;
+}
+
+/* Python: the last line of the last traceback names the exception. */
+static char *python_exception(const char *text, size_t len)
+{
+    const char *tb = find_last(text, len, "Traceback (most recent call last):");
+    if (!tb)
+        return NULL;
+    const char *end = text + len;
+    char *found = NULL;
+    for (const char *line = tb; line < end;) {
+        const char *nl = memchr(line, '\n', (size_t)(end - line));
+        const char *line_end = nl ? nl : end;
+        if (line < line_end && *line != ' ' && line != tb) {
+            size_t n = exception_name_at(line, line_end);
+            if (n) {
+                free(found);
+                found = dup_last_component(line, n);
+            }
+        }
+        line = nl ? nl + 1 : end;
+    }
+    return found;
+}
+
+/* Node: the uncaught error's line starts at column 0 with its name. */
+static char *javascript_exception(const char *text, size_t len)
+{
+    const char *end = text + len;
+    for (const char *line = text; line < end;) {
+        const char *nl = memchr(line, '\n', (size_t)(end - line));
+        const char *line_end = nl ? nl : end;
+        size_t n = exception_name_at(line, line_end);
+        if (n && n < 64) {
+            char *name = strndup(line, n);
+            if (name && (strstr(name, "Error") || strstr(name, "Exception")))
+                return name;
+            free(name);
+        }
+        line = nl ? nl + 1 : end;
+    }
+    return NULL;
+}
+
+const char *rbx_classify_python(int exit_code, const char *text, size_t len, char **exception)
+{
+    *exception = python_exception(text, len);
+    const char *name = *exception;
+    if (!name)
+        return "RuntimeError";
+    if (!strcmp(name, "ModuleNotFoundError") || !strcmp(name, "ImportError"))
+        return "ImportError";
+    if (!strcmp(name, "PermissionError"))
+        return "PermissionError";
+    if (!strcmp(name, "MemoryError"))
+        return "MemoryError";
+    return "RuntimeError";
+}
+
+const char *rbx_classify_javascript(int exit_code, const char *text, size_t len,
+                                    char **exception)
+{
+    *exception = javascript_exception(text, len);
+    if (contains(text, len, "JavaScript heap out of memory") ||
+        contains(text, len, "Reached heap limit"))
+        return "MemoryError";
+    if (contains(text, len, "code: 'MODULE_NOT_FOUND'") ||
+        contains(text, len, "code: 'ERR_MODULE_NOT_FOUND'") ||
+        contains(text, len, "[ERR_MODULE_NOT_FOUND]"))
+        return "ImportError";
+    if (contains(text, len, "code: 'EACCES'") || contains(text, len, "code: 'EPERM'") ||
+        contains(text, len, "code: 'EROFS'"))
+        return "PermissionError";
+    return "RuntimeError";
+}
+
+const char *rbx_classify_bash(int exit_code, const char *text, size_t len, char **exception)
+{
+    *exception = NULL;
+    if (exit_code == 127)
+        return "ImportError";
+    if (exit_code == 126 || contains(text, len, ": Permission denied") ||
+        contains(text, len, ": Read-only file system") ||
+        contains(text, len, ": Operation not permitted"))
+        return "PermissionError";
+    return "RuntimeError";
+}
+
+void rbx_classify(const rbx_runtime *runtime, const rbx_outcome *outcome, const char *stderr_text,
+                  size_t stderr_len, const char **error_type, char **exception)
+{
+    *exception = NULL;
+    if (outcome->syntax_error) {
+        *error_type = "SyntaxError";
+        *exception = strdup("SyntaxError");
+        return;
+    }
+    if (outcome->timed_out) {
+        *error_type = "TimeoutError";
+        return;
+    }
+    if (outcome->oom_killed) {
+        *error_type = "MemoryError";
+        return;
+    }
+    if (outcome->cancelled) {
+        *error_type = "RuntimeError";
+        return;
+    }
+    if (outcome->exit_code == 0 && outcome->signal == 0) {
+        *error_type = NULL;
+        return;
+    }
+    *error_type = runtime->classify(outcome->exit_code, stderr_text ? stderr_text : "",
+                                    stderr_text ? stderr_len : 0, exception);
+}

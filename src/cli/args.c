@@ -1,0 +1,114 @@
+/* Helpers shared by the CLI's commands: errors, numbers, files. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_usage_error(const char *command, const char *fmt, ...)
+{
+    char message[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    /* One line, whatever the user typed. */
+    for (char *p = message; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+    fprintf(stderr, "runbox: %s (see 'runbox %s%s--help')\n", message, command ? command : "",
+            command ? " " : "");
+    return EXIT_USAGE;
+}
+
+int cli_engine_error(const rbx_error *err)
+{
+    char message[sizeof err->message];
+    snprintf(message, sizeof message, "%s", err->message);
+    for (char *p = message; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+    fprintf(stderr, "runbox: %s\n", message);
+    switch (err->status) {
+    case RBX_EINVAL:
+    case RBX_ENOENT:
+    case RBX_EBUSY:
+        return EXIT_USAGE;
+    default:
+        return EXIT_SYSTEM;
+    }
+}
+
+rbx_engine *cli_engine(const cli_globals *globals, int *exit_code)
+{
+    rbx_config config;
+    rbx_config_defaults(&config);
+    config.state_dir = globals->state_dir;
+    rbx_error err = {0};
+    rbx_engine *engine = rbx_engine_new(&config, &err);
+    if (!engine)
+        *exit_code = cli_engine_error(&err);
+    return engine;
+}
+
+int cli_parse_seconds(const char *text, double *seconds)
+{
+    char *end;
+    errno = 0;
+    double value = strtod(text, &end);
+    if (errno || end == text || *end || !isfinite(value) || value <= 0)
+        return -1;
+    *seconds = value;
+    return 0;
+}
+
+int cli_read_file(const char *path, size_t limit, char **data, size_t *len, char *why,
+                  size_t why_size)
+{
+    FILE *file = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!file) {
+        snprintf(why, why_size, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t cap = 65536, used = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        if (used == cap) {
+            if (cap > limit)
+                break;
+            cap *= 2;
+            char *grown = realloc(buf, cap + 1);
+            if (!grown) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = grown;
+        }
+        size_t n = fread(buf + used, 1, cap - used, file);
+        used += n;
+        if (n == 0)
+            break;
+        if (used > limit)
+            break;
+    }
+    bool failed = !buf || ferror(file);
+    if (file != stdin)
+        fclose(file);
+    if (failed) {
+        free(buf);
+        snprintf(why, why_size, "cannot read %s", path);
+        return -1;
+    }
+    if (used > limit) {
+        free(buf);
+        snprintf(why, why_size, "%s is larger than the limit of %zu bytes", path, limit);
+        return -1;
+    }
+    buf[used] = 0;
+    *data = buf;
+    *len = used;
+    return 0;
+}

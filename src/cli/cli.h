@@ -1,0 +1,31 @@
+/* The runbox command line: a thin front end over the engine. */
+#ifndef RBX_CLI_H
+#define RBX_CLI_H
+
+#include "runbox.h"
+
+#include <stdio.h>
+
+/* Exit codes of runbox itself (a run without --json exits with the
+ * program's own code instead). */
+enum { EXIT_USAGE = 2, EXIT_SYSTEM = 1 };
+
+typedef struct cli_globals {
+    const char *state_dir;
+} cli_globals;
+
+/* Prints "runbox: <message>" and a hint to stderr; returns EXIT_USAGE. */
+int cli_usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Maps an engine error to an exit code after printing it. */
+int cli_engine_error(const rbx_error *err);
+rbx_engine *cli_engine(const cli_globals *globals, int *exit_code);
+/* Parses a number of seconds: finite and > 0. */
+int cli_parse_seconds(const char *text, double *seconds);
+/* Reads a whole file (or stdin for "-") up to limit bytes. */
+int cli_read_file(const char *path, size_t limit, char **data, size_t *len, char *why,
+                  size_t why_size);
+
+int cli_run(const cli_globals *globals, int argc, char **argv);
+int cli_sessions(const cli_globals *globals, int argc, char **argv);
+
+#endif

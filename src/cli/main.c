@@ -1,0 +1,59 @@
+/* runbox: the command-line front end. */
+#include "cli/cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: runbox [--state-dir DIR] COMMAND [ARGS]\n"
+    "\n"
+    "Runs Python, JavaScript and Bash code for AI agents, isolated and bounded,\n"
+    "and reports a structured result.\n"
+    "\n"
+    "commands:\n"
+    "  run LANGUAGE (-c CODE | FILE | -)   run code (see 'runbox run --help')\n"
+    "  sessions list|new|rm|gc             manage sessions (see 'runbox sessions --help')\n"
+    "\n"
+    "options:\n"
+    "  --state-dir DIR   where sessions live (also RUNBOX_STATE_DIR; default\n"
+    "                    /var/lib/runbox as root, else $XDG_STATE_HOME/runbox)\n"
+    "  --help            this text\n"
+    "  --version         runbox's version\n";
+
+int main(int argc, char **argv)
+{
+    cli_globals globals = {.state_dir = getenv("RUNBOX_STATE_DIR")};
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--version")) {
+            printf("runbox %s\n", RBX_VERSION);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--state-dir") || !strncmp(argv[i], "--state-dir=", 12)) {
+            const char *value = argv[i][11] == '=' ? argv[i] + 12 : argv[++i];
+            if (!value || !*value)
+                return cli_usage_error(NULL, "--state-dir needs a directory");
+            globals.state_dir = value;
+            continue;
+        }
+        return cli_usage_error(NULL, "unknown option '%.64s'", argv[i]);
+    }
+    if (i >= argc) {
+        fputs(usage, stderr);
+        return EXIT_USAGE;
+    }
+    const char *command = argv[i];
+    if (!strcmp(command, "run"))
+        return cli_run(&globals, argc - i, argv + i);
+    if (!strcmp(command, "sessions"))
+        return cli_sessions(&globals, argc - i, argv + i);
+    if (!strcmp(command, "help")) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    return cli_usage_error(NULL, "unknown command '%.64s' (accepted: run, sessions)", command);
+}

@@ -1,0 +1,252 @@
+/* runbox run: one execution from the command line. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char run_usage[] =
+    "usage: runbox run LANGUAGE (-c CODE | FILE | -) [options]\n"
+    "\n"
+    "LANGUAGE is python (py, python3), javascript (js, node, nodejs) or bash (sh, shell).\n"
+    "The code comes from -c, from FILE, or from standard input with '-'.\n"
+    "\n"
+    "options:\n"
+    "  --session ID        run in this session (created on first use); without it the\n"
+    "                      run gets a fresh session that is removed afterwards\n"
+    "  --timeout SECONDS   wall-clock limit (default 30, at most 300)\n"
+    "  --json              print exactly one line: the result object\n"
+    "  --stream            print newline-delimited JSON events as they happen, the\n"
+    "                      result last\n"
+    "  --env NAME=VALUE    add an environment variable (repeatable)\n"
+    "  --input FILE        the program's standard input (default /dev/null)\n"
+    "\n"
+    "Without --json or --stream the program's output passes through live and runbox\n"
+    "exits with the program's exit code (124 on timeout). With them, runbox exits 0\n"
+    "whenever a result was produced. Usage errors exit 2.\n";
+
+enum output_mode { MODE_LIVE, MODE_JSON, MODE_STREAM };
+
+typedef struct run_options {
+    const char *language;
+    const char *code_arg;
+    const char *file;
+    const char *session;
+    const char *input;
+    double timeout;
+    enum output_mode mode;
+    const char **env;
+    size_t env_count;
+    const char *state_dir;
+} run_options;
+
+/* The write end of the pipe that cancels the run on SIGINT or SIGTERM, so
+ * that the sandbox is killed and a one-off session removed on the way out. */
+static int cancel_write_fd = -1;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    if (cancel_write_fd >= 0)
+        (void)!write(cancel_write_fd, "x", 1);
+}
+
+static int cancel_pipe(void)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0)
+        return -1;
+    cancel_write_fd = fds[1];
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    return fds[0];
+}
+
+static int write_all(FILE *stream, const char *data, size_t len)
+{
+    if (len && fwrite(data, 1, len, stream) != len)
+        return -1;
+    return fflush(stream) == 0 ? 0 : -1;
+}
+
+static int on_output(void *user, rbx_stream stream, const char *data, size_t len)
+{
+    enum output_mode mode = *(enum output_mode *)user;
+    if (mode == MODE_LIVE) {
+        /* A closed stdout (runbox ... | head) must not kill the program. */
+        (void)write_all(stream == RBX_STDOUT ? stdout : stderr, data, len);
+        return 0;
+    }
+    if (mode == MODE_STREAM) {
+        char *line = rbx_event_to_json(stream, data, len);
+        int rc = line ? write_all(stdout, line, strlen(line)) | write_all(stdout, "\n", 1) : -1;
+        free(line);
+        return rc ? 1 : 0; /* nobody is reading: stop the run */
+    }
+    return 0;
+}
+
+static const char *option_value(int argc, char **argv, int *i, const char *name)
+{
+    size_t n = strlen(name);
+    if (!strncmp(argv[*i], name, n) && argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    if (*i + 1 >= argc)
+        return NULL;
+    return argv[++*i];
+}
+
+static bool is_option(const char *arg, const char *name)
+{
+    size_t n = strlen(name);
+    return !strncmp(arg, name, n) && (arg[n] == 0 || arg[n] == '=');
+}
+
+static int parse(int argc, char **argv, run_options *opts)
+{
+    bool options_done = false;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *value;
+        if (options_done || arg[0] != '-' || !strcmp(arg, "-")) {
+            if (!opts->language)
+                opts->language = arg;
+            else if (!opts->file && !opts->code_arg)
+                opts->file = arg;
+            else
+                return cli_usage_error("run", "unexpected argument '%.64s'", arg);
+        } else if (!strcmp(arg, "--")) {
+            options_done = true;
+        } else if (!strcmp(arg, "-c")) {
+            if (i + 1 >= argc)
+                return cli_usage_error("run", "-c needs the code to run");
+            if (opts->file || opts->code_arg)
+                return cli_usage_error("run", "give the code once: -c CODE, FILE or -");
+            opts->code_arg = argv[++i];
+        } else if (!strcmp(arg, "--json")) {
+            opts->mode = MODE_JSON;
+        } else if (!strcmp(arg, "--stream")) {
+            opts->mode = MODE_STREAM;
+        } else if (is_option(arg, "--session")) {
+            if (!(value = option_value(argc, argv, &i, "--session")))
+                return cli_usage_error("run", "--session needs an id");
+            opts->session = value;
+        } else if (is_option(arg, "--timeout")) {
+            if (!(value = option_value(argc, argv, &i, "--timeout")) ||
+                cli_parse_seconds(value, &opts->timeout) != 0)
+                return cli_usage_error("run", "--timeout needs a number of seconds above 0, "
+                                              "e.g. --timeout 10");
+        } else if (is_option(arg, "--env")) {
+            if (!(value = option_value(argc, argv, &i, "--env")))
+                return cli_usage_error("run", "--env needs NAME=VALUE");
+            opts->env[opts->env_count++] = value;
+        } else if (is_option(arg, "--input")) {
+            if (!(value = option_value(argc, argv, &i, "--input")))
+                return cli_usage_error("run", "--input needs a file");
+            opts->input = value;
+        } else if (is_option(arg, "--state-dir")) {
+            if (!(value = option_value(argc, argv, &i, "--state-dir")) || !*value)
+                return cli_usage_error("run", "--state-dir needs a directory");
+            opts->state_dir = value;
+        } else {
+            return cli_usage_error("run", "unknown option '%.64s'", arg);
+        }
+    }
+    if (!opts->language)
+        return cli_usage_error("run", "missing LANGUAGE (python, javascript or bash)");
+    if (!opts->file && !opts->code_arg)
+        return cli_usage_error("run", "missing code: give -c CODE, a FILE, or - for stdin");
+    return 0;
+}
+
+static int render(const rbx_result *result, enum output_mode mode)
+{
+    if (mode == MODE_LIVE) {
+        /* The program's own output already went by; add what it could not say. */
+        if (result->error_type && !strcmp(result->error_type, "SyntaxError"))
+            fwrite(result->error, 1, result->error_len, stderr);
+        else if (result->timed_out)
+            fprintf(stderr, "runbox: timed out; every process of the execution was killed\n");
+        return result->exit_code;
+    }
+    char *json = mode == MODE_JSON ? rbx_result_to_json(result) : rbx_result_event_to_json(result);
+    if (!json)
+        return EXIT_SYSTEM;
+    int rc = write_all(stdout, json, strlen(json)) | write_all(stdout, "\n", 1);
+    free(json);
+    return rc ? EXIT_SYSTEM : 0;
+}
+
+int cli_run(const cli_globals *globals, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(run_usage, stdout);
+            return 0;
+        }
+    run_options opts = {.state_dir = globals->state_dir};
+    opts.env = calloc((size_t)argc, sizeof *opts.env);
+    if (!opts.env)
+        return EXIT_SYSTEM;
+    int rc = parse(argc, argv, &opts);
+    if (rc) {
+        free(opts.env);
+        return rc;
+    }
+    cli_globals mine = {.state_dir = opts.state_dir};
+    rbx_engine *engine = cli_engine(&mine, &rc);
+    if (!engine) {
+        free(opts.env);
+        return rc;
+    }
+    const rbx_config *config = rbx_engine_config(engine);
+    rbx_request request;
+    rbx_request_init(&request);
+    request.language = opts.language;
+    request.session_id = opts.session;
+    request.timeout_s = opts.timeout;
+    request.env = opts.env;
+    request.env_count = opts.env_count;
+    char *code = NULL, *input = NULL;
+    char why[600];
+    if (opts.code_arg) {
+        request.code = opts.code_arg;
+        request.code_len = strlen(opts.code_arg);
+    } else if (cli_read_file(opts.file, config->max_code_bytes, &code, &request.code_len, why,
+                             sizeof why) != 0) {
+        rc = cli_usage_error("run", "%s", why);
+        goto done;
+    } else {
+        request.code = code;
+    }
+    if (opts.input) {
+        if (cli_read_file(opts.input, 64u << 20, &input, &request.stdin_len, why, sizeof why)) {
+            rc = cli_usage_error("run", "--input: %s", why);
+            goto done;
+        }
+        request.stdin_data = input;
+    }
+    request.cancel_fd = cancel_pipe();
+    rbx_result result;
+    rbx_error err = {0};
+    if (rbx_execute(engine, &request, on_output, &opts.mode, &result, &err) != RBX_OK) {
+        rc = cli_engine_error(&err);
+        goto done;
+    }
+    rc = render(&result, opts.mode);
+    rbx_result_free(&result);
+done:
+    if (request.cancel_fd >= 0)
+        close(request.cancel_fd);
+    free(code);
+    free(input);
+    free(opts.env);
+    rbx_engine_free(engine);
+    return rc;
+}

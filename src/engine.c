@@ -1,0 +1,158 @@
+/* The engine object: operator configuration and the state directory. */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+rbx_status rbx_fail(rbx_error *err, rbx_status status, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+        err->status = status;
+    }
+    return status;
+}
+
+int64_t rbx_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t rbx_now_ms(void)
+{
+    return rbx_now_us() / 1000;
+}
+
+void rbx_config_defaults(rbx_config *config)
+{
+    memset(config, 0, sizeof *config);
+    config->max_code_bytes = 1 << 20;
+    config->default_timeout_s = 30;
+    config->max_timeout_s = 300;
+    config->output_cap_bytes = 1 << 20;
+}
+
+void rbx_request_init(rbx_request *request)
+{
+    memset(request, 0, sizeof *request);
+    request->cancel_fd = -1;
+}
+
+static void default_state_dir(char *out, size_t size)
+{
+    if (geteuid() == 0) {
+        snprintf(out, size, "/var/lib/runbox");
+        return;
+    }
+    const char *xdg = getenv("XDG_STATE_HOME");
+    const char *home = getenv("HOME");
+    if (xdg && xdg[0] == '/')
+        snprintf(out, size, "%s/runbox", xdg);
+    else if (home && home[0] == '/')
+        snprintf(out, size, "%s/.local/state/runbox", home);
+    else
+        snprintf(out, size, "/tmp/runbox-%u", (unsigned)geteuid());
+}
+
+static int open_dir(const char *path)
+{
+    return open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
+rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
+{
+    rbx_engine *engine = calloc(1, sizeof *engine);
+    if (!engine) {
+        rbx_fail(err, RBX_ESYSTEM, "out of memory");
+        return NULL;
+    }
+    rbx_config_defaults(&engine->config);
+    if (config) {
+        /* Zero fields keep their default. */
+        if (config->max_code_bytes)
+            engine->config.max_code_bytes = config->max_code_bytes;
+        if (config->default_timeout_s > 0)
+            engine->config.default_timeout_s = config->default_timeout_s;
+        if (config->max_timeout_s > 0)
+            engine->config.max_timeout_s = config->max_timeout_s;
+        if (config->output_cap_bytes)
+            engine->config.output_cap_bytes = config->output_cap_bytes;
+        engine->config.state_dir = config->state_dir;
+    }
+    if (engine->config.default_timeout_s > engine->config.max_timeout_s)
+        engine->config.default_timeout_s = engine->config.max_timeout_s;
+    if (engine->config.output_cap_bytes < 64)
+        engine->config.output_cap_bytes = 64;
+    engine->is_root = geteuid() == 0;
+    engine->sessions_fd = engine->trash_fd = -1;
+
+    const char *dir = engine->config.state_dir;
+    if (dir && *dir) {
+        if (dir[0] != '/') {
+            char cwd[2048];
+            if (!getcwd(cwd, sizeof cwd))
+                goto fail_cwd;
+            snprintf(engine->state_dir, sizeof engine->state_dir, "%s/%s", cwd, dir);
+        } else {
+            snprintf(engine->state_dir, sizeof engine->state_dir, "%s", dir);
+        }
+    } else {
+        default_state_dir(engine->state_dir, sizeof engine->state_dir);
+    }
+    engine->config.state_dir = engine->state_dir;
+    snprintf(engine->sessions_dir, sizeof engine->sessions_dir, "%s/sessions", engine->state_dir);
+    snprintf(engine->trash_dir, sizeof engine->trash_dir, "%s/trash", engine->state_dir);
+
+    /* The state directory is runbox's alone: 0711 lets the sandbox user
+     * traverse to its own session's directory and nothing else. */
+    if (rbx_mkdir_p(engine->state_dir, 0711) != 0 || chmod(engine->state_dir, 0711) != 0 ||
+        rbx_mkdir_p(engine->sessions_dir, 0711) != 0 || rbx_mkdir_p(engine->trash_dir, 0700) != 0) {
+        rbx_fail(err, RBX_ESYSTEM,
+                 "cannot create state directory %s: %s (choose another with --state-dir or "
+                 "RUNBOX_STATE_DIR)",
+                 engine->state_dir, strerror(errno));
+        free(engine);
+        return NULL;
+    }
+    engine->sessions_fd = open_dir(engine->sessions_dir);
+    engine->trash_fd = open(engine->trash_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (engine->sessions_fd < 0 || engine->trash_fd < 0) {
+        rbx_fail(err, RBX_ESYSTEM, "cannot open state directory %s: %s", engine->state_dir,
+                 strerror(errno));
+        rbx_engine_free(engine);
+        return NULL;
+    }
+    return engine;
+
+fail_cwd:
+    rbx_fail(err, RBX_ESYSTEM, "cannot resolve the state directory: %s", strerror(errno));
+    free(engine);
+    return NULL;
+}
+
+void rbx_engine_free(rbx_engine *engine)
+{
+    if (!engine)
+        return;
+    if (engine->sessions_fd >= 0)
+        close(engine->sessions_fd);
+    if (engine->trash_fd >= 0)
+        close(engine->trash_fd);
+    free(engine);
+}
+
+const rbx_config *rbx_engine_config(const rbx_engine *engine)
+{
+    return &engine->config;
+}

@@ -1,0 +1,308 @@
+/* One execution, in the order the product promises: validate the request,
+ * take the session, start the sandbox, watch it, classify what happened,
+ * release the session. Nothing of the code runs before its syntax passed. */
+#include "sandbox/sandbox.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define ENV_FIXED_MAX 16
+
+/* The environment every program gets: these, then the request's own
+ * variables. Nothing is inherited from runbox's environment. */
+static size_t fixed_env(const rbx_session *session, char fixed[ENV_FIXED_MAX][4600])
+{
+    size_t n = 0;
+    snprintf(fixed[n++], 4600, "PATH=/usr/local/bin:/usr/bin:/bin");
+    snprintf(fixed[n++], 4600, "HOME=%s", session->work_path);
+    snprintf(fixed[n++], 4600, "LANG=C.UTF-8");
+    snprintf(fixed[n++], 4600, "TERM=dumb");
+    snprintf(fixed[n++], 4600, "TMPDIR=/tmp");
+    snprintf(fixed[n++], 4600, "USER=runbox");
+    snprintf(fixed[n++], 4600, "LOGNAME=runbox");
+    /* Output must reach the agent as it is printed, not at exit. */
+    snprintf(fixed[n++], 4600, "PYTHONUNBUFFERED=1");
+    snprintf(fixed[n++], 4600, "RUNBOX_SESSION_ID=%s", session->id);
+    return n;
+}
+
+static char **build_env(const rbx_request *request, const rbx_session *session)
+{
+    char(*fixed)[4600] = malloc(ENV_FIXED_MAX * sizeof *fixed);
+    if (!fixed)
+        return NULL;
+    size_t nfixed = fixed_env(session, fixed);
+    char **envp = calloc(nfixed + request->env_count + 1, sizeof *envp);
+    if (!envp) {
+        free(fixed);
+        return NULL;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < nfixed; i++)
+        envp[n++] = strdup(fixed[i]);
+    free(fixed);
+    for (size_t i = 0; i < request->env_count; i++) {
+        const char *entry = request->env[i];
+        size_t name_len = (size_t)(strchr(entry, '=') - entry);
+        size_t slot = n;
+        for (size_t j = 0; j < n; j++)
+            if (envp[j] && strncmp(envp[j], entry, name_len + 1) == 0)
+                slot = j; /* a request's value replaces a default */
+        if (slot < n)
+            free(envp[slot]);
+        envp[slot] = strdup(entry);
+        if (slot == n)
+            n++;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!envp[i]) {
+            for (size_t j = 0; j < n; j++)
+                free(envp[j]);
+            free(envp);
+            return NULL;
+        }
+    return envp;
+}
+
+static void free_env(char **envp)
+{
+    if (!envp)
+        return;
+    for (char **e = envp; *e; e++)
+        free(*e);
+    free(envp);
+}
+
+static int code_memfd(const rbx_request *request)
+{
+    int fd = memfd_create("runbox-code", MFD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t done = 0;
+    while (done < request->code_len) {
+        ssize_t n = write(fd, request->code + done, request->code_len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            close(fd);
+            return -1;
+        }
+        done += (size_t)n;
+    }
+    lseek(fd, 0, SEEK_SET);
+    return fd;
+}
+
+/* Appends runbox's own note to the error text. */
+static void append_note(rbx_result *result, const char *note)
+{
+    size_t add = strlen(note);
+    char *grown = realloc(result->error, result->error_len + add + 1);
+    if (!grown)
+        return;
+    memcpy(grown + result->error_len, note, add + 1);
+    result->error = grown;
+    result->error_len += add;
+}
+
+static char *dup_text(const char *text, size_t len, size_t *out_len)
+{
+    return rbx_utf8_sanitize(text, len, out_len);
+}
+
+/* A NUL byte cannot be part of valid source in any of our languages, and
+ * bash could not even see past it: refuse it as a syntax error. */
+static bool find_nul(const rbx_request *request, size_t *offset, size_t *line)
+{
+    const char *nul = memchr(request->code, 0, request->code_len);
+    if (!nul)
+        return false;
+    *offset = (size_t)(nul - request->code);
+    *line = 1;
+    for (const char *p = request->code; p < nul; p++)
+        *line += *p == '\n';
+    return true;
+}
+
+static void fill_exit(rbx_result *result, const rbx_outcome *outcome)
+{
+    result->exit_code = outcome->exit_code;
+    result->signal = outcome->signal;
+    result->timed_out = outcome->timed_out;
+    result->cancelled = outcome->cancelled;
+    result->success = outcome->exit_code == 0 && !outcome->signal && !outcome->timed_out &&
+                      !outcome->cancelled && !outcome->syntax_error && !outcome->oom_killed;
+}
+
+static rbx_status run_in_sandbox(rbx_engine *engine, const rbx_request *request,
+                                 const rbx_runtime *runtime, double timeout_s,
+                                 const rbx_session *session, rbx_output_fn on_output, void *user,
+                                 rbx_result *result, rbx_error *err)
+{
+    char **envp = build_env(request, session);
+    int code_fd = code_memfd(request);
+    if (!envp || code_fd < 0) {
+        free_env(envp);
+        if (code_fd >= 0)
+            close(code_fd);
+        return rbx_fail(err, RBX_ESYSTEM, "cannot prepare the execution: %s", strerror(errno));
+    }
+    rbx_sandbox_spec spec = {
+        .interpreter = runtime->interpreter,
+        .argv = (char *const *)runtime->argv,
+        .envp = envp,
+        .work_path = session->work_path,
+        .code_fd = code_fd,
+        .with_stdin = request->stdin_data != NULL,
+        .is_root = engine->is_root,
+    };
+    rbx_capture out, errc;
+    rbx_capture_init(&out, engine->config.output_cap_bytes);
+    rbx_capture_init(&errc, engine->config.output_cap_bytes);
+    rbx_watch *watch = calloc(1, sizeof *watch);
+    rbx_sandbox sandbox;
+    int64_t started = rbx_now_us();
+    rbx_status status = watch ? rbx_sandbox_start(&spec, &sandbox, err)
+                              : rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    close(code_fd);
+    free_env(envp);
+    if (status != RBX_OK) {
+        free(watch);
+        rbx_capture_free(&out);
+        rbx_capture_free(&errc);
+        return status;
+    }
+    *watch = (rbx_watch){
+        .timeout_s = timeout_s,
+        .cancel_fd = request->cancel_fd,
+        .stdin_data = request->stdin_data,
+        .stdin_len = request->stdin_len,
+        .on_output = on_output,
+        .user = user,
+        .out = &out,
+        .err = &errc,
+    };
+    rbx_exit_report report;
+    bool reported = rbx_supervise(&sandbox, watch, &report);
+    rbx_sandbox_close(&sandbox);
+    result->duration_ms = (rbx_now_us() - started + 500) / 1000;
+
+    rbx_outcome outcome = {.timed_out = watch->timed_out, .cancelled = watch->cancelled};
+    if (reported && WIFEXITED(report.wait_status)) {
+        outcome.exit_code = WEXITSTATUS(report.wait_status);
+    } else if (reported && WIFSIGNALED(report.wait_status)) {
+        outcome.signal = WTERMSIG(report.wait_status);
+        outcome.exit_code = 128 + outcome.signal;
+    } else {
+        outcome.signal = SIGKILL; /* the sandbox was killed before the program ended */
+        outcome.exit_code = 128 + SIGKILL;
+    }
+    if (outcome.timed_out)
+        outcome.exit_code = 124;
+    if (reported) {
+        result->cpu_ms = (report.usage.ru_utime.tv_sec + report.usage.ru_stime.tv_sec) * 1000 +
+                         (report.usage.ru_utime.tv_usec + report.usage.ru_stime.tv_usec) / 1000;
+        result->peak_memory_kb = report.usage.ru_maxrss;
+    }
+
+    const char *rep = watch->report;
+    if (watch->report_len && rep[0] == 'E') {
+        status = rbx_fail(err, RBX_ESYSTEM, "the sandbox failed to start: cannot %.400s", rep + 1);
+        err->message[strcspn(err->message, "\n")] = 0;
+    } else if (watch->report_len && rep[0] == 'S' && !outcome.timed_out && !outcome.cancelled) {
+        outcome.syntax_error = true;
+    }
+    if (status == RBX_OK) {
+        result->output =
+            rbx_capture_finish(&out, "stdout", &result->truncated_stdout, &result->output_len);
+        result->error =
+            rbx_capture_finish(&errc, "stderr", &result->truncated_stderr, &result->error_len);
+        if (outcome.syntax_error) {
+            free(result->error);
+            result->error = dup_text(rep + 1, watch->report_len - 1, &result->error_len);
+        }
+        fill_exit(result, &outcome);
+        rbx_classify(runtime, &outcome, result->error, result->error_len, &result->error_type,
+                     &result->exception);
+        char note[200];
+        if (outcome.timed_out) {
+            snprintf(note, sizeof note,
+                     "%s[runbox: timed out after %g s; every process of the execution was "
+                     "killed]\n",
+                     result->error_len && result->error[result->error_len - 1] != '\n' ? "\n" : "",
+                     timeout_s);
+            append_note(result, note);
+        } else if (outcome.cancelled) {
+            append_note(result, "[runbox: cancelled; every process of the execution was killed]\n");
+        }
+        if (!result->output || !result->error)
+            status = rbx_fail(err, RBX_ESYSTEM, "out of memory building the result");
+    }
+    rbx_capture_free(&out);
+    rbx_capture_free(&errc);
+    free(watch);
+    return status;
+}
+
+static rbx_status syntax_result(const rbx_runtime *runtime, size_t offset, size_t line,
+                                rbx_result *result)
+{
+    char message[160];
+    snprintf(message, sizeof message,
+             "SyntaxError: the code contains a NUL byte at offset %zu (line %zu)\n", offset, line);
+    result->output = strdup("");
+    result->error = strdup(message);
+    result->error_len = strlen(message);
+    rbx_outcome outcome = {.exit_code = 2, .syntax_error = true};
+    fill_exit(result, &outcome);
+    rbx_classify(runtime, &outcome, NULL, 0, &result->error_type, &result->exception);
+    return RBX_OK;
+}
+
+rbx_status rbx_execute(rbx_engine *engine, const rbx_request *request, rbx_output_fn on_output,
+                       void *user, rbx_result *result, rbx_error *err)
+{
+    memset(result, 0, sizeof *result);
+    const rbx_runtime *runtime;
+    double timeout_s;
+    rbx_status status = rbx_request_validate(engine, request, &runtime, &timeout_s, err);
+    if (status != RBX_OK)
+        return status;
+    result->language = runtime->name;
+
+    rbx_session session;
+    /* Waiting for a busy session counts against the execution's own timeout. */
+    int64_t waited_from = rbx_now_us();
+    status = rbx_session_acquire(engine, request->session_id, timeout_s, &session, err);
+    if (status != RBX_OK)
+        return status;
+    snprintf(result->session_id, sizeof result->session_id, "%s", session.id);
+    double left = timeout_s - (double)(rbx_now_us() - waited_from) / 1e6;
+    if (left < 0.001)
+        left = 0.001;
+
+    size_t nul_offset, nul_line;
+    if (find_nul(request, &nul_offset, &nul_line))
+        status = syntax_result(runtime, nul_offset, nul_line, result);
+    else
+        status = run_in_sandbox(engine, request, runtime, left, &session, on_output, user, result,
+                                err);
+    rbx_session_release(engine, &session);
+    if (status != RBX_OK)
+        rbx_result_free(result);
+    return status;
+}
+
+void rbx_result_free(rbx_result *result)
+{
+    free(result->output);
+    free(result->error);
+    free(result->exception);
+    result->output = result->error = result->exception = NULL;
+}

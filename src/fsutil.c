@@ -1,0 +1,159 @@
+/* Host-side tree walks that never follow a symbolic link. Sandboxed code can
+ * plant links anywhere in its session; every walk here goes through openat()
+ * with O_NOFOLLOW from a directory fd, so a link is removed or counted as a
+ * link, never entered (the Judge0 escapes, CVE-2024-28185/28189). */
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Deeper trees are flattened rather than walked with one fd per level, so a
+ * hostile 100,000-level tree cannot exhaust file descriptors or the stack. */
+#define WALK_MAX_DEPTH 64
+
+typedef int (*visit_fn)(int dirfd, const char *name, const struct stat *st, void *user);
+
+static int walk(int topfd, int dirfd, int depth, visit_fn leave, void *user, unsigned *flattened);
+
+static int walk_entry(int topfd, int dirfd, const char *name, int depth, visit_fn leave,
+                      void *user, unsigned *flattened)
+{
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOENT ? 0 : -1;
+    if (S_ISDIR(st.st_mode)) {
+        if (depth >= WALK_MAX_DEPTH && !flattened)
+            return leave(dirfd, name, &st, user); /* counting: do not touch the tree */
+        if (depth >= WALK_MAX_DEPTH && topfd != dirfd) {
+            /* Move the subtree up next to the top and walk it from there. */
+            char moved[64];
+            snprintf(moved, sizeof moved, ".rbx-flat-%u-%d", (*flattened)++, getpid());
+            if (renameat(dirfd, name, topfd, moved) != 0)
+                return -1;
+            return walk_entry(topfd, topfd, moved, 0, leave, user, flattened);
+        }
+        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            return -1;
+        /* Removal must read a directory the sandbox made unreadable. */
+        if (flattened)
+            (void)fchmod(fd, 0700);
+        int rc = walk(topfd, fd, depth + 1, leave, user, flattened);
+        close(fd);
+        if (rc != 0)
+            return rc;
+    }
+    return leave(dirfd, name, &st, user);
+}
+
+static int walk(int topfd, int dirfd, int depth, visit_fn leave, void *user, unsigned *flattened)
+{
+    int fd = dup(dirfd);
+    if (fd < 0)
+        return -1;
+    DIR *dir = fdopendir(fd);
+    if (!dir) {
+        close(fd);
+        return -1;
+    }
+    int rc = 0;
+    for (;;) {
+        errno = 0;
+        struct dirent *entry = readdir(dir);
+        if (!entry)
+            break;
+        if (!strcmp(entry->d_name, ".") || !strcmp(entry->d_name, ".."))
+            continue;
+        int child_top = depth == 0 ? dirfd : topfd;
+        if (walk_entry(child_top, dirfd, entry->d_name, depth, leave, user, flattened) != 0) {
+            rc = -1;
+            break;
+        }
+        /* Entries renamed up to the top are picked up by the top's own walk
+         * (readdir there sees them, or a later pass below does). */
+    }
+    closedir(dir);
+    return rc;
+}
+
+static int remove_one(int dirfd, const char *name, const struct stat *st, void *user)
+{
+    (void)user;
+    if (unlinkat(dirfd, name, S_ISDIR(st->st_mode) ? AT_REMOVEDIR : 0) != 0 && errno != ENOENT)
+        return -1;
+    return 0;
+}
+
+static int count_one(int dirfd, const char *name, const struct stat *st, void *user)
+{
+    (void)dirfd;
+    (void)name;
+    *(uint64_t *)user += (uint64_t)st->st_blocks * 512;
+    return 0;
+}
+
+/* Walks the tree at name below dirfd, then visits name itself. Entries that
+ * were flattened to the top while walking are swept by repeating the walk of
+ * the top until it is empty (removal) or stable (counting). */
+static int walk_tree(int dirfd, const char *name, visit_fn leave, void *user, bool repeat)
+{
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOENT ? 0 : -1;
+    if (!S_ISDIR(st.st_mode))
+        return leave(dirfd, name, &st, user);
+    int top = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (top < 0)
+        return -1;
+    unsigned flattened = 0;
+    int rc = 0;
+    if (repeat)
+        (void)fchmod(top, 0700);
+    for (;;) {
+        unsigned before = flattened;
+        rc = walk(top, top, 0, leave, user, repeat ? &flattened : NULL);
+        if (rc != 0 || !repeat || flattened == before)
+            break;
+    }
+    close(top);
+    if (rc != 0)
+        return rc;
+    return leave(dirfd, name, &st, user);
+}
+
+int rbx_remove_tree(int dirfd, const char *name)
+{
+    return walk_tree(dirfd, name, remove_one, NULL, true);
+}
+
+int rbx_tree_usage(int dirfd, const char *name, uint64_t *bytes)
+{
+    *bytes = 0;
+    return walk_tree(dirfd, name, count_one, bytes, false);
+}
+
+int rbx_mkdir_p(const char *path, mode_t mode)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(buf, mode) != 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}

@@ -1,0 +1,122 @@
+/* Internal interfaces between the engine's modules. Not installed. */
+#ifndef RBX_INTERNAL_H
+#define RBX_INTERNAL_H
+
+#include "runbox.h"
+
+#include <stdarg.h>
+#include <sys/types.h>
+
+/* Inside every sandbox the program runs as RBX_SANDBOX_UID. When runbox
+ * runs as root, sandbox uid N maps to host uid RBX_HOST_UID_BASE + N, far
+ * from any real account; otherwise it maps to the caller's own uid. */
+#define RBX_SANDBOX_UID 1000
+#define RBX_HOST_UID_BASE 3000000
+
+struct rbx_engine {
+    rbx_config config;
+    char state_dir[4096];
+    char sessions_dir[4200];
+    char trash_dir[4200];
+    int sessions_fd; /* O_PATH|O_DIRECTORY fd of sessions_dir: every walk starts here */
+    int trash_fd;
+    bool is_root;
+};
+
+/* error.c idiom: fill err and return its status, so callers can write
+ * `return rbx_fail(err, RBX_EINVAL, "...")`. */
+rbx_status rbx_fail(rbx_error *err, rbx_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+int64_t rbx_now_ms(void);     /* monotonic clock */
+int64_t rbx_now_us(void);     /* monotonic clock */
+
+/* runtime.c: the table of languages. */
+typedef struct rbx_runtime {
+    const char *name;           /* canonical */
+    const char *aliases[4];
+    const char *interpreter;    /* absolute path on the host; never looked up on PATH */
+    const char *extension;
+    /* argv after the interpreter: the bootstrap reads the code on fd 3,
+     * checks its syntax without running it, reports on fd 4, closes both,
+     * then runs it in the same process. */
+    const char *argv[7];
+    /* Names the failure of a program that exited non-zero, from its stderr:
+     * returns an error_type and sets *exception to the language's own error
+     * name (malloc'ed) or NULL. */
+    const char *(*classify)(int exit_code, const char *text, size_t len, char **exception);
+} rbx_runtime;
+
+const char *rbx_classify_python(int exit_code, const char *text, size_t len, char **exception);
+const char *rbx_classify_javascript(int exit_code, const char *text, size_t len,
+                                    char **exception);
+const char *rbx_classify_bash(int exit_code, const char *text, size_t len, char **exception);
+
+const rbx_runtime *rbx_runtime_find(const char *name);
+
+/* request.c */
+rbx_status rbx_request_validate(const rbx_engine *engine, const rbx_request *request,
+                                const rbx_runtime **runtime, double *timeout_s, rbx_error *err);
+bool rbx_env_name_valid(const char *name, size_t len);
+
+/* capture.c: keeps the head and the tail of a stream within a cap. */
+typedef struct rbx_capture {
+    size_t head_cap, tail_cap;
+    char *head;
+    size_t head_len;
+    char *tail;       /* ring buffer */
+    size_t tail_len;  /* bytes valid in the ring */
+    size_t tail_pos;  /* next write position */
+    uint64_t total;
+} rbx_capture;
+
+int rbx_capture_init(rbx_capture *capture, size_t cap);
+void rbx_capture_add(rbx_capture *capture, const char *data, size_t len);
+/* Returns the kept text as valid UTF-8 (NUL-terminated, *len excludes it),
+ * with one marker line where bytes were left out, and frees the buffers. */
+char *rbx_capture_finish(rbx_capture *capture, const char *stream_name, uint64_t *dropped,
+                         size_t *len);
+void rbx_capture_free(rbx_capture *capture);
+
+/* utf8.c helpers (in capture.c): replace invalid sequences by U+FFFD. */
+char *rbx_utf8_sanitize(const char *data, size_t len, size_t *out_len);
+/* Length of the longest prefix of data that does not end inside a
+ * multi-byte sequence that could still be completed by more bytes. */
+size_t rbx_utf8_complete_prefix(const char *data, size_t len);
+
+/* classify.c */
+typedef struct rbx_outcome {
+    int exit_code;
+    int signal;
+    bool timed_out;
+    bool oom_killed;
+    bool cancelled;
+    bool syntax_error;
+} rbx_outcome;
+
+/* Sets error_type and exception on result from what happened and what the
+ * program wrote to stderr (only consulted when the program failed). */
+void rbx_classify(const rbx_runtime *runtime, const rbx_outcome *outcome, const char *stderr_text,
+                  size_t stderr_len, const char **error_type, char **exception);
+
+/* session.c */
+typedef struct rbx_session {
+    char id[RBX_SESSION_ID_MAX + 1];
+    bool one_off;
+    int lock_fd;
+    int dir_fd;       /* the session's root directory */
+    char work_path[4400];
+} rbx_session;
+
+rbx_status rbx_session_acquire(rbx_engine *engine, const char *id, double wait_s,
+                               rbx_session *session, rbx_error *err);
+void rbx_session_release(rbx_engine *engine, rbx_session *session);
+
+/* fsutil.c: host-side tree walks that never follow a symbolic link. */
+/* Removes name (a file or a whole tree) inside dirfd. */
+int rbx_remove_tree(int dirfd, const char *name);
+/* Adds up the allocated bytes of the tree at name inside dirfd. */
+int rbx_tree_usage(int dirfd, const char *name, uint64_t *bytes);
+int rbx_mkdir_p(const char *path, mode_t mode);
+
+#endif

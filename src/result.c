@@ -1,0 +1,71 @@
+/* Rendering results and streaming events as JSON. The field names are a
+ * contract: the CLI, the HTTP and MCP servers and the clients all emit
+ * exactly this object. */
+#include "internal.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+static json_t *text(const char *data, size_t len)
+{
+    /* Results are sanitized already; events are not. Both end up valid. */
+    size_t clean_len;
+    char *clean = rbx_utf8_sanitize(data ? data : "", data ? len : 0, &clean_len);
+    json_t *value = clean ? json_stringn(clean, clean_len) : NULL;
+    free(clean);
+    return value ? value : json_string("");
+}
+
+static json_t *nullable_string(const char *value)
+{
+    return value ? json_string(value) : json_null();
+}
+
+static char *render_result(const rbx_result *result, bool as_event)
+{
+    json_t *obj = json_object();
+    if (as_event)
+        json_object_set_new(obj, "type", json_string("result"));
+    json_object_set_new(obj, "success", json_boolean(result->success));
+    json_object_set_new(obj, "output", text(result->output, result->output_len));
+    json_object_set_new(obj, "error", text(result->error, result->error_len));
+    json_object_set_new(obj, "exit_code", json_integer(result->exit_code));
+    json_object_set_new(obj, "duration_ms", json_integer(result->duration_ms));
+    json_object_set_new(obj, "session_id", json_string(result->session_id));
+    json_object_set_new(obj, "language", nullable_string(result->language));
+    json_object_set_new(obj, "error_type", nullable_string(result->error_type));
+    json_object_set_new(obj, "exception", nullable_string(result->exception));
+    json_object_set_new(obj, "timed_out", json_boolean(result->timed_out));
+    json_object_set_new(obj, "cancelled", json_boolean(result->cancelled));
+    json_t *truncated = json_object();
+    json_object_set_new(truncated, "stdout", json_integer((json_int_t)result->truncated_stdout));
+    json_object_set_new(truncated, "stderr", json_integer((json_int_t)result->truncated_stderr));
+    json_object_set_new(obj, "truncated", truncated);
+    json_object_set_new(obj, "signal", result->signal ? json_integer(result->signal) : json_null());
+    json_object_set_new(obj, "cpu_ms", json_integer(result->cpu_ms));
+    json_object_set_new(obj, "peak_memory_kb", json_integer(result->peak_memory_kb));
+    char *out = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(obj);
+    return out;
+}
+
+char *rbx_result_to_json(const rbx_result *result)
+{
+    return render_result(result, false);
+}
+
+char *rbx_result_event_to_json(const rbx_result *result)
+{
+    return render_result(result, true);
+}
+
+char *rbx_event_to_json(rbx_stream stream, const char *data, size_t len)
+{
+    json_t *obj = json_object();
+    json_object_set_new(obj, "type", json_string(stream == RBX_STDOUT ? "stdout" : "stderr"));
+    json_object_set_new(obj, "data", text(data, len));
+    char *out = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(obj);
+    return out;
+}

@@ -1,0 +1,132 @@
+/* The languages runbox runs, as data. Adding a language means adding an
+ * entry here: its interpreter, and a bootstrap that reads the code on fd 3,
+ * checks its syntax in the same process without running any of it, writes
+ * "R" (ready) or "S<message>" (syntax error) on fd 4, closes both, and only
+ * then runs the code. One interpreter start per execution. */
+#include "internal.h"
+
+#include <string.h>
+#include <strings.h>
+
+/* Python: compile() first, so a syntax error anywhere runs nothing. The
+ * excepthook hides the bootstrap's own frame from tracebacks. */
+static const char python_bootstrap[] =
+    "import sys,os\n"
+    "def _rbx_load():\n"
+    "    f=os.fdopen(3,'rb');s=f.read();f.close()\n"
+    "    try:\n"
+    "        c=compile(s,'<code>','exec')\n"
+    "    except (SyntaxError,ValueError) as e:\n"
+    "        import traceback\n"
+    "        m=''.join(traceback.format_exception_only(type(e),e))\n"
+    "        os.write(4,b'S'+m.encode('utf-8','replace'));os._exit(2)\n"
+    "    os.write(4,b'R');os.close(4)\n"
+    "    return c\n"
+    "def _rbx_hook(t,v,tb):\n"
+    "    if tb is not None and tb.tb_frame.f_code.co_filename=='<string>':tb=tb.tb_next\n"
+    "    sys.__excepthook__(t,v,tb)\n"
+    "sys.excepthook=_rbx_hook\n"
+    "_rbx_code=_rbx_load()\n"
+    "del _rbx_load\n"
+    "sys.argv=['<code>']\n"
+    "_rbx_g={'__name__':'__main__','__builtins__':__builtins__,'__doc__':None}\n"
+    "exec(_rbx_code,_rbx_g)\n";
+
+/* JavaScript: compile as a CommonJS function body first. Code with import
+ * or export statements (or top-level await) is an ES module: it is loaded
+ * with import(), which parses the whole module before evaluating any of it;
+ * the first statement of the module marks that evaluation began, so a parse
+ * error is told apart from a SyntaxError thrown while running. */
+static const char javascript_bootstrap[] =
+    "'use strict';"
+    "const fs=require('fs'),vm=require('vm'),Module=require('module'),path=require('path');"
+    "const src=fs.readFileSync(3,'utf8');fs.closeSync(3);"
+    "const clean=(e)=>String(e&&e.stack||e).split('\\n').filter(l=>!/^\\s+at /.test(l))"
+    ".join('\\n').trim()+'\\n';"
+    "const syntax=(e)=>{fs.writeSync(4,'S'+clean(e));process.exit(2);};"
+    "const ready=()=>{fs.writeSync(4,'R');fs.closeSync(4);};"
+    "const esmHint=/Cannot use import statement|Unexpected token 'export'|await is only valid|"
+    "import\\.meta/;"
+    "let fn=null;"
+    "try{fn=vm.compileFunction(src,['exports','require','module','__filename','__dirname'],"
+    "{filename:'<code>'});}"
+    "catch(e){if(!(e instanceof SyntaxError)||!esmHint.test(String(e.message)))syntax(e);}"
+    "const file=path.join(process.cwd(),'<code>');"
+    "if(fn){const m=new Module(file,null);m.filename=file;"
+    "m.paths=Module._nodeModulePaths(process.cwd());"
+    "process.mainModule=m;require.main=m;ready();"
+    "fn.call(m.exports,m.exports,Module.createRequire(file),m,file,process.cwd());}"
+    "else{let started=false;globalThis.__rbx_started=()=>{started=true;"
+    "delete globalThis.__rbx_started;ready();};"
+    "import('data:text/javascript;base64,'+Buffer.from('__rbx_started();'+src)"
+    ".toString('base64')).catch((e)=>{if(!started&&e instanceof SyntaxError)syntax(e);"
+    "if(!started)ready();process.exitCode=1;console.error(e);});}";
+
+/* Bash: defining a function whose body is the code parses all of it
+ * without running any of it, with bash's own messages and line numbers.
+ * It runs in a forked subshell, so the definition does not survive; the
+ * code then runs with eval on line 1, so $LINENO matches the code's lines. */
+static const char bash_bootstrap[] =
+    "read -r -d '' -u 3 __rbx_code; exec 3<&-; "
+    "if ! __rbx_msg=$( { source /dev/stdin <<<\"__rbx_check() { ${__rbx_code}\"$'\\n}'; } 2>&1 ); "
+    "then printf 'S%s\\n' \"${__rbx_msg//\\/dev\\/stdin: /bash: }\" >&4; exit 2; fi; "
+    "printf R >&4; exec 4>&-; unset __rbx_msg; eval \"unset __rbx_code; $__rbx_code\"";
+
+static const rbx_runtime runtimes[] = {
+    {
+        .name = "python",
+        .aliases = {"py", "python3"},
+        .interpreter = "/usr/bin/python3",
+        .extension = ".py",
+        .argv = {"python3", "-c", python_bootstrap},
+        .classify = rbx_classify_python,
+    },
+    {
+        .name = "javascript",
+        .aliases = {"js", "node", "nodejs"},
+        .interpreter = "/usr/bin/node",
+        .extension = ".js",
+        .argv = {"node", "-e", javascript_bootstrap},
+        .classify = rbx_classify_javascript,
+    },
+    {
+        .name = "bash",
+        .aliases = {"sh", "shell"},
+        .interpreter = "/bin/bash",
+        .extension = ".sh",
+        .argv = {"bash", "--norc", "--noprofile", "-c", bash_bootstrap, "bash"},
+        .classify = rbx_classify_bash,
+    },
+};
+
+#define RUNTIME_COUNT (sizeof runtimes / sizeof runtimes[0])
+
+const rbx_runtime *rbx_runtime_find(const char *name)
+{
+    if (!name)
+        return NULL;
+    for (size_t i = 0; i < RUNTIME_COUNT; i++) {
+        if (strcasecmp(name, runtimes[i].name) == 0)
+            return &runtimes[i];
+        for (size_t a = 0; a < 4 && runtimes[i].aliases[a]; a++)
+            if (strcasecmp(name, runtimes[i].aliases[a]) == 0)
+                return &runtimes[i];
+    }
+    return NULL;
+}
+
+size_t rbx_runtime_count(void)
+{
+    return RUNTIME_COUNT;
+}
+
+const char *rbx_runtime_name(size_t index)
+{
+    return index < RUNTIME_COUNT ? runtimes[index].name : NULL;
+}
+
+const char *rbx_runtime_canonical(const char *name)
+{
+    const rbx_runtime *runtime = rbx_runtime_find(name);
+    return runtime ? runtime->name : NULL;
+}

@@ -1,0 +1,61 @@
+/* The sandbox: where one execution runs. spawn.c starts it (namespaces, an
+ * init of runbox's own as PID 1, the program below it); supervise.c watches
+ * it (output, deadline, cancellation) until nothing of it is left. */
+#ifndef RBX_SANDBOX_H
+#define RBX_SANDBOX_H
+
+#include "internal.h"
+
+#include <sys/resource.h>
+
+typedef struct rbx_sandbox_spec {
+    const char *interpreter;    /* absolute path */
+    char *const *argv;
+    char *const *envp;
+    const char *work_path;      /* the session's work directory on the host */
+    int code_fd;                /* becomes fd 3 of the program */
+    bool with_stdin;            /* else stdin is /dev/null */
+    bool is_root;
+} rbx_sandbox_spec;
+
+typedef struct rbx_sandbox {
+    pid_t pid;                  /* the sandbox's init, as the host sees it */
+    int pidfd;
+    int stdin_fd;               /* our end of the program's stdin, or -1 */
+    int stdout_fd, stderr_fd;   /* read ends */
+    int report_fd;              /* the bootstrap's R/S report, or E<message> from setup */
+    int status_fd;              /* init writes rbx_exit_report here */
+} rbx_sandbox;
+
+/* What init tells us about the program when it ends. */
+typedef struct rbx_exit_report {
+    int wait_status;
+    struct rusage usage;
+} rbx_exit_report;
+
+rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox, rbx_error *err);
+/* Kills every process of the sandbox (killing init ends its PID namespace). */
+void rbx_sandbox_kill(rbx_sandbox *sandbox);
+/* Reaps init; fills report and returns true when init reported the program's end. */
+bool rbx_sandbox_reap(rbx_sandbox *sandbox, rbx_exit_report *report);
+void rbx_sandbox_close(rbx_sandbox *sandbox);
+
+/* supervise.c */
+typedef struct rbx_watch {
+    double timeout_s;
+    int cancel_fd;
+    const char *stdin_data;
+    size_t stdin_len;
+    rbx_output_fn on_output;
+    void *user;
+    rbx_capture *out, *err;
+    char report[65536];         /* what the bootstrap or setup reported */
+    size_t report_len;
+    bool timed_out, cancelled;
+    int64_t first_byte_us;      /* when the first output arrived, or 0 */
+} rbx_watch;
+
+/* Runs the poll loop until the sandbox is gone; fills watch and report. */
+bool rbx_supervise(rbx_sandbox *sandbox, rbx_watch *watch, rbx_exit_report *report);
+
+#endif

@@ -1,0 +1,377 @@
+/* Starting a sandbox. The order of confinement is visible in two functions:
+ * sandbox_init() (PID 1 of the new namespaces) and enter_program() (the
+ * user's program, from fork to execve).
+ *
+ * The child side runs after clone() in a process that may have been copied
+ * from a multi-threaded server: it must not allocate or take locks, so all
+ * it needs is prepared here beforehand and it calls only system calls. */
+#include "sandbox/sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <grp.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define INIT_STACK_SIZE (256 * 1024)
+
+/* Namespaces every execution gets. The network namespace is the Sandbox
+ * issue's: until then the program shares the host's network. */
+#define SANDBOX_CLONE_FLAGS                                                                       \
+    (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP)
+
+/* Everything the child side needs, prepared by the parent. */
+typedef struct child_plan {
+    const rbx_sandbox_spec *spec;
+    int sync_fd;       /* read end: the parent writes one byte once our uid map is set */
+    int stdin_fd;      /* the program's stdin */
+    int stdout_fd, stderr_fd;
+    int report_fd;     /* write end */
+    int status_fd;     /* write end */
+    int parent_ends[6];/* the parent's ends, closed in the child */
+} child_plan;
+
+static void report_error(int fd, const char *what, int error)
+{
+    /* snprintf is async-signal-safe enough in glibc for %s; avoid it anyway. */
+    char buf[256];
+    size_t n = 0;
+    const char *parts[] = {"E", what, ": ", strerror(error), "\n"};
+    for (size_t i = 0; i < 5; i++)
+        for (const char *p = parts[i]; *p && n < sizeof buf; p++)
+            buf[n++] = *p;
+    (void)!write(fd, buf, n);
+}
+
+static int move_fd(int from, int to)
+{
+    if (from == to)
+        return fcntl(to, F_SETFD, 0); /* keep it across execve */
+    return dup2(from, to) < 0 ? -1 : 0;
+}
+
+/* The program's descriptors: exactly 0, 1, 2, the code (3) and the report
+ * (4), which the bootstrap closes before any of the code runs. */
+static int arrange_fds(const child_plan *plan)
+{
+    int src[5] = {plan->stdin_fd, plan->stdout_fd, plan->stderr_fd, plan->spec->code_fd,
+                  plan->report_fd};
+    /* First lift every source above the targets so no dup2 clobbers one. */
+    for (int i = 0; i < 5; i++) {
+        src[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 16);
+        if (src[i] < 0)
+            return -1;
+    }
+    for (int i = 0; i < 5; i++)
+        if (move_fd(src[i], i) != 0)
+            return -1;
+    return syscall(SYS_close_range, 5, ~0U, 0) == 0 ? 0 : -1;
+}
+
+/* The bounding and ambient sets go first, while CAP_SETPCAP is still held;
+ * the remaining sets are cleared once the credentials are switched. */
+static int drop_bounding_set(void)
+{
+    for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
+            return -1;
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
+        return -1;
+    return 0;
+}
+
+static int clear_capabilities(void)
+{
+    struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct data[2] = {{0}};
+    return (int)syscall(SYS_capset, &header, data);
+}
+
+static int become_sandbox_user(bool is_root)
+{
+    /* As root we may drop supplementary groups (the host's gid 0 among
+     * them); unprivileged, setgroups is denied and the map has one uid. */
+    if (is_root && setgroups(0, NULL) != 0)
+        return -1;
+    if (setresgid(RBX_SANDBOX_UID, RBX_SANDBOX_UID, RBX_SANDBOX_UID) != 0)
+        return -1;
+    return setresuid(RBX_SANDBOX_UID, RBX_SANDBOX_UID, RBX_SANDBOX_UID);
+}
+
+static int set_limits(void)
+{
+    struct rlimit none = {0, 0};
+    return setrlimit(RLIMIT_CORE, &none);
+}
+
+/* The user's program: from fork to execve, one confinement step a call. */
+static void enter_program(const child_plan *plan)
+{
+    const rbx_sandbox_spec *spec = plan->spec;
+    int report = plan->report_fd;
+    const char *step = "setsid";
+    /* A new session: no controlling terminal, so nothing can be typed
+     * into one with TIOCSTI. */
+    if (setsid() < 0)
+        goto fail;
+    step = "set up file descriptors";
+    if (arrange_fds(plan) != 0)
+        goto fail;
+    report = 4;
+    step = "enter the session directory";
+    if (chdir(spec->work_path) != 0)
+        goto fail;
+    step = "set resource limits";
+    if (set_limits() != 0)
+        goto fail;
+    step = "drop the capability bounding set";
+    if (drop_bounding_set() != 0)
+        goto fail;
+    step = "switch to the sandbox user";
+    if (become_sandbox_user(spec->is_root) != 0)
+        goto fail;
+    step = "clear capabilities";
+    if (clear_capabilities() != 0)
+        goto fail;
+    step = "set no_new_privs";
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        goto fail;
+    step = "start the interpreter";
+    execve(spec->interpreter, spec->argv, spec->envp);
+fail:
+    report_error(report, step, errno);
+    _exit(127);
+}
+
+/* The program's parent and the namespace's PID 1: reaps every process,
+ * reports how the program ended, and exits, which makes the kernel kill
+ * whatever else is left in the namespace. */
+static int init_reap(const child_plan *plan, pid_t program)
+{
+    for (;;) {
+        int status;
+        struct rusage usage;
+        pid_t pid = wait4(-1, &status, __WALL, &usage);
+        if (pid < 0 && errno == EINTR)
+            continue;
+        if (pid < 0)
+            _exit(1);
+        if (pid == program) {
+            rbx_exit_report report = {.wait_status = status, .usage = usage};
+            (void)!write(plan->status_fd, &report, sizeof report);
+            _exit(0);
+        }
+    }
+}
+
+static int sandbox_init(void *arg)
+{
+    const child_plan *plan = arg;
+    for (int i = 0; i < 6; i++)
+        if (plan->parent_ends[i] >= 0)
+            close(plan->parent_ends[i]);
+    /* The sandbox never outlives the runbox that started it. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    char go;
+    if (read(plan->sync_fd, &go, 1) != 1)
+        _exit(1);
+    close(plan->sync_fd);
+    if (plan->spec->is_root) {
+        /* Become the namespace's own root (a high host uid), leaving the
+         * host's uid 0 behind; capabilities in the namespace are kept. */
+        if (setresgid(0, 0, 0) != 0 || setgroups(0, NULL) != 0 || setresuid(0, 0, 0) != 0) {
+            report_error(plan->report_fd, "become the sandbox's root", errno);
+            _exit(1);
+        }
+    }
+    prctl(PR_SET_DUMPABLE, 0);
+    /* A plain fork: glibc's fork() would run atfork handlers that may take
+     * locks held by threads of the process we were cloned from. */
+    pid_t program = (pid_t)syscall(SYS_clone, SIGCHLD, NULL, NULL, NULL, NULL);
+    if (program < 0) {
+        report_error(plan->report_fd, "fork the program", errno);
+        _exit(1);
+    }
+    if (program == 0)
+        enter_program(plan);
+    close(plan->stdin_fd);
+    close(plan->stdout_fd);
+    close(plan->stderr_fd);
+    close(plan->report_fd);
+    return init_reap(plan, program);
+}
+
+static int write_file(pid_t pid, const char *name, const char *text)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t len = (ssize_t)strlen(text);
+    ssize_t n = write(fd, text, (size_t)len);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return n == len ? 0 : -1;
+}
+
+/* Maps the sandbox's users. As root: the sandbox's root and user to high,
+ * unprivileged host uids. Otherwise: the caller's own uid, which is all an
+ * unprivileged user may map. */
+static int map_users(pid_t pid, bool is_root)
+{
+    char map[128];
+    if (is_root) {
+        snprintf(map, sizeof map, "0 %d 1\n%d %d 1\n", RBX_HOST_UID_BASE, RBX_SANDBOX_UID,
+                 RBX_HOST_UID_BASE + RBX_SANDBOX_UID);
+        return write_file(pid, "uid_map", map) || write_file(pid, "gid_map", map) ? -1 : 0;
+    }
+    char gmap[64];
+    snprintf(map, sizeof map, "%d %u 1\n", RBX_SANDBOX_UID, (unsigned)getuid());
+    snprintf(gmap, sizeof gmap, "%d %u 1\n", RBX_SANDBOX_UID, (unsigned)getgid());
+    if (write_file(pid, "setgroups", "deny") != 0)
+        return -1;
+    return write_file(pid, "uid_map", map) || write_file(pid, "gid_map", gmap) ? -1 : 0;
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox, rbx_error *err)
+{
+    memset(sandbox, 0, sizeof *sandbox);
+    sandbox->pid = -1;
+    sandbox->pidfd = sandbox->stdin_fd = sandbox->stdout_fd = sandbox->stderr_fd = -1;
+    sandbox->report_fd = sandbox->status_fd = -1;
+
+    int sync[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1}, rep[2] = {-1, -1},
+        stat[2] = {-1, -1}, in[2] = {-1, -1};
+    rbx_status status = RBX_ESYSTEM;
+    void *stack = MAP_FAILED;
+    if (pipe2(sync, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(errp, O_CLOEXEC) ||
+        pipe2(rep, O_CLOEXEC) || pipe2(stat, O_CLOEXEC)) {
+        rbx_fail(err, RBX_ESYSTEM, "cannot create pipes for the sandbox: %s", strerror(errno));
+        goto out;
+    }
+    if (spec->with_stdin) {
+        /* A socket, so that writing to a program that stopped reading gives
+         * EPIPE without raising SIGPIPE in the caller (MSG_NOSIGNAL). */
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0) {
+            rbx_fail(err, RBX_ESYSTEM, "cannot create the stdin socket: %s", strerror(errno));
+            goto out;
+        }
+        shutdown(in[0], SHUT_WR);
+        shutdown(in[1], SHUT_RD);
+    } else {
+        in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (in[0] < 0) {
+            rbx_fail(err, RBX_ESYSTEM, "cannot open /dev/null: %s", strerror(errno));
+            goto out;
+        }
+    }
+    /* Fewer wake-ups for programs that print a lot. */
+    (void)fcntl(out[1], F_SETPIPE_SZ, 1 << 20);
+
+    child_plan plan = {
+        .spec = spec,
+        .sync_fd = sync[0],
+        .stdin_fd = in[0],
+        .stdout_fd = out[1],
+        .stderr_fd = errp[1],
+        .report_fd = rep[1],
+        .status_fd = stat[1],
+        .parent_ends = {sync[1], out[0], errp[0], rep[0], stat[0], in[1]},
+    };
+    stack = mmap(NULL, INIT_STACK_SIZE, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED) {
+        rbx_fail(err, RBX_ESYSTEM, "cannot allocate the sandbox's stack: %s", strerror(errno));
+        goto out;
+    }
+    int pidfd = -1;
+    pid_t pid = clone(sandbox_init, (char *)stack + INIT_STACK_SIZE,
+                      SANDBOX_CLONE_FLAGS | CLONE_PIDFD | SIGCHLD, &plan, &pidfd);
+    if (pid < 0) {
+        rbx_fail(err, RBX_ESYSTEM,
+                 "cannot create the sandbox's namespaces: %s (are user namespaces enabled? see "
+                 "runbox check)",
+                 strerror(errno));
+        goto out;
+    }
+    sandbox->pid = pid;
+    sandbox->pidfd = pidfd;
+    if (map_users(pid, spec->is_root) != 0) {
+        rbx_fail(err, RBX_ESYSTEM, "cannot map users into the sandbox: %s", strerror(errno));
+        rbx_sandbox_kill(sandbox);
+        rbx_sandbox_reap(sandbox, NULL);
+        close_fd(&sandbox->pidfd);
+        goto out;
+    }
+    if (write(sync[1], "g", 1) != 1) {
+        rbx_fail(err, RBX_ESYSTEM, "cannot start the sandbox: %s", strerror(errno));
+        rbx_sandbox_kill(sandbox);
+        rbx_sandbox_reap(sandbox, NULL);
+        close_fd(&sandbox->pidfd);
+        goto out;
+    }
+    sandbox->stdout_fd = out[0];
+    sandbox->stderr_fd = errp[0];
+    sandbox->report_fd = rep[0];
+    sandbox->status_fd = stat[0];
+    sandbox->stdin_fd = spec->with_stdin ? in[1] : -1;
+    out[0] = errp[0] = rep[0] = stat[0] = in[1] = -1;
+    status = RBX_OK;
+out:
+    if (stack != MAP_FAILED)
+        munmap(stack, INIT_STACK_SIZE); /* the child has its own copy */
+    int *all[] = {&sync[0], &sync[1], &out[0],  &out[1],  &errp[0], &errp[1],
+                  &rep[0],  &rep[1],  &stat[0], &stat[1], &in[0],   &in[1]};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        close_fd(all[i]);
+    return status;
+}
+
+void rbx_sandbox_kill(rbx_sandbox *sandbox)
+{
+    if (sandbox->pidfd >= 0)
+        syscall(SYS_pidfd_send_signal, sandbox->pidfd, SIGKILL, NULL, 0);
+}
+
+bool rbx_sandbox_reap(rbx_sandbox *sandbox, rbx_exit_report *report)
+{
+    if (sandbox->pid > 0) {
+        siginfo_t info;
+        while (waitid(P_PIDFD, (id_t)sandbox->pidfd, &info, WEXITED) != 0 && errno == EINTR)
+            ;
+        sandbox->pid = -1;
+    }
+    if (!report || sandbox->status_fd < 0)
+        return false;
+    ssize_t n = read(sandbox->status_fd, report, sizeof *report);
+    return n == (ssize_t)sizeof *report;
+}
+
+void rbx_sandbox_close(rbx_sandbox *sandbox)
+{
+    close_fd(&sandbox->pidfd);
+    close_fd(&sandbox->stdin_fd);
+    close_fd(&sandbox->stdout_fd);
+    close_fd(&sandbox->stderr_fd);
+    close_fd(&sandbox->report_fd);
+    close_fd(&sandbox->status_fd);
+}

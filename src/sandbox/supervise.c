@@ -1,0 +1,187 @@
+/* Watching a running sandbox: one poll loop that drains output as it is
+ * produced, feeds stdin, and enforces the deadline and cancellation. The
+ * loop sleeps in poll() only; no timers, no busy waiting. It returns when
+ * init has exited and both output pipes are closed, which means no process
+ * of the execution is left. */
+#include "sandbox/sandbox.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define READ_CHUNK (256 * 1024)
+
+enum { P_OUT, P_ERR, P_REPORT, P_INIT, P_STDIN, P_CANCEL, P_COUNT };
+
+typedef struct stream_state {
+    rbx_stream stream;
+    rbx_capture *capture;
+    char carry[4];      /* an unfinished UTF-8 sequence held for the next chunk */
+    size_t carry_len;
+} stream_state;
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+static int emit(rbx_watch *watch, stream_state *state, const char *data, size_t len)
+{
+    return len ? watch->on_output(watch->user, state->stream, data, len) : 0;
+}
+
+/* Passes a chunk on, whole characters only, so each callback can be
+ * rendered as valid UTF-8 on its own. Returns non-zero to cancel. */
+static int deliver(rbx_watch *watch, stream_state *state, const char *data, size_t len)
+{
+    rbx_capture_add(state->capture, data, len);
+    if (!watch->on_output)
+        return 0;
+    size_t i = 0;
+    if (state->carry_len) {
+        /* Complete the character held back from the previous chunk. */
+        bool complete = false;
+        while (!complete && state->carry_len < sizeof state->carry && i < len) {
+            state->carry[state->carry_len++] = data[i++];
+            complete = rbx_utf8_complete_prefix(state->carry, state->carry_len) ==
+                       state->carry_len;
+        }
+        if (!complete && state->carry_len < sizeof state->carry)
+            return 0;
+        size_t held = state->carry_len;
+        state->carry_len = 0;
+        if (emit(watch, state, state->carry, held) != 0)
+            return -1;
+    }
+    size_t whole = i + rbx_utf8_complete_prefix(data + i, len - i);
+    state->carry_len = len - whole;
+    memcpy(state->carry, data + whole, state->carry_len);
+    return emit(watch, state, data + i, whole - i);
+}
+
+/* Reads what is there. Returns 1 on data, 0 at end of stream, -1 to cancel. */
+static int drain(rbx_watch *watch, stream_state *state, int *fd, char *buf)
+{
+    ssize_t n = read(*fd, buf, READ_CHUNK);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return 1;
+    if (n <= 0) {
+        close_fd(fd);
+        if (state->carry_len && watch->on_output) {
+            size_t len = state->carry_len;
+            state->carry_len = 0;
+            if (watch->on_output(watch->user, state->stream, state->carry, len) != 0)
+                return -1;
+        }
+        return 0;
+    }
+    if (!watch->first_byte_us)
+        watch->first_byte_us = rbx_now_us();
+    return deliver(watch, state, buf, (size_t)n) != 0 ? -1 : 1;
+}
+
+static void read_report(rbx_watch *watch, int *fd)
+{
+    size_t room = sizeof watch->report - 1 - watch->report_len;
+    ssize_t n = room ? read(*fd, watch->report + watch->report_len, room) : 0;
+    if (n < 0 && errno == EINTR)
+        return;
+    if (n <= 0) {
+        close_fd(fd);
+        return;
+    }
+    watch->report_len += (size_t)n;
+    watch->report[watch->report_len] = 0;
+}
+
+static void feed_stdin(rbx_watch *watch, int *fd, size_t *sent)
+{
+    ssize_t n = send(*fd, watch->stdin_data + *sent, watch->stdin_len - *sent,
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n < 0) {
+        close_fd(fd); /* the program stopped reading: what it did not take is dropped */
+        return;
+    }
+    *sent += (size_t)n;
+    if (*sent == watch->stdin_len)
+        close_fd(fd);
+}
+
+static void stop(rbx_sandbox *sandbox, bool *killed)
+{
+    if (!*killed)
+        rbx_sandbox_kill(sandbox);
+    *killed = true;
+}
+
+bool rbx_supervise(rbx_sandbox *sandbox, rbx_watch *watch, rbx_exit_report *report)
+{
+    char *buf = malloc(READ_CHUNK);
+    stream_state out = {.stream = RBX_STDOUT, .capture = watch->out};
+    stream_state err = {.stream = RBX_STDERR, .capture = watch->err};
+    int64_t deadline = rbx_now_us() + (int64_t)(watch->timeout_s * 1e6);
+    bool killed = false, init_alive = true;
+    size_t sent = 0;
+    int cancel_fd = watch->cancel_fd;
+    if (!buf) {
+        stop(sandbox, &killed);
+        watch->cancelled = true;
+    }
+    if (sandbox->stdin_fd >= 0 && watch->stdin_len == 0)
+        close_fd(&sandbox->stdin_fd);
+
+    while (sandbox->stdout_fd >= 0 || sandbox->stderr_fd >= 0 || init_alive) {
+        struct pollfd fds[P_COUNT] = {
+            [P_OUT] = {.fd = sandbox->stdout_fd, .events = POLLIN},
+            [P_ERR] = {.fd = sandbox->stderr_fd, .events = POLLIN},
+            [P_REPORT] = {.fd = sandbox->report_fd, .events = POLLIN},
+            [P_INIT] = {.fd = init_alive ? sandbox->pidfd : -1, .events = POLLIN},
+            [P_STDIN] = {.fd = sandbox->stdin_fd, .events = POLLOUT},
+            [P_CANCEL] = {.fd = killed ? -1 : cancel_fd, .events = POLLIN},
+        };
+        int wait_ms = -1;
+        if (!killed) {
+            int64_t left = deadline - rbx_now_us();
+            wait_ms = left <= 0 ? 0 : (int)((left + 999) / 1000);
+        }
+        int ready = poll(fds, P_COUNT, wait_ms);
+        if (ready < 0 && errno != EINTR)
+            break;
+        if (!killed && rbx_now_us() >= deadline) {
+            watch->timed_out = true;
+            stop(sandbox, &killed);
+        }
+        if (ready <= 0)
+            continue;
+        if (fds[P_OUT].revents && drain(watch, &out, &sandbox->stdout_fd, buf) < 0) {
+            watch->cancelled = true;
+            stop(sandbox, &killed);
+        }
+        if (fds[P_ERR].revents && drain(watch, &err, &sandbox->stderr_fd, buf) < 0) {
+            watch->cancelled = true;
+            stop(sandbox, &killed);
+        }
+        if (fds[P_REPORT].revents)
+            read_report(watch, &sandbox->report_fd);
+        if (fds[P_STDIN].revents)
+            feed_stdin(watch, &sandbox->stdin_fd, &sent);
+        if (fds[P_CANCEL].revents && !killed) {
+            watch->cancelled = true;
+            stop(sandbox, &killed);
+        }
+        if (fds[P_INIT].revents)
+            init_alive = false; /* the namespace is gone: the pipes close next */
+    }
+    /* Whatever the report still holds arrived before init exited. */
+    while (sandbox->report_fd >= 0)
+        read_report(watch, &sandbox->report_fd);
+    free(buf);
+    return rbx_sandbox_reap(sandbox, report);
+}

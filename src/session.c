@@ -1,0 +1,338 @@
+/* Sessions on disk: sessions/<id>/ holds a lock file and work/, the
+ * directory the code runs in. Runs in one session are serialized with
+ * flock(2) on the lock file, so any number of runbox processes can share a
+ * state directory. Removal renames the session into trash/ while holding
+ * the lock, then deletes it without following links. */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#define LOCK_POLL_US 5000
+
+bool rbx_session_id_valid(const char *id)
+{
+    if (!id || !id[0])
+        return false;
+    size_t len = strlen(id);
+    if (len > RBX_SESSION_ID_MAX)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = id[i];
+        bool alnum = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        if (!alnum && (i == 0 || (c != '.' && c != '_' && c != '-')))
+            return false;
+    }
+    return true;
+}
+
+void rbx_session_id_new(char *id)
+{
+    unsigned char bytes[12];
+    if (getrandom(bytes, sizeof bytes, 0) != (ssize_t)sizeof bytes) {
+        /* getrandom cannot fail for small sizes once the pool is ready;
+         * fall back to time and pid rather than fail a run. */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t mix = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid();
+        for (size_t i = 0; i < sizeof bytes; i++)
+            bytes[i] = (unsigned char)(mix >> ((i % 8) * 8)) ^ (unsigned char)i;
+    }
+    int at = snprintf(id, RBX_SESSION_ID_MAX + 1, "rbx-");
+    for (size_t i = 0; i < sizeof bytes; i++)
+        at += snprintf(id + at, (size_t)(RBX_SESSION_ID_MAX + 1 - at), "%02x", bytes[i]);
+}
+
+static rbx_status bad_id(rbx_error *err)
+{
+    return rbx_fail(err, RBX_EINVAL,
+                    "invalid session id: it must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}");
+}
+
+/* Builds a complete session in trash/ and renames it into place, so no
+ * process ever sees a half-made session. */
+static rbx_status create_session(rbx_engine *engine, const char *id, rbx_error *err)
+{
+    char temp[96];
+    char tempid[RBX_SESSION_ID_MAX + 1];
+    rbx_session_id_new(tempid);
+    snprintf(temp, sizeof temp, "new-%s", tempid);
+    if (mkdirat(engine->trash_fd, temp, 0711) != 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot create session %s: %s", id, strerror(errno));
+    int dir = openat(engine->trash_fd, temp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    rbx_status status = RBX_OK;
+    if (dir < 0)
+        goto fail;
+    (void)fchmod(dir, 0711);
+    char stamp[32];
+    int len = snprintf(stamp, sizeof stamp, "%lld\n", (long long)time(NULL));
+    int lock = openat(dir, "lock", O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (lock < 0 || write(lock, stamp, (size_t)len) != len) {
+        if (lock >= 0)
+            close(lock);
+        goto fail;
+    }
+    close(lock);
+    if (mkdirat(dir, "work", 0700) != 0)
+        goto fail;
+    if (engine->is_root &&
+        fchownat(dir, "work", RBX_HOST_UID_BASE + RBX_SANDBOX_UID,
+                 RBX_HOST_UID_BASE + RBX_SANDBOX_UID, AT_SYMLINK_NOFOLLOW) != 0)
+        goto fail;
+    int renamed = renameat2(engine->trash_fd, temp, engine->sessions_fd, id, RENAME_NOREPLACE);
+    if (renamed != 0 && errno != EEXIST)
+        goto fail;
+    if (renamed != 0)
+        rbx_remove_tree(engine->trash_fd, temp); /* another process won the race */
+    close(dir);
+    return RBX_OK;
+fail:
+    status = rbx_fail(err, RBX_ESYSTEM, "cannot create session %s: %s", id, strerror(errno));
+    if (dir >= 0)
+        close(dir);
+    rbx_remove_tree(engine->trash_fd, temp);
+    return status;
+}
+
+rbx_status rbx_session_create(rbx_engine *engine, const char *id, rbx_error *err)
+{
+    if (!rbx_session_id_valid(id))
+        return bad_id(err);
+    struct stat st;
+    if (fstatat(engine->sessions_fd, id, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        return RBX_OK;
+    errno = 0;
+    return create_session(engine, id, err);
+}
+
+/* Opens the session's directory and lock, and takes the lock within wait_s
+ * seconds. Retries when the session was removed while we waited. */
+static rbx_status lock_session(rbx_engine *engine, const char *id, double wait_s, bool create,
+                               int *dir_out, int *lock_out, rbx_error *err)
+{
+    int64_t deadline = rbx_now_us() + (int64_t)(wait_s * 1e6);
+    for (;;) {
+        if (create) {
+            rbx_status status = rbx_session_create(engine, id, err);
+            if (status != RBX_OK)
+                return status;
+        }
+        int dir = openat(engine->sessions_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dir < 0) {
+            if (errno == ENOENT && create)
+                continue;
+            if (errno == ENOENT)
+                return rbx_fail(err, RBX_ENOENT, "no session %s", id);
+            return rbx_fail(err, RBX_ESYSTEM, "cannot open session %s: %s", id, strerror(errno));
+        }
+        int lock = openat(dir, "lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        if (lock < 0) {
+            close(dir);
+            if (errno == ENOENT)
+                continue; /* being removed; look again */
+            return rbx_fail(err, RBX_ESYSTEM, "cannot open lock of session %s: %s", id,
+                            strerror(errno));
+        }
+        while (flock(lock, LOCK_EX | LOCK_NB) != 0) {
+            if (rbx_now_us() >= deadline) {
+                close(lock);
+                close(dir);
+                return rbx_fail(err, RBX_EBUSY,
+                                "session %s is busy: another execution is running in it", id);
+            }
+            usleep(LOCK_POLL_US);
+        }
+        /* The session may have been removed (renamed away) while we waited. */
+        struct stat now, held;
+        if (fstatat(engine->sessions_fd, id, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+            fstat(dir, &held) == 0 && now.st_ino == held.st_ino && now.st_dev == held.st_dev) {
+            *dir_out = dir;
+            *lock_out = lock;
+            return RBX_OK;
+        }
+        close(lock);
+        close(dir);
+        if (!create)
+            return rbx_fail(err, RBX_ENOENT, "no session %s", id);
+    }
+}
+
+rbx_status rbx_session_acquire(rbx_engine *engine, const char *id, double wait_s,
+                               rbx_session *session, rbx_error *err)
+{
+    memset(session, 0, sizeof *session);
+    session->dir_fd = session->lock_fd = -1;
+    if (id) {
+        if (!rbx_session_id_valid(id))
+            return bad_id(err);
+        snprintf(session->id, sizeof session->id, "%s", id);
+    } else {
+        rbx_session_id_new(session->id);
+        session->one_off = true;
+    }
+    rbx_status status =
+        lock_session(engine, session->id, wait_s, true, &session->dir_fd, &session->lock_fd, err);
+    if (status != RBX_OK)
+        return status;
+    (void)futimens(session->lock_fd, NULL); /* last used */
+    snprintf(session->work_path, sizeof session->work_path, "%s/%s/work", engine->sessions_dir,
+             session->id);
+    return RBX_OK;
+}
+
+/* Moves the locked session out of sessions/ and deletes it. */
+static rbx_status discard_locked(rbx_engine *engine, const char *id, rbx_error *err)
+{
+    char grave[128];
+    char suffix[RBX_SESSION_ID_MAX + 1];
+    rbx_session_id_new(suffix);
+    snprintf(grave, sizeof grave, "old-%s", suffix);
+    if (renameat(engine->sessions_fd, id, engine->trash_fd, grave) != 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot remove session %s: %s", id, strerror(errno));
+    if (rbx_remove_tree(engine->trash_fd, grave) != 0)
+        return rbx_fail(err, RBX_ESYSTEM, "session %s removed, but deleting its files failed: %s",
+                        id, strerror(errno));
+    return RBX_OK;
+}
+
+void rbx_session_release(rbx_engine *engine, rbx_session *session)
+{
+    if (session->lock_fd < 0)
+        return;
+    if (session->one_off)
+        discard_locked(engine, session->id, NULL);
+    else
+        (void)futimens(session->lock_fd, NULL);
+    close(session->lock_fd);
+    close(session->dir_fd);
+    session->lock_fd = session->dir_fd = -1;
+}
+
+rbx_status rbx_session_remove(rbx_engine *engine, const char *id, double wait_s, rbx_error *err)
+{
+    if (!rbx_session_id_valid(id))
+        return bad_id(err);
+    int dir, lock;
+    rbx_status status = lock_session(engine, id, wait_s, false, &dir, &lock, err);
+    if (status != RBX_OK)
+        return status;
+    status = discard_locked(engine, id, err);
+    close(lock);
+    close(dir);
+    return status;
+}
+
+static int64_t read_created(int dir)
+{
+    char buf[32] = "";
+    int fd = openat(dir, "lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    return n > 0 ? strtoll(buf, NULL, 10) : 0;
+}
+
+rbx_status rbx_session_info_get(rbx_engine *engine, const char *id, rbx_session_info *info,
+                                rbx_error *err)
+{
+    if (!rbx_session_id_valid(id))
+        return bad_id(err);
+    memset(info, 0, sizeof *info);
+    snprintf(info->id, sizeof info->id, "%s", id);
+    int dir = openat(engine->sessions_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir < 0)
+        return errno == ENOENT ? rbx_fail(err, RBX_ENOENT, "no session %s", id)
+                               : rbx_fail(err, RBX_ESYSTEM, "cannot open session %s: %s", id,
+                                          strerror(errno));
+    int lock = openat(dir, "lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (lock >= 0 && fstat(lock, &st) == 0) {
+        info->last_used_unix = st.st_mtim.tv_sec;
+        info->running = flock(lock, LOCK_SH | LOCK_NB) != 0;
+    }
+    if (lock >= 0)
+        close(lock);
+    info->created_unix = read_created(dir);
+    rbx_tree_usage(dir, "work", &info->disk_bytes);
+    close(dir);
+    return RBX_OK;
+}
+
+rbx_status rbx_session_list(rbx_engine *engine, rbx_session_info **infos, size_t *count,
+                            rbx_error *err)
+{
+    *infos = NULL;
+    *count = 0;
+    int fd = openat(engine->sessions_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!dir) {
+        if (fd >= 0)
+            close(fd);
+        return rbx_fail(err, RBX_ESYSTEM, "cannot list sessions in %s: %s", engine->sessions_dir,
+                        strerror(errno));
+    }
+    size_t cap = 0;
+    struct dirent *entry;
+    while ((entry = readdir(dir))) {
+        if (!rbx_session_id_valid(entry->d_name))
+            continue;
+        if (*count == cap) {
+            cap = cap ? cap * 2 : 16;
+            rbx_session_info *grown = realloc(*infos, cap * sizeof **infos);
+            if (!grown) {
+                closedir(dir);
+                free(*infos);
+                *infos = NULL;
+                *count = 0;
+                return rbx_fail(err, RBX_ESYSTEM, "out of memory listing sessions");
+            }
+            *infos = grown;
+        }
+        if (rbx_session_info_get(engine, entry->d_name, &(*infos)[*count], NULL) == RBX_OK)
+            (*count)++;
+    }
+    closedir(dir);
+    return RBX_OK;
+}
+
+rbx_status rbx_session_gc(rbx_engine *engine, double idle_s, size_t *removed, rbx_error *err)
+{
+    *removed = 0;
+    rbx_session_info *infos;
+    size_t count;
+    rbx_status status = rbx_session_list(engine, &infos, &count, err);
+    if (status != RBX_OK)
+        return status;
+    int64_t now = time(NULL);
+    for (size_t i = 0; i < count; i++) {
+        if (infos[i].running || (double)(now - infos[i].last_used_unix) <= idle_s)
+            continue;
+        /* wait 0: a session that started running since we looked is kept */
+        if (rbx_session_remove(engine, infos[i].id, 0, NULL) == RBX_OK)
+            (*removed)++;
+    }
+    free(infos);
+    return RBX_OK;
+}
+
+rbx_status rbx_session_dir(rbx_engine *engine, const char *id, char *path, size_t size,
+                           rbx_error *err)
+{
+    if (!rbx_session_id_valid(id))
+        return bad_id(err);
+    struct stat st;
+    if (fstatat(engine->sessions_fd, id, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return rbx_fail(err, RBX_ENOENT, "no session %s", id);
+    snprintf(path, size, "%s/%s/work", engine->sessions_dir, id);
+    return RBX_OK;
+}
