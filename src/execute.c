@@ -141,7 +141,7 @@ static void fill_exit(rbx_result *result, const rbx_outcome *outcome)
 }
 
 static rbx_status run_in_sandbox(rbx_engine *engine, const rbx_request *request,
-                                 const rbx_runtime *runtime, double timeout_s,
+                                 const rbx_runtime *runtime, double timeout_s, double budget_s,
                                  const rbx_session *session, rbx_output_fn on_output, void *user,
                                  rbx_result *result, rbx_error *err)
 {
@@ -179,7 +179,7 @@ static rbx_status run_in_sandbox(rbx_engine *engine, const rbx_request *request,
         return status;
     }
     *watch = (rbx_watch){
-        .timeout_s = timeout_s,
+        .timeout_s = budget_s,
         .cancel_fd = request->cancel_fd,
         .stdin_data = request->stdin_data,
         .stdin_len = request->stdin_len,
@@ -291,7 +291,7 @@ rbx_status rbx_execute(rbx_engine *engine, const rbx_request *request, rbx_outpu
     if (find_nul(request, &nul_offset, &nul_line))
         status = syntax_result(runtime, nul_offset, nul_line, result);
     else
-        status = run_in_sandbox(engine, request, runtime, left, &session, on_output, user, result,
+        status = run_in_sandbox(engine, request, runtime, timeout_s, left, &session, on_output, user, result,
                                 err);
     rbx_session_release(engine, &session);
     if (status != RBX_OK)
