@@ -1,5 +1,6 @@
 /* The engine object: operator configuration and the state directory. */
 #include "internal.h"
+#include "sandbox/mount.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -125,6 +126,13 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
         free(engine);
         return NULL;
     }
+    engine->root_plan = malloc(sizeof *engine->root_plan);
+    if (!engine->root_plan) {
+        rbx_fail(err, RBX_ESYSTEM, "out of memory");
+        rbx_engine_free(engine);
+        return NULL;
+    }
+    rbx_root_plan_build(engine->root_plan, NULL, 0);
     engine->sessions_fd = open_dir(engine->sessions_dir);
     engine->trash_fd = open(engine->trash_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (engine->sessions_fd < 0 || engine->trash_fd < 0) {
@@ -149,6 +157,7 @@ void rbx_engine_free(rbx_engine *engine)
         close(engine->sessions_fd);
     if (engine->trash_fd >= 0)
         close(engine->trash_fd);
+    free(engine->root_plan);
     free(engine);
 }
 

@@ -4,6 +4,7 @@
 #include "sandbox/sandbox.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,7 @@ static size_t fixed_env(const rbx_session *session, char fixed[ENV_FIXED_MAX][46
 {
     size_t n = 0;
     snprintf(fixed[n++], 4600, "PATH=/usr/local/bin:/usr/bin:/bin");
-    snprintf(fixed[n++], 4600, "HOME=%s", session->work_path);
+    snprintf(fixed[n++], 4600, "HOME=" RBX_SANDBOX_HOME);
     snprintf(fixed[n++], 4600, "LANG=C.UTF-8");
     snprintf(fixed[n++], 4600, "TERM=dumb");
     snprintf(fixed[n++], 4600, "TMPDIR=/tmp");
@@ -148,16 +149,18 @@ static rbx_status run_in_sandbox(rbx_engine *engine, const rbx_request *request,
     char **envp = build_env(request, session);
     int code_fd = code_memfd(request);
     if (!envp || code_fd < 0) {
+        rbx_fail(err, RBX_ESYSTEM, "cannot prepare the execution: %s", strerror(errno));
         free_env(envp);
         if (code_fd >= 0)
             close(code_fd);
-        return rbx_fail(err, RBX_ESYSTEM, "cannot prepare the execution: %s", strerror(errno));
+        return RBX_ESYSTEM;
     }
     rbx_sandbox_spec spec = {
         .interpreter = runtime->interpreter,
         .argv = (char *const *)runtime->argv,
         .envp = envp,
-        .work_path = session->work_path,
+        .root = engine->root_plan,
+        .session_path = session->work_path,
         .code_fd = code_fd,
         .with_stdin = request->stdin_data != NULL,
         .is_root = engine->is_root,

@@ -21,6 +21,7 @@ struct rbx_engine {
     int sessions_fd; /* O_PATH|O_DIRECTORY fd of sessions_dir: every walk starts here */
     int trash_fd;
     bool is_root;
+    struct rbx_root_plan *root_plan; /* computed once: which host paths the sandbox shows */
 };
 
 /* error.c idiom: fill err and return its status, so callers can write

@@ -5,6 +5,7 @@
 #define RBX_SANDBOX_H
 
 #include "internal.h"
+#include "sandbox/mount.h"
 
 #include <sys/resource.h>
 
@@ -12,7 +13,8 @@ typedef struct rbx_sandbox_spec {
     const char *interpreter;    /* absolute path */
     char *const *argv;
     char *const *envp;
-    const char *work_path;      /* the session's work directory on the host */
+    const rbx_root_plan *root;  /* the system paths to show, read-only */
+    const char *session_path;   /* the session's work directory on the host */
     int code_fd;                /* becomes fd 3 of the program */
     bool with_stdin;            /* else stdin is /dev/null */
     bool is_root;

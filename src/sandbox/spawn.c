@@ -129,7 +129,7 @@ static void enter_program(const child_plan *plan)
         goto fail;
     report = 4;
     step = "enter the session directory";
-    if (chdir(spec->work_path) != 0)
+    if (chdir(RBX_SANDBOX_HOME) != 0)
         goto fail;
     step = "set resource limits";
     if (set_limits() != 0)
@@ -186,13 +186,10 @@ static int sandbox_init(void *arg)
     if (read(plan->sync_fd, &go, 1) != 1)
         _exit(1);
     close(plan->sync_fd);
-    if (plan->spec->is_root) {
-        /* Become the namespace's own root (a high host uid), leaving the
-         * host's uid 0 behind; capabilities in the namespace are kept. */
-        if (setresgid(0, 0, 0) != 0 || setgroups(0, NULL) != 0 || setresuid(0, 0, 0) != 0) {
-            report_error(plan->report_fd, "become the sandbox's root", errno);
-            _exit(1);
-        }
+    const char *step;
+    if (rbx_root_enter(plan->spec->root, plan->spec->session_path, plan->spec->is_root, &step) != 0) {
+        report_error(plan->report_fd, step, errno);
+        _exit(1);
     }
     prctl(PR_SET_DUMPABLE, 0);
     /* A plain fork: glibc's fork() would run atfork handlers that may take

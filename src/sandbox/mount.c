@@ -1,0 +1,284 @@
+/* Building the sandbox's root. Every mount here happens in the sandbox's
+ * own mount namespace, made private first, so nothing propagates back to
+ * the host. The new root is a small tmpfs that ends read-only; host system
+ * paths are bind-mounted read-only, nosuid and nodev; the session directory
+ * comes in through a file descriptor, so no host path walk can be
+ * redirected by a link (and its host path need not be reachable at all). */
+#include "sandbox/mount.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* The host's /tmp is covered by the new root while it is built: only the
+ * session (by fd) and system paths (outside /tmp) are taken from the host. */
+#define NEW_ROOT "/tmp"
+
+/* What the runtimes need from the host, read-only. Top-level links such as
+ * /bin -> usr/bin are recreated as links. /etc is not shown whole: only
+ * what the dynamic linker, TLS, name resolution and the interpreters read. */
+static const char *const default_paths[] = {
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+    "/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+    "/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf", "/etc/resolv.conf",
+    "/etc/hosts", "/etc/host.conf", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/protocols",
+    "/etc/services", "/etc/localtime", "/etc/timezone", "/etc/mime.types", "/etc/os-release",
+    "/etc/debian_version", "/etc/python3", "/etc/python3.11", "/etc/inputrc",
+    NULL,
+};
+
+/* The sandbox's own account database: one user, the session's owner. */
+static const char passwd_text[] = "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+                                  "user:x:1000:1000:runbox:" RBX_SANDBOX_HOME ":/bin/bash\n"
+                                  "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+static const char group_text[] = "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n";
+
+static const char *const devices[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
+
+void rbx_root_plan_build(rbx_root_plan *plan, const char *const *paths, size_t tmp_size_mb)
+{
+    memset(plan, 0, sizeof *plan);
+    plan->tmp_size_mb = tmp_size_mb ? tmp_size_mb : 256;
+    for (const char *const *p = paths ? paths : default_paths; *p; p++) {
+        if (plan->count == RBX_ROOT_MAX_STEPS || strlen(*p) >= RBX_ROOT_PATH_MAX || (*p)[0] != '/')
+            continue;
+        struct stat st;
+        if (lstat(*p, &st) != 0)
+            continue;
+        rbx_root_step *step = &plan->steps[plan->count];
+        snprintf(step->inside, sizeof step->inside, "%s", *p);
+        if (S_ISLNK(st.st_mode) && strchr(*p + 1, '/') == NULL) {
+            ssize_t n = readlink(*p, step->host, sizeof step->host - 1);
+            if (n <= 0)
+                continue;
+            step->host[n] = 0;
+            step->kind = ROOT_SYMLINK;
+        } else {
+            /* Deeper links (/etc/resolv.conf -> ...) are bound as what they point to. */
+            if (stat(*p, &st) != 0)
+                continue;
+            snprintf(step->host, sizeof step->host, "%s", *p);
+            step->kind = ROOT_BIND_RO;
+            step->is_dir = S_ISDIR(st.st_mode);
+        }
+        plan->count++;
+    }
+}
+
+/* --- child side: system calls only -------------------------------------------------- */
+
+static char *join(char *buf, size_t size, const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la + lb + 1 > size)
+        return NULL;
+    memcpy(buf, a, la);
+    memcpy(buf + la, b, lb + 1);
+    return buf;
+}
+
+/* mkdir -p for a path inside the new root (no allocation). */
+static int make_dirs(const char *path)
+{
+    char buf[RBX_ROOT_PATH_MAX + 16];
+    if (!join(buf, sizeof buf, path, ""))
+        return -1;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static int make_file(const char *path, const char *content)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0)
+        return -1;
+    size_t len = content ? strlen(content) : 0;
+    ssize_t n = len ? write(fd, content, len) : 0;
+    close(fd);
+    return n == (ssize_t)len ? 0 : -1;
+}
+
+static int set_attr(const char *path, unsigned set, bool recursive)
+{
+    struct mount_attr attr = {.attr_set = set};
+    return (int)syscall(SYS_mount_setattr, AT_FDCWD, path, recursive ? AT_RECURSIVE : 0, &attr,
+                        sizeof attr);
+}
+
+/* Binds src at dst (inside the new root), then marks it read-only. */
+static int bind_ro(const char *src, const char *dst, bool is_dir, unsigned attrs)
+{
+    if (is_dir ? make_dirs(dst) : make_file(dst, NULL))
+        return -1;
+    if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) != 0)
+        return -1;
+    return set_attr(dst, attrs, true);
+}
+
+static int build_system(const rbx_root_plan *plan, const char **step)
+{
+    char dst[RBX_ROOT_PATH_MAX + 16], parent[RBX_ROOT_PATH_MAX + 16];
+    for (size_t i = 0; i < plan->count; i++) {
+        const rbx_root_step *s = &plan->steps[i];
+        *step = s->inside;
+        if (!join(dst, sizeof dst, NEW_ROOT, s->inside))
+            return -1;
+        /* Parents of a file bind (/etc for /etc/hosts) are plain directories. */
+        strcpy(parent, dst);
+        char *slash = strrchr(parent, '/');
+        if (slash && slash != parent) {
+            *slash = 0;
+            if (make_dirs(parent) != 0)
+                return -1;
+        }
+        if (s->kind == ROOT_SYMLINK) {
+            if (symlink(s->host, dst) != 0 && errno != EEXIST)
+                return -1;
+        } else if (bind_ro(s->host, dst, s->is_dir,
+                           MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A minimal /dev: the harmless character devices, bound from the host's,
+ * standard links, and a private /dev/shm. */
+static int build_dev(const char **step)
+{
+    *step = "/dev";
+    if (make_dirs(NEW_ROOT "/dev") != 0 ||
+        mount("runbox-dev", NEW_ROOT "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC,
+              "mode=0755,size=64k,nr_inodes=64") != 0)
+        return -1;
+    char src[64], dst[64];
+    for (const char *const *d = devices; *d; d++) {
+        *step = *d;
+        if (!join(src, sizeof src, "/dev/", *d) || !join(dst, sizeof dst, NEW_ROOT "/dev/", *d))
+            return -1;
+        if (access(src, F_OK) != 0)
+            continue;
+        if (bind_ro(src, dst, false, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC) != 0)
+            return -1;
+    }
+    *step = "/dev links";
+    if (symlink("/proc/self/fd", NEW_ROOT "/dev/fd") || symlink("/proc/self/fd/0", NEW_ROOT "/dev/stdin") ||
+        symlink("/proc/self/fd/1", NEW_ROOT "/dev/stdout") ||
+        symlink("/proc/self/fd/2", NEW_ROOT "/dev/stderr"))
+        return -1;
+    *step = "/dev/shm";
+    if (make_dirs(NEW_ROOT "/dev/shm") != 0 ||
+        mount("runbox-shm", NEW_ROOT "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
+              "mode=1777,size=64m") != 0)
+        return -1;
+    return set_attr(NEW_ROOT "/dev", MOUNT_ATTR_RDONLY, false);
+}
+
+static int build_scratch(const rbx_root_plan *plan, const char **step)
+{
+    /* "size=NNNm" without snprintf: the size is a plain decimal number. */
+    char options[48] = "mode=1777,size=";
+    char digits[24];
+    size_t n = 0, mb = plan->tmp_size_mb;
+    do {
+        digits[n++] = (char)('0' + mb % 10);
+        mb /= 10;
+    } while (mb && n < sizeof digits);
+    size_t at = strlen(options);
+    while (n && at < sizeof options - 3)
+        options[at++] = digits[--n];
+    options[at++] = 'm';
+    options[at] = 0;
+    *step = "/tmp";
+    if (make_dirs(NEW_ROOT "/tmp") != 0 ||
+        mount("runbox-tmp", NEW_ROOT "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, options) != 0)
+        return -1;
+    *step = "/proc";
+    if (make_dirs(NEW_ROOT "/proc") != 0 ||
+        mount("proc", NEW_ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+        return -1;
+    *step = "/etc/passwd";
+    if (make_dirs(NEW_ROOT "/etc") != 0 || make_file(NEW_ROOT "/etc/passwd", passwd_text) != 0 ||
+        make_file(NEW_ROOT "/etc/group", group_text) != 0 ||
+        make_file(NEW_ROOT "/etc/hostname", "runbox\n") != 0)
+        return -1;
+    return 0;
+}
+
+static int bind_session(int session_fd, const char **step)
+{
+    char src[32] = "/proc/self/fd/";
+    char digits[12];
+    size_t n = 0;
+    unsigned fd = (unsigned)session_fd;
+    do {
+        digits[n++] = (char)('0' + fd % 10);
+        fd /= 10;
+    } while (fd);
+    size_t at = strlen(src);
+    while (n)
+        src[at++] = digits[--n];
+    src[at] = 0;
+    *step = RBX_SANDBOX_HOME;
+    if (make_dirs(NEW_ROOT RBX_SANDBOX_HOME) != 0 ||
+        mount(src, NEW_ROOT RBX_SANDBOX_HOME, NULL, MS_BIND, NULL) != 0)
+        return -1;
+    return set_attr(NEW_ROOT RBX_SANDBOX_HOME, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
+}
+
+static int pivot(const char **step)
+{
+    *step = "pivot_root";
+    if (chdir(NEW_ROOT) != 0 || syscall(SYS_pivot_root, ".", ".") != 0)
+        return -1;
+    /* The old root is stacked under the new one: detach it entirely. */
+    *step = "detach the old root";
+    if (umount2(".", MNT_DETACH) != 0 || chdir("/") != 0)
+        return -1;
+    *step = "make the root read-only";
+    return set_attr("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
+}
+
+int rbx_root_enter(const rbx_root_plan *plan, const char *session_path, bool become_root,
+                   const char **step)
+{
+    *step = "make mounts private";
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+        return -1;
+    /* Opened in our own mount namespace (a bind needs a source there), and
+     * before leaving the host's uid, which may be the only one allowed to
+     * traverse the state directory. The last component is never a link. */
+    *step = "open the session directory";
+    int session_fd = open(session_path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (session_fd < 0)
+        return -1;
+    if (become_root) {
+        /* Files are created in the new root below: that needs a uid that
+         * exists in the namespace. The host's uid 0 is left behind. */
+        *step = "become the sandbox's root";
+        if (setresgid(0, 0, 0) != 0 || setgroups(0, NULL) != 0 || setresuid(0, 0, 0) != 0)
+            return -1;
+    }
+    *step = "mount the new root";
+    if (mount("runbox-root", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") != 0)
+        return -1;
+    if (bind_session(session_fd, step) != 0)
+        return -1;
+    close(session_fd);
+    if (build_system(plan, step) != 0 || build_dev(step) != 0 || build_scratch(plan, step) != 0)
+        return -1;
+    return pivot(step);
+}

@@ -1,0 +1,80 @@
+"""Shared fixtures for end-to-end tests: they drive the real `runbox` binary."""
+import json
+import os
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RUNBOX = os.environ.get("RUNBOX_BIN", os.path.join(ROOT, "build", "runbox"))
+
+
+class Runbox:
+    """Runs `runbox` with a private state directory."""
+
+    def __init__(self, state_dir):
+        self.state_dir = state_dir
+        self.bin = RUNBOX
+
+    def env(self, extra=None):
+        env = {"PATH": "/usr/bin:/bin", "RUNBOX_STATE_DIR": self.state_dir}
+        # Keep sanitizer settings so ASan runs report into the test output.
+        for key in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+            if key in os.environ:
+                env[key] = os.environ[key]
+        env.update(extra or {})
+        return env
+
+    def cli(self, *args, input=None, env=None, timeout=120):
+        """Runs runbox with args; returns the CompletedProcess (text mode)."""
+        return subprocess.run([self.bin, *args], input=input, capture_output=True,
+                              env=self.env(env), timeout=timeout)
+
+    def run(self, language, code, *args, env=None, timeout=120):
+        """`runbox run LANGUAGE -c CODE --json ARGS`: returns the result object."""
+        proc = self.cli("run", language, "-c", code, "--json", *args, env=env, timeout=timeout)
+        assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+        lines = proc.stdout.decode().splitlines()
+        assert len(lines) == 1, proc.stdout
+        return json.loads(lines[0])
+
+    def popen(self, *args, env=None):
+        return subprocess.Popen([self.bin, *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=self.env(env))
+
+    def session_dir(self, session_id):
+        return os.path.join(self.state_dir, "sessions", session_id)
+
+
+@pytest.fixture
+def runbox(tmp_path):
+    state = tmp_path / "state"
+    yield Runbox(str(state))
+
+
+def processes_matching(marker):
+    """Host pids whose command line contains marker."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if marker.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def wait_gone(marker, seconds=5.0):
+    """Processes die asynchronously after a namespace is torn down."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        left = processes_matching(marker)
+        if not left:
+            return []
+        time.sleep(0.05)
+    return processes_matching(marker)
