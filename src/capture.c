@@ -98,13 +98,16 @@ char *rbx_capture_finish(rbx_capture *capture, const char *stream_name, uint64_t
     return text;
 }
 
-/* Length of a valid UTF-8 sequence starting at s (at most avail bytes), 0
- * when invalid, or -1 when it is a valid prefix cut short by the end. */
-static int utf8_sequence(const unsigned char *s, size_t avail)
+/* Length of the valid UTF-8 sequence at s (at most avail bytes), or 0 when
+ * it is not valid; then *bad is the length of its maximal valid prefix (at
+ * least 1), replaced as a whole by one U+FFFD as Unicode recommends. A
+ * valid prefix cut short by the end of the data is reported as -1. */
+static int utf8_sequence(const unsigned char *s, size_t avail, size_t *bad)
 {
     unsigned char c = s[0];
     int need;
     unsigned char lo = 0x80, hi = 0xBF;
+    *bad = 1;
     if (c < 0x80)
         return 1;
     if (c >= 0xC2 && c <= 0xDF)
@@ -124,12 +127,16 @@ static int utf8_sequence(const unsigned char *s, size_t avail)
     } else
         return 0;
     for (int i = 1; i < need; i++) {
-        if ((size_t)i >= avail)
+        if ((size_t)i >= avail) {
+            *bad = (size_t)i;
             return -1;
+        }
         unsigned char b = s[i];
         unsigned char l = i == 1 ? lo : 0x80, h = i == 1 ? hi : 0xBF;
-        if (b < l || b > h)
+        if (b < l || b > h) {
+            *bad = (size_t)i;
             return 0;
+        }
     }
     return need;
 }
@@ -145,7 +152,8 @@ char *rbx_utf8_sanitize(const char *data, size_t len, size_t *out_len)
     const unsigned char *s = (const unsigned char *)data;
     size_t o = 0;
     for (size_t i = 0; i < len;) {
-        int n = utf8_sequence(s + i, len - i);
+        size_t bad;
+        int n = utf8_sequence(s + i, len - i, &bad);
         if (n > 0) {
             memcpy(out + o, s + i, (size_t)n);
             o += (size_t)n;
@@ -153,7 +161,7 @@ char *rbx_utf8_sanitize(const char *data, size_t len, size_t *out_len)
         } else {
             memcpy(out + o, "\xEF\xBF\xBD", 3);
             o += 3;
-            i += 1;
+            i += bad;
         }
     }
     out[o] = 0;
@@ -167,7 +175,8 @@ size_t rbx_utf8_complete_prefix(const char *data, size_t len)
     size_t start = len > 3 ? len - 3 : 0;
     for (size_t i = start; i < len; i++) {
         unsigned char c = (unsigned char)data[i];
-        if (c >= 0xC0 && utf8_sequence((const unsigned char *)data + i, len - i) == -1)
+        size_t bad;
+        if (c >= 0xC0 && utf8_sequence((const unsigned char *)data + i, len - i, &bad) == -1)
             return i;
     }
     return len;

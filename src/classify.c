@@ -33,9 +33,16 @@ static size_t exception_name_at(const char *p, const char *end)
         return 0;
     while (q < end && (isalnum((unsigned char)*q) || *q == '_' || *q == '.'))
         q++;
+    size_t len = (size_t)(q - p);
+    /* Node adds the error code: "TypeError [ERR_X]: message". */
+    if (q < end && *q == ' ' && q + 1 < end && q[1] == '[') {
+        const char *close = memchr(q, ']', (size_t)(end - q));
+        if (close && close + 1 < end && close[1] == ':')
+            return len;
+    }
     if (q < end && *q != ':' && *q != '\n' && *q != '\r')
         return 0;
-    return (size_t)(q - p);
+    return len;
 }
 
 static char *dup_last_component(const char *name, size_t len)
@@ -99,6 +106,10 @@ const char *rbx_classify_python(int exit_code, const char *text, size_t len, cha
     if (!strcmp(name, "ModuleNotFoundError") || !strcmp(name, "ImportError"))
         return "ImportError";
     if (!strcmp(name, "PermissionError"))
+        return "PermissionError";
+    /* Writing to the read-only system raises a plain OSError (EROFS). */
+    if (!strcmp(name, "OSError") && (contains(text, len, "[Errno 30] Read-only file system") ||
+                                     contains(text, len, "[Errno 1] Operation not permitted")))
         return "PermissionError";
     if (!strcmp(name, "MemoryError"))
         return "MemoryError";

@@ -71,8 +71,18 @@ static int open_dir(const char *path)
     return open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
+/* A process started with a closed stdin, stdout or stderr would get its
+ * next pipe on that number, and a sandbox would then write into it. */
+static void keep_standard_fds_open(void)
+{
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) < 0)
+            return;
+}
+
 rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
 {
+    keep_standard_fds_open();
     rbx_engine *engine = calloc(1, sizeof *engine);
     if (!engine) {
         rbx_fail(err, RBX_ESYSTEM, "out of memory");

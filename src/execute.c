@@ -226,7 +226,8 @@ static rbx_status run_in_sandbox(rbx_engine *engine, const rbx_request *request,
             rbx_capture_finish(&out, "stdout", &result->truncated_stdout, &result->output_len);
         result->error =
             rbx_capture_finish(&errc, "stderr", &result->truncated_stderr, &result->error_len);
-        if (outcome.syntax_error) {
+        /* A bare "S": the interpreter printed the message on stderr itself. */
+        if (outcome.syntax_error && watch->report_len > 1) {
             free(result->error);
             result->error = dup_text(rep + 1, watch->report_len - 1, &result->error_len);
         }

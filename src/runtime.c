@@ -34,11 +34,17 @@ static const char python_bootstrap[] =
     "_rbx_g={'__name__':'__main__','__builtins__':__builtins__,'__doc__':None}\n"
     "exec(_rbx_code,_rbx_g)\n";
 
-/* JavaScript: compile as a CommonJS function body first. Code with import
- * or export statements (or top-level await) is an ES module: it is loaded
- * with import(), which parses the whole module before evaluating any of it;
- * the first statement of the module marks that evaluation began, so a parse
- * error is told apart from a SyntaxError thrown while running. */
+/* JavaScript: compile as a CommonJS function body first (with import()
+ * working as in a main script; its experimental-feature warning is muted).
+ * Code with import or export statements (or top-level await) is an ES
+ * module: it is written next to the session's files, so that bare
+ * specifiers resolve through node_modules as for a real file, and loaded
+ * with import(), which parses the whole module before evaluating any of it.
+ * The module's first statement marks that evaluation began (and removes
+ * the file), so a parse error is told apart from a SyntaxError thrown
+ * while running. Node gives a module's parse error its line only when it
+ * prints the error itself, so that one is rethrown and reported as "S"
+ * with the message on stderr. */
 static const char javascript_bootstrap[] =
     "'use strict';"
     "const fs=require('fs'),vm=require('vm'),Module=require('module'),path=require('path');"
@@ -49,25 +55,26 @@ static const char javascript_bootstrap[] =
     "const ready=()=>{fs.writeSync(4,'R');fs.closeSync(4);};"
     "const esmHint=/Cannot use import statement|Unexpected token 'export'|await is only valid|"
     "import\\.meta/;"
+    "const emit=process.emitWarning;process.emitWarning=function(w,...a){"
+    "if(String(w).includes('USE_MAIN_CONTEXT_DEFAULT_LOADER'))return;return emit.call(this,w,...a);};"
     "let fn=null;"
     "try{fn=vm.compileFunction(src,['exports','require','module','__filename','__dirname'],"
-    "{filename:'<code>'});}"
+    "{filename:'<code>',importModuleDynamically:vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER});}"
     "catch(e){if(!(e instanceof SyntaxError)||!esmHint.test(String(e.message)))syntax(e);}"
     "const file=path.join(process.cwd(),'<code>');"
     "if(fn){const m=new Module(file,null);m.filename=file;"
     "m.paths=Module._nodeModulePaths(process.cwd());"
     "process.mainModule=m;require.main=m;ready();"
     "fn.call(m.exports,m.exports,Module.createRequire(file),m,file,process.cwd());}"
-    "else{let started=false;globalThis.__rbx_started=()=>{started=true;"
-    "delete globalThis.__rbx_started;ready();};"
-    "import('data:text/javascript;base64,'+Buffer.from('__rbx_started();'+src)"
-    ".toString('base64')).catch((e)=>{if(!started&&e instanceof SyntaxError)syntax(e);"
-    "if(!started)ready();process.exitCode=1;console.error(e);});}";
+    "else{const file=path.join(process.cwd(),'.runbox-main-'+process.pid+'.mjs');"
+    "const url=require('url').pathToFileURL(file).href;"
+    "const drop=()=>{try{fs.unlinkSync(file);}catch{}};let started=false;"
+    "globalThis.__rbx_started=()=>{started=true;delete globalThis.__rbx_started;drop();ready();};"
+    "fs.writeFileSync(file,'__rbx_started();'+src);"
+    "import(url).catch((e)=>{if(!started){drop();if(e instanceof SyntaxError){"
+    "fs.writeSync(4,'S');process.exitCode=2;setImmediate(()=>{throw e;});return;}"
+    "ready();}process.exitCode=1;console.error(e);});}";
 
-/* Bash: defining a function whose body is the code parses all of it
- * without running any of it, with bash's own messages and line numbers.
- * It runs in a forked subshell, so the definition does not survive; the
- * code then runs with eval on line 1, so $LINENO matches the code's lines. */
 static const char bash_bootstrap[] =
     "read -r -d '' -u 3 __rbx_code; exec 3<&-; "
     "if ! __rbx_msg=$( { source /dev/stdin <<<\"__rbx_check() { ${__rbx_code}\"$'\\n}'; } 2>&1 ); "

@@ -2,7 +2,7 @@
  * sandbox_init() (PID 1 of the new namespaces) and enter_program() (the
  * user's program, from fork to execve).
  *
- * The child side runs after clone() in a process that may have been copied
+ * The child side runs after clone3() in a process that may have been copied
  * from a multi-threaded server: it must not allocate or take locks, so all
  * it needs is prepared here beforehand and it calls only system calls. */
 #include "sandbox/sandbox.h"
@@ -16,14 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <grp.h>
-#include <sys/mman.h>
+#include <linux/sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#define INIT_STACK_SIZE (256 * 1024)
 
 /* Namespaces every execution gets. The network namespace is the Sandbox
  * issue's: until then the program shares the host's network. */
@@ -174,12 +172,19 @@ static int init_reap(const child_plan *plan, pid_t program)
     }
 }
 
-static int sandbox_init(void *arg)
+static int sandbox_init(const child_plan *plan)
 {
-    const child_plan *plan = arg;
     for (int i = 0; i < 6; i++)
         if (plan->parent_ends[i] >= 0)
             close(plan->parent_ends[i]);
+    /* Init never writes to runbox's own stdout or stderr (an MCP server's
+     * stdout is its protocol): its 0 and 1 are /dev/null, its 2 the
+     * program's stderr pipe. The engine keeps fds 0-2 open, so no pipe of
+     * the plan is among them. */
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(plan->stderr_fd, 2) < 0)
+        _exit(1);
+    close(null);
     /* The sandbox never outlives the runbox that started it. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     char go;
@@ -259,7 +264,6 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     int sync[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1}, rep[2] = {-1, -1},
         stat[2] = {-1, -1}, in[2] = {-1, -1};
     rbx_status status = RBX_ESYSTEM;
-    void *stack = MAP_FAILED;
     if (pipe2(sync, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(errp, O_CLOEXEC) ||
         pipe2(rep, O_CLOEXEC) || pipe2(stat, O_CLOEXEC)) {
         rbx_fail(err, RBX_ESYSTEM, "cannot create pipes for the sandbox: %s", strerror(errno));
@@ -294,15 +298,17 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
         .status_fd = stat[1],
         .parent_ends = {sync[1], out[0], errp[0], rep[0], stat[0], in[1]},
     };
-    stack = mmap(NULL, INIT_STACK_SIZE, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    if (stack == MAP_FAILED) {
-        rbx_fail(err, RBX_ESYSTEM, "cannot allocate the sandbox's stack: %s", strerror(errno));
-        goto out;
-    }
+    /* clone3 without CLONE_VM behaves like fork: the child continues on a
+     * copy of this stack, so no separate stack (which confuses ASan). */
     int pidfd = -1;
-    pid_t pid = clone(sandbox_init, (char *)stack + INIT_STACK_SIZE,
-                      SANDBOX_CLONE_FLAGS | CLONE_PIDFD | SIGCHLD, &plan, &pidfd);
+    struct clone_args args = {
+        .flags = SANDBOX_CLONE_FLAGS | CLONE_PIDFD,
+        .pidfd = (uint64_t)(uintptr_t)&pidfd,
+        .exit_signal = SIGCHLD,
+    };
+    pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
+    if (pid == 0)
+        _exit(sandbox_init(&plan));
     if (pid < 0) {
         rbx_fail(err, RBX_ESYSTEM,
                  "cannot create the sandbox's namespaces: %s (are user namespaces enabled? see "
@@ -334,8 +340,6 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     out[0] = errp[0] = rep[0] = stat[0] = in[1] = -1;
     status = RBX_OK;
 out:
-    if (stack != MAP_FAILED)
-        munmap(stack, INIT_STACK_SIZE); /* the child has its own copy */
     int *all[] = {&sync[0], &sync[1], &out[0],  &out[1],  &errp[0], &errp[1],
                   &rep[0],  &rep[1],  &stat[0], &stat[1], &in[0],   &in[1]};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
