@@ -43,6 +43,7 @@ typedef struct rbx_config {
     double default_timeout_s;   /* default 30 */
     double max_timeout_s;       /* default 300 */
     size_t output_cap_bytes;    /* per stream, default 1 MiB */
+    bool network_off;           /* executions get no network unless they ask (default: on) */
 } rbx_config;
 
 void rbx_config_defaults(rbx_config *config);
@@ -66,6 +67,7 @@ typedef struct rbx_request {
     const char *stdin_data;      /* NULL: stdin is /dev/null */
     size_t stdin_len;
     int cancel_fd;               /* -1, or an fd that becomes readable to cancel */
+    int network;                 /* -1: the configured default; 0: loopback only; 1: on */
 } rbx_request;
 
 /* Fills the request with its defaults (notably cancel_fd = -1). */

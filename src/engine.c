@@ -1,6 +1,7 @@
 /* The engine object: operator configuration and the state directory. */
 #include "internal.h"
 #include "sandbox/mount.h"
+#include "sandbox/net.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -48,6 +49,7 @@ void rbx_request_init(rbx_request *request)
 {
     memset(request, 0, sizeof *request);
     request->cancel_fd = -1;
+    request->network = -1;
 }
 
 static void default_state_dir(char *out, size_t size)
@@ -100,6 +102,7 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
         if (config->output_cap_bytes)
             engine->config.output_cap_bytes = config->output_cap_bytes;
         engine->config.state_dir = config->state_dir;
+        engine->config.network_off = config->network_off;
     }
     if (engine->config.default_timeout_s > engine->config.max_timeout_s)
         engine->config.default_timeout_s = engine->config.max_timeout_s;
@@ -163,6 +166,7 @@ void rbx_engine_free(rbx_engine *engine)
 {
     if (!engine)
         return;
+    rbx_net_reap();
     if (engine->sessions_fd >= 0)
         close(engine->sessions_fd);
     if (engine->trash_fd >= 0)

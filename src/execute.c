@@ -163,6 +163,7 @@ static rbx_status run_in_sandbox(rbx_engine *engine, const rbx_request *request,
         .session_path = session->work_path,
         .code_fd = code_fd,
         .with_stdin = request->stdin_data != NULL,
+        .network = request->network < 0 ? !engine->config.network_off : request->network != 0,
         .is_root = engine->is_root,
     };
     rbx_capture out, errc;

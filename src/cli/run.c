@@ -23,6 +23,8 @@ static const char run_usage[] =
     "                      result last\n"
     "  --env NAME=VALUE    add an environment variable (repeatable)\n"
     "  --input FILE        the program's standard input (default /dev/null)\n"
+    "  --network           let the code reach outside hosts (the default)\n"
+    "  --no-network        loopback only\n"
     "\n"
     "Without --json or --stream the program's output passes through live and runbox\n"
     "exits with the program's exit code (124 on timeout). With them, runbox exits 0\n"
@@ -41,6 +43,7 @@ typedef struct run_options {
     const char **env;
     size_t env_count;
     const char *state_dir;
+    int network;
 } run_options;
 
 /* The write end of the pipe that cancels the run on SIGINT or SIGTERM, so
@@ -133,6 +136,10 @@ static int parse(int argc, char **argv, run_options *opts)
             opts->mode = MODE_JSON;
         } else if (!strcmp(arg, "--stream")) {
             opts->mode = MODE_STREAM;
+        } else if (!strcmp(arg, "--network")) {
+            opts->network = 1;
+        } else if (!strcmp(arg, "--no-network")) {
+            opts->network = 0;
         } else if (is_option(arg, "--session")) {
             if (!(value = option_value(argc, argv, &i, "--session")))
                 return cli_usage_error("run", "--session needs an id");
@@ -190,7 +197,7 @@ int cli_run(const cli_globals *globals, int argc, char **argv)
             fputs(run_usage, stdout);
             return 0;
         }
-    run_options opts = {.state_dir = globals->state_dir};
+    run_options opts = {.state_dir = globals->state_dir, .network = -1};
     opts.env = calloc((size_t)argc, sizeof *opts.env);
     if (!opts.env)
         return EXIT_SYSTEM;
@@ -213,6 +220,7 @@ int cli_run(const cli_globals *globals, int argc, char **argv)
     request.timeout_s = opts.timeout;
     request.env = opts.env;
     request.env_count = opts.env_count;
+    request.network = opts.network;
     char *code = NULL, *input = NULL;
     char why[600];
     if (opts.code_arg) {

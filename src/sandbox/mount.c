@@ -5,6 +5,7 @@
  * comes in through a file descriptor, so no host path walk can be
  * redirected by a link (and its host path need not be reachable at all). */
 #include "sandbox/mount.h"
+#include "sandbox/net.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,7 +27,7 @@
 static const char *const default_paths[] = {
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
     "/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
-    "/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf", "/etc/resolv.conf",
+    "/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf",
     "/etc/hosts", "/etc/host.conf", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/protocols",
     "/etc/services", "/etc/localtime", "/etc/timezone", "/etc/mime.types", "/etc/os-release",
     "/etc/debian_version", "/etc/python3", "/etc/python3.11", "/etc/inputrc",
@@ -187,7 +188,7 @@ static int build_dev(const char **step)
     return set_attr(NEW_ROOT "/dev", MOUNT_ATTR_RDONLY, false);
 }
 
-static int build_scratch(const rbx_root_plan *plan, const char **step)
+static int build_scratch(const rbx_root_plan *plan, bool network, const char **step)
 {
     /* "size=NNNm" without snprintf: the size is a plain decimal number. */
     char options[48] = "mode=1777,size=";
@@ -214,6 +215,12 @@ static int build_scratch(const rbx_root_plan *plan, const char **step)
     if (make_dirs(NEW_ROOT "/etc") != 0 || make_file(NEW_ROOT "/etc/passwd", passwd_text) != 0 ||
         make_file(NEW_ROOT "/etc/group", group_text) != 0 ||
         make_file(NEW_ROOT "/etc/hostname", "runbox\n") != 0)
+        return -1;
+    /* The host's resolver may be on its loopback, which the sandbox cannot
+     * reach: names go to the network helper's forwarder instead. */
+    *step = "/etc/resolv.conf";
+    if (network &&
+        make_file(NEW_ROOT "/etc/resolv.conf", "nameserver " RBX_SANDBOX_NAMESERVER "\n") != 0)
         return -1;
     return 0;
 }
@@ -253,7 +260,7 @@ static int pivot(const char **step)
 }
 
 int rbx_root_enter(const rbx_root_plan *plan, const char *session_path, bool become_root,
-                   const char **step)
+                   bool network, const char **step)
 {
     *step = "make mounts private";
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
@@ -278,7 +285,7 @@ int rbx_root_enter(const rbx_root_plan *plan, const char *session_path, bool bec
     if (bind_session(session_fd, step) != 0)
         return -1;
     close(session_fd);
-    if (build_system(plan, step) != 0 || build_dev(step) != 0 || build_scratch(plan, step) != 0)
+    if (build_system(plan, step) != 0 || build_dev(step) != 0 || build_scratch(plan, network, step) != 0)
         return -1;
     return pivot(step);
 }

@@ -41,6 +41,6 @@ void rbx_root_plan_build(rbx_root_plan *plan, const char *const *paths, size_t t
  * the session directory is open. On failure returns -1 with errno set and
  * *step naming what failed. */
 int rbx_root_enter(const rbx_root_plan *plan, const char *session_path, bool become_root,
-                   const char **step);
+                   bool network, const char **step);
 
 #endif

@@ -6,6 +6,7 @@
 
 #include "internal.h"
 #include "sandbox/mount.h"
+#include "sandbox/net.h"
 
 #include <sys/resource.h>
 
@@ -17,6 +18,7 @@ typedef struct rbx_sandbox_spec {
     const char *session_path;   /* the session's work directory on the host */
     int code_fd;                /* becomes fd 3 of the program */
     bool with_stdin;            /* else stdin is /dev/null */
+    bool network;               /* else loopback only */
     bool is_root;
 } rbx_sandbox_spec;
 
@@ -27,6 +29,7 @@ typedef struct rbx_sandbox {
     int stdout_fd, stderr_fd;   /* read ends */
     int report_fd;              /* the bootstrap's R/S report, or E<message> from setup */
     int status_fd;              /* init writes rbx_exit_report here */
+    rbx_net_helper net;         /* the network helper, when the network is on */
 } rbx_sandbox;
 
 /* What init tells us about the program when it ends. */

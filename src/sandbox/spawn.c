@@ -23,10 +23,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Namespaces every execution gets. The network namespace is the Sandbox
- * issue's: until then the program shares the host's network. */
+/* Namespaces every execution gets. A new network namespace always: with the
+ * network off it has only loopback, with it on the helper connects it. */
 #define SANDBOX_CLONE_FLAGS                                                                       \
-    (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP)
+    (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | \
+     CLONE_NEWNET)
 
 /* Everything the child side needs, prepared by the parent. */
 typedef struct child_plan {
@@ -191,8 +192,10 @@ static int sandbox_init(const child_plan *plan)
     if (read(plan->sync_fd, &go, 1) != 1)
         _exit(1);
     close(plan->sync_fd);
-    const char *step;
-    if (rbx_root_enter(plan->spec->root, plan->spec->session_path, plan->spec->is_root, &step) != 0) {
+    const char *step = "bring up loopback";
+    if (rbx_net_loopback_up() != 0 ||
+        rbx_root_enter(plan->spec->root, plan->spec->session_path, plan->spec->is_root,
+                       plan->spec->network, &step) != 0) {
         report_error(plan->report_fd, step, errno);
         _exit(1);
     }
@@ -260,6 +263,7 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     sandbox->pid = -1;
     sandbox->pidfd = sandbox->stdin_fd = sandbox->stdout_fd = sandbox->stderr_fd = -1;
     sandbox->report_fd = sandbox->status_fd = -1;
+    sandbox->net = (rbx_net_helper){.pid = -1, .exit_fd = -1};
 
     int sync[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1}, rep[2] = {-1, -1},
         stat[2] = {-1, -1}, in[2] = {-1, -1};
@@ -325,6 +329,12 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
         close_fd(&sandbox->pidfd);
         goto out;
     }
+    if (spec->network && rbx_net_helper_start(pid, &sandbox->net, err) != RBX_OK) {
+        rbx_sandbox_kill(sandbox);
+        rbx_sandbox_reap(sandbox, NULL);
+        close_fd(&sandbox->pidfd);
+        goto out;
+    }
     if (write(sync[1], "g", 1) != 1) {
         rbx_fail(err, RBX_ESYSTEM, "cannot start the sandbox: %s", strerror(errno));
         rbx_sandbox_kill(sandbox);
@@ -369,6 +379,7 @@ bool rbx_sandbox_reap(rbx_sandbox *sandbox, rbx_exit_report *report)
 
 void rbx_sandbox_close(rbx_sandbox *sandbox)
 {
+    rbx_net_helper_stop(&sandbox->net);
     close_fd(&sandbox->pidfd);
     close_fd(&sandbox->stdin_fd);
     close_fd(&sandbox->stdout_fd);

@@ -1,0 +1,150 @@
+/* Network namespaces and the user-mode network helper. */
+#include "sandbox/net.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define HELPER_READY_TIMEOUT_MS 5000
+
+int rbx_net_loopback_up(void)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    memcpy(ifr.ifr_name, "lo", 3);
+    int rc = ioctl(fd, SIOCGIFFLAGS, &ifr);
+    if (rc == 0) {
+        ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+        rc = ioctl(fd, SIOCSIFFLAGS, &ifr);
+    }
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return rc;
+}
+
+bool rbx_net_helper_available(void)
+{
+    return access(RBX_SLIRP4NETNS, X_OK) == 0;
+}
+
+static void close_pair(int fds[2])
+{
+    for (int i = 0; i < 2; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}
+
+rbx_status rbx_net_helper_start(pid_t sandbox_pid, rbx_net_helper *helper, rbx_error *err)
+{
+    helper->pid = -1;
+    helper->exit_fd = -1;
+    if (!rbx_net_helper_available())
+        return rbx_fail(err, RBX_ESYSTEM,
+                        "the network needs %s (apt-get install slirp4netns), or run with "
+                        "--no-network",
+                        RBX_SLIRP4NETNS);
+    int ready[2] = {-1, -1}, quit[2] = {-1, -1};
+    if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(quit, O_CLOEXEC) != 0) {
+        close_pair(ready);
+        return rbx_fail(err, RBX_ESYSTEM, "cannot create pipes for the network: %s",
+                        strerror(errno));
+    }
+    char pid_text[16];
+    snprintf(pid_text, sizeof pid_text, "%d", (int)sandbox_pid);
+    /* --disable-host-loopback: 10.0.2.2 must not lead to the host's
+     * 127.0.0.1. --enable-sandbox and --enable-seccomp confine the helper
+     * itself, which parses the sandbox's packets. */
+    char *argv[] = {"slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
+                    "--enable-sandbox", "--enable-seccomp", "--ready-fd=3", "--exit-fd=4",
+                    pid_text, "tap0", NULL};
+    char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, ready[1], 3);
+    posix_spawn_file_actions_adddup2(&actions, quit[0], 4);
+    pid_t pid;
+    int rc = posix_spawn(&pid, RBX_SLIRP4NETNS, &actions, NULL, argv, envp);
+    posix_spawn_file_actions_destroy(&actions);
+    close(ready[1]);
+    close(quit[0]);
+    if (rc != 0) {
+        close(ready[0]);
+        close(quit[1]);
+        return rbx_fail(err, RBX_ESYSTEM, "cannot start %s: %s", RBX_SLIRP4NETNS, strerror(rc));
+    }
+    helper->pid = pid;
+    helper->exit_fd = quit[1];
+    struct pollfd pfd = {.fd = ready[0], .events = POLLIN};
+    char byte;
+    rc = poll(&pfd, 1, HELPER_READY_TIMEOUT_MS);
+    bool ok = rc == 1 && read(ready[0], &byte, 1) == 1;
+    close(ready[0]);
+    if (!ok) {
+        rbx_net_helper_stop(helper);
+        return rbx_fail(err, RBX_ESYSTEM, "the network helper %s did not come up%s",
+                        RBX_SLIRP4NETNS, rc == 0 ? " in time" : "");
+    }
+    return RBX_OK;
+}
+
+/* A killed helper takes ~10-25 ms to finish exiting (its network
+ * namespace's devices are torn down): reaping it is left for later instead
+ * of making every execution wait. */
+#define PENDING_MAX 256
+static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
+static pid_t pending[PENDING_MAX];
+static size_t pending_count;
+
+static void reap_pending(bool block)
+{
+    pthread_mutex_lock(&pending_lock);
+    for (size_t i = 0; i < pending_count;) {
+        pid_t done = waitpid(pending[i], NULL, block ? 0 : WNOHANG);
+        if (done == pending[i] || (done < 0 && errno == ECHILD))
+            pending[i] = pending[--pending_count];
+        else
+            i++;
+    }
+    pthread_mutex_unlock(&pending_lock);
+}
+
+void rbx_net_reap(void)
+{
+    reap_pending(false);
+}
+
+void rbx_net_helper_stop(rbx_net_helper *helper)
+{
+    if (helper->exit_fd >= 0)
+        close(helper->exit_fd);
+    helper->exit_fd = -1;
+    if (helper->pid <= 0)
+        return;
+    kill(helper->pid, SIGKILL);
+    reap_pending(false);
+    pthread_mutex_lock(&pending_lock);
+    bool queued = pending_count < PENDING_MAX;
+    if (queued)
+        pending[pending_count++] = helper->pid;
+    pthread_mutex_unlock(&pending_lock);
+    if (!queued)
+        waitpid(helper->pid, NULL, 0);
+    helper->pid = -1;
+}

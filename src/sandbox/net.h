@@ -1,0 +1,32 @@
+/* The sandbox's network. Every execution gets its own network namespace.
+ * Off: only loopback. On: slirp4netns gives it a user-mode NAT to the
+ * outside, with the host's loopback unreachable (runbox's own API listens
+ * there). */
+#ifndef RBX_NET_H
+#define RBX_NET_H
+
+#include "internal.h"
+
+#define RBX_SLIRP4NETNS "/usr/bin/slirp4netns"
+/* slirp4netns's built-in DNS forwarder, as seen from inside. */
+#define RBX_SANDBOX_NAMESERVER "10.0.2.3"
+
+typedef struct rbx_net_helper {
+    pid_t pid;
+    int exit_fd;   /* closing it makes slirp4netns exit */
+} rbx_net_helper;
+
+/* Child side: brings the namespace's loopback up (no allocation). */
+int rbx_net_loopback_up(void);
+
+/* Parent side: connects the network namespace of sandbox_pid to the
+ * outside and waits until its interface is configured. */
+rbx_status rbx_net_helper_start(pid_t sandbox_pid, rbx_net_helper *helper, rbx_error *err);
+void rbx_net_helper_stop(rbx_net_helper *helper);
+/* Reaps stopped helpers that have finished exiting, without waiting for the
+ * others: a process that exits leaves those to init. */
+void rbx_net_reap(void);
+/* Whether the helper is installed (for runbox check and clear errors). */
+bool rbx_net_helper_available(void);
+
+#endif
