@@ -6,6 +6,7 @@
  * from a multi-threaded server: it must not allocate or take locks, so all
  * it needs is prepared here beforehand and it calls only system calls. */
 #include "sandbox/sandbox.h"
+#include "sandbox/seccomp.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -145,6 +146,9 @@ static void enter_program(const child_plan *plan)
     step = "set no_new_privs";
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
         goto fail;
+    step = "install the seccomp filter";
+    if (rbx_seccomp_install() != 0)
+        goto fail;
     step = "start the interpreter";
     execve(spec->interpreter, spec->argv, spec->envp);
 fail:
@@ -265,6 +269,9 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     sandbox->report_fd = sandbox->status_fd = -1;
     sandbox->net = (rbx_net_helper){.pid = -1, .exit_fd = -1};
 
+    char why[256];
+    if (rbx_seccomp_prepare(why, sizeof why) != 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot prepare the seccomp filter: %s", why);
     int sync[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1}, rep[2] = {-1, -1},
         stat[2] = {-1, -1}, in[2] = {-1, -1};
     rbx_status status = RBX_ESYSTEM;
