@@ -44,6 +44,11 @@ typedef struct rbx_config {
     double max_timeout_s;       /* default 300 */
     size_t output_cap_bytes;    /* per stream, default 1 MiB */
     bool network_off;           /* executions get no network unless they ask (default: on) */
+    uint64_t disk_cap_bytes;    /* size of each session's directory, default 1 GiB */
+    uint32_t memory_mb;         /* per execution, default 512 */
+    uint32_t max_memory_mb;     /* the most a request may ask for, default 8192 */
+    uint32_t pids_max;          /* processes and threads per execution, default 256 */
+    uint32_t cpu_weight;        /* CPU share, 1..10000 (cgroup v2 scale), default 100 */
 } rbx_config;
 
 void rbx_config_defaults(rbx_config *config);
@@ -68,6 +73,7 @@ typedef struct rbx_request {
     size_t stdin_len;
     int cancel_fd;               /* -1, or an fd that becomes readable to cancel */
     int network;                 /* -1: the configured default; 0: loopback only; 1: on */
+    uint32_t memory_mb;          /* 0: the configured default */
 } rbx_request;
 
 /* Fills the request with its defaults (notably cancel_fd = -1). */
@@ -99,6 +105,7 @@ typedef struct rbx_result {
     int64_t cpu_ms;
     int64_t peak_memory_kb;
     int signal;                /* the signal that ended the program, or 0 */
+    const char *limits;        /* what enforced the limits: "cgroup-v1", "cgroup-v2", "rlimits" */
 } rbx_result;
 
 /* Runs one request. Returns RBX_OK when the request was valid and a result

@@ -2,6 +2,7 @@
 #include "internal.h"
 #include "sandbox/mount.h"
 #include "sandbox/net.h"
+#include "disk.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,6 +44,11 @@ void rbx_config_defaults(rbx_config *config)
     config->default_timeout_s = 30;
     config->max_timeout_s = 300;
     config->output_cap_bytes = 1 << 20;
+    config->disk_cap_bytes = 1ull << 30;
+    config->memory_mb = 512;
+    config->max_memory_mb = 8192;
+    config->pids_max = 256;
+    config->cpu_weight = 100;
 }
 
 void rbx_request_init(rbx_request *request)
@@ -103,9 +109,21 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
             engine->config.output_cap_bytes = config->output_cap_bytes;
         engine->config.state_dir = config->state_dir;
         engine->config.network_off = config->network_off;
+        if (config->disk_cap_bytes)
+            engine->config.disk_cap_bytes = config->disk_cap_bytes;
+        if (config->memory_mb)
+            engine->config.memory_mb = config->memory_mb;
+        if (config->max_memory_mb)
+            engine->config.max_memory_mb = config->max_memory_mb;
+        if (config->pids_max)
+            engine->config.pids_max = config->pids_max;
+        if (config->cpu_weight)
+            engine->config.cpu_weight = config->cpu_weight;
     }
     if (engine->config.default_timeout_s > engine->config.max_timeout_s)
         engine->config.default_timeout_s = engine->config.max_timeout_s;
+    if (engine->config.memory_mb > engine->config.max_memory_mb)
+        engine->config.memory_mb = engine->config.max_memory_mb;
     if (engine->config.output_cap_bytes < 64)
         engine->config.output_cap_bytes = 64;
     engine->is_root = geteuid() == 0;
@@ -145,7 +163,9 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
         rbx_engine_free(engine);
         return NULL;
     }
-    rbx_root_plan_build(engine->root_plan, NULL, 0);
+    rbx_root_plan_build(engine->root_plan, NULL, 0, engine->config.disk_cap_bytes >> 20);
+    char why[160];
+    engine->disk_capped = rbx_disk_supported(engine, why, sizeof why);
     engine->sessions_fd = open_dir(engine->sessions_dir);
     engine->trash_fd = open(engine->trash_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (engine->sessions_fd < 0 || engine->trash_fd < 0) {

@@ -141,6 +141,13 @@ static void fill_exit(rbx_result *result, const rbx_outcome *outcome)
                       !outcome->cancelled && !outcome->syntax_error && !outcome->oom_killed;
 }
 
+static const char *limits_name(bool in_cgroup)
+{
+    if (!in_cgroup)
+        return "rlimits";
+    return rbx_cgroup_probe()->mode == RBX_CGROUP_V2 ? "cgroup-v2" : "cgroup-v1";
+}
+
 static rbx_status run_in_sandbox(rbx_engine *engine, const rbx_request *request,
                                  const rbx_runtime *runtime, double timeout_s, double budget_s,
                                  const rbx_session *session, rbx_output_fn on_output, void *user,
@@ -160,10 +167,19 @@ static rbx_status run_in_sandbox(rbx_engine *engine, const rbx_request *request,
         .argv = (char *const *)runtime->argv,
         .envp = envp,
         .root = engine->root_plan,
-        .session_path = session->work_path,
+        .session_path = session->one_off ? NULL : session->work_path,
         .code_fd = code_fd,
         .with_stdin = request->stdin_data != NULL,
         .network = request->network < 0 ? !engine->config.network_off : request->network != 0,
+        .limits =
+            {
+                .memory_bytes = (uint64_t)(request->memory_mb ? request->memory_mb
+                                                               : engine->config.memory_mb)
+                                << 20,
+                .pids = engine->config.pids_max,
+                .cpu_weight = engine->config.cpu_weight,
+            },
+        .file_size_max = engine->config.disk_cap_bytes,
         .is_root = engine->is_root,
     };
     rbx_capture out, errc;
@@ -194,10 +210,15 @@ static rbx_status run_in_sandbox(rbx_engine *engine, const rbx_request *request,
     };
     rbx_exit_report report;
     bool reported = rbx_supervise(&sandbox, watch, &report);
+    rbx_cgroup_stats usage = {0};
+    bool measured = sandbox.cgroup && rbx_cgroup_stats_read(sandbox.cgroup, &usage) == 0;
+    result->limits = limits_name(sandbox.cgroup != NULL);
     rbx_sandbox_close(&sandbox);
     result->duration_ms = (rbx_now_us() - started + 500) / 1000;
 
-    rbx_outcome outcome = {.timed_out = watch->timed_out, .cancelled = watch->cancelled};
+    rbx_outcome outcome = {.timed_out = watch->timed_out,
+                           .cancelled = watch->cancelled,
+                           .oom_killed = measured && usage.oom_killed};
     if (reported && WIFEXITED(report.wait_status)) {
         outcome.exit_code = WEXITSTATUS(report.wait_status);
     } else if (reported && WIFSIGNALED(report.wait_status)) {
@@ -214,6 +235,11 @@ static rbx_status run_in_sandbox(rbx_engine *engine, const rbx_request *request,
                          (report.usage.ru_utime.tv_usec + report.usage.ru_stime.tv_usec) / 1000;
         result->peak_memory_kb = report.usage.ru_maxrss;
     }
+    /* The cgroup sees every process of the execution, not just the program. */
+    if (measured && usage.cpu_usec)
+        result->cpu_ms = (int64_t)(usage.cpu_usec / 1000);
+    if (measured && usage.peak_memory_bytes)
+        result->peak_memory_kb = (int64_t)(usage.peak_memory_bytes / 1024);
 
     const char *rep = watch->report;
     if (watch->report_len && rep[0] == 'E') {
@@ -236,7 +262,14 @@ static rbx_status run_in_sandbox(rbx_engine *engine, const rbx_request *request,
         rbx_classify(runtime, &outcome, result->error, result->error_len, &result->error_type,
                      &result->exception);
         char note[200];
-        if (outcome.timed_out) {
+        if (outcome.oom_killed) {
+            snprintf(note, sizeof note,
+                     "%s[runbox: the execution reached its memory limit of %llu MiB and was "
+                     "killed]\n",
+                     result->error_len && result->error[result->error_len - 1] != '\n' ? "\n" : "",
+                     (unsigned long long)(spec.limits.memory_bytes >> 20));
+            append_note(result, note);
+        } else if (outcome.timed_out) {
             snprintf(note, sizeof note,
                      "%s[runbox: timed out after %g s; every process of the execution was "
                      "killed]\n",

@@ -22,6 +22,7 @@ struct rbx_engine {
     int trash_fd;
     bool is_root;
     struct rbx_root_plan *root_plan; /* computed once: which host paths the sandbox shows */
+    bool disk_capped;                /* sessions get their own fixed-size filesystem */
 };
 
 /* error.c idiom: fill err and return its status, so callers can write
@@ -106,7 +107,7 @@ typedef struct rbx_session {
     bool one_off;
     int lock_fd;
     int dir_fd;       /* the session's root directory */
-    char work_path[4400];
+    char work_path[4400]; /* empty for a one-off run */
 } rbx_session;
 
 rbx_status rbx_session_acquire(rbx_engine *engine, const char *id, double wait_s,

@@ -104,6 +104,10 @@ rbx_status rbx_request_validate(const rbx_engine *engine, const rbx_request *req
                         "invalid session id '%.80s': it must match "
                         "[A-Za-z0-9][A-Za-z0-9._-]{0,63}",
                         request->session_id);
+    if (request->memory_mb && (request->memory_mb < 16 || request->memory_mb > config->max_memory_mb))
+        return rbx_fail(err, RBX_EINVAL,
+                        "memory limit %u MiB is out of bounds (accepted: 16 to %u MiB)",
+                        request->memory_mb, config->max_memory_mb);
     if (request->stdin_len && !request->stdin_data)
         return rbx_fail(err, RBX_EINVAL, "stdin length given without data");
     return validate_env(request, err);

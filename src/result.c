@@ -45,6 +45,7 @@ static char *render_result(const rbx_result *result, bool as_event)
     json_object_set_new(obj, "signal", result->signal ? json_integer(result->signal) : json_null());
     json_object_set_new(obj, "cpu_ms", json_integer(result->cpu_ms));
     json_object_set_new(obj, "peak_memory_kb", json_integer(result->peak_memory_kb));
+    json_object_set_new(obj, "limits", nullable_string(result->limits));
     char *out = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(obj);
     return out;

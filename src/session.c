@@ -4,6 +4,7 @@
  * state directory. Removal renames the session into trash/ while holding
  * the lock, then deletes it without following links. */
 #include "internal.h"
+#include "disk.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -171,14 +172,16 @@ rbx_status rbx_session_acquire(rbx_engine *engine, const char *id, double wait_s
 {
     memset(session, 0, sizeof *session);
     session->dir_fd = session->lock_fd = -1;
-    if (id) {
-        if (!rbx_session_id_valid(id))
-            return bad_id(err);
-        snprintf(session->id, sizeof session->id, "%s", id);
-    } else {
+    if (!id) {
+        /* A one-off run keeps its files in the sandbox alone: nothing on
+         * the host to create, lock or remove. */
         rbx_session_id_new(session->id);
         session->one_off = true;
+        return RBX_OK;
     }
+    if (!rbx_session_id_valid(id))
+        return bad_id(err);
+    snprintf(session->id, sizeof session->id, "%s", id);
     rbx_status status =
         lock_session(engine, session->id, wait_s, true, &session->dir_fd, &session->lock_fd, err);
     if (status != RBX_OK)
@@ -186,6 +189,13 @@ rbx_status rbx_session_acquire(rbx_engine *engine, const char *id, double wait_s
     (void)futimens(session->lock_fd, NULL); /* last used */
     snprintf(session->work_path, sizeof session->work_path, "%s/%s/work", engine->sessions_dir,
              session->id);
+    if (engine->disk_capped) {
+        status = rbx_disk_attach(engine, session->dir_fd, session->work_path, err);
+        if (status != RBX_OK) {
+            rbx_session_release(engine, session);
+            return status;
+        }
+    }
     return RBX_OK;
 }
 
@@ -196,6 +206,9 @@ static rbx_status discard_locked(rbx_engine *engine, const char *id, rbx_error *
     char suffix[RBX_SESSION_ID_MAX + 1];
     rbx_session_id_new(suffix);
     snprintf(grave, sizeof grave, "old-%s", suffix);
+    char work[4400];
+    snprintf(work, sizeof work, "%s/%s/work", engine->sessions_dir, id);
+    rbx_disk_detach(work);
     if (renameat(engine->sessions_fd, id, engine->trash_fd, grave) != 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot remove session %s: %s", id, strerror(errno));
     if (rbx_remove_tree(engine->trash_fd, grave) != 0)
@@ -208,10 +221,7 @@ void rbx_session_release(rbx_engine *engine, rbx_session *session)
 {
     if (session->lock_fd < 0)
         return;
-    if (session->one_off)
-        discard_locked(engine, session->id, NULL);
-    else
-        (void)futimens(session->lock_fd, NULL);
+    (void)futimens(session->lock_fd, NULL);
     close(session->lock_fd);
     close(session->dir_fd);
     session->lock_fd = session->dir_fd = -1;

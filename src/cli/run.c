@@ -25,6 +25,7 @@ static const char run_usage[] =
     "  --input FILE        the program's standard input (default /dev/null)\n"
     "  --network           let the code reach outside hosts (the default)\n"
     "  --no-network        loopback only\n"
+    "  --memory MIB        memory limit (default 512)\n"
     "\n"
     "Without --json or --stream the program's output passes through live and runbox\n"
     "exits with the program's exit code (124 on timeout). With them, runbox exits 0\n"
@@ -44,6 +45,7 @@ typedef struct run_options {
     size_t env_count;
     const char *state_dir;
     int network;
+    unsigned memory_mb;
 } run_options;
 
 /* The write end of the pipe that cancels the run on SIGINT or SIGTERM, so
@@ -149,6 +151,13 @@ static int parse(int argc, char **argv, run_options *opts)
                 cli_parse_seconds(value, &opts->timeout) != 0)
                 return cli_usage_error("run", "--timeout needs a number of seconds above 0, "
                                               "e.g. --timeout 10");
+        } else if (is_option(arg, "--memory")) {
+            char *end;
+            if (!(value = option_value(argc, argv, &i, "--memory")) || !*value ||
+                (opts->memory_mb = (unsigned)strtoul(value, &end, 10), *end) || value[0] == '-' ||
+                strlen(value) > 7)
+                return cli_usage_error("run", "--memory needs a whole number of MiB, e.g. "
+                                              "--memory 256");
         } else if (is_option(arg, "--env")) {
             if (!(value = option_value(argc, argv, &i, "--env")))
                 return cli_usage_error("run", "--env needs NAME=VALUE");
@@ -221,6 +230,7 @@ int cli_run(const cli_globals *globals, int argc, char **argv)
     request.env = opts.env;
     request.env_count = opts.env_count;
     request.network = opts.network;
+    request.memory_mb = opts.memory_mb;
     char *code = NULL, *input = NULL;
     char why[600];
     if (opts.code_arg) {

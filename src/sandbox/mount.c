@@ -42,10 +42,12 @@ static const char group_text[] = "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n";
 
 static const char *const devices[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
 
-void rbx_root_plan_build(rbx_root_plan *plan, const char *const *paths, size_t tmp_size_mb)
+void rbx_root_plan_build(rbx_root_plan *plan, const char *const *paths, size_t tmp_size_mb,
+                         size_t home_size_mb)
 {
     memset(plan, 0, sizeof *plan);
     plan->tmp_size_mb = tmp_size_mb ? tmp_size_mb : 256;
+    plan->home_size_mb = home_size_mb ? home_size_mb : 1024;
     for (const char *const *p = paths ? paths : default_paths; *p; p++) {
         if (plan->count == RBX_ROOT_MAX_STEPS || strlen(*p) >= RBX_ROOT_PATH_MAX || (*p)[0] != '/')
             continue;
@@ -188,21 +190,26 @@ static int build_dev(const char **step)
     return set_attr(NEW_ROOT "/dev", MOUNT_ATTR_RDONLY, false);
 }
 
+/* Appends a decimal number to buf (no snprintf in the child). */
+static void append_number(char *buf, size_t size, size_t value)
+{
+    char digits[24];
+    size_t n = 0;
+    do {
+        digits[n++] = (char)('0' + value % 10);
+        value /= 10;
+    } while (value && n < sizeof digits);
+    size_t at = strlen(buf);
+    while (n && at < size - 1)
+        buf[at++] = digits[--n];
+    buf[at] = 0;
+}
+
 static int build_scratch(const rbx_root_plan *plan, bool network, const char **step)
 {
-    /* "size=NNNm" without snprintf: the size is a plain decimal number. */
-    char options[48] = "mode=1777,size=";
-    char digits[24];
-    size_t n = 0, mb = plan->tmp_size_mb;
-    do {
-        digits[n++] = (char)('0' + mb % 10);
-        mb /= 10;
-    } while (mb && n < sizeof digits);
-    size_t at = strlen(options);
-    while (n && at < sizeof options - 3)
-        options[at++] = digits[--n];
-    options[at++] = 'm';
-    options[at] = 0;
+    char options[64] = "mode=1777,size=";
+    append_number(options, sizeof options - 2, plan->tmp_size_mb);
+    strcat(options, "m");
     *step = "/tmp";
     if (make_dirs(NEW_ROOT "/tmp") != 0 ||
         mount("runbox-tmp", NEW_ROOT "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, options) != 0)
@@ -225,23 +232,22 @@ static int build_scratch(const rbx_root_plan *plan, bool network, const char **s
     return 0;
 }
 
-static int bind_session(int session_fd, const char **step)
+static int bind_session(const rbx_root_plan *plan, int session_fd, const char **step)
 {
-    char src[32] = "/proc/self/fd/";
-    char digits[12];
-    size_t n = 0;
-    unsigned fd = (unsigned)session_fd;
-    do {
-        digits[n++] = (char)('0' + fd % 10);
-        fd /= 10;
-    } while (fd);
-    size_t at = strlen(src);
-    while (n)
-        src[at++] = digits[--n];
-    src[at] = 0;
     *step = RBX_SANDBOX_HOME;
-    if (make_dirs(NEW_ROOT RBX_SANDBOX_HOME) != 0 ||
-        mount(src, NEW_ROOT RBX_SANDBOX_HOME, NULL, MS_BIND, NULL) != 0)
+    if (make_dirs(NEW_ROOT RBX_SANDBOX_HOME) != 0)
+        return -1;
+    if (session_fd < 0) {
+        /* A one-off run: its files live and die with the sandbox. */
+        char options[80] = "mode=0700,uid=1000,gid=1000,size=";
+        append_number(options, sizeof options - 2, plan->home_size_mb);
+        strcat(options, "m");
+        return mount("runbox-home", NEW_ROOT RBX_SANDBOX_HOME, "tmpfs", MS_NOSUID | MS_NODEV,
+                     options);
+    }
+    char src[32] = "/proc/self/fd/";
+    append_number(src, sizeof src, (size_t)session_fd);
+    if (mount(src, NEW_ROOT RBX_SANDBOX_HOME, NULL, MS_BIND, NULL) != 0)
         return -1;
     return set_attr(NEW_ROOT RBX_SANDBOX_HOME, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
 }
@@ -269,8 +275,9 @@ int rbx_root_enter(const rbx_root_plan *plan, const char *session_path, bool bec
      * before leaving the host's uid, which may be the only one allowed to
      * traverse the state directory. The last component is never a link. */
     *step = "open the session directory";
-    int session_fd = open(session_path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (session_fd < 0)
+    int session_fd = -1;
+    if (session_path &&
+        (session_fd = open(session_path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
         return -1;
     if (become_root) {
         /* Files are created in the new root below: that needs a uid that
@@ -282,9 +289,10 @@ int rbx_root_enter(const rbx_root_plan *plan, const char *session_path, bool bec
     *step = "mount the new root";
     if (mount("runbox-root", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") != 0)
         return -1;
-    if (bind_session(session_fd, step) != 0)
+    if (bind_session(plan, session_fd, step) != 0)
         return -1;
-    close(session_fd);
+    if (session_fd >= 0)
+        close(session_fd);
     if (build_system(plan, step) != 0 || build_dev(step) != 0 || build_scratch(plan, network, step) != 0)
         return -1;
     return pivot(step);

@@ -29,14 +29,17 @@ typedef struct rbx_root_plan {
     size_t count;
     rbx_root_step steps[RBX_ROOT_MAX_STEPS];
     size_t tmp_size_mb;
+    size_t home_size_mb;  /* the tmpfs home of one-off runs */
 } rbx_root_plan;
 
 /* Parent side: which of the default system paths (or `paths`, a
  * NULL-terminated list, when given) exist on this host. */
-void rbx_root_plan_build(rbx_root_plan *plan, const char *const *paths, size_t tmp_size_mb);
+void rbx_root_plan_build(rbx_root_plan *plan, const char *const *paths, size_t tmp_size_mb,
+                         size_t home_size_mb);
 
 /* Child side (no allocation): builds the new root on a tmpfs, binds the
- * session's work directory at RBX_SANDBOX_HOME, pivots into it and detaches
+ * session's work directory at RBX_SANDBOX_HOME (a fresh sized tmpfs there
+ * when session_path is NULL: a one-off run), pivots into it and detaches
  * the old root. With become_root, switches to the namespace's uid 0 once
  * the session directory is open. On failure returns -1 with errno set and
  * *step naming what failed. */

@@ -7,6 +7,7 @@
 #include "internal.h"
 #include "sandbox/mount.h"
 #include "sandbox/net.h"
+#include "sandbox/cgroup.h"
 
 #include <sys/resource.h>
 
@@ -19,6 +20,8 @@ typedef struct rbx_sandbox_spec {
     int code_fd;                /* becomes fd 3 of the program */
     bool with_stdin;            /* else stdin is /dev/null */
     bool network;               /* else loopback only */
+    rbx_cgroup_limits limits;   /* enforced by a cgroup where there is one, else rlimits */
+    uint64_t file_size_max;     /* RLIMIT_FSIZE */
     bool is_root;
 } rbx_sandbox_spec;
 
@@ -30,6 +33,7 @@ typedef struct rbx_sandbox {
     int report_fd;              /* the bootstrap's R/S report, or E<message> from setup */
     int status_fd;              /* init writes rbx_exit_report here */
     rbx_net_helper net;         /* the network helper, when the network is on */
+    rbx_cgroup *cgroup;         /* NULL where cgroups are not available */
 } rbx_sandbox;
 
 /* What init tells us about the program when it ends. */

@@ -39,6 +39,8 @@ typedef struct child_plan {
     int report_fd;     /* write end */
     int status_fd;     /* write end */
     int parent_ends[6];/* the parent's ends, closed in the child */
+    int cgroup_fds[RBX_CGROUP_MAX_FDS]; /* cgroup.procs of the execution's cgroup */
+    size_t cgroup_count;
 } child_plan;
 
 static void report_error(int fd, const char *what, int error)
@@ -108,10 +110,26 @@ static int become_sandbox_user(bool is_root)
     return setresuid(RBX_SANDBOX_UID, RBX_SANDBOX_UID, RBX_SANDBOX_UID);
 }
 
-static int set_limits(void)
+#define OPEN_FILES_MAX 4096
+
+/* Always: no core dumps, a file-size limit, a bound on open files. Where
+ * no cgroup holds the execution, rlimits stand in for its memory and
+ * process limits (weaker: per process, and RLIMIT_NPROC per user). */
+static int set_limits(const child_plan *plan)
 {
-    struct rlimit none = {0, 0};
-    return setrlimit(RLIMIT_CORE, &none);
+    const rbx_sandbox_spec *spec = plan->spec;
+    struct rlimit none = {0, 0}, files = {OPEN_FILES_MAX, OPEN_FILES_MAX};
+    struct rlimit fsize = {spec->file_size_max, spec->file_size_max};
+    if (setrlimit(RLIMIT_CORE, &none) || setrlimit(RLIMIT_NOFILE, &files) ||
+        (spec->file_size_max && setrlimit(RLIMIT_FSIZE, &fsize)))
+        return -1;
+    if (plan->cgroup_count)
+        return 0;
+    struct rlimit data = {spec->limits.memory_bytes, spec->limits.memory_bytes};
+    struct rlimit procs = {spec->limits.pids, spec->limits.pids};
+    if (spec->limits.memory_bytes && setrlimit(RLIMIT_DATA, &data))
+        return -1;
+    return spec->limits.pids ? setrlimit(RLIMIT_NPROC, &procs) : 0;
 }
 
 /* The user's program: from fork to execve, one confinement step a call. */
@@ -132,7 +150,7 @@ static void enter_program(const child_plan *plan)
     if (chdir(RBX_SANDBOX_HOME) != 0)
         goto fail;
     step = "set resource limits";
-    if (set_limits() != 0)
+    if (set_limits(plan) != 0)
         goto fail;
     step = "drop the capability bounding set";
     if (drop_bounding_set() != 0)
@@ -196,6 +214,14 @@ static int sandbox_init(const child_plan *plan)
     if (read(plan->sync_fd, &go, 1) != 1)
         _exit(1);
     close(plan->sync_fd);
+    /* Into the execution's cgroup before anything else runs, so that every
+     * process it ever starts is limited and can be killed there. */
+    if (rbx_cgroup_join(plan->cgroup_fds, plan->cgroup_count) != 0) {
+        report_error(plan->report_fd, "join the execution's cgroup", errno);
+        _exit(1);
+    }
+    for (size_t i = 0; i < plan->cgroup_count; i++)
+        close(plan->cgroup_fds[i]);
     const char *step = "bring up loopback";
     if (rbx_net_loopback_up() != 0 ||
         rbx_root_enter(plan->spec->root, plan->spec->session_path, plan->spec->is_root,
@@ -261,6 +287,72 @@ static void close_fd(int *fd)
     *fd = -1;
 }
 
+/* The pipes between runbox and a sandbox: [0] is the read end, [1] the write end. */
+typedef struct channels {
+    int sync[2], out[2], err[2], report[2], status[2], in[2];
+} channels;
+
+static void close_channels(channels *c)
+{
+    int *all[] = {&c->sync[0],   &c->sync[1],   &c->out[0],    &c->out[1],
+                  &c->err[0],    &c->err[1],    &c->report[0], &c->report[1],
+                  &c->status[0], &c->status[1], &c->in[0],     &c->in[1]};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        close_fd(all[i]);
+}
+
+static rbx_status open_channels(channels *c, bool with_stdin, rbx_error *err)
+{
+    if (pipe2(c->sync, O_CLOEXEC) || pipe2(c->out, O_CLOEXEC) || pipe2(c->err, O_CLOEXEC) ||
+        pipe2(c->report, O_CLOEXEC) || pipe2(c->status, O_CLOEXEC))
+        return rbx_fail(err, RBX_ESYSTEM, "cannot create pipes for the sandbox: %s",
+                        strerror(errno));
+    if (with_stdin) {
+        /* A socket, so that writing to a program that stopped reading gives
+         * EPIPE without raising SIGPIPE in the caller (MSG_NOSIGNAL). */
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, c->in) != 0)
+            return rbx_fail(err, RBX_ESYSTEM, "cannot create the stdin socket: %s",
+                            strerror(errno));
+        shutdown(c->in[0], SHUT_WR);
+        shutdown(c->in[1], SHUT_RD);
+    } else if ((c->in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+        return rbx_fail(err, RBX_ESYSTEM, "cannot open /dev/null: %s", strerror(errno));
+    }
+    /* Fewer wake-ups for programs that print a lot. */
+    (void)fcntl(c->out[1], F_SETPIPE_SZ, 1 << 20);
+    return RBX_OK;
+}
+
+/* clone3 without CLONE_VM behaves like fork: the child continues on a copy
+ * of this stack, so there is no separate stack (which confuses ASan). */
+static pid_t clone_init(child_plan *plan, int *pidfd)
+{
+    struct clone_args args = {
+        .flags = SANDBOX_CLONE_FLAGS | CLONE_PIDFD,
+        .pidfd = (uint64_t)(uintptr_t)pidfd,
+        .exit_signal = SIGCHLD,
+    };
+    pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
+    if (pid == 0)
+        _exit(sandbox_init(plan));
+    return pid;
+}
+
+/* Init waits for one byte before it does anything: by then its users are
+ * mapped and, with the network on, its interface is up. */
+static rbx_status release_init(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox, int sync_fd,
+                               rbx_error *err)
+{
+    if (map_users(sandbox->pid, spec->is_root) != 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot map users into the sandbox: %s",
+                        strerror(errno));
+    if (spec->network && rbx_net_helper_start(sandbox->pid, &sandbox->net, err) != RBX_OK)
+        return err->status;
+    if (write(sync_fd, "g", 1) != 1)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot start the sandbox: %s", strerror(errno));
+    return RBX_OK;
+}
+
 rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox, rbx_error *err)
 {
     memset(sandbox, 0, sizeof *sandbox);
@@ -272,95 +364,59 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     char why[256];
     if (rbx_seccomp_prepare(why, sizeof why) != 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot prepare the seccomp filter: %s", why);
-    int sync[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1}, rep[2] = {-1, -1},
-        stat[2] = {-1, -1}, in[2] = {-1, -1};
-    rbx_status status = RBX_ESYSTEM;
-    if (pipe2(sync, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(errp, O_CLOEXEC) ||
-        pipe2(rep, O_CLOEXEC) || pipe2(stat, O_CLOEXEC)) {
-        rbx_fail(err, RBX_ESYSTEM, "cannot create pipes for the sandbox: %s", strerror(errno));
+    channels c;
+    memset(&c, -1, sizeof c);
+    child_plan plan = {.spec = spec};
+    rbx_status status = open_channels(&c, spec->with_stdin, err);
+    if (status == RBX_OK && rbx_cgroup_probe()->mode != RBX_CGROUP_NONE &&
+        rbx_cgroup_create(&spec->limits, &sandbox->cgroup, why, sizeof why) != 0)
+        status = rbx_fail(err, RBX_ESYSTEM, "cannot create the execution's cgroup: %s", why);
+    if (status != RBX_OK)
         goto out;
-    }
-    if (spec->with_stdin) {
-        /* A socket, so that writing to a program that stopped reading gives
-         * EPIPE without raising SIGPIPE in the caller (MSG_NOSIGNAL). */
-        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0) {
-            rbx_fail(err, RBX_ESYSTEM, "cannot create the stdin socket: %s", strerror(errno));
-            goto out;
-        }
-        shutdown(in[0], SHUT_WR);
-        shutdown(in[1], SHUT_RD);
-    } else {
-        in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (in[0] < 0) {
-            rbx_fail(err, RBX_ESYSTEM, "cannot open /dev/null: %s", strerror(errno));
-            goto out;
-        }
-    }
-    /* Fewer wake-ups for programs that print a lot. */
-    (void)fcntl(out[1], F_SETPIPE_SZ, 1 << 20);
-
-    child_plan plan = {
+    plan = (child_plan){
         .spec = spec,
-        .sync_fd = sync[0],
-        .stdin_fd = in[0],
-        .stdout_fd = out[1],
-        .stderr_fd = errp[1],
-        .report_fd = rep[1],
-        .status_fd = stat[1],
-        .parent_ends = {sync[1], out[0], errp[0], rep[0], stat[0], in[1]},
+        .sync_fd = c.sync[0],
+        .stdin_fd = c.in[0],
+        .stdout_fd = c.out[1],
+        .stderr_fd = c.err[1],
+        .report_fd = c.report[1],
+        .status_fd = c.status[1],
+        .parent_ends = {c.sync[1], c.out[0], c.err[0], c.report[0], c.status[0], c.in[1]},
     };
-    /* clone3 without CLONE_VM behaves like fork: the child continues on a
-     * copy of this stack, so no separate stack (which confuses ASan). */
-    int pidfd = -1;
-    struct clone_args args = {
-        .flags = SANDBOX_CLONE_FLAGS | CLONE_PIDFD,
-        .pidfd = (uint64_t)(uintptr_t)&pidfd,
-        .exit_signal = SIGCHLD,
-    };
-    pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
-    if (pid == 0)
-        _exit(sandbox_init(&plan));
-    if (pid < 0) {
-        rbx_fail(err, RBX_ESYSTEM,
-                 "cannot create the sandbox's namespaces: %s (are user namespaces enabled? see "
-                 "runbox check)",
-                 strerror(errno));
+    if (sandbox->cgroup) {
+        int n = rbx_cgroup_enter_fds(sandbox->cgroup, plan.cgroup_fds, RBX_CGROUP_MAX_FDS);
+        plan.cgroup_count = n > 0 ? (size_t)n : 0;
+    }
+    sandbox->pid = clone_init(&plan, &sandbox->pidfd);
+    if (sandbox->pid < 0) {
+        status = rbx_fail(err, RBX_ESYSTEM,
+                          "cannot create the sandbox's namespaces: %s (are user namespaces "
+                          "enabled? see runbox check)",
+                          strerror(errno));
         goto out;
     }
-    sandbox->pid = pid;
-    sandbox->pidfd = pidfd;
-    if (map_users(pid, spec->is_root) != 0) {
-        rbx_fail(err, RBX_ESYSTEM, "cannot map users into the sandbox: %s", strerror(errno));
+    status = release_init(spec, sandbox, c.sync[1], err);
+    if (status != RBX_OK) {
         rbx_sandbox_kill(sandbox);
         rbx_sandbox_reap(sandbox, NULL);
+        rbx_net_helper_stop(&sandbox->net);
         close_fd(&sandbox->pidfd);
         goto out;
     }
-    if (spec->network && rbx_net_helper_start(pid, &sandbox->net, err) != RBX_OK) {
-        rbx_sandbox_kill(sandbox);
-        rbx_sandbox_reap(sandbox, NULL);
-        close_fd(&sandbox->pidfd);
-        goto out;
-    }
-    if (write(sync[1], "g", 1) != 1) {
-        rbx_fail(err, RBX_ESYSTEM, "cannot start the sandbox: %s", strerror(errno));
-        rbx_sandbox_kill(sandbox);
-        rbx_sandbox_reap(sandbox, NULL);
-        close_fd(&sandbox->pidfd);
-        goto out;
-    }
-    sandbox->stdout_fd = out[0];
-    sandbox->stderr_fd = errp[0];
-    sandbox->report_fd = rep[0];
-    sandbox->status_fd = stat[0];
-    sandbox->stdin_fd = spec->with_stdin ? in[1] : -1;
-    out[0] = errp[0] = rep[0] = stat[0] = in[1] = -1;
-    status = RBX_OK;
+    sandbox->stdout_fd = c.out[0];
+    sandbox->stderr_fd = c.err[0];
+    sandbox->report_fd = c.report[0];
+    sandbox->status_fd = c.status[0];
+    sandbox->stdin_fd = spec->with_stdin ? c.in[1] : -1;
+    c.out[0] = c.err[0] = c.report[0] = c.status[0] = c.in[1] = -1;
 out:
-    int *all[] = {&sync[0], &sync[1], &out[0],  &out[1],  &errp[0], &errp[1],
-                  &rep[0],  &rep[1],  &stat[0], &stat[1], &in[0],   &in[1]};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        close_fd(all[i]);
+    for (size_t i = 0; i < plan.cgroup_count; i++)
+        close(plan.cgroup_fds[i]);
+    if (status != RBX_OK) {
+        rbx_cgroup_destroy(sandbox->cgroup);
+        sandbox->cgroup = NULL;
+    }
+    close_channels(&c);
     return status;
 }
 
@@ -387,6 +443,8 @@ bool rbx_sandbox_reap(rbx_sandbox *sandbox, rbx_exit_report *report)
 void rbx_sandbox_close(rbx_sandbox *sandbox)
 {
     rbx_net_helper_stop(&sandbox->net);
+    rbx_cgroup_destroy(sandbox->cgroup);
+    sandbox->cgroup = NULL;
     close_fd(&sandbox->pidfd);
     close_fd(&sandbox->stdin_fd);
     close_fd(&sandbox->stdout_fd);

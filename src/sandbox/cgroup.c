@@ -1,0 +1,584 @@
+/* Per-execution cgroups (see cgroup.h).
+ *
+ * Layout: on v1 each hierarchy carrying a controller we use gets
+ * <mount>/runbox/exec-<random>; on v2 there is one <base>/runbox/exec-<random>,
+ * where base is the hierarchy's root as root, or the delegated parent of our
+ * own cgroup when unprivileged. Executions therefore leave the supervisor's
+ * own cgroup: its limits are not theirs, and runbox never creates anything
+ * inside a cgroup some other manager owns. */
+#include "sandbox/cgroup.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The controllers used. cpuacct (CPU time) and freezer (a kill that forks
+ * cannot outrun) exist only on v1; v2 has both built in. */
+enum { CTL_MEMORY = 1, CTL_PIDS = 2, CTL_CPU = 4, CTL_CPUACCT = 8, CTL_FREEZER = 16 };
+#define CTL_COUNT 5
+_Static_assert(RBX_CGROUP_MAX_FDS >= CTL_COUNT, "one fd per hierarchy, at most one per controller");
+static const char *const ctl_names[CTL_COUNT] = {"memory", "pids", "cpu", "cpuacct", "freezer"};
+
+#define DESTROY_ROUNDS 500 /* times 10 ms */
+
+typedef struct hierarchy {
+    char base[PATH_MAX]; /* the directory that holds runbox/ */
+    unsigned ctls;
+} hierarchy;
+
+/* Written once under pthread_once, read-only afterwards. */
+static struct {
+    pthread_once_t once;
+    rbx_cgroup_support pub;
+    hierarchy h[CTL_COUNT]; /* at most one hierarchy per controller */
+    size_t n;
+} probe = {.once = PTHREAD_ONCE_INIT};
+
+struct rbx_cgroup {
+    bool v2;
+    char name[32]; /* exec-<16 hex digits> */
+    size_t n;      /* = probe.n */
+    struct {
+        char path[PATH_MAX]; /* "" when not (or no longer) there */
+        unsigned ctls;
+        int procs_fd;
+    } h[CTL_COUNT];
+    int dir_fd; /* v2 only */
+};
+
+__attribute__((format(printf, 3, 4))) static int fail(char *why, size_t size, const char *fmt, ...)
+{
+    int saved = errno;
+    va_list ap;
+    va_start(ap, fmt);
+    if (why && size)
+        vsnprintf(why, size, fmt, ap);
+    va_end(ap);
+    errno = saved;
+    return -1;
+}
+
+__attribute__((format(printf, 1, 2))) static void note(const char *fmt, ...)
+{
+    size_t len = strlen(probe.pub.detail);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(probe.pub.detail + len, sizeof probe.pub.detail - len, fmt, ap);
+    va_end(ap);
+}
+
+static int path_join(char *buf, size_t size, const char *dir, const char *name)
+{
+    int n = snprintf(buf, size, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= size) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return 0;
+}
+
+static int write_at(const char *dir, const char *name, const char *text)
+{
+    char path[PATH_MAX];
+    if (path_join(path, sizeof path, dir, name) != 0)
+        return -1;
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t len = strlen(text);
+    ssize_t n = write(fd, text, len);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return n == (ssize_t)len ? 0 : -1;
+}
+
+/* Reads dir/name into buf, NUL-terminated; returns its length or -1. */
+static ssize_t read_at(const char *dir, const char *name, char *buf, size_t size)
+{
+    char path[PATH_MAX];
+    if (path_join(path, sizeof path, dir, name) != 0)
+        return -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t len = 0;
+    ssize_t n = 0;
+    while (len + 1 < size && (n = read(fd, buf + len, size - 1 - len)) > 0)
+        len += (size_t)n;
+    int saved = errno;
+    close(fd);
+    buf[len] = '\0';
+    errno = saved;
+    return n < 0 ? -1 : (ssize_t)len;
+}
+
+/* Reads a number from dir/name: the whole file, or the value of its
+ * "key N" line. A missing directory, file or line (this kernel does not
+ * have it) gives 0; other failures -1. */
+static int read_value(const char *dir, const char *name, const char *key, uint64_t *value)
+{
+    char buf[4096];
+    *value = 0;
+    if (!dir)
+        return 0;
+    if (read_at(dir, name, buf, sizeof buf) < 0)
+        return errno == ENOENT ? 0 : -1;
+    const char *p = buf;
+    size_t klen = key ? strlen(key) : 0;
+    while (key && !(strncmp(p, key, klen) == 0 && p[klen] == ' ')) {
+        p = strchr(p, '\n');
+        if (!p)
+            return 0;
+        p++;
+    }
+    *value = strtoull(p + (key ? klen + 1 : 0), NULL, 10);
+    return 0;
+}
+
+/* The controllers of ours named in a space- or comma-separated list. */
+static unsigned ctl_parse(char *list)
+{
+    unsigned ctls = 0;
+    char *save;
+    for (char *w = strtok_r(list, " ,\n", &save); w; w = strtok_r(NULL, " ,\n", &save))
+        for (int i = 0; i < CTL_COUNT; i++)
+            if (strcmp(w, ctl_names[i]) == 0)
+                ctls |= 1u << i;
+    return ctls;
+}
+
+static unsigned ctl_file(const char *dir, const char *name)
+{
+    char buf[512];
+    return read_at(dir, name, buf, sizeof buf) < 0 ? 0 : ctl_parse(buf);
+}
+
+/* Records a v1 hierarchy carrying some of our controllers (its super
+ * options name them: "rw,cpu,cpuacct"); bind mounts of one seen are skipped. */
+static void add_v1(const char *mount, char *options)
+{
+    unsigned ctls = ctl_parse(options);
+    for (size_t i = 0; i < probe.n; i++)
+        if (probe.h[i].ctls & ctls)
+            return;
+    if (ctls && probe.n < CTL_COUNT) {
+        snprintf(probe.h[probe.n].base, PATH_MAX, "%s", mount);
+        probe.h[probe.n++].ctls = ctls;
+    }
+}
+
+/* Fills probe.h with the v1 hierarchies and v2 with the first cgroup2 mount. */
+static void scan_mounts(char *v2, size_t v2_size)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return;
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        char mount[PATH_MAX], type[32], options[256];
+        const char *sep = strstr(line, " - ");
+        if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", mount) != 1 ||
+            sscanf(sep + 3, "%31s %*s %255s", type, options) != 2)
+            continue;
+        if (strcmp(type, "cgroup2") == 0 && !v2[0])
+            snprintf(v2, v2_size, "%s", mount);
+        else if (strcmp(type, "cgroup") == 0)
+            add_v1(mount, options);
+    }
+    free(line);
+    fclose(f);
+}
+
+/* Where runbox/ goes on v2. As root: the hierarchy's root, which works
+ * whatever cgroup runbox was started in. Unprivileged: the parent of our
+ * own cgroup (the 0:: line of /proc/self/cgroup), usable when delegated to
+ * us, i.e. runbox runs in a leaf of a delegated subtree. Our own cgroup
+ * cannot serve: it holds this process, and v2 enables no controllers below
+ * a cgroup with processes. */
+static void v2_base(const char *mount, char *base, size_t size)
+{
+    char own[PATH_MAX] = "";
+    FILE *f = geteuid() == 0 ? NULL : fopen("/proc/self/cgroup", "re");
+    if (f) {
+        while (fgets(own, sizeof own, f) && strncmp(own, "0::", 3) != 0)
+            own[0] = '\0';
+        fclose(f);
+    }
+    char *slash = strrchr(own, '/');
+    if (strncmp(own, "0::", 3) != 0 || !slash)
+        slash = own;
+    *slash = '\0'; /* "0::/a/b\n" becomes "0::/a", "0::/a" and "0::/" become "0::" */
+    snprintf(base, size, "%s%s", mount, own[0] ? own + 3 : "");
+}
+
+/* Whether we may create runbox/exec-* below base: write access to runbox/
+ * if it exists, else to base. Sets errno when not. */
+static bool creatable(const char *base)
+{
+    char runbox[PATH_MAX];
+    if (path_join(runbox, sizeof runbox, base, "runbox") != 0)
+        return false;
+    if (access(runbox, W_OK) == 0)
+        return true;
+    return errno == ENOENT && access(base, W_OK) == 0;
+}
+
+/* v2's rules beyond write access, or NULL. Moving our children into
+ * runbox/exec-* needs write access to the common ancestor's cgroup.procs
+ * (base's, when unprivileged). Controllers can be enabled below base only
+ * if base has no processes, or is the root (which has no cgroup.type). */
+static const char *v2_obstacle(const char *base, unsigned ctls)
+{
+    char path[PATH_MAX], buf[64];
+    if (geteuid() != 0 &&
+        (path_join(path, sizeof path, base, "cgroup.procs") != 0 || access(path, W_OK) != 0))
+        return "its cgroup.procs is not writable (the subtree is not delegated to this user)";
+    if ((ctl_file(base, "cgroup.subtree_control") & ctls) == ctls)
+        return NULL;
+    if (path_join(path, sizeof path, base, "cgroup.type") != 0 || access(path, F_OK) != 0)
+        return NULL;
+    if (read_at(base, "cgroup.procs", buf, sizeof buf) > 0)
+        return "it holds processes, and cgroup v2 enables no controllers below such a cgroup";
+    return NULL;
+}
+
+/* Checks every hierarchy; lists them, or turns the mode to NONE saying why. */
+static void check_usable(void)
+{
+    rbx_cgroup_support *s = &probe.pub;
+    unsigned all = 0;
+    for (size_t i = 0; i < probe.n; i++) {
+        const hierarchy *h = &probe.h[i];
+        const char *obstacle = creatable(h->base) ? NULL : strerror(errno);
+        if (!obstacle && s->mode == RBX_CGROUP_V2)
+            obstacle = v2_obstacle(h->base, h->ctls);
+        if (obstacle) {
+            note("; cannot create cgroups below %s: %s", h->base, obstacle);
+            if (geteuid() != 0)
+                note(s->mode == RBX_CGROUP_V1 ? " (cgroup v1 needs root)"
+                                              : " (unprivileged, run runbox in a leaf cgroup of "
+                                                "a v2 subtree delegated to you)");
+            s->mode = RBX_CGROUP_NONE;
+            probe.n = 0;
+            return;
+        }
+        note("; %s:", h->base);
+        for (int c = 0; c < CTL_COUNT; c++)
+            if (h->ctls & (1u << c))
+                note(" %s", ctl_names[c]);
+        all |= h->ctls;
+    }
+    s->memory = all & CTL_MEMORY;
+    s->pids = all & CTL_PIDS;
+    s->cpu = all & CTL_CPU;
+    note("; executions go in runbox/exec-* below each");
+}
+
+static void run_probe(void)
+{
+    char v2[PATH_MAX] = "", base[PATH_MAX] = "";
+    scan_mounts(v2, sizeof v2);
+    unsigned v1 = 0;
+    for (size_t i = 0; i < probe.n; i++)
+        v1 |= probe.h[i].ctls;
+    if (v2[0])
+        v2_base(v2, base, sizeof base);
+    unsigned v2_ctls = v2[0] ? ctl_file(base, "cgroup.controllers") : 0;
+    if (v2_ctls & CTL_MEMORY) {
+        probe.pub.mode = RBX_CGROUP_V2;
+        probe.n = 1;
+        snprintf(probe.h[0].base, PATH_MAX, "%s", base);
+        probe.h[0].ctls = v2_ctls;
+        note("cgroup v2");
+    } else if (v1 & CTL_MEMORY) {
+        probe.pub.mode = RBX_CGROUP_V1;
+        note("cgroup v1");
+        if (v2[0])
+            note(" (hybrid: the cgroup2 at %s has no memory controller)", v2);
+    } else {
+        note("no usable memory controller: no cgroup v1 memory hierarchy, %s%s%s",
+             v2[0] ? "and none in " : "and no cgroup2", base, v2[0] ? "/cgroup.controllers" : "");
+        probe.n = 0;
+        return;
+    }
+    check_usable();
+}
+
+const rbx_cgroup_support *rbx_cgroup_probe(void)
+{
+    pthread_once(&probe.once, run_probe);
+    return &probe.pub;
+}
+
+/* v2: a controller works in a cgroup only once enabled in its parent's
+ * cgroup.subtree_control; enables what is missing, one at a time. */
+static int enable_v2(const char *dir, unsigned ctls)
+{
+    unsigned missing = ctls & ~ctl_file(dir, "cgroup.subtree_control");
+    for (int i = 0; i < CTL_COUNT; i++) {
+        char word[16];
+        snprintf(word, sizeof word, "+%s", ctl_names[i]);
+        if ((missing & (1u << i)) && write_at(dir, "cgroup.subtree_control", word) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Creates base/runbox (shared, kept) and runbox/<name> in hierarchy i and
+ * opens its cgroup.procs. On v2, enables v2_ctls on the way down. */
+static int make_dir(rbx_cgroup *cg, size_t i, unsigned v2_ctls, char *why, size_t why_size)
+{
+    const hierarchy *h = &probe.h[i];
+    char runbox[PATH_MAX], procs[PATH_MAX];
+    if (path_join(runbox, sizeof runbox, h->base, "runbox") != 0 ||
+        (mkdir(runbox, 0755) != 0 && errno != EEXIST))
+        return fail(why, why_size, "cannot create %s/runbox: %s", h->base, strerror(errno));
+    if (cg->v2 && (enable_v2(h->base, v2_ctls) != 0 || enable_v2(runbox, v2_ctls) != 0))
+        return fail(why, why_size, "cannot enable cgroup controllers below %s: %s", h->base,
+                    strerror(errno));
+    if (path_join(cg->h[i].path, PATH_MAX, runbox, cg->name) != 0 ||
+        mkdir(cg->h[i].path, 0755) != 0) {
+        cg->h[i].path[0] = '\0';
+        return fail(why, why_size, "cannot create %s/%s: %s", runbox, cg->name, strerror(errno));
+    }
+    cg->h[i].ctls = h->ctls;
+    if (path_join(procs, sizeof procs, cg->h[i].path, "cgroup.procs") != 0 ||
+        (cg->h[i].procs_fd = open(procs, O_WRONLY | O_CLOEXEC)) < 0)
+        return fail(why, why_size, "cannot open %s: %s", procs, strerror(errno));
+    return 0;
+}
+
+static const char *dir_with(const rbx_cgroup *cg, unsigned ctl)
+{
+    for (size_t i = 0; i < cg->n; i++)
+        if ((cg->h[i].ctls & ctl) && cg->h[i].path[0])
+            return cg->h[i].path;
+    return NULL;
+}
+
+/* Swap is limited with memory, or the limit would only push pages to swap:
+ * v2 memory.swap.max = 0, v1 memory+swap = the memory limit. Without swap
+ * accounting (no such file) the kernel cannot limit it; v1 then at least
+ * keeps the cgroup's own reclaim from swapping (swappiness 0). */
+static int limit_swap(bool v2, const char *mem, const char *limit)
+{
+    int r = v2 ? write_at(mem, "memory.swap.max", "0")
+               : write_at(mem, "memory.memsw.limit_in_bytes", limit);
+    if (r == 0 || errno != ENOENT)
+        return r;
+    return v2 ? 0 : write_at(mem, "memory.swappiness", "0");
+}
+
+/* v1 memory cgroups inherit oom_kill_disable from their parent: it is
+ * cleared, or a program at its limit would hang instead of being killed. */
+static int set_limits(const rbx_cgroup *cg, const rbx_cgroup_limits *l, char *why, size_t ws)
+{
+    const char *mem = dir_with(cg, CTL_MEMORY), *cpu = dir_with(cg, CTL_CPU);
+    char num[32];
+    if (!cg->v2 && write_at(mem, "memory.oom_control", "0") != 0)
+        return fail(why, ws, "cannot enable the OOM killer in %s: %s", mem, strerror(errno));
+    snprintf(num, sizeof num, "%" PRIu64, l->memory_bytes);
+    if (l->memory_bytes &&
+        (write_at(mem, cg->v2 ? "memory.max" : "memory.limit_in_bytes", num) != 0 ||
+         limit_swap(cg->v2, mem, num) != 0))
+        return fail(why, ws, "cannot set the memory limit in %s: %s", mem, strerror(errno));
+    snprintf(num, sizeof num, "%" PRIu64, l->pids);
+    if (l->pids && write_at(dir_with(cg, CTL_PIDS), "pids.max", num) != 0)
+        return fail(why, ws, "cannot set pids.max: %s", strerror(errno));
+    /* v1's cpu.shares: default 1024 (v2's weight 100), range 2..262144. */
+    uint64_t shares = (uint64_t)l->cpu_weight * 1024 / 100;
+    snprintf(num, sizeof num, "%" PRIu64, cg->v2 ? l->cpu_weight : shares < 2 ? 2 : shares);
+    if (l->cpu_weight && write_at(cpu, cg->v2 ? "cpu.weight" : "cpu.shares", num) != 0)
+        return fail(why, ws, "cannot set the CPU weight in %s: %s", cpu, strerror(errno));
+    return 0;
+}
+
+int rbx_cgroup_create(const rbx_cgroup_limits *limits, rbx_cgroup **out, char *why, size_t why_size)
+{
+    const rbx_cgroup_support *s = rbx_cgroup_probe();
+    *out = NULL;
+    if (s->mode == RBX_CGROUP_NONE)
+        return fail(why, why_size, "cgroups are unavailable: %s", s->detail);
+    if (limits->cpu_weight > 10000)
+        return fail(why, why_size, "cpu_weight %u is not in 1..10000", limits->cpu_weight);
+    if ((limits->pids && !s->pids) || (limits->cpu_weight && !s->cpu))
+        return fail(why, why_size, "these limits need a controller missing here: %s", s->detail);
+    rbx_cgroup *cg = calloc(1, sizeof *cg);
+    if (!cg)
+        return fail(why, why_size, "out of memory");
+    cg->v2 = s->mode == RBX_CGROUP_V2;
+    cg->n = probe.n;
+    cg->dir_fd = -1;
+    for (size_t i = 0; i < CTL_COUNT; i++)
+        cg->h[i].procs_fd = -1;
+    uint64_t r;
+    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) {
+        fail(why, why_size, "getrandom: %s", strerror(errno));
+        goto fail;
+    }
+    snprintf(cg->name, sizeof cg->name, "exec-%016" PRIx64, r);
+    /* v2: the cpu controller only when asked for (cpu.stat works without). */
+    unsigned v2_ctls = probe.h[0].ctls & (limits->cpu_weight ? ~0u : ~(unsigned)CTL_CPU);
+    for (size_t i = 0; i < cg->n; i++)
+        if (make_dir(cg, i, v2_ctls, why, why_size) != 0)
+            goto fail;
+    if (set_limits(cg, limits, why, why_size) != 0)
+        goto fail;
+    if (cg->v2 && (cg->dir_fd = open(cg->h[0].path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        fail(why, why_size, "cannot open %s: %s", cg->h[0].path, strerror(errno));
+        goto fail;
+    }
+    *out = cg;
+    return 0;
+fail:
+    rbx_cgroup_destroy(cg);
+    return -1;
+}
+
+int rbx_cgroup_enter_fds(const rbx_cgroup *cg, int *fds, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < cg->n && n < max; i++)
+        fds[n++] = cg->h[i].procs_fd;
+    return (int)n;
+}
+
+int rbx_cgroup_join(const int *fds, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (write(fds[i], "0", 1) != 1)
+            return -1;
+    return 0;
+}
+
+int rbx_cgroup_v2_dirfd(const rbx_cgroup *cg)
+{
+    return cg->dir_fd;
+}
+
+int rbx_cgroup_stats_read(const rbx_cgroup *cg, rbx_cgroup_stats *st)
+{
+    const char *mem = dir_with(cg, CTL_MEMORY), *pids = dir_with(cg, CTL_PIDS);
+    uint64_t kills, cpu_ns;
+    int r = 0;
+    memset(st, 0, sizeof *st);
+    if (cg->v2) {
+        r |= read_value(mem, "memory.events", "oom_kill", &kills);
+        r |= read_value(mem, "memory.peak", NULL, &st->peak_memory_bytes);
+        r |= read_value(cg->h[0].path, "cpu.stat", "usage_usec", &st->cpu_usec);
+    } else {
+        r |= read_value(mem, "memory.oom_control", "oom_kill", &kills);
+        r |= read_value(mem, "memory.max_usage_in_bytes", NULL, &st->peak_memory_bytes);
+        r |= read_value(dir_with(cg, CTL_CPUACCT), "cpuacct.usage", NULL, &cpu_ns);
+        st->cpu_usec = cpu_ns / 1000;
+    }
+    r |= read_value(pids, "pids.peak", NULL, &st->pids_peak_or_current);
+    if (!st->pids_peak_or_current)
+        r |= read_value(pids, "pids.current", NULL, &st->pids_peak_or_current);
+    st->oom_killed = kills > 0;
+    return r ? -1 : 0;
+}
+
+/* Whether /proc/<pid>/cgroup shows the process in cgroup name. The name is
+ * 64 random bits, so no other cgroup's path ends with it. */
+static bool in_cgroup(int pid, const char *name)
+{
+    char dir[32], buf[4096], needle[48];
+    snprintf(dir, sizeof dir, "/proc/%d", pid);
+    snprintf(needle, sizeof needle, "/runbox/%s\n", name);
+    return read_at(dir, "cgroup", buf, sizeof buf) > 0 && strstr(buf, needle);
+}
+
+/* SIGKILLs every process listed in dir/cgroup.procs. A listed pid may exit
+ * and be reused by an unrelated process before it is signalled, so the
+ * signal goes through a pidfd, opened before checking that the process it
+ * names is (still) in the cgroup. */
+static void kill_listed(const char *dir, const char *name)
+{
+    char path[PATH_MAX];
+    FILE *f = path_join(path, sizeof path, dir, "cgroup.procs") == 0 ? fopen(path, "re") : NULL;
+    if (!f)
+        return;
+    int pid;
+    while (fscanf(f, "%d", &pid) == 1) {
+        int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (pidfd < 0)
+            continue;
+        if (in_cgroup(pid, name))
+            syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+        close(pidfd);
+    }
+    fclose(f);
+}
+
+static void set_frozen(const rbx_cgroup *cg, bool frozen)
+{
+    const char *freezer = dir_with(cg, CTL_FREEZER);
+    if (cg->v2)
+        (void)write_at(cg->h[0].path, "cgroup.freeze", frozen ? "1" : "0");
+    else if (freezer)
+        (void)write_at(freezer, "freezer.state", frozen ? "FROZEN" : "THAWED");
+}
+
+/* One attempt at killing everything in the cgroup. v2's cgroup.kill (5.14+)
+ * does it in one step. Otherwise the cgroup is frozen first, where a freezer
+ * exists, so that forks cannot outrun the kills, then thawed so that the
+ * killed processes can exit (frozen v1 processes do not). */
+static void kill_round(const rbx_cgroup *cg)
+{
+    if (cg->v2 && write_at(cg->h[0].path, "cgroup.kill", "1") == 0)
+        return;
+    set_frozen(cg, true);
+    for (size_t i = 0; i < cg->n; i++)
+        if (cg->h[i].path[0])
+            kill_listed(cg->h[i].path, cg->name);
+    set_frozen(cg, false);
+}
+
+/* rmdir's the directories still there; it fails (EBUSY) while processes
+ * remain. Returns how many are left. */
+static int remove_dirs(rbx_cgroup *cg)
+{
+    int left = 0;
+    for (size_t i = 0; i < cg->n; i++) {
+        if (!cg->h[i].path[0])
+            continue;
+        if (rmdir(cg->h[i].path) == 0 || errno == ENOENT)
+            cg->h[i].path[0] = '\0';
+        else
+            left++;
+    }
+    return left;
+}
+
+void rbx_cgroup_destroy(rbx_cgroup *cg)
+{
+    if (!cg)
+        return;
+    int saved = errno;
+    for (size_t i = 0; i < CTL_COUNT; i++)
+        if (cg->h[i].procs_fd >= 0)
+            close(cg->h[i].procs_fd);
+    if (cg->dir_fd >= 0)
+        close(cg->dir_fd);
+    for (int round = 0; round < DESTROY_ROUNDS && remove_dirs(cg) > 0; round++) {
+        kill_round(cg);
+        nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+    }
+    free(cg);
+    errno = saved;
+}

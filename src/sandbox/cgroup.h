@@ -1,0 +1,74 @@
+/* Per-execution cgroups: a memory, process-count and CPU-share limit for
+ * everything an execution starts, the OOM verdict and usage figures after
+ * it, and a kill that reaches every process of it. Works with cgroup v2 and
+ * with cgroup v1 (including hybrid hosts), detected at run time.
+ *
+ * Only directories named runbox/exec-<random> are ever created or removed,
+ * below a runbox/ directory in each hierarchy used (left in place: it is
+ * shared by concurrent executions). */
+#ifndef RBX_CGROUP_H
+#define RBX_CGROUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct rbx_cgroup_limits {
+    uint64_t memory_bytes; /* 0 = no limit; swap is limited along with it */
+    uint64_t pids;         /* processes and threads; 0 = no limit */
+    uint32_t cpu_weight;   /* 1..10000 like v2's cpu.weight (100 = default); 0 = none */
+} rbx_cgroup_limits;
+
+typedef enum { RBX_CGROUP_NONE, RBX_CGROUP_V1, RBX_CGROUP_V2 } rbx_cgroup_mode;
+
+typedef struct rbx_cgroup_support {
+    rbx_cgroup_mode mode; /* NONE when cgroups cannot be created (detail says why) */
+    bool memory, pids, cpu;
+    char detail[512]; /* for `runbox check` */
+} rbx_cgroup_support;
+
+/* Probes once per process (thread-safe); the result never changes. */
+const rbx_cgroup_support *rbx_cgroup_probe(void);
+
+typedef struct rbx_cgroup rbx_cgroup;
+
+/* Creates an execution's cgroup in every hierarchy used and sets the limits.
+ * Returns 0, or -1 with a message in why. */
+int rbx_cgroup_create(const rbx_cgroup_limits *limits, rbx_cgroup **out, char *why,
+                      size_t why_size);
+
+/* The most fds rbx_cgroup_enter_fds can return (one per v1 hierarchy). */
+#define RBX_CGROUP_MAX_FDS 5
+
+/* The cgroup.procs files of the execution's cgroup (one per hierarchy),
+ * opened O_WRONLY|O_CLOEXEC in advance: the kernel checks the permission of
+ * whoever opened them, so a child may join after entering new user and
+ * cgroup namespaces. Returns how many were stored in fds (at most max). */
+int rbx_cgroup_enter_fds(const rbx_cgroup *cg, int *fds, size_t max);
+
+/* Moves the calling process into the cgroup by writing "0" to each fd.
+ * Async-signal-safe (only write(2)): usable after clone() or fork().
+ * Returns 0, or -1 with errno. */
+int rbx_cgroup_join(const int *fds, size_t n);
+
+/* v2 only: an O_DIRECTORY fd of the execution's cgroup, for clone3()'s
+ * CLONE_INTO_CGROUP; -1 on v1. Owned by cg. */
+int rbx_cgroup_v2_dirfd(const rbx_cgroup *cg);
+
+typedef struct rbx_cgroup_stats {
+    bool oom_killed;               /* the kernel's OOM killer killed something in it */
+    uint64_t peak_memory_bytes;    /* 0 when the kernel does not report it (v2 before 5.19) */
+    uint64_t cpu_usec;             /* user + system CPU time of all its processes */
+    uint64_t pids_peak_or_current; /* pids.peak where the kernel has it, else pids.current */
+} rbx_cgroup_stats;
+
+/* Reads the figures; whatever this kernel does not provide is left 0.
+ * Returns 0, or -1 with errno when a file could not be read. */
+int rbx_cgroup_stats_read(const rbx_cgroup *cg, rbx_cgroup_stats *stats);
+
+/* Kills every process still in the cgroup, waits (up to about 5 s) until it
+ * is empty, removes the directories created for it and frees cg. Never
+ * signals a process outside it. NULL is allowed. */
+void rbx_cgroup_destroy(rbx_cgroup *cg);
+
+#endif

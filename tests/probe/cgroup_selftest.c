@@ -1,0 +1,339 @@
+/* Checks src/sandbox/cgroup.c on the machine it runs on.
+ *
+ *   gcc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Isrc -Iinclude \
+ *       src/sandbox/cgroup.c tests/probe/cgroup_selftest.c -lpthread -o /tmp/cgroup_selftest
+ *
+ * As root: a 64 MiB limit that gets a 256 MiB program OOM-killed, a 32-pid
+ * limit that makes forks fail with EAGAIN, a destroy that kills the
+ * processes left and removes the directories. Before a child may test a
+ * limit, the limit is read back from the cgroup the child is really in (its
+ * /proc/<pid>/cgroup); if it is not in place the test is skipped, so a
+ * broken module cannot hurt the host. Unprivileged: expects a clean refusal.
+ * Exit status 0 when everything ran passed (or was skipped), 1 otherwise. */
+#include "sandbox/cgroup.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MIB (1024 * 1024ULL)
+#define FORKS 100
+#define MAX_DIRS 8
+
+static int failures;
+
+static void check(bool ok, const char *what)
+{
+    printf("  %s: %s\n", ok ? "PASS" : "FAIL", what);
+    failures += !ok;
+}
+
+/* The cgroup directories a process is in below runbox/, from its
+ * /proc/<pid>/cgroup ("4:memory:/runbox/exec-..." or "0::/runbox/exec-..."),
+ * assuming the usual mounts below /sys/fs/cgroup. */
+static size_t runbox_dirs(pid_t pid, char dirs[][PATH_MAX], char ctls[][64], size_t max)
+{
+    char path[64], line[PATH_MAX + 64];
+    snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
+    FILE *f = fopen(path, "re");
+    size_t n = 0;
+    while (f && n < max && fgets(line, sizeof line, f)) {
+        char *ctl = strchr(line, ':'), *rel = ctl ? strchr(ctl + 1, ':') : NULL;
+        if (!rel || !strstr(rel, "/runbox/exec-"))
+            continue;
+        *rel++ = '\0';
+        rel[strcspn(rel, "\n")] = '\0';
+        snprintf(ctls[n], 64, "%s", ctl + 1);
+        snprintf(dirs[n++], PATH_MAX, "/sys/fs/cgroup%s%s%s", ctl[1] ? "/" : "", ctl + 1, rel);
+    }
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* The directory of pid's cgroup carrying controller ctl (v2: the only one). */
+static const char *dir_of(pid_t pid, const char *ctl, char dirs[][PATH_MAX], size_t *n)
+{
+    char ctls[MAX_DIRS][64];
+    *n = runbox_dirs(pid, dirs, ctls, MAX_DIRS);
+    for (size_t i = 0; i < *n; i++)
+        if (!ctls[i][0] || strstr(ctls[i], ctl))
+            return dirs[i];
+    return NULL;
+}
+
+/* The first line of dir/name, or "" when unreadable. */
+static const char *read_line(const char *dir, const char *name, char *buf, size_t size)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "re");
+    buf[0] = '\0';
+    if (f) {
+        if (!fgets(buf, (int)size, f))
+            buf[0] = '\0';
+        fclose(f);
+    }
+    buf[strcspn(buf, "\n")] = '\0';
+    return buf;
+}
+
+typedef void (*child_body)(int up);
+
+/* Forks a child that joins cg and reports 'J' (or 'E' and stops) on the
+ * pipe, then waits for the word go ('g') before running body. Like the
+ * sandbox's init, it joins from new user and cgroup namespaces, where it
+ * has no privilege over the host: the fds opened beforehand must suffice. */
+static pid_t start_child(const rbx_cgroup *cg, child_body body, int *up, int *go)
+{
+    int upp[2], gop[2];
+    if (pipe2(upp, O_CLOEXEC) != 0 || pipe2(gop, O_CLOEXEC) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fds[RBX_CGROUP_MAX_FDS];
+        int n = rbx_cgroup_enter_fds(cg, fds, RBX_CGROUP_MAX_FDS);
+        char c =
+            unshare(CLONE_NEWUSER | CLONE_NEWCGROUP) == 0 && rbx_cgroup_join(fds, (size_t)n) == 0
+                ? 'J'
+                : 'E';
+        if (write(upp[1], &c, 1) != 1 || c == 'E' || read(gop[0], &c, 1) != 1 || c != 'g')
+            _exit(0);
+        body(upp[1]);
+        _exit(0);
+    }
+    close(upp[1]);
+    close(gop[0]);
+    *up = upp[0];
+    *go = gop[1];
+    char c = 0;
+    if (pid < 0 || read(*up, &c, 1) != 1 || c != 'J') {
+        printf("  the child could not join the cgroup\n");
+        failures++;
+    }
+    return pid;
+}
+
+static void hog(int up)
+{
+    alarm(60); /* whatever happens, it does not stay */
+    size_t size = 256 * MIB;
+    char *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        _exit(2);
+    for (size_t i = 0; i < size; i += 4096)
+        p[i] = 1;
+    (void)!write(up, "survived", 8);
+    _exit(3);
+}
+
+/* Verifies the memory limit (and the swap limit with it) where the child is. */
+static bool memory_limit_in_place(pid_t child, bool v2, char dirs[][PATH_MAX], size_t *n)
+{
+    char buf[64], want[32];
+    const char *dir = dir_of(child, "memory", dirs, n);
+    if (!dir)
+        return false;
+    snprintf(want, sizeof want, "%llu", 64 * MIB);
+    const char *mem = read_line(dir, v2 ? "memory.max" : "memory.limit_in_bytes", buf, 64);
+    printf("  %s: limit %s\n", dir, mem);
+    if (strcmp(mem, want) != 0)
+        return false;
+    const char *swap =
+        read_line(dir, v2 ? "memory.swap.max" : "memory.memsw.limit_in_bytes", buf, 64);
+    printf("  swap limit: %s\n", swap[0] ? swap : "(no swap accounting)");
+    return !swap[0] || strcmp(swap, v2 ? "0" : want) == 0;
+}
+
+static void all_gone(char dirs[][PATH_MAX], size_t n)
+{
+    bool gone = n > 0;
+    struct stat st;
+    for (size_t i = 0; i < n; i++)
+        if (stat(dirs[i], &st) == 0 || errno != ENOENT) {
+            printf("  still there: %s\n", dirs[i]);
+            gone = false;
+        }
+    check(gone, "every exec directory is removed after destroy");
+}
+
+static void test_memory(bool v2)
+{
+    printf("memory: 64 MiB limit, child touches 256 MiB\n");
+    rbx_cgroup_limits limits = {.memory_bytes = 64 * MIB, .pids = 32, .cpu_weight = 100};
+    rbx_cgroup *cg;
+    char why[512], dirs[MAX_DIRS][PATH_MAX];
+    size_t n = 0;
+    int up, go, status;
+    if (rbx_cgroup_create(&limits, &cg, why, sizeof why) != 0) {
+        printf("  create failed: %s\n", why);
+        failures++;
+        return;
+    }
+    pid_t child = start_child(cg, hog, &up, &go);
+    if (child > 0 && memory_limit_in_place(child, v2, dirs, &n)) {
+        (void)!write(go, "g", 1);
+        waitpid(child, &status, 0);
+        check(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the child was SIGKILLed");
+        rbx_cgroup_stats stats;
+        check(rbx_cgroup_stats_read(cg, &stats) == 0, "stats read");
+        printf("  oom_killed=%d peak=%" PRIu64 " cpu_usec=%" PRIu64 " pids=%" PRIu64 "\n",
+               stats.oom_killed, stats.peak_memory_bytes, stats.cpu_usec,
+               stats.pids_peak_or_current);
+        check(stats.oom_killed, "stats say the OOM killer fired");
+        check(!stats.peak_memory_bytes || stats.peak_memory_bytes <= 64 * MIB, "peak <= limit");
+    } else if (child > 0) {
+        printf("  SKIP: the memory limit is not in place\n");
+        close(go); /* the child exits without testing anything */
+        go = -1;
+        waitpid(child, &status, 0);
+    }
+    close(up);
+    if (go >= 0)
+        close(go);
+    rbx_cgroup_destroy(cg);
+    all_gone(dirs, n);
+}
+
+/* Forks FORKS sleepers; reports each pid, then -1 and the counts. */
+static void spawner(int up)
+{
+    int counts[3] = {0, 0, 0}; /* forked, EAGAIN, other errors */
+    alarm(60);
+    for (int i = 0; i < FORKS; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(60);
+            pause();
+            _exit(0);
+        }
+        counts[pid > 0 ? 0 : errno == EAGAIN ? 1 : 2]++;
+        if (pid > 0)
+            (void)!write(up, &pid, sizeof pid);
+    }
+    pid_t end = -1;
+    (void)!write(up, &end, sizeof end);
+    (void)!write(up, counts, sizeof counts);
+    pause();
+}
+
+static void check_forks(int up, pid_t *pids, int *npids)
+{
+    int counts[3] = {0, 0, 0};
+    pid_t pid;
+    *npids = 0;
+    while (read(up, &pid, sizeof pid) == sizeof pid && pid > 0 && *npids < FORKS)
+        pids[(*npids)++] = pid;
+    if (read(up, counts, sizeof counts) != sizeof counts)
+        printf("  no counts from the child\n");
+    printf("  forked %d, EAGAIN %d, other errors %d\n", counts[0], counts[1], counts[2]);
+    check(counts[0] == 31 && counts[1] == FORKS - 31 && counts[2] == 0,
+          "31 forks succeed (32 with the child), the rest fail with EAGAIN");
+    int alive = 0;
+    for (int i = 0; i < *npids; i++)
+        alive += kill(pids[i], 0) == 0;
+    check(alive == *npids && alive == counts[0], "every forked sleeper is alive before destroy");
+}
+
+/* Whether pid is a process that has not exited (a zombie has). */
+static bool running(pid_t pid)
+{
+    char dir[32], buf[512];
+    snprintf(dir, sizeof dir, "/proc/%d", (int)pid);
+    const char *state = strrchr(read_line(dir, "stat", buf, sizeof buf), ')');
+    return state && state[1] == ' ' && state[2] != 'Z' && state[2] != 'X';
+}
+
+static void test_pids(void)
+{
+    printf("pids: 32 processes, child forks %d sleepers\n", FORKS);
+    rbx_cgroup_limits limits = {.memory_bytes = 64 * MIB, .pids = 32};
+    rbx_cgroup *cg;
+    char why[512], dirs[MAX_DIRS][PATH_MAX], buf[64];
+    size_t n = 0;
+    pid_t pids[FORKS + 1];
+    int up, go, npids = 0;
+    if (rbx_cgroup_create(&limits, &cg, why, sizeof why) != 0) {
+        printf("  create failed: %s\n", why);
+        failures++;
+        return;
+    }
+    pid_t child = start_child(cg, spawner, &up, &go);
+    const char *dir = child > 0 ? dir_of(child, "pids", dirs, &n) : NULL;
+    if (dir && strcmp(read_line(dir, "pids.max", buf, sizeof buf), "32") == 0) {
+        printf("  %s: pids.max %s\n", dir, buf);
+        (void)!write(go, "g", 1);
+        check_forks(up, pids, &npids);
+        rbx_cgroup_stats stats;
+        check(rbx_cgroup_stats_read(cg, &stats) == 0 && stats.pids_peak_or_current == 32,
+              "pids_peak_or_current is 32");
+    } else if (child > 0) {
+        printf("  SKIP: pids.max is not in place\n");
+    }
+    close(go);
+    rbx_cgroup_destroy(cg);
+    close(up);
+    if (child > 0)
+        pids[npids++] = child;
+    int left = 0;
+    for (int i = 0; i < npids; i++)
+        left += running(pids[i]);
+    check(left == 0, "destroy killed the child and every sleeper");
+    /* We are a subreaper: the orphaned sleepers are ours to reap. */
+    for (int i = 0; i < npids; i++)
+        if (running(pids[i]))
+            kill(pids[i], SIGKILL);
+    while (wait(NULL) > 0 || errno == EINTR)
+        ;
+    all_gone(dirs, n);
+}
+
+/* Leaves no empty runbox/ behind on a test machine (the module keeps it). */
+static void remove_parents(void)
+{
+    const char *roots[] = {"memory", "pids", "cpu", "cpuacct", "freezer", ""};
+    char path[PATH_MAX];
+    for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
+        snprintf(path, sizeof path, "/sys/fs/cgroup/%s%srunbox", roots[i], roots[i][0] ? "/" : "");
+        if (rmdir(path) == 0)
+            printf("removed %s\n", path);
+    }
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const rbx_cgroup_support *s = rbx_cgroup_probe();
+    const char *modes[] = {"none", "v1", "v2"};
+    printf("probe: mode=%s memory=%d pids=%d cpu=%d\n  %s\n", modes[s->mode], s->memory, s->pids,
+           s->cpu, s->detail);
+    if (s->mode == RBX_CGROUP_NONE) {
+        rbx_cgroup_limits limits = {.memory_bytes = 64 * MIB};
+        rbx_cgroup *cg = NULL;
+        char why[1024];
+        int r = rbx_cgroup_create(&limits, &cg, why, sizeof why);
+        check(r == -1 && !cg, "create refuses cleanly");
+        printf("  why: %s\n", why);
+        return failures ? 1 : 0;
+    }
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    test_memory(s->mode == RBX_CGROUP_V2);
+    if (s->pids)
+        test_pids();
+    else
+        printf("SKIP pids: no pids controller\n");
+    remove_parents();
+    printf("%s\n", failures ? "FAILED" : "all passed");
+    return failures ? 1 : 0;
+}
