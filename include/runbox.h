@@ -49,6 +49,7 @@ typedef struct rbx_config {
     uint32_t max_memory_mb;     /* the most a request may ask for, default 8192 */
     uint32_t pids_max;          /* processes and threads per execution, default 256 */
     uint32_t cpu_weight;        /* CPU share, 1..10000 (cgroup v2 scale), default 100 */
+    const char *policy_file;    /* deny patterns checked before code runs; NULL: none */
 } rbx_config;
 
 void rbx_config_defaults(rbx_config *config);
@@ -106,6 +107,7 @@ typedef struct rbx_result {
     int64_t peak_memory_kb;
     int signal;                /* the signal that ended the program, or 0 */
     const char *limits;        /* what enforced the limits: "cgroup-v1", "cgroup-v2", "rlimits" */
+    bool network;              /* whether the code could reach outside hosts */
 } rbx_result;
 
 /* Runs one request. Returns RBX_OK when the request was valid and a result
@@ -130,6 +132,19 @@ size_t rbx_runtime_count(void);
 const char *rbx_runtime_name(size_t index);
 /* Resolves a name or alias (case-insensitive); NULL when unknown. */
 const char *rbx_runtime_canonical(const char *name);
+
+/* runbox check: what this host lets runbox guarantee. */
+typedef struct rbx_check_item {
+    char name[32];
+    bool ok;
+    bool essential;    /* without it runbox cannot run code safely at all */
+    char detail[400];
+} rbx_check_item;
+
+#define RBX_CHECK_MAX 16
+/* Probes the host (namespaces, cgroups, seccomp, network, disk, runtimes,
+ * and one real sandboxed run); returns how many items were filled. */
+size_t rbx_check(rbx_engine *engine, rbx_check_item *items, size_t max);
 
 /* Sessions. */
 typedef struct rbx_session_info {

@@ -3,6 +3,7 @@
 #include "sandbox/mount.h"
 #include "sandbox/net.h"
 #include "disk.h"
+#include "policy.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -119,6 +120,7 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
             engine->config.pids_max = config->pids_max;
         if (config->cpu_weight)
             engine->config.cpu_weight = config->cpu_weight;
+        engine->config.policy_file = config->policy_file;
     }
     if (engine->config.default_timeout_s > engine->config.max_timeout_s)
         engine->config.default_timeout_s = engine->config.max_timeout_s;
@@ -164,6 +166,11 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
         return NULL;
     }
     rbx_root_plan_build(engine->root_plan, NULL, 0, engine->config.disk_cap_bytes >> 20);
+    if (engine->config.policy_file &&
+        !(engine->policy = rbx_policy_load(engine->config.policy_file, err))) {
+        rbx_engine_free(engine);
+        return NULL;
+    }
     char why[160];
     engine->disk_capped = rbx_disk_supported(engine, why, sizeof why);
     engine->sessions_fd = open_dir(engine->sessions_dir);
@@ -192,6 +199,7 @@ void rbx_engine_free(rbx_engine *engine)
     if (engine->trash_fd >= 0)
         close(engine->trash_fd);
     free(engine->root_plan);
+    rbx_policy_free(engine->policy);
     free(engine);
 }
 

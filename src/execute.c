@@ -1,6 +1,7 @@
 /* One execution, in the order the product promises: validate the request,
  * take the session, start the sandbox, watch it, classify what happened,
  * release the session. Nothing of the code runs before its syntax passed. */
+#include "policy.h"
 #include "sandbox/sandbox.h"
 
 #include <errno.h>
@@ -141,6 +142,15 @@ static void fill_exit(rbx_result *result, const rbx_outcome *outcome)
                       !outcome->cancelled && !outcome->syntax_error && !outcome->oom_killed;
 }
 
+/* An explicit --network where none can be had is an error; the default
+ * quietly becomes loopback-only, and the result's "network" says so. */
+static bool wants_network(const rbx_engine *engine, const rbx_request *request)
+{
+    if (request->network >= 0)
+        return request->network != 0;
+    return !engine->config.network_off && rbx_net_helper_available();
+}
+
 static const char *limits_name(bool in_cgroup)
 {
     if (!in_cgroup)
@@ -170,7 +180,7 @@ static rbx_status run_in_sandbox(rbx_engine *engine, const rbx_request *request,
         .session_path = session->one_off ? NULL : session->work_path,
         .code_fd = code_fd,
         .with_stdin = request->stdin_data != NULL,
-        .network = request->network < 0 ? !engine->config.network_off : request->network != 0,
+        .network = wants_network(engine, request),
         .limits =
             {
                 .memory_bytes = (uint64_t)(request->memory_mb ? request->memory_mb
@@ -187,6 +197,7 @@ static rbx_status run_in_sandbox(rbx_engine *engine, const rbx_request *request,
     rbx_capture_init(&errc, engine->config.output_cap_bytes);
     rbx_watch *watch = calloc(1, sizeof *watch);
     rbx_sandbox sandbox;
+    result->network = spec.network;
     int64_t started = rbx_now_us();
     rbx_status status = watch ? rbx_sandbox_start(&spec, &sandbox, err)
                               : rbx_fail(err, RBX_ESYSTEM, "out of memory");
@@ -288,6 +299,20 @@ static rbx_status run_in_sandbox(rbx_engine *engine, const rbx_request *request,
     return status;
 }
 
+/* Refused by the operator's policy: nothing runs. */
+static rbx_status policy_result(const char *rule, rbx_result *result)
+{
+    char message[200];
+    snprintf(message, sizeof message,
+             "runbox: refused by the operator's policy rule '%s'; nothing was run\n", rule);
+    result->output = strdup("");
+    result->error = strdup(message);
+    result->error_len = strlen(message);
+    result->exit_code = 126;
+    result->error_type = "PermissionError";
+    return result->output && result->error ? RBX_OK : RBX_ESYSTEM;
+}
+
 static rbx_status syntax_result(const rbx_runtime *runtime, size_t offset, size_t line,
                                 rbx_result *result)
 {
@@ -314,6 +339,24 @@ rbx_status rbx_execute(rbx_engine *engine, const rbx_request *request, rbx_outpu
         return status;
     result->language = runtime->name;
 
+    /* Refusals that need no session and run nothing. */
+    size_t nul_offset, nul_line;
+    const char *rule = NULL;
+    if (find_nul(request, &nul_offset, &nul_line) ||
+        (rule = rbx_policy_match(engine->policy, runtime->name, request->code))) {
+        if (request->session_id)
+            snprintf(result->session_id, sizeof result->session_id, "%s", request->session_id);
+        else
+            rbx_session_id_new(result->session_id);
+        status = rule ? policy_result(rule, result)
+                      : syntax_result(runtime, nul_offset, nul_line, result);
+        if (status != RBX_OK) {
+            rbx_result_free(result);
+            return rbx_fail(err, RBX_ESYSTEM, "out of memory");
+        }
+        return RBX_OK;
+    }
+
     rbx_session session;
     /* Waiting for a busy session counts against the execution's own timeout. */
     int64_t waited_from = rbx_now_us();
@@ -324,13 +367,8 @@ rbx_status rbx_execute(rbx_engine *engine, const rbx_request *request, rbx_outpu
     double left = timeout_s - (double)(rbx_now_us() - waited_from) / 1e6;
     if (left < 0.001)
         left = 0.001;
-
-    size_t nul_offset, nul_line;
-    if (find_nul(request, &nul_offset, &nul_line))
-        status = syntax_result(runtime, nul_offset, nul_line, result);
-    else
-        status = run_in_sandbox(engine, request, runtime, timeout_s, left, &session, on_output, user, result,
-                                err);
+    status = run_in_sandbox(engine, request, runtime, timeout_s, left, &session, on_output, user,
+                            result, err);
     rbx_session_release(engine, &session);
     if (status != RBX_OK)
         rbx_result_free(result);

@@ -23,6 +23,7 @@ struct rbx_engine {
     bool is_root;
     struct rbx_root_plan *root_plan; /* computed once: which host paths the sandbox shows */
     bool disk_capped;                /* sessions get their own fixed-size filesystem */
+    struct rbx_policy *policy;       /* the operator's deny patterns, or NULL */
 };
 
 /* error.c idiom: fill err and return its status, so callers can write

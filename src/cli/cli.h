@@ -12,7 +12,11 @@ enum { EXIT_USAGE = 2, EXIT_SYSTEM = 1 };
 
 typedef struct cli_globals {
     const char *state_dir;
+    const char *policy_file;
 } cli_globals;
+
+/* Where an operator installs the shipped deploy/policy.conf. */
+#define CLI_DEFAULT_POLICY "/etc/runbox/policy.conf"
 
 /* Prints "runbox: <message>" and a hint to stderr; returns EXIT_USAGE. */
 int cli_usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -27,5 +31,6 @@ int cli_read_file(const char *path, size_t limit, char **data, size_t *len, char
 
 int cli_run(const cli_globals *globals, int argc, char **argv);
 int cli_sessions(const cli_globals *globals, int argc, char **argv);
+int cli_check(const cli_globals *globals, int argc, char **argv);
 
 #endif

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char usage[] =
     "usage: runbox [--state-dir DIR] COMMAND [ARGS]\n"
@@ -13,16 +14,22 @@ static const char usage[] =
     "commands:\n"
     "  run LANGUAGE (-c CODE | FILE | -)   run code (see 'runbox run --help')\n"
     "  sessions list|new|rm|gc             manage sessions (see 'runbox sessions --help')\n"
+    "  check [--json]                      which isolation guarantees hold on this host\n"
     "\n"
     "options:\n"
     "  --state-dir DIR   where sessions live (also RUNBOX_STATE_DIR; default\n"
     "                    /var/lib/runbox as root, else $XDG_STATE_HOME/runbox)\n"
+    "  --policy FILE     deny patterns checked before code runs (also RUNBOX_POLICY;\n"
+    "                    default " CLI_DEFAULT_POLICY " when it exists)\n"
     "  --help            this text\n"
     "  --version         runbox's version\n";
 
 int main(int argc, char **argv)
 {
-    cli_globals globals = {.state_dir = getenv("RUNBOX_STATE_DIR")};
+    cli_globals globals = {.state_dir = getenv("RUNBOX_STATE_DIR"),
+                           .policy_file = getenv("RUNBOX_POLICY")};
+    if (!globals.policy_file && access(CLI_DEFAULT_POLICY, R_OK) == 0)
+        globals.policy_file = CLI_DEFAULT_POLICY;
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -40,6 +47,13 @@ int main(int argc, char **argv)
             globals.state_dir = value;
             continue;
         }
+        if (!strcmp(argv[i], "--policy") || !strncmp(argv[i], "--policy=", 9)) {
+            const char *value = argv[i][8] == '=' ? argv[i] + 9 : argv[++i];
+            if (!value || !*value)
+                return cli_usage_error(NULL, "--policy needs a file (or '' is not accepted)");
+            globals.policy_file = value;
+            continue;
+        }
         return cli_usage_error(NULL, "unknown option '%.64s'", argv[i]);
     }
     if (i >= argc) {
@@ -51,9 +65,12 @@ int main(int argc, char **argv)
         return cli_run(&globals, argc - i, argv + i);
     if (!strcmp(command, "sessions"))
         return cli_sessions(&globals, argc - i, argv + i);
+    if (!strcmp(command, "check"))
+        return cli_check(&globals, argc - i, argv + i);
     if (!strcmp(command, "help")) {
         fputs(usage, stdout);
         return 0;
     }
-    return cli_usage_error(NULL, "unknown command '%.64s' (accepted: run, sessions)", command);
+    return cli_usage_error(NULL, "unknown command '%.64s' (accepted: run, sessions, check)",
+                           command);
 }

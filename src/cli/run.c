@@ -215,7 +215,8 @@ int cli_run(const cli_globals *globals, int argc, char **argv)
         free(opts.env);
         return rc;
     }
-    cli_globals mine = {.state_dir = opts.state_dir};
+    cli_globals mine = *globals;
+    mine.state_dir = opts.state_dir;
     rbx_engine *engine = cli_engine(&mine, &rc);
     if (!engine) {
         free(opts.env);

@@ -38,7 +38,8 @@ int rbx_net_loopback_up(void)
 
 bool rbx_net_helper_available(void)
 {
-    return access(RBX_SLIRP4NETNS, X_OK) == 0;
+    /* Rootless, slirp4netns needs the tun device; some hosts make it 0600. */
+    return access(RBX_SLIRP4NETNS, X_OK) == 0 && access("/dev/net/tun", R_OK | W_OK) == 0;
 }
 
 static void close_pair(int fds[2])
@@ -53,9 +54,10 @@ rbx_status rbx_net_helper_start(pid_t sandbox_pid, rbx_net_helper *helper, rbx_e
     helper->pid = -1;
     helper->exit_fd = -1;
     if (!rbx_net_helper_available())
-        return rbx_fail(err, RBX_ESYSTEM,
-                        "the network needs %s (apt-get install slirp4netns), or run with "
-                        "--no-network",
+        return rbx_fail(err, RBX_EINVAL,
+                        "the network is not available here: it needs %s (apt-get install "
+                        "slirp4netns) and access to /dev/net/tun; run with --no-network (see "
+                        "runbox check)",
                         RBX_SLIRP4NETNS);
     int ready[2] = {-1, -1}, quit[2] = {-1, -1};
     if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(quit, O_CLOEXEC) != 0) {

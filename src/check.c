@@ -1,0 +1,112 @@
+/* runbox check: probes what this host lets runbox guarantee, in words. */
+#include "disk.h"
+#include "policy.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/seccomp.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static rbx_check_item *add(rbx_check_item *items, size_t max, size_t *n, const char *name,
+                           bool ok, bool essential, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+
+static rbx_check_item *add(rbx_check_item *items, size_t max, size_t *n, const char *name,
+                           bool ok, bool essential, const char *fmt, ...)
+{
+    if (*n >= max)
+        return NULL;
+    rbx_check_item *item = &items[(*n)++];
+    snprintf(item->name, sizeof item->name, "%s", name);
+    item->ok = ok;
+    item->essential = essential;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(item->detail, sizeof item->detail, fmt, ap);
+    va_end(ap);
+    return item;
+}
+
+static void check_cgroups(rbx_check_item *items, size_t max, size_t *n)
+{
+    const rbx_cgroup_support *cg = rbx_cgroup_probe();
+    if (cg->mode == RBX_CGROUP_NONE) {
+        add(items, max, n, "cgroups", false, false,
+            "no cgroup access: memory and process limits fall back to rlimits (per process, "
+            "weaker), and results say \"limits\": \"rlimits\" (%s)",
+            cg->detail);
+        return;
+    }
+    add(items, max, n, "cgroups", cg->memory && cg->pids, false,
+        "cgroup %s: memory limit %s, process limit %s, CPU share %s (%s)",
+        cg->mode == RBX_CGROUP_V2 ? "v2" : "v1", cg->memory ? "enforced" : "NOT available",
+        cg->pids ? "enforced" : "NOT available", cg->cpu ? "enforced" : "not available",
+        cg->detail);
+}
+
+/* One real execution proves namespaces, the new root, seccomp and the
+ * interpreter together. */
+static void check_end_to_end(rbx_engine *engine, rbx_check_item *items, size_t max, size_t *n)
+{
+    rbx_request request;
+    rbx_request_init(&request);
+    request.language = "bash";
+    request.code = "[ \"$(id -u)\" = 1000 ] && ! touch /usr/.rbx 2>/dev/null && echo isolated";
+    request.code_len = strlen(request.code);
+    request.network = 0;
+    request.timeout_s = 10;
+    rbx_result result;
+    rbx_error err = {0};
+    if (rbx_execute(engine, &request, NULL, NULL, &result, &err) != RBX_OK) {
+        add(items, max, n, "sandbox", false, true, "a sandboxed run failed: %s", err.message);
+        return;
+    }
+    bool ok = result.success && result.output && !strcmp(result.output, "isolated\n");
+    add(items, max, n, "sandbox", ok, true,
+        ok ? "a sandboxed run works: new user, PID, mount, IPC, UTS, cgroup and network "
+             "namespaces, uid 1000 inside, read-only system, no capabilities, no_new_privs"
+           : "a sandboxed run did not behave: %.300s",
+        result.error ? result.error : "");
+    rbx_result_free(&result);
+}
+
+size_t rbx_check(rbx_engine *engine, rbx_check_item *items, size_t max)
+{
+    size_t n = 0;
+    add(items, max, &n, "user", true, false,
+        engine->is_root ? "running as root: the sandbox's user maps to host uid %d, full "
+                          "guarantees where the checks below pass"
+                        : "running unprivileged (uid %d): the sandbox's user is your own uid",
+        engine->is_root ? RBX_HOST_UID_BASE + RBX_SANDBOX_UID : (int)getuid());
+    check_end_to_end(engine, items, max, &n);
+    char why[256] = "";
+    bool seccomp = rbx_seccomp_prepare(why, sizeof why) == 0;
+    add(items, max, &n, "seccomp", seccomp, true,
+        seccomp ? "the syscall policy compiles and is installed before every program starts"
+                : "cannot build the seccomp policy: %s",
+        why);
+    check_cgroups(items, max, &n);
+    bool disk = rbx_disk_supported(engine, why, sizeof why);
+    add(items, max, &n, "disk", disk, false, "%s; one-off runs use a sized tmpfs", why);
+    bool net = rbx_net_helper_available();
+    add(items, max, &n, "network", net, false,
+        net ? "--network works through slirp4netns with the host's loopback unreachable; "
+              "--no-network leaves loopback only"
+            : "--network is unavailable (needs %s and access to /dev/net/tun); executions run "
+              "with loopback only",
+        RBX_SLIRP4NETNS);
+    for (size_t i = 0; i < rbx_runtime_count(); i++) {
+        const rbx_runtime *runtime = rbx_runtime_find(rbx_runtime_name(i));
+        bool ok = access(runtime->interpreter, X_OK) == 0;
+        add(items, max, &n, runtime->name, ok, false, ok ? "%s" : "%s is missing",
+            runtime->interpreter);
+    }
+    add(items, max, &n, "policy", true, false,
+        engine->policy ? "%zu deny rules from %s (a convenience: isolation is the boundary)"
+                       : "no deny rules%.0zu%.0s",
+        rbx_policy_rule_count(engine->policy),
+        engine->config.policy_file ? engine->config.policy_file : "");
+    return n;
+}
