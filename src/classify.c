@@ -55,46 +55,55 @@ static char *dup_last_component(const char *name, size_t len)
     return len ? strndup(name, len) : NULL;
 }
 
-/* Python: the last line of the last traceback names the exception. */
+/* Python: after the last traceback's header come indented frames, then the
+ * exception's line at column 0 (its message may continue on more lines). */
 static char *python_exception(const char *text, size_t len)
 {
     const char *tb = find_last(text, len, "Traceback (most recent call last):");
     if (!tb)
         return NULL;
     const char *end = text + len;
-    char *found = NULL;
-    for (const char *line = tb; line < end;) {
+    const char *line = memchr(tb, '\n', (size_t)(end - tb));
+    while (line && ++line < end) {
         const char *nl = memchr(line, '\n', (size_t)(end - line));
         const char *line_end = nl ? nl : end;
-        if (line < line_end && *line != ' ' && line != tb) {
+        if (line < line_end && *line != ' ') {
             size_t n = exception_name_at(line, line_end);
-            if (n) {
-                free(found);
-                found = dup_last_component(line, n);
-            }
+            return n ? dup_last_component(line, n) : NULL;
         }
-        line = nl ? nl + 1 : end;
+        line = nl;
     }
-    return found;
+    return NULL;
 }
 
-/* Node: the uncaught error's line starts at column 0 with its name. */
+/* Node: the uncaught error's line starts at column 0 with its name and is
+ * followed by its stack ("    at ..."). Earlier lines may be the program's
+ * own logging of other errors, so the last such line wins. */
 static char *javascript_exception(const char *text, size_t len)
 {
     const char *end = text + len;
+    const char *best = NULL, *fallback = NULL;
+    size_t best_len = 0, fallback_len = 0;
     for (const char *line = text; line < end;) {
         const char *nl = memchr(line, '\n', (size_t)(end - line));
         const char *line_end = nl ? nl : end;
         size_t n = exception_name_at(line, line_end);
-        if (n && n < 64) {
-            char *name = strndup(line, n);
-            if (name && (strstr(name, "Error") || strstr(name, "Exception")))
-                return name;
-            free(name);
+        if (n && n < 64 && (memmem(line, n, "Error", 5) || memmem(line, n, "Exception", 9))) {
+            bool has_stack = nl && (size_t)(end - nl) > 8 && memcmp(nl + 1, "    at ", 7) == 0;
+            if (has_stack) {
+                best = line;
+                best_len = n;
+            }
+            fallback = line;
+            fallback_len = n;
         }
         line = nl ? nl + 1 : end;
     }
-    return NULL;
+    if (!best) {
+        best = fallback;
+        best_len = fallback_len;
+    }
+    return best ? strndup(best, best_len) : NULL;
 }
 
 const char *rbx_classify_python(int exit_code, const char *text, size_t len, char **exception)

@@ -15,11 +15,33 @@
 
 /* Deeper trees are flattened rather than walked with one fd per level, so a
  * hostile 100,000-level tree cannot exhaust file descriptors or the stack. */
-#define WALK_MAX_DEPTH 64
+#define WALK_MAX_DEPTH 32
+/* Counting never changes the tree, so it cannot flatten: it keeps one fd
+ * per level and stops descending here (a sized session disk is measured
+ * by its filesystem instead). */
+#define COUNT_MAX_DEPTH 256
 
 typedef int (*visit_fn)(int dirfd, const char *name, const struct stat *st, void *user);
 
-static int walk(int topfd, int dirfd, int depth, visit_fn leave, void *user, unsigned *flattened);
+static int walk(int topfd, DIR *dir, int depth, visit_fn leave, void *user, unsigned *flattened);
+
+/* Opens a directory below dirfd for reading, never through a link. Removal
+ * may have to make a directory the sandbox locked readable first; it is
+ * known to be a directory, not a link, and nothing runs in it. */
+static DIR *open_dir_at(int dirfd, const char *name, bool for_removal)
+{
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == EACCES && for_removal && fchmodat(dirfd, name, 0700, 0) == 0)
+        fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    if (for_removal)
+        (void)fchmod(fd, 0700); /* writable too, to unlink its entries */
+    DIR *dir = fdopendir(fd);
+    if (!dir)
+        close(fd);
+    return dir;
+}
 
 static int walk_entry(int topfd, int dirfd, const char *name, int depth, visit_fn leave,
                       void *user, unsigned *flattened)
@@ -28,58 +50,41 @@ static int walk_entry(int topfd, int dirfd, const char *name, int depth, visit_f
     if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
         return errno == ENOENT ? 0 : -1;
     if (S_ISDIR(st.st_mode)) {
-        if (depth >= WALK_MAX_DEPTH && !flattened)
-            return leave(dirfd, name, &st, user); /* counting: do not touch the tree */
-        if (depth >= WALK_MAX_DEPTH && topfd != dirfd) {
-            /* Move the subtree up next to the top and walk it from there. */
+        if (depth >= COUNT_MAX_DEPTH && !flattened)
+            return leave(dirfd, name, &st, user); /* counting: deeper is not counted */
+        if (depth >= WALK_MAX_DEPTH && flattened && topfd != dirfd) {
+            /* Move the subtree up next to the top; a later pass of the top
+             * walks it, with none of this walk's descriptors still open. */
             char moved[64];
             snprintf(moved, sizeof moved, ".rbx-flat-%u-%d", (*flattened)++, getpid());
-            if (renameat(dirfd, name, topfd, moved) != 0)
-                return -1;
-            return walk_entry(topfd, topfd, moved, 0, leave, user, flattened);
+            return renameat(dirfd, name, topfd, moved);
         }
-        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
+        DIR *sub = open_dir_at(dirfd, name, flattened != NULL);
+        if (!sub)
             return -1;
-        /* Removal must read a directory the sandbox made unreadable. */
-        if (flattened)
-            (void)fchmod(fd, 0700);
-        int rc = walk(topfd, fd, depth + 1, leave, user, flattened);
-        close(fd);
+        int rc = walk(topfd, sub, depth + 1, leave, user, flattened);
+        closedir(sub);
         if (rc != 0)
             return rc;
     }
     return leave(dirfd, name, &st, user);
 }
 
-static int walk(int topfd, int dirfd, int depth, visit_fn leave, void *user, unsigned *flattened)
+/* One descriptor per level: the directory stream's own. */
+static int walk(int topfd, DIR *dir, int depth, visit_fn leave, void *user, unsigned *flattened)
 {
-    int fd = dup(dirfd);
-    if (fd < 0)
-        return -1;
-    DIR *dir = fdopendir(fd);
-    if (!dir) {
-        close(fd);
-        return -1;
-    }
-    int rc = 0;
+    int fd = dirfd(dir);
     for (;;) {
         errno = 0;
         struct dirent *entry = readdir(dir);
         if (!entry)
-            break;
+            return errno ? -1 : 0;
         if (!strcmp(entry->d_name, ".") || !strcmp(entry->d_name, ".."))
             continue;
-        int child_top = depth == 0 ? dirfd : topfd;
-        if (walk_entry(child_top, dirfd, entry->d_name, depth, leave, user, flattened) != 0) {
-            rc = -1;
-            break;
-        }
-        /* Entries renamed up to the top are picked up by the top's own walk
-         * (readdir there sees them, or a later pass below does). */
+        if (walk_entry(depth == 0 ? fd : topfd, fd, entry->d_name, depth, leave, user,
+                       flattened) != 0)
+            return -1;
     }
-    closedir(dir);
-    return rc;
 }
 
 static int remove_one(int dirfd, const char *name, const struct stat *st, void *user)
@@ -101,30 +106,29 @@ static int count_one(int dirfd, const char *name, const struct stat *st, void *u
 /* Walks the tree at name below dirfd, then visits name itself. Entries that
  * were flattened to the top while walking are swept by repeating the walk of
  * the top until it is empty (removal) or stable (counting). */
-static int walk_tree(int dirfd, const char *name, visit_fn leave, void *user, bool repeat)
+static int walk_tree(int parent, const char *name, visit_fn leave, void *user, bool repeat)
 {
     struct stat st;
-    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+    if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
         return errno == ENOENT ? 0 : -1;
     if (!S_ISDIR(st.st_mode))
-        return leave(dirfd, name, &st, user);
-    int top = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (top < 0)
+        return leave(parent, name, &st, user);
+    DIR *top = open_dir_at(parent, name, repeat);
+    if (!top)
         return -1;
     unsigned flattened = 0;
     int rc = 0;
-    if (repeat)
-        (void)fchmod(top, 0700);
     for (;;) {
         unsigned before = flattened;
-        rc = walk(top, top, 0, leave, user, repeat ? &flattened : NULL);
+        rewinddir(top);
+        rc = walk(dirfd(top), top, 0, leave, user, repeat ? &flattened : NULL);
         if (rc != 0 || !repeat || flattened == before)
             break;
     }
-    close(top);
+    closedir(top);
     if (rc != 0)
         return rc;
-    return leave(dirfd, name, &st, user);
+    return leave(parent, name, &st, user);
 }
 
 int rbx_remove_tree(int dirfd, const char *name)

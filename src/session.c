@@ -129,17 +129,17 @@ static rbx_status lock_session(rbx_engine *engine, const char *id, double wait_s
         }
         int dir = openat(engine->sessions_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dir < 0) {
-            if (errno == ENOENT && create)
-                continue;
+            if (errno == ENOENT && create && rbx_now_us() < deadline)
+                continue; /* removed right after we created it: again */
             if (errno == ENOENT)
                 return rbx_fail(err, RBX_ENOENT, "no session %s", id);
             return rbx_fail(err, RBX_ESYSTEM, "cannot open session %s: %s", id, strerror(errno));
         }
-        int lock = openat(dir, "lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        /* A directory without a lock (made by hand, or damaged) gets one, so
+         * that it can be used and removed like any other session. */
+        int lock = openat(dir, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (lock < 0) {
             close(dir);
-            if (errno == ENOENT)
-                continue; /* being removed; look again */
             return rbx_fail(err, RBX_ESYSTEM, "cannot open lock of session %s: %s", id,
                             strerror(errno));
         }
@@ -164,6 +164,8 @@ static rbx_status lock_session(rbx_engine *engine, const char *id, double wait_s
         close(dir);
         if (!create)
             return rbx_fail(err, RBX_ENOENT, "no session %s", id);
+        if (rbx_now_us() >= deadline)
+            return rbx_fail(err, RBX_EBUSY, "session %s is being removed and recreated", id);
     }
 }
 

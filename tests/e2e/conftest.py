@@ -44,6 +44,14 @@ class Runbox:
         return subprocess.Popen([self.bin, *args], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=self.env(env))
 
+    def remove_all_sessions(self):
+        """Sessions are mounted disks when runbox runs as root: leave none behind."""
+        proc = self.cli("sessions", "list", "--json")
+        if proc.returncode != 0:
+            return
+        for session in json.loads(proc.stdout or b"[]"):
+            self.cli("sessions", "rm", session["session_id"], "--wait", "30")
+
     def session_dir(self, session_id):
         return os.path.join(self.state_dir, "sessions", session_id)
 
@@ -51,7 +59,9 @@ class Runbox:
 @pytest.fixture
 def runbox(tmp_path):
     state = tmp_path / "state"
-    yield Runbox(str(state))
+    box = Runbox(str(state))
+    yield box
+    box.remove_all_sessions()
 
 
 def processes_matching(marker):

@@ -456,6 +456,7 @@ def test_state_dir_option_and_variable(runbox, tmp_path):
     proc = runbox.cli("--state-dir", str(other), "run", "bash", "-c", "true", "--session", "x")
     assert proc.returncode == 0
     assert (other / "sessions" / "x").is_dir()
+    assert runbox.cli("--state-dir", str(other), "sessions", "rm", "x").returncode == 0
 
 
 def test_sigterm_to_runbox_kills_the_execution_and_cleans_up(runbox):
