@@ -7,7 +7,7 @@ DEBIAN_PACKAGES = build-essential cmake ninja-build pkg-config libjansson-dev li
                   libseccomp-dev libmicrohttpd-dev python3 python3-pytest python3-numpy \
                   nodejs bubblewrap slirp4netns uidmap curl iproute2 procps e2fsprogs
 
-.PHONY: all build asan deps test test-build test-asan unit e2e clean run
+.PHONY: all build asan deps test test-build test-asan test-unprivileged clean run
 
 all: build
 
@@ -26,8 +26,9 @@ asan:
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRBX_SANITIZE=ON -DRBX_WERROR=ON >/dev/null
 	cmake --build $(ASAN_BUILD)
 
-# The whole suite, on the normal build and again under ASan and UBSan.
-test: test-build test-asan
+# The whole suite, on the normal build and again under ASan and UBSan, then
+# the end-to-end tests again as an unprivileged user.
+test: test-build test-asan test-unprivileged
 
 test-build: build
 	cd $(BUILD) && ctest --output-on-failure
@@ -37,6 +38,17 @@ test-asan: asan
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  RUNBOX_BIN=$(CURDIR)/$(ASAN_BUILD)/runbox $(PYTEST) -q tests/e2e
+
+# runbox as an ordinary user: user namespaces without root, rlimits instead
+# of cgroups. The tests run from a copy the user can read.
+UNPRIVILEGED_USER ?= rbxtest
+test-unprivileged: build
+	id $(UNPRIVILEGED_USER) >/dev/null 2>&1 || useradd -m -s /bin/bash $(UNPRIVILEGED_USER)
+	dir=$$(mktemp -d /tmp/runbox-unprivileged.XXXXXX) && \
+	cp -r tests $(BUILD)/runbox $(BUILD)/try-syscall $$dir/ && chmod -R a+rX $$dir && \
+	su $(UNPRIVILEGED_USER) -s /bin/bash -c "cd $$dir && RUNBOX_BIN=$$dir/runbox \
+	  RUNBOX_TRY_SYSCALL=$$dir/try-syscall $(PYTEST) -q -p no:cacheprovider tests/e2e"; \
+	rc=$$?; rm -rf $$dir; exit $$rc
 
 run: build
 	$(BUILD)/runbox run python -c "print('Hello, World!')" --json

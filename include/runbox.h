@@ -175,6 +175,36 @@ rbx_status rbx_session_gc(rbx_engine *engine, double idle_s, size_t *removed, rb
 rbx_status rbx_session_dir(rbx_engine *engine, const char *id, char *path, size_t size,
                            rbx_error *err);
 
+/* Stops every execution of this engine running in the session (it ends
+ * as cancelled); returns how many there were. */
+size_t rbx_session_cancel(rbx_engine *engine, const char *id);
+
+/* Session files, for front ends that move files in and out. Paths are
+ * relative to the session directory; "..", absolute paths and paths
+ * through symbolic links are refused (RBX_EINVAL), checked by the kernel
+ * while it resolves them. */
+typedef struct rbx_file_info {
+    char path[1100];
+    const char *type;          /* "file", "directory", "link" or "other" */
+    uint64_t size;
+    int64_t modified_unix;
+} rbx_file_info;
+
+/* Writes a file (atomically: a reader never sees half of it), creating the
+ * directories leading to it. The session must exist. */
+rbx_status rbx_file_put(rbx_engine *engine, const char *session_id, const char *path,
+                        const void *data, size_t len, rbx_error *err);
+/* Reads a regular file of at most max bytes; *data is malloc'ed (and
+ * NUL-terminated for convenience). */
+rbx_status rbx_file_get(rbx_engine *engine, const char *session_id, const char *path,
+                        size_t max, char **data, size_t *len, rbx_error *err);
+/* Lists the session's files, depth first; *files is malloc'ed. */
+rbx_status rbx_file_list(rbx_engine *engine, const char *session_id, rbx_file_info **files,
+                         size_t *count, rbx_error *err);
+/* Removes a file, a link (not what it points to) or a directory tree. */
+rbx_status rbx_file_delete(rbx_engine *engine, const char *session_id, const char *path,
+                           rbx_error *err);
+
 #ifdef __cplusplus
 }
 #endif

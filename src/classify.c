@@ -130,7 +130,9 @@ const char *rbx_classify_javascript(int exit_code, const char *text, size_t len,
 {
     *exception = javascript_exception(text, len);
     if (contains(text, len, "JavaScript heap out of memory") ||
-        contains(text, len, "Reached heap limit"))
+        contains(text, len, "Reached heap limit") ||
+        contains(text, len, "Array buffer allocation failed") ||
+        contains(text, len, "std::bad_alloc"))
         return "MemoryError";
     if (contains(text, len, "code: 'MODULE_NOT_FOUND'") ||
         contains(text, len, "code: 'ERR_MODULE_NOT_FOUND'") ||
@@ -147,6 +149,10 @@ const char *rbx_classify_bash(int exit_code, const char *text, size_t len, char 
     *exception = NULL;
     if (exit_code == 127)
         return "ImportError";
+    /* bash's own allocator failing (xmalloc/xrealloc), or a tool saying so. */
+    if (contains(text, len, ": cannot allocate ") ||
+        contains(text, len, "Cannot allocate memory"))
+        return "MemoryError";
     if (exit_code == 126 || contains(text, len, ": Permission denied") ||
         contains(text, len, ": Read-only file system") ||
         contains(text, len, ": Operation not permitted"))

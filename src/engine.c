@@ -129,6 +129,7 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
     if (engine->config.output_cap_bytes < 64)
         engine->config.output_cap_bytes = 64;
     engine->is_root = geteuid() == 0;
+    pthread_mutex_init(&engine->running_lock, NULL);
     engine->sessions_fd = engine->trash_fd = -1;
 
     const char *dir = engine->config.state_dir;
@@ -200,6 +201,7 @@ void rbx_engine_free(rbx_engine *engine)
         close(engine->trash_fd);
     free(engine->root_plan);
     rbx_policy_free(engine->policy);
+    pthread_mutex_destroy(&engine->running_lock);
     free(engine);
 }
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -151,6 +152,43 @@ static bool wants_network(const rbx_engine *engine, const rbx_request *request)
     return !engine->config.network_off && rbx_net_helper_available();
 }
 
+/* Registers an execution so rbx_session_cancel can reach it. */
+static void track(rbx_engine *engine, rbx_running *running, const char *session_id)
+{
+    snprintf(running->session_id, sizeof running->session_id, "%s", session_id);
+    running->kill_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    pthread_mutex_lock(&engine->running_lock);
+    running->next = engine->running;
+    engine->running = running;
+    pthread_mutex_unlock(&engine->running_lock);
+}
+
+static void untrack(rbx_engine *engine, rbx_running *running)
+{
+    pthread_mutex_lock(&engine->running_lock);
+    for (rbx_running **at = &engine->running; *at; at = &(*at)->next)
+        if (*at == running) {
+            *at = running->next;
+            break;
+        }
+    pthread_mutex_unlock(&engine->running_lock);
+    if (running->kill_fd >= 0)
+        close(running->kill_fd);
+}
+
+size_t rbx_session_cancel(rbx_engine *engine, const char *id)
+{
+    size_t n = 0;
+    uint64_t one = 1;
+    pthread_mutex_lock(&engine->running_lock);
+    for (rbx_running *r = engine->running; r; r = r->next)
+        if (!strcmp(r->session_id, id) && r->kill_fd >= 0 &&
+            write(r->kill_fd, &one, sizeof one) == (ssize_t)sizeof one)
+            n++;
+    pthread_mutex_unlock(&engine->running_lock);
+    return n;
+}
+
 static const char *limits_name(bool in_cgroup)
 {
     if (!in_cgroup)
@@ -209,9 +247,12 @@ static rbx_status run_in_sandbox(rbx_engine *engine, const rbx_request *request,
         rbx_capture_free(&errc);
         return status;
     }
+    rbx_running running;
+    track(engine, &running, session->id);
     *watch = (rbx_watch){
         .timeout_s = budget_s,
         .cancel_fd = request->cancel_fd,
+        .kill_fd = running.kill_fd,
         .stdin_data = request->stdin_data,
         .stdin_len = request->stdin_len,
         .on_output = on_output,
@@ -221,6 +262,7 @@ static rbx_status run_in_sandbox(rbx_engine *engine, const rbx_request *request,
     };
     rbx_exit_report report;
     bool reported = rbx_supervise(&sandbox, watch, &report);
+    untrack(engine, &running);
     rbx_cgroup_stats usage = {0};
     bool measured = sandbox.cgroup && rbx_cgroup_stats_read(sandbox.cgroup, &usage) == 0;
     result->limits = limits_name(sandbox.cgroup != NULL);

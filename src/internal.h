@@ -4,6 +4,7 @@
 
 #include "runbox.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <sys/types.h>
 
@@ -24,6 +25,8 @@ struct rbx_engine {
     struct rbx_root_plan *root_plan; /* computed once: which host paths the sandbox shows */
     bool disk_capped;                /* sessions get their own fixed-size filesystem */
     struct rbx_policy *policy;       /* the operator's deny patterns, or NULL */
+    pthread_mutex_t running_lock;
+    struct rbx_running *running;     /* executions in progress, for cancellation */
 };
 
 /* error.c idiom: fill err and return its status, so callers can write
@@ -114,6 +117,17 @@ typedef struct rbx_session {
 rbx_status rbx_session_acquire(rbx_engine *engine, const char *id, double wait_s,
                                rbx_session *session, rbx_error *err);
 void rbx_session_release(rbx_engine *engine, rbx_session *session);
+
+/* An O_PATH fd of an existing session's work directory, its disk mounted. */
+rbx_status rbx_session_work_fd(rbx_engine *engine, const char *id, int *fd, rbx_error *err);
+
+/* execute.c: executions running in this engine, so a session's can be
+ * cancelled (rbx_session_cancel). */
+typedef struct rbx_running {
+    struct rbx_running *next;
+    char session_id[RBX_SESSION_ID_MAX + 1];
+    int kill_fd; /* an eventfd the execution's poll loop watches */
+} rbx_running;
 
 /* fsutil.c: host-side tree walks that never follow a symbolic link. */
 /* Removes name (a file or a whole tree) inside dirfd. */

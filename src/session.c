@@ -337,6 +337,38 @@ rbx_status rbx_session_gc(rbx_engine *engine, double idle_s, size_t *removed, rb
     return RBX_OK;
 }
 
+rbx_status rbx_session_work_fd(rbx_engine *engine, const char *id, int *fd, rbx_error *err)
+{
+    *fd = -1;
+    if (!rbx_session_id_valid(id))
+        return bad_id(err);
+    char work[4400];
+    snprintf(work, sizeof work, "%s/%s/work", engine->sessions_dir, id);
+    struct stat st;
+    if (fstatat(engine->sessions_fd, id, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return rbx_fail(err, RBX_ENOENT, "no session %s", id);
+    if (engine->disk_capped) {
+        /* A session whose disk is not mounted (never run yet, or after a
+         * reboot) is not running: attach it under the lock. */
+        int dir, lock;
+        rbx_status status = lock_session(engine, id, 5, false, &dir, &lock, NULL);
+        if (status == RBX_OK) {
+            status = rbx_disk_attach(engine, dir, work, err);
+            close(lock);
+            close(dir);
+            if (status != RBX_OK)
+                return status;
+        }
+    }
+    char rel[RBX_SESSION_ID_MAX + 8];
+    snprintf(rel, sizeof rel, "%s/work", id);
+    *fd = openat(engine->sessions_fd, rel, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (*fd < 0)
+        return rbx_fail(err, errno == ENOENT ? RBX_ENOENT : RBX_ESYSTEM,
+                        "cannot open session %s: %s", id, strerror(errno));
+    return RBX_OK;
+}
+
 rbx_status rbx_session_dir(rbx_engine *engine, const char *id, char *path, size_t size,
                            rbx_error *err)
 {

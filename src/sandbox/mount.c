@@ -164,7 +164,7 @@ static int build_dev(const char **step)
 {
     *step = "/dev";
     if (make_dirs(NEW_ROOT "/dev") != 0 ||
-        mount("runbox-dev", NEW_ROOT "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC,
+        mount("runbox-dev", NEW_ROOT "/dev", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
               "mode=0755,size=64k,nr_inodes=64") != 0)
         return -1;
     char src[64], dst[64];
@@ -265,6 +265,27 @@ static int pivot(const char **step)
     return set_attr("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
 }
 
+/* Prepare: everything that does not depend on the session. A sandbox
+ * prepared ahead of time would stop after this step and wait. */
+static int prepare_root(const rbx_root_plan *plan, bool network, const char **step)
+{
+    *step = "mount the new root";
+    if (mount("runbox-root", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") != 0)
+        return -1;
+    return build_system(plan, step) || build_dev(step) || build_scratch(plan, network, step) ? -1
+                                                                                               : 0;
+}
+
+/* Assign: the session's directory comes in, and the root is sealed. (A
+ * prepared sandbox would receive it as a detached mount instead of a path.) */
+static int assign_session(const rbx_root_plan *plan, int session_fd, const char **step)
+{
+    int rc = bind_session(plan, session_fd, step);
+    if (session_fd >= 0)
+        close(session_fd);
+    return rc ? -1 : pivot(step);
+}
+
 int rbx_root_enter(const rbx_root_plan *plan, const char *session_path, bool become_root,
                    bool network, const char **step)
 {
@@ -286,14 +307,7 @@ int rbx_root_enter(const rbx_root_plan *plan, const char *session_path, bool bec
         if (setresgid(0, 0, 0) != 0 || setgroups(0, NULL) != 0 || setresuid(0, 0, 0) != 0)
             return -1;
     }
-    *step = "mount the new root";
-    if (mount("runbox-root", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") != 0)
+    if (prepare_root(plan, network, step) != 0)
         return -1;
-    if (bind_session(plan, session_fd, step) != 0)
-        return -1;
-    if (session_fd >= 0)
-        close(session_fd);
-    if (build_system(plan, step) != 0 || build_dev(step) != 0 || build_scratch(plan, network, step) != 0)
-        return -1;
-    return pivot(step);
+    return assign_session(plan, session_fd, step);
 }

@@ -106,9 +106,9 @@ rbx_status rbx_net_helper_start(pid_t sandbox_pid, rbx_net_helper *helper, rbx_e
     return RBX_OK;
 }
 
-/* A killed helper takes ~10-25 ms to finish exiting (its network
- * namespace's devices are torn down): reaping it is left for later instead
- * of making every execution wait. */
+/* A killed helper takes ~20 ms to finish exiting (the kernel tears its tap
+ * device down): reaping it is left for later instead of making every
+ * execution wait for it before its result is returned. */
 #define PENDING_MAX 256
 static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
 static pid_t pending[PENDING_MAX];
@@ -129,7 +129,7 @@ static void reap_pending(bool block)
 
 void rbx_net_reap(void)
 {
-    reap_pending(false);
+    reap_pending(true);
 }
 
 void rbx_net_helper_stop(rbx_net_helper *helper)

@@ -23,8 +23,9 @@ int rbx_net_loopback_up(void);
  * outside and waits until its interface is configured. */
 rbx_status rbx_net_helper_start(pid_t sandbox_pid, rbx_net_helper *helper, rbx_error *err);
 void rbx_net_helper_stop(rbx_net_helper *helper);
-/* Reaps stopped helpers that have finished exiting, without waiting for the
- * others: a process that exits leaves those to init. */
+/* Waits for stopped helpers that have not finished exiting: called when the
+ * engine goes away, after its last result was delivered, so that no helper
+ * is left a zombie for an init that may not reap. */
 void rbx_net_reap(void);
 /* Whether the helper is installed (for runbox check and clear errors). */
 bool rbx_net_helper_available(void);

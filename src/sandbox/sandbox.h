@@ -53,6 +53,7 @@ void rbx_sandbox_close(rbx_sandbox *sandbox);
 typedef struct rbx_watch {
     double timeout_s;
     int cancel_fd;
+    int kill_fd;                /* the engine's own cancel (rbx_session_cancel), or -1 */
     const char *stdin_data;
     size_t stdin_len;
     rbx_output_fn on_output;

@@ -195,8 +195,32 @@ static int init_reap(const child_plan *plan, pid_t program)
     }
 }
 
+/* The process's own argv and environment strings, as the kernel laid them
+ * out (contiguous): glibc passes them to ELF constructors. */
+static char *args_start, *args_end;
+
+__attribute__((constructor)) static void note_args(int argc, char **argv, char **envp)
+{
+    if (argc <= 0 || !argv || !argv[0])
+        return;
+    args_start = argv[0];
+    char *last = argv[argc - 1];
+    for (char **e = envp; e && *e; e++)
+        last = *e;
+    args_end = last + strlen(last);
+}
+
+/* Init is a copy of runbox: its /proc/1/cmdline and /proc/1/environ would
+ * show the sandbox runbox's command line and environment. Wipe them. */
+static void forget_runbox_args(void)
+{
+    if (args_start && args_end > args_start)
+        memset(args_start, 0, (size_t)(args_end - args_start));
+}
+
 static int sandbox_init(const child_plan *plan)
 {
+    forget_runbox_args();
     for (int i = 0; i < 6; i++)
         if (plan->parent_ends[i] >= 0)
             close(plan->parent_ends[i]);

@@ -14,7 +14,7 @@
 
 #define READ_CHUNK (256 * 1024)
 
-enum { P_OUT, P_ERR, P_REPORT, P_INIT, P_STDIN, P_CANCEL, P_COUNT };
+enum { P_OUT, P_ERR, P_REPORT, P_INIT, P_STDIN, P_CANCEL, P_KILL, P_COUNT };
 
 typedef struct stream_state {
     rbx_stream stream;
@@ -145,6 +145,7 @@ bool rbx_supervise(rbx_sandbox *sandbox, rbx_watch *watch, rbx_exit_report *repo
             [P_INIT] = {.fd = init_alive ? sandbox->pidfd : -1, .events = POLLIN},
             [P_STDIN] = {.fd = sandbox->stdin_fd, .events = POLLOUT},
             [P_CANCEL] = {.fd = killed ? -1 : cancel_fd, .events = POLLIN},
+            [P_KILL] = {.fd = killed ? -1 : watch->kill_fd, .events = POLLIN},
         };
         int wait_ms = -1;
         if (!killed) {
@@ -172,7 +173,7 @@ bool rbx_supervise(rbx_sandbox *sandbox, rbx_watch *watch, rbx_exit_report *repo
             read_report(watch, &sandbox->report_fd);
         if (fds[P_STDIN].revents)
             feed_stdin(watch, &sandbox->stdin_fd, &sent);
-        if (fds[P_CANCEL].revents && !killed) {
+        if ((fds[P_CANCEL].revents || fds[P_KILL].revents) && !killed) {
             watch->cancelled = true;
             stop(sandbox, &killed);
         }

@@ -62,6 +62,9 @@ def runbox(tmp_path):
     box = Runbox(str(state))
     yield box
     box.remove_all_sessions()
+    trash = os.path.join(box.state_dir, "trash")
+    if os.path.isdir(trash):
+        assert os.listdir(trash) == [], "a removed session left files behind"
 
 
 def processes_matching(marker):

@@ -1,0 +1,312 @@
+/* Session files for front ends that move files in and out (HTTP uploads
+ * and downloads). Every path is resolved by the kernel beneath the
+ * session's directory with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS):
+ * "..", absolute paths and links planted by sandboxed code cannot lead a
+ * host-side operation out of the session, even if the code swaps a
+ * directory for a link while we walk. */
+#include "disk.h"
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define PATH_MAX_LEN 1024
+#define PATH_MAX_DEPTH 32
+#define LIST_MAX 10000
+
+static int open_beneath(int dirfd, const char *path, int flags, mode_t mode)
+{
+    struct open_how how = {
+        .flags = (uint64_t)(flags | O_CLOEXEC),
+        .mode = (flags & O_CREAT) ? mode : 0,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+    };
+    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+}
+
+/* A session file path: relative, components of [^/\0], no "." or "..", no
+ * empty components, bounded length and depth. */
+static rbx_status check_path(const char *path, rbx_error *err)
+{
+    size_t len = path ? strlen(path) : 0;
+    if (len == 0 || len > PATH_MAX_LEN)
+        return rbx_fail(err, RBX_EINVAL, "file path must be 1 to %d bytes", PATH_MAX_LEN);
+    if (path[0] == '/')
+        return rbx_fail(err, RBX_EINVAL, "file path must be relative to the session directory");
+    int depth = 0;
+    for (const char *p = path; *p;) {
+        const char *slash = strchr(p, '/');
+        size_t n = slash ? (size_t)(slash - p) : strlen(p);
+        if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+            return rbx_fail(err, RBX_EINVAL,
+                            "file path has an empty, '.' or '..' component: paths are relative "
+                            "to the session directory and stay inside it");
+        if (n > 255)
+            return rbx_fail(err, RBX_EINVAL, "a file path component is longer than 255 bytes");
+        for (size_t i = 0; i < n; i++)
+            if ((unsigned char)p[i] < 0x20)
+                return rbx_fail(err, RBX_EINVAL, "file path contains a control character");
+        if (++depth > PATH_MAX_DEPTH)
+            return rbx_fail(err, RBX_EINVAL, "file path is deeper than %d levels", PATH_MAX_DEPTH);
+        p += n + (slash ? 1 : 0);
+        if (slash && !*p)
+            return rbx_fail(err, RBX_EINVAL, "file path must not end with '/'");
+    }
+    return RBX_OK;
+}
+
+static rbx_status refused(const char *path, rbx_error *err)
+{
+    if (errno == ENOENT)
+        return rbx_fail(err, RBX_ENOENT, "no file %.200s in the session", path);
+    if (errno == ELOOP || errno == EXDEV)
+        return rbx_fail(err, RBX_EINVAL,
+                        "%.200s goes through a symbolic link or out of the session: refused", path);
+    if (errno == EISDIR || errno == ENOTDIR)
+        return rbx_fail(err, RBX_EINVAL, "%.200s is not a regular file", path);
+    if (errno == ENOSPC || errno == EDQUOT)
+        return rbx_fail(err, RBX_EINVAL, "the session's disk is full");
+    return rbx_fail(err, RBX_ESYSTEM, "cannot access %.200s: %s", path, strerror(errno));
+}
+
+rbx_status rbx_session_work_fd(rbx_engine *engine, const char *id, int *fd, rbx_error *err);
+
+/* Creates the directories leading to path (owned by the sandbox's user)
+ * and returns an fd of the last one; *name points at the file's name. */
+static int open_parent(rbx_engine *engine, int work, const char *path, bool create,
+                       const char **name)
+{
+    const char *slash = strrchr(path, '/');
+    *name = slash ? slash + 1 : path;
+    if (!slash)
+        return fcntl(work, F_DUPFD_CLOEXEC, 0);
+    char dir[PATH_MAX_LEN + 1];
+    memcpy(dir, path, (size_t)(slash - path));
+    dir[slash - path] = 0;
+    if (create) {
+        for (char *p = dir;; p++) {
+            if (*p != '/' && *p)
+                continue;
+            char saved = *p;
+            *p = 0;
+            int parent = -1;
+            const char *leaf = strrchr(dir, '/');
+            if (leaf) {
+                char up[PATH_MAX_LEN + 1];
+                memcpy(up, dir, (size_t)(leaf - dir));
+                up[leaf - dir] = 0;
+                parent = open_beneath(work, up, O_PATH | O_DIRECTORY, 0);
+                leaf++;
+            } else {
+                parent = fcntl(work, F_DUPFD_CLOEXEC, 0);
+                leaf = dir;
+            }
+            if (parent < 0)
+                return -1;
+            if (mkdirat(parent, leaf, 0755) == 0 && engine->is_root)
+                (void)fchownat(parent, leaf, RBX_HOST_UID_BASE + RBX_SANDBOX_UID,
+                               RBX_HOST_UID_BASE + RBX_SANDBOX_UID, AT_SYMLINK_NOFOLLOW);
+            int saved_errno = errno;
+            close(parent);
+            errno = saved_errno;
+            *p = saved;
+            if (!saved)
+                break;
+        }
+    }
+    return open_beneath(work, dir, O_RDONLY | O_DIRECTORY, 0);
+}
+
+rbx_status rbx_file_put(rbx_engine *engine, const char *session_id, const char *path,
+                        const void *data, size_t len, rbx_error *err)
+{
+    rbx_status status = check_path(path, err);
+    int work = -1;
+    if (status != RBX_OK || (status = rbx_session_work_fd(engine, session_id, &work, err)))
+        return status;
+    const char *name;
+    int dir = open_parent(engine, work, path, true, &name);
+    close(work);
+    if (dir < 0)
+        return refused(path, err);
+    /* Written beside the target and renamed over it: a reader never sees
+     * half a file, and a link at the target is replaced, not followed. */
+    char temp[64];
+    unsigned char rnd[8];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+        memset(rnd, 0x5a, sizeof rnd);
+    snprintf(temp, sizeof temp, ".rbx-upload-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
+             rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+    int fd = openat(dir, temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        status = refused(path, err);
+        close(dir);
+        return status;
+    }
+    const char *p = data;
+    size_t left = len;
+    while (left) {
+        ssize_t n = write(fd, p, left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        p += n;
+        left -= (size_t)n;
+    }
+    if (left == 0 && engine->is_root)
+        (void)fchown(fd, RBX_HOST_UID_BASE + RBX_SANDBOX_UID, RBX_HOST_UID_BASE + RBX_SANDBOX_UID);
+    bool ok = left == 0 && close(fd) == 0;
+    if (!ok || renameat(dir, temp, dir, name) != 0) {
+        status = refused(path, err);
+        unlinkat(dir, temp, 0);
+    }
+    close(dir);
+    return status;
+}
+
+rbx_status rbx_file_get(rbx_engine *engine, const char *session_id, const char *path,
+                        size_t max, char **data, size_t *len, rbx_error *err)
+{
+    *data = NULL;
+    *len = 0;
+    rbx_status status = check_path(path, err);
+    int work = -1;
+    if (status != RBX_OK || (status = rbx_session_work_fd(engine, session_id, &work, err)))
+        return status;
+    int fd = open_beneath(work, path, O_RDONLY | O_NOFOLLOW, 0);
+    close(work);
+    if (fd < 0)
+        return refused(path, err);
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EISDIR;
+        return refused(path, err);
+    }
+    if ((uint64_t)st.st_size > max) {
+        close(fd);
+        return rbx_fail(err, RBX_EINVAL, "%.200s is %lld bytes, more than the limit of %zu",
+                        path, (long long)st.st_size, max);
+    }
+    char *buf = malloc((size_t)st.st_size + 1);
+    size_t got = 0;
+    while (buf && got < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    if (!buf)
+        return rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    buf[got] = 0;
+    *data = buf;
+    *len = got;
+    return RBX_OK;
+}
+
+rbx_status rbx_file_delete(rbx_engine *engine, const char *session_id, const char *path,
+                           rbx_error *err)
+{
+    rbx_status status = check_path(path, err);
+    int work = -1;
+    if (status != RBX_OK || (status = rbx_session_work_fd(engine, session_id, &work, err)))
+        return status;
+    const char *name;
+    int dir = open_parent(engine, work, path, false, &name);
+    close(work);
+    if (dir < 0)
+        return refused(path, err);
+    struct stat st;
+    if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        status = refused(path, err);
+    else if (rbx_remove_tree(dir, name) != 0)
+        status = refused(path, err);
+    close(dir);
+    return status;
+}
+
+typedef struct lister {
+    rbx_file_info *files;
+    size_t count, cap;
+} lister;
+
+static int list_dir(int dirfd, const char *prefix, int depth, lister *out)
+{
+    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!dir) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    struct dirent *entry;
+    int rc = 0;
+    while (rc == 0 && (entry = readdir(dir)) && out->count < LIST_MAX) {
+        if (!strcmp(entry->d_name, ".") || !strcmp(entry->d_name, ".."))
+            continue;
+        struct stat st;
+        if (fstatat(dirfd, entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        if (out->count == out->cap) {
+            out->cap = out->cap ? out->cap * 2 : 64;
+            rbx_file_info *grown = realloc(out->files, out->cap * sizeof *grown);
+            if (!grown) {
+                rc = -1;
+                break;
+            }
+            out->files = grown;
+        }
+        rbx_file_info *info = &out->files[out->count++];
+        snprintf(info->path, sizeof info->path, "%s%s", prefix, entry->d_name);
+        info->size = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+        info->modified_unix = st.st_mtim.tv_sec;
+        info->type = S_ISDIR(st.st_mode) ? "directory" : S_ISLNK(st.st_mode) ? "link"
+                     : S_ISREG(st.st_mode)                                 ? "file"
+                                                                            : "other";
+        if (S_ISDIR(st.st_mode) && depth < PATH_MAX_DEPTH) {
+            int sub = openat(dirfd, entry->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0) {
+                char next[sizeof info->path + 2];
+                snprintf(next, sizeof next, "%s/", info->path);
+                rc = list_dir(sub, next, depth + 1, out);
+                close(sub);
+            }
+        }
+    }
+    closedir(dir);
+    return rc;
+}
+
+rbx_status rbx_file_list(rbx_engine *engine, const char *session_id, rbx_file_info **files,
+                         size_t *count, rbx_error *err)
+{
+    *files = NULL;
+    *count = 0;
+    int work = -1;
+    rbx_status status = rbx_session_work_fd(engine, session_id, &work, err);
+    if (status != RBX_OK)
+        return status;
+    lister out = {0};
+    int rc = list_dir(work, "", 0, &out);
+    close(work);
+    if (rc != 0) {
+        free(out.files);
+        return rbx_fail(err, RBX_ESYSTEM, "cannot list the session's files: %s", strerror(errno));
+    }
+    *files = out.files;
+    *count = out.count;
+    return RBX_OK;
+}

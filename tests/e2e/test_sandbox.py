@@ -1,0 +1,516 @@
+"""Sandbox: adversarial cases. Agent code does its worst; the host, runbox, other sessions and
+their files must be untouched, and nothing of an execution may outlive it.
+
+Each test is one case with one line of intent and an exact expected outcome. Cases that would
+harm this machine if isolation failed (bombs, kill -9 -1, disk fill, syscall probes) first ask
+the `proven` fixture, which checks in this very run that the isolation they rely on holds; if it
+does not, they fail rather than run.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+
+from conftest import ROOT, processes_matching, wait_gone
+
+IS_ROOT = os.geteuid() == 0
+root_only = pytest.mark.skipif(not IS_ROOT, reason="needs root (as designed: runbox check says so)")
+TRY_SYSCALL = os.environ.get("RUNBOX_TRY_SYSCALL",
+                             os.path.join(os.path.dirname(os.path.abspath(
+                                 os.environ.get("RUNBOX_BIN", os.path.join(ROOT, "build", "runbox")))),
+                                 "try-syscall"))
+
+
+# --- proof of isolation, established once per run before anything destructive ------------
+
+class Proof:
+    def __init__(self):
+        self.failures = []
+
+    def require(self):
+        if self.failures:
+            pytest.fail("isolation not proven in this run, refusing to run a destructive case: "
+                        + "; ".join(self.failures))
+
+
+@pytest.fixture(scope="session")
+def proven(tmp_path_factory):
+    from conftest import Runbox
+    box = Runbox(str(tmp_path_factory.mktemp("proof") / "state"))
+    proof = Proof()
+    # PID namespace: the program sees only the sandbox's own processes, and is not PID 1.
+    r = box.run("bash", "echo $$; ls /proc | grep -c '^[0-9]*$'", "--no-network")
+    lines = r["output"].split()
+    if not (r["success"] and len(lines) == 2 and 1 < int(lines[0]) < 10 and int(lines[1]) < 10):
+        proof.failures.append(f"no private PID namespace ({r['output']!r})")
+    # Unprivileged: uid 1000 inside, mapped to a host uid other than 0.
+    r = box.run("bash", "id -u; cat /proc/self/uid_map", "--no-network")
+    out = r["output"].split()
+    maps = {int(out[i]): int(out[i + 1]) for i in range(1, len(out) - 2, 3)}
+    if not (r["success"] and out[0] == "1000" and maps.get(1000, 0) != 0):
+        proof.failures.append(f"sandbox user is not unprivileged ({r['output']!r})")
+    # Limits: the process limit holds (a bounded loop of 400 forks, not a bomb) and the
+    # memory limit holds.
+    r = box.run("python", "import os, time\nn = 0\nfor i in range(400):\n    try:\n"
+                          "        if os.fork() == 0:\n            time.sleep(30)\n"
+                          "            os._exit(0)\n        n += 1\n    except OSError:\n"
+                          "        pass\nprint('started', n)", "--no-network", "--timeout", "20")
+    started = int(r["output"].split()[-1]) if r["output"].startswith("started") else 9999
+    if started >= 400:
+        proof.failures.append(f"process limit not enforced ({r['output']!r})")
+    r = box.run("python", "b = bytearray(300 * 1024 * 1024)\nb[::4096] = b'x' * len(b[::4096])",
+                "--memory", "64", "--no-network")
+    if r["error_type"] != "MemoryError":
+        proof.failures.append(f"memory limit not enforced ({r['error_type']})")
+    box.remove_all_sessions()
+    return proof
+
+
+# --- exhaust -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("language,code", [
+    ("bash", ":(){ :|:& };:; sleep 10"),
+    ("python", "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass"),
+    ("javascript", "const cp=require('child_process'); for(;;){ try { cp.spawn('sleep',['100']) } catch(e) {} }"),
+])
+def test_fork_bomb_is_contained_and_leaves_nothing(runbox, proven, language, code):
+    proven.require()
+    start = time.time()
+    result = runbox.run(language, code, "--timeout", "3", "--no-network", timeout=60)
+    assert time.time() - start < 30  # the result came back
+    assert result["error_type"] == "TimeoutError", result["error"][-300:]
+    assert subprocess.run(["/bin/true"], timeout=5).returncode == 0  # the host still forks
+    assert wait_gone("sleep100") == []
+    assert sandbox_processes() == []
+
+
+@pytest.mark.parametrize("language,code", [
+    ("python", "a = []\nwhile True: a.append(bytearray(10**7))"),
+    ("javascript", "const a = []; for (;;) a.push(Buffer.alloc(1e7, 1));"),
+    ("bash", "x=a; while true; do x=$x$x; done"),
+])
+def test_memory_bomb_is_a_memory_error(runbox, proven, language, code):
+    proven.require()
+    result = runbox.run(language, code, "--memory", "128", "--timeout", "30", "--no-network")
+    assert result["error_type"] == "MemoryError", result["error"][-300:]
+    assert result["success"] is False
+    assert sandbox_processes() == []
+
+
+@pytest.mark.parametrize("language,code", [
+    ("python", "while True: pass"),
+    ("javascript", "for(;;){}"),
+    ("bash", "while :; do :; done"),
+])
+def test_infinite_loop_times_out(runbox, language, code):
+    result = runbox.run(language, code, "--timeout", "1", "--no-network")
+    assert result["error_type"] == "TimeoutError" and result["exit_code"] == 124
+
+
+def test_daemon_that_double_forks_setsids_and_ignores_sigterm_is_gone_after_the_result(runbox):
+    marker = "5151.5151"
+    code = f"""import os, signal, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        os.execvp('sleep', ['sleep', '{marker}'])
+    os._exit(0)
+time.sleep(0.3)
+print('daemon started')
+"""
+    result = runbox.run("python", code, "--no-network")
+    assert result["output"] == "daemon started\n"
+    assert wait_gone(marker) == []
+
+
+def test_sigstop_of_the_own_process_group_is_still_killed_on_time(runbox):
+    marker = "5252.5252"
+    start = time.time()
+    result = runbox.run("bash", f"sleep {marker} & kill -STOP 0", "--timeout", "2", "--no-network")
+    assert result["timed_out"] is True
+    assert time.time() - start < 10
+    assert wait_gone(marker) == []
+
+
+def test_10_gib_output_flood_is_drained_with_bounded_memory(runbox, proven):
+    proven.require()
+    probe = ("import resource,subprocess,sys\n"
+             "p=subprocess.run(sys.argv[1:],capture_output=True)\n"
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+             "sys.stdout.write(p.stdout.decode())")
+    proc = subprocess.run(["/usr/bin/python3", "-c", probe, runbox.bin, "run", "bash", "-c",
+                           "head -c 10737418240 /dev/zero | tr '\\0' x", "--json", "--timeout", "280",
+                           "--no-network"], capture_output=True, env=runbox.env(), timeout=300)
+    peak_line, result_line = proc.stdout.decode().split("\n", 1)
+    result = json.loads(result_line)
+    assert result["success"], result["error"][-300:]
+    assert result["truncated"]["stdout"] + 1024 * 1024 == 10737418240
+    assert int(peak_line) < 64 * 1024  # KiB: runbox and its children stayed small
+
+
+@root_only
+def test_filling_the_session_disk_gives_enospc_and_the_host_disk_is_fine(runbox, proven):
+    proven.require()
+    host_dir = os.path.dirname(runbox.state_dir)
+    free_before = shutil.disk_usage(host_dir).free
+    result = runbox.run("bash", "head -c 3G /dev/zero > fill; echo rc=$?; stat -c %s fill",
+                        "--session", "fill", "--no-network", "--timeout", "120")
+    assert "No space left on device" in result["error"]
+    size = int(result["output"].split()[-1])
+    assert size <= 1024 * 1024 * 1024
+    assert shutil.disk_usage(host_dir).free > free_before - 1.2 * 1024 ** 3
+
+
+def test_filling_tmp_and_a_one_off_home_gives_enospc(runbox, proven):
+    proven.require()
+    result = runbox.run("bash", "head -c 2G /dev/zero > /tmp/fill; echo tmp=$?", "--no-network",
+                        "--memory", "2048", "--timeout", "60")
+    assert "No space left on device" in result["error"] and "tmp=1" in result["output"]
+
+
+# --- escape ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "/etc/runbox-x", "/usr/bin/runbox-x", "/root/x",
+                                  "/x", "/proc/sys/kernel/hostname"])
+@pytest.mark.parametrize("language", ["python", "javascript", "bash"])
+def test_writes_outside_the_session_and_tmp_are_refused(runbox, language, path):
+    code = {
+        "python": f"open({path!r}, 'w').write('x')",
+        "javascript": f"require('fs').writeFileSync({path!r}, 'x')",
+        "bash": f"echo x > {path}",
+    }[language]
+    host_file = path if os.path.exists(path) else None
+    before = open(host_file, "rb").read() if host_file else None
+    result = runbox.run(language, code, "--no-network")
+    assert result["success"] is False
+    assert result["error_type"] in ("PermissionError", "RuntimeError"), result
+    if host_file:
+        assert open(host_file, "rb").read() == before  # the host's file is untouched
+    else:
+        assert not os.path.exists(path)
+
+
+@pytest.mark.parametrize("language,code", [
+    ("python", "print(open('/etc/shadow').read())"),
+    ("javascript", "console.log(require('fs').readFileSync('/etc/shadow','utf8'))"),
+    ("bash", "cat /etc/shadow"),
+])
+def test_etc_shadow_cannot_be_read(runbox, language, code):
+    result = runbox.run(language, code, "--no-network")
+    assert result["success"] is False
+    assert "root:" not in result["output"]
+
+
+def test_host_directories_are_not_visible(runbox):
+    top = set(runbox.run("bash", "ls /", "--no-network")["output"].split())
+    assert top <= {"bin", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "proc", "sbin",
+                   "tmp", "usr"}, top
+    homes = runbox.run("bash", "ls -A /home", "--no-network")["output"].split()
+    assert homes == ["user"]
+    etc = set(runbox.run("bash", "ls /etc", "--no-network")["output"].split())
+    assert "shadow" not in etc and "passwd" in etc and "sudoers" not in etc
+
+
+def test_another_sessions_files_and_the_state_dir_are_unreachable(runbox):
+    secret = uuid.uuid4().hex
+    runbox.run("bash", f"echo {secret} > secret.txt", "--session", "victim")
+    state = runbox.state_dir
+    code = (f"ls -la {state} {state}/sessions {state}/sessions/victim 2>&1; "
+            f"cat {state}/sessions/victim/work/secret.txt 2>&1; "
+            "grep -r --no-messages " + secret + " / --exclude-dir=proc 2>/dev/null | head -3; "
+            "cat /proc/*/root/home/user/secret.txt 2>&1; ls /proc/*/root/ 2>/dev/null | head")
+    result = runbox.run("bash", code, "--session", "attacker", "--no-network", "--timeout", "120")
+    assert secret not in result["output"]
+    assert "No such file or directory" in result["output"]
+    # The victim still has it.
+    assert runbox.run("bash", "cat secret.txt", "--session", "victim")["output"] == secret + "\n"
+
+
+def test_proc_shows_only_the_executions_own_processes(runbox):
+    marker = "5353.5353"
+    host = subprocess.Popen(["sleep", marker])
+    try:
+        result = runbox.run("bash", "ps -eo pid,comm --no-headers; cat /proc/*/cmdline | tr '\\0' ' '",
+                            "--no-network")
+        assert marker not in result["output"]
+        pids = [int(line.split()[0]) for line in result["output"].splitlines()
+                if line.strip() and line.split()[0].isdigit()]
+        assert pids and max(pids) < 20
+    finally:
+        host.kill()
+        host.wait()
+
+
+def test_host_environment_cannot_be_read_through_proc(runbox):
+    secret = "hunter" + uuid.uuid4().hex
+    result = runbox.run("bash", "cat /proc/1/environ /proc/1/cmdline /proc/*/environ 2>/dev/null "
+                                "| tr '\\0' '\\n'; env", "--no-network", env={"HOST_SECRET": secret})
+    assert secret not in result["output"]
+    assert "RUNBOX_STATE_DIR" not in result["output"]
+
+
+def test_kill_minus_9_minus_1_kills_only_the_sandboxs_own_processes(runbox, proven):
+    proven.require()
+    marker = "5454.5454"
+    host = subprocess.Popen(["sleep", marker])  # a host process that must survive
+    try:
+        result = runbox.run("bash", f"sleep {marker}.1 & sleep 0.2; kill -9 -1; echo after",
+                            "--no-network", "--timeout", "10")
+        assert result["timed_out"] is False
+        assert host.poll() is None  # the host's process is alive
+        assert wait_gone(f"{marker}.1") == []
+    finally:
+        host.kill()
+        host.wait()
+
+
+@pytest.fixture
+def try_syscall_in(runbox):
+    """Puts the try-syscall probe into a session and returns a function that runs it there."""
+    assert os.path.exists(TRY_SYSCALL), f"build the probe first: {TRY_SYSCALL}"
+    with open(TRY_SYSCALL, "rb") as f:
+        data = f.read()
+    runbox.run("python", "import sys,base64\nopen('try-syscall','wb').write(base64.b64decode("
+               "sys.stdin.read()))\nimport os; os.chmod('try-syscall', 0o755)", "--session", "probe",
+               "--input", write_temp(runbox, data))
+
+    def run(*names):
+        result = runbox.run("bash", "./try-syscall " + " ".join(names), "--session", "probe",
+                            "--no-network")
+        return dict(line.split(" ", 1) for line in result["output"].splitlines())
+    return run
+
+
+def write_temp(runbox, data):
+    import base64
+    path = os.path.join(os.path.dirname(runbox.state_dir), "probe.b64")
+    with open(path, "wb") as f:
+        f.write(base64.b64encode(data))
+    return path
+
+
+def test_privileged_syscalls_are_refused(proven, try_syscall_in):
+    proven.require()
+    verdicts = try_syscall_in("mount", "umount2", "unshare", "setns", "ptrace", "bpf", "keyctl",
+                              "add_key", "perf_event_open", "userfaultfd", "open_by_handle_at",
+                              "io_uring_setup", "kexec_load", "init_module", "pivot_root",
+                              "swapon", "clock_settime", "acct", "clone_newuser", "clone_newns",
+                              "clone_newnet")
+    assert verdicts and all(v == "EPERM" for v in verdicts.values()), verdicts
+
+
+def test_tiocsti_is_refused_even_with_high_bits(proven, try_syscall_in):
+    proven.require()
+    verdicts = try_syscall_in("tiocsti", "tiocsti_highbits")
+    assert verdicts == {"tiocsti": "EPERM", "tiocsti_highbits": "EPERM"}
+
+
+def test_there_is_no_controlling_terminal(runbox):
+    result = runbox.run("python", "import os\ntry:\n    os.open('/dev/tty', os.O_RDWR)\n    print('opened')\n"
+                                  "except OSError as e:\n    print(e.errno)", "--no-network")
+    assert result["output"].strip() in ("6", "2")  # ENXIO: no controlling tty (or no device)
+
+
+def test_no_capabilities_and_no_new_privs(runbox):
+    result = runbox.run("bash", "grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' "
+                                "/proc/self/status", "--no-network")
+    status = dict(line.split(":\t") for line in result["output"].splitlines())
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(status[cap], 16) == 0, (cap, status[cap])
+    assert status["NoNewPrivs"] == "1" and status["Seccomp"] == "2"
+
+
+def test_mounts_are_nosuid_and_nodev_and_the_root_is_read_only(runbox):
+    result = runbox.run("bash", "cat /proc/self/mountinfo", "--no-network")
+    for line in result["output"].splitlines():
+        fields = line.split()
+        mount_point, options = fields[4], fields[5]
+        if mount_point.startswith("/dev/") and mount_point != "/dev/shm":
+            assert "nosuid" in options
+            continue
+        if mount_point == "/proc":
+            assert "nosuid" in options and "nodev" in options
+            continue
+        assert "nosuid" in options and "nodev" in options, line
+        if mount_point not in ("/home/user", "/tmp", "/dev/shm"):
+            assert options.startswith("ro"), line
+
+
+def test_planted_symlinks_do_not_lead_removal_outside(runbox, tmp_path):
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    (canary / "keep.txt").write_text("keep")
+    code = f"ln -s {canary} c; ln -s {canary}/keep.txt k; mkdir -p d/e; ln -s {canary} d/e/c"
+    assert runbox.run("bash", code, "--session", "planted", "--no-network")["success"]
+    assert runbox.cli("sessions", "rm", "planted").returncode == 0
+    assert (canary / "keep.txt").read_text() == "keep"
+    assert runbox.run("bash", code, "--session", "planted2", "--no-network")["success"]
+    time.sleep(2.1)
+    assert runbox.cli("sessions", "gc", "--idle", "0.5").returncode == 0
+    assert not os.path.exists(runbox.session_dir("planted2"))
+    assert (canary / "keep.txt").read_text() == "keep"
+
+
+# --- network -----------------------------------------------------------------------------
+
+class LoopbackServer:
+    """A TCP server on the host's loopback that counts connections."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            conn.sendall(b"host-loopback\n")
+            conn.close()
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.fixture
+def loopback_server():
+    server = LoopbackServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def outside_host():
+    """A test host in a network namespace of our own, reached through a veth pair: stands in
+    for an outside host (this machine has no internet, and no traffic may leave it)."""
+    if not IS_ROOT or not shutil.which("ip"):
+        pytest.skip("creating a test host needs root and iproute2")
+    name = f"rbxt{os.getpid() % 100000}"
+    host_if, ns_if = f"{name}h", f"{name}n"
+    octet = 100 + os.getpid() % 100
+    subnet_host, subnet_ns = f"10.{octet}.77.1", f"10.{octet}.77.2"
+    cmds = [["ip", "netns", "add", name],
+            ["ip", "link", "add", host_if, "type", "veth", "peer", "name", ns_if],
+            ["ip", "link", "set", ns_if, "netns", name],
+            ["ip", "addr", "add", f"{subnet_host}/24", "dev", host_if],
+            ["ip", "link", "set", host_if, "up"],
+            ["ip", "-n", name, "addr", "add", f"{subnet_ns}/24", "dev", ns_if],
+            ["ip", "-n", name, "link", "set", ns_if, "up"],
+            ["ip", "-n", name, "link", "set", "lo", "up"]]
+    for cmd in cmds:
+        subprocess.run(cmd, check=True, capture_output=True)
+    server = subprocess.Popen(["ip", "netns", "exec", name, "/usr/bin/python3", "-c",
+                               "import socket\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,"
+                               "socket.SO_REUSEADDR,1)\ns.bind(('0.0.0.0',8099))\ns.listen(8)\n"
+                               "while True:\n c,_=s.accept(); c.sendall(b'outside\\n'); c.close()"])
+    time.sleep(0.5)
+    yield subnet_ns
+    server.kill()
+    server.wait()
+    subprocess.run(["ip", "link", "del", host_if], capture_output=True)
+    subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+CONNECT = """import socket, sys
+for host, port in [(h, int(p)) for h, p in (a.split(':') for a in sys.argv[1:])]:
+    try:
+        s = socket.create_connection((host, port), timeout=3)
+        print(host, 'connected', s.recv(64).decode().strip())
+    except OSError as e:
+        print(host, 'refused', type(e).__name__)
+"""
+
+
+def connect_from_sandbox(runbox, network_flag, *targets):
+    code = CONNECT.replace("sys.argv[1:]", repr(list(targets)))
+    result = runbox.run("python", code, network_flag, "--timeout", "30")
+    return {line.split()[0]: line.split()[1] for line in result["output"].splitlines()}
+
+
+def test_network_off_reaches_neither_host_loopback_nor_outside(runbox, loopback_server, outside_host):
+    seen = connect_from_sandbox(runbox, "--no-network", f"127.0.0.1:{loopback_server.port}",
+                                f"10.0.2.2:{loopback_server.port}", f"{outside_host}:8099")
+    assert seen == {"127.0.0.1": "refused", "10.0.2.2": "refused", outside_host: "refused"}
+    assert loopback_server.accepted == 0
+
+
+@root_only
+def test_network_on_reaches_outside_but_not_host_loopback(runbox, loopback_server, outside_host):
+    seen = connect_from_sandbox(runbox, "--network", f"{outside_host}:8099",
+                                f"127.0.0.1:{loopback_server.port}", f"10.0.2.2:{loopback_server.port}")
+    assert seen == {outside_host: "connected", "127.0.0.1": "refused", "10.0.2.2": "refused"}
+    assert loopback_server.accepted == 0
+
+
+def test_abstract_unix_sockets_do_not_cross_sessions(runbox):
+    name = "rbx-" + uuid.uuid4().hex[:8]
+    listen = (f"import socket,time\ns=socket.socket(socket.AF_UNIX)\ns.bind('\\0{name}')\n"
+              "s.listen(1)\nprint('listening', flush=True)\ntime.sleep(4)")
+    network = "--network" if IS_ROOT else "--no-network"  # rootless networking may be absent
+    proc = runbox.popen("run", "python", "-c", listen, "--session", "a1", network, "--json")
+    time.sleep(1.5)
+    connect = (f"import socket\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect('\\0{name}')\n"
+               " print('connected')\nexcept OSError as e: print('refused')")
+    result = runbox.run("python", connect, "--session", "b1", network)
+    proc.wait(30)
+    assert result["output"] == "refused\n"
+
+
+# --- nothing left behind -----------------------------------------------------------------
+
+def sandbox_processes():
+    """Host processes running as the sandbox's host uids (as root), other than zombies."""
+    if not IS_ROOT:
+        return []
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                status = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue
+        uid = int(status["Uid"].split()[0])
+        if 3000000 <= uid < 3002000 and not status["State"].strip().startswith("Z"):
+            found.append(int(pid))
+    return found
+
+
+def test_zz_nothing_is_left_on_the_host():
+    """Runs last in this module: no process, mount, cgroup or helper of any case is left."""
+    deadline = time.time() + 10
+    while sandbox_processes() and time.time() < deadline:
+        time.sleep(0.1)
+    assert sandbox_processes() == []
+    with open("/proc/self/mountinfo") as f:
+        leftovers = [line for line in f if "/pytest-" in line and "/sessions/" in line]
+    assert leftovers == []
+    for hierarchy in ("/sys/fs/cgroup/memory/runbox", "/sys/fs/cgroup/pids/runbox",
+                      "/sys/fs/cgroup/runbox"):
+        if os.path.isdir(hierarchy):
+            assert [d for d in os.listdir(hierarchy) if d.startswith("exec-")] == []
+    helpers = []
+    for pid in processes_matching("slirp4netns"):
+        try:
+            if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+                helpers.append(pid)
+        except OSError:
+            pass
+    assert helpers == []
