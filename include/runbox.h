@@ -75,6 +75,8 @@ typedef struct rbx_request {
     int cancel_fd;               /* -1, or an fd that becomes readable to cancel */
     int network;                 /* -1: the configured default; 0: loopback only; 1: on */
     uint32_t memory_mb;          /* 0: the configured default */
+    const char *const *requirements; /* packages the code needs (PEP 508 / npm specs) */
+    size_t requirement_count;
 } rbx_request;
 
 /* Fills the request with its defaults (notably cancel_fd = -1). */

@@ -32,5 +32,7 @@ int cli_read_file(const char *path, size_t limit, char **data, size_t *len, char
 int cli_run(const cli_globals *globals, int argc, char **argv);
 int cli_sessions(const cli_globals *globals, int argc, char **argv);
 int cli_check(const cli_globals *globals, int argc, char **argv);
+int cli_serve(const cli_globals *globals, int argc, char **argv); /* src/http/ */
+int cli_mcp(const cli_globals *globals, int argc, char **argv);   /* src/mcp/ */
 
 #endif

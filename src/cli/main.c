@@ -15,6 +15,8 @@ static const char usage[] =
     "  run LANGUAGE (-c CODE | FILE | -)   run code (see 'runbox run --help')\n"
     "  sessions list|new|rm|gc             manage sessions (see 'runbox sessions --help')\n"
     "  check [--json]                      which isolation guarantees hold on this host\n"
+    "  serve [--listen ADDR:PORT]          the HTTP API (see 'runbox serve --help')\n"
+    "  mcp                                 a Model Context Protocol server on stdio\n"
     "\n"
     "options:\n"
     "  --state-dir DIR   where sessions live (also RUNBOX_STATE_DIR; default\n"
@@ -67,10 +69,15 @@ int main(int argc, char **argv)
         return cli_sessions(&globals, argc - i, argv + i);
     if (!strcmp(command, "check"))
         return cli_check(&globals, argc - i, argv + i);
+    if (!strcmp(command, "serve"))
+        return cli_serve(&globals, argc - i, argv + i);
+    if (!strcmp(command, "mcp"))
+        return cli_mcp(&globals, argc - i, argv + i);
     if (!strcmp(command, "help")) {
         fputs(usage, stdout);
         return 0;
     }
-    return cli_usage_error(NULL, "unknown command '%.64s' (accepted: run, sessions, check)",
+    return cli_usage_error(NULL,
+                           "unknown command '%.64s' (accepted: run, sessions, check, serve, mcp)",
                            command);
 }
