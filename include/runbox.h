@@ -50,6 +50,13 @@ typedef struct rbx_config {
     uint32_t pids_max;          /* processes and threads per execution, default 256 */
     uint32_t cpu_weight;        /* CPU share, 1..10000 (cgroup v2 scale), default 100 */
     const char *policy_file;    /* deny patterns checked before code runs; NULL: none */
+    uint32_t max_requirements;  /* per execution, default 32 */
+    bool allow_requirement_urls;/* let specs name URLs and paths (default: refused) */
+    double install_timeout_s;   /* default 300 */
+    size_t install_output_cap;  /* installer output kept per stream, default 64 KiB */
+    bool install_network_host;  /* installs use the host's network, loopback included (for a
+                                   package mirror there); default: the outside only */
+    uint64_t envs_cap_bytes;    /* total size of cached environments, default 10 GiB */
 } rbx_config;
 
 void rbx_config_defaults(rbx_config *config);
@@ -110,6 +117,10 @@ typedef struct rbx_result {
     int signal;                /* the signal that ended the program, or 0 */
     const char *limits;        /* what enforced the limits: "cgroup-v1", "cgroup-v2", "rlimits" */
     bool network;              /* whether the code could reach outside hosts */
+    bool has_install;          /* the execution had requirements: the install_* fields apply */
+    char install_env[64];      /* the environment's name */
+    bool install_reused;       /* it existed already: nothing was installed */
+    int64_t install_ms;        /* how long finding or installing it took */
 } rbx_result;
 
 /* Runs one request. Returns RBX_OK when the request was valid and a result
@@ -176,6 +187,23 @@ rbx_status rbx_session_gc(rbx_engine *engine, double idle_s, size_t *removed, rb
 /* The session's work directory on the host (for front ends that move files). */
 rbx_status rbx_session_dir(rbx_engine *engine, const char *id, char *path, size_t size,
                            rbx_error *err);
+
+/* Cached dependency environments. */
+typedef struct rbx_env_info {
+    char key[64];
+    char runtime[16];
+    char requirements[1024]; /* space-separated, normalized */
+    uint64_t size_bytes;
+    int64_t created_unix;
+    int64_t last_used_unix;
+    bool in_use;
+} rbx_env_info;
+
+rbx_status rbx_env_list(rbx_engine *engine, rbx_env_info **infos, size_t *count, rbx_error *err);
+/* Removes environments unused for longer than unused_s (negative: none for
+ * that reason), then the least recently used while the total is over the
+ * configured cap; never one in use. */
+rbx_status rbx_env_gc(rbx_engine *engine, double unused_s, size_t *removed, rbx_error *err);
 
 /* Stops every execution of this engine running in the session (it ends
  * as cancelled); returns how many there were. */

@@ -50,6 +50,10 @@ void rbx_config_defaults(rbx_config *config)
     config->max_memory_mb = 8192;
     config->pids_max = 256;
     config->cpu_weight = 100;
+    config->max_requirements = 32;
+    config->install_timeout_s = 300;
+    config->install_output_cap = 64 * 1024;
+    config->envs_cap_bytes = 10ull << 30;
 }
 
 void rbx_request_init(rbx_request *request)
@@ -121,6 +125,16 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
         if (config->cpu_weight)
             engine->config.cpu_weight = config->cpu_weight;
         engine->config.policy_file = config->policy_file;
+        if (config->max_requirements)
+            engine->config.max_requirements = config->max_requirements;
+        engine->config.allow_requirement_urls = config->allow_requirement_urls;
+        if (config->install_timeout_s > 0)
+            engine->config.install_timeout_s = config->install_timeout_s;
+        if (config->install_output_cap)
+            engine->config.install_output_cap = config->install_output_cap;
+        engine->config.install_network_host = config->install_network_host;
+        if (config->envs_cap_bytes)
+            engine->config.envs_cap_bytes = config->envs_cap_bytes;
     }
     if (engine->config.default_timeout_s > engine->config.max_timeout_s)
         engine->config.default_timeout_s = engine->config.max_timeout_s;

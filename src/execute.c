@@ -1,6 +1,7 @@
 /* One execution, in the order the product promises: validate the request,
  * take the session, start the sandbox, watch it, classify what happened,
  * release the session. Nothing of the code runs before its syntax passed. */
+#include "deps.h"
 #include "policy.h"
 #include "sandbox/sandbox.h"
 
@@ -198,8 +199,9 @@ static const char *limits_name(bool in_cgroup)
 
 static rbx_status run_in_sandbox(rbx_engine *engine, const rbx_request *request,
                                  const rbx_runtime *runtime, double timeout_s, double budget_s,
-                                 const rbx_session *session, rbx_output_fn on_output, void *user,
-                                 rbx_result *result, rbx_error *err)
+                                 const rbx_session *session, const rbx_env *env,
+                                 rbx_output_fn on_output, void *user, rbx_result *result,
+                                 rbx_error *err)
 {
     char **envp = build_env(request, session);
     int code_fd = code_memfd(request);
@@ -215,10 +217,14 @@ static rbx_status run_in_sandbox(rbx_engine *engine, const rbx_request *request,
         .argv = (char *const *)runtime->argv,
         .envp = envp,
         .root = engine->root_plan,
-        .session_path = session->one_off ? NULL : session->work_path,
+        .root_request =
+            {
+                .session_path = session->one_off ? NULL : session->work_path,
+                .become_root = engine->is_root,
+            },
         .code_fd = code_fd,
         .with_stdin = request->stdin_data != NULL,
-        .network = wants_network(engine, request),
+        .network = wants_network(engine, request) ? RBX_NET_OUTSIDE : RBX_NET_LOOPBACK,
         .limits =
             {
                 .memory_bytes = (uint64_t)(request->memory_mb ? request->memory_mb
@@ -235,7 +241,23 @@ static rbx_status run_in_sandbox(rbx_engine *engine, const rbx_request *request,
     rbx_capture_init(&errc, engine->config.output_cap_bytes);
     rbx_watch *watch = calloc(1, sizeof *watch);
     rbx_sandbox sandbox;
-    result->network = spec.network;
+    spec.root_request.nameserver = spec.network == RBX_NET_OUTSIDE;
+    char env_dir[4500];
+    if (env) {
+        /* The environment, read-only, where the runtime looks for it. */
+        snprintf(env_dir, sizeof env_dir, "%s/%s", env->path, runtime->env_subdir);
+        spec.root_request.binds[0] =
+            (rbx_bind){.host = env_dir, .inside = runtime->env_run_at, .writable = false};
+        spec.root_request.bind_count = 1;
+        if (runtime->env_interpreter)
+            spec.interpreter = runtime->env_interpreter;
+    }
+    /* argv[0] is the interpreter's path: Python finds its venv from it. */
+    const char *argv[sizeof runtime->argv / sizeof runtime->argv[0]];
+    memcpy(argv, runtime->argv, sizeof argv);
+    argv[0] = spec.interpreter;
+    spec.argv = (char *const *)argv;
+    result->network = spec.network == RBX_NET_OUTSIDE;
     int64_t started = rbx_now_us();
     rbx_status status = watch ? rbx_sandbox_start(&spec, &sandbox, err)
                               : rbx_fail(err, RBX_ESYSTEM, "out of memory");
@@ -341,6 +363,25 @@ static rbx_status run_in_sandbox(rbx_engine *engine, const rbx_request *request,
     return status;
 }
 
+/* The requirements could not be installed: the code does not run. */
+static rbx_status install_failed_result(const rbx_env *env, rbx_result *result)
+{
+    static const char note[] = "\n[runbox: installing the requirements failed; the code was not "
+                               "run]\n";
+    const char *message = env->message ? env->message : "";
+    size_t len = strlen(message);
+    result->output = strdup("");
+    result->error = malloc(len + sizeof note);
+    if (!result->output || !result->error)
+        return RBX_ESYSTEM;
+    memcpy(result->error, message, len);
+    memcpy(result->error + len, note, sizeof note);
+    result->error_len = len + sizeof note - 1;
+    result->exit_code = 1;
+    result->error_type = "ImportError";
+    return RBX_OK;
+}
+
 /* Refused by the operator's policy: nothing runs. */
 static rbx_status policy_result(const char *rule, rbx_result *result)
 {
@@ -368,6 +409,38 @@ static rbx_status syntax_result(const rbx_runtime *runtime, size_t offset, size_
     fill_exit(result, &outcome);
     rbx_classify(runtime, &outcome, NULL, 0, &result->error_type, &result->exception);
     return RBX_OK;
+}
+
+/* Takes the session (waiting counts against the execution's own timeout)
+ * and runs the code in it. */
+static rbx_status run_in_session(rbx_engine *engine, const rbx_request *request,
+                                 const rbx_runtime *runtime, double timeout_s, const rbx_env *env,
+                                 rbx_output_fn on_output, void *user, rbx_result *result,
+                                 rbx_error *err)
+{
+    if (env && env->failed) {
+        if (request->session_id)
+            snprintf(result->session_id, sizeof result->session_id, "%s", request->session_id);
+        else
+            rbx_session_id_new(result->session_id);
+        return install_failed_result(env, result) == RBX_OK
+                   ? RBX_OK
+                   : rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    }
+    rbx_session session;
+    int64_t waited_from = rbx_now_us();
+    rbx_status status =
+        rbx_session_acquire(engine, request->session_id, timeout_s, &session, err);
+    if (status != RBX_OK)
+        return status;
+    snprintf(result->session_id, sizeof result->session_id, "%s", session.id);
+    double left = timeout_s - (double)(rbx_now_us() - waited_from) / 1e6;
+    if (left < 0.001)
+        left = 0.001;
+    status = run_in_sandbox(engine, request, runtime, timeout_s, left, &session, env, on_output,
+                            user, result, err);
+    rbx_session_release(engine, &session);
+    return status;
 }
 
 rbx_status rbx_execute(rbx_engine *engine, const rbx_request *request, rbx_output_fn on_output,
@@ -399,19 +472,24 @@ rbx_status rbx_execute(rbx_engine *engine, const rbx_request *request, rbx_outpu
         return RBX_OK;
     }
 
-    rbx_session session;
-    /* Waiting for a busy session counts against the execution's own timeout. */
-    int64_t waited_from = rbx_now_us();
-    status = rbx_session_acquire(engine, request->session_id, timeout_s, &session, err);
+    rbx_requirements reqs;
+    status = rbx_requirements_parse(engine, runtime, request, &reqs, err);
     if (status != RBX_OK)
         return status;
-    snprintf(result->session_id, sizeof result->session_id, "%s", session.id);
-    double left = timeout_s - (double)(rbx_now_us() - waited_from) / 1e6;
-    if (left < 0.001)
-        left = 0.001;
-    status = run_in_sandbox(engine, request, runtime, timeout_s, left, &session, on_output, user,
-                            result, err);
-    rbx_session_release(engine, &session);
+    rbx_env env = {.use_fd = -1};
+    if (reqs.count) {
+        status = rbx_env_acquire(engine, runtime, &reqs, &env, err);
+        rbx_requirements_free(&reqs);
+        if (status != RBX_OK)
+            return status;
+        result->has_install = true;
+        snprintf(result->install_env, sizeof result->install_env, "%s", env.key);
+        result->install_reused = env.reused;
+        result->install_ms = env.install_ms;
+    }
+    status = run_in_session(engine, request, runtime, timeout_s,
+                            result->has_install ? &env : NULL, on_output, user, result, err);
+    rbx_env_release(&env);
     if (status != RBX_OK)
         rbx_result_free(result);
     return status;

@@ -51,12 +51,31 @@ typedef struct rbx_runtime {
      * returns an error_type and sets *exception to the language's own error
      * name (malloc'ed) or NULL. */
     const char *(*classify)(int exit_code, const char *text, size_t len, char **exception);
+
+    /* Dependencies (NULL install: the language takes no requirements). An
+     * environment is a directory installed by running install (a shell
+     * script getting the specs as "$@") with the directory writable at
+     * env_inside; executions then see env_subdir of it, read-only, at
+     * env_run_at, and run env_interpreter instead when it is set. */
+    const char *install;
+    const char *env_inside;
+    const char *env_subdir;
+    const char *env_run_at;
+    const char *env_interpreter;
+    /* Checks and normalizes one requirement spec into out (NUL-terminated);
+     * returns false with a reason in why. */
+    bool (*normalize_spec)(const char *spec, bool allow_urls, char *out, size_t size,
+                           char *why, size_t why_size);
 } rbx_runtime;
 
 const char *rbx_classify_python(int exit_code, const char *text, size_t len, char **exception);
 const char *rbx_classify_javascript(int exit_code, const char *text, size_t len,
                                     char **exception);
 const char *rbx_classify_bash(int exit_code, const char *text, size_t len, char **exception);
+bool rbx_spec_python(const char *spec, bool allow_urls, char *out, size_t size, char *why,
+                     size_t why_size);
+bool rbx_spec_npm(const char *spec, bool allow_urls, char *out, size_t size, char *why,
+                  size_t why_size);
 
 const rbx_runtime *rbx_runtime_find(const char *name);
 

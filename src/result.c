@@ -47,6 +47,12 @@ static char *render_result(const rbx_result *result, bool as_event)
     json_object_set_new(obj, "peak_memory_kb", json_integer(result->peak_memory_kb));
     json_object_set_new(obj, "limits", nullable_string(result->limits));
     json_object_set_new(obj, "network", json_boolean(result->network));
+    json_object_set_new(obj, "install",
+                        result->has_install
+                            ? json_pack("{s:s, s:b, s:I}", "environment", result->install_env,
+                                        "reused", result->install_reused, "duration_ms",
+                                        (json_int_t)result->install_ms)
+                            : json_null());
     char *out = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(obj);
     return out;

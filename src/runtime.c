@@ -89,6 +89,18 @@ static const rbx_runtime runtimes[] = {
         .extension = ".py",
         .argv = {"python3", "-c", python_bootstrap},
         .classify = rbx_classify_python,
+        /* A venv that sees the system's site-packages, so a requirement that
+         * Debian's python3-* packages already satisfy needs no download; pip
+         * honours PIP_INDEX_URL, PIP_FIND_LINKS, pip.conf... */
+        .install = "/usr/bin/python3 -m venv --system-site-packages --without-pip /opt/runbox/env"
+                   " && exec /usr/bin/python3 -m pip --python /opt/runbox/env/bin/python3 install"
+                   " --no-input --disable-pip-version-check --progress-bar off"
+                   " --no-warn-script-location -- \"$@\"",
+        .env_inside = "/opt/runbox/env",
+        .env_subdir = "",
+        .env_run_at = "/opt/runbox/env",
+        .env_interpreter = "/opt/runbox/env/bin/python3",
+        .normalize_spec = rbx_spec_python,
     },
     {
         .name = "javascript",
@@ -97,6 +109,15 @@ static const rbx_runtime runtimes[] = {
         .extension = ".js",
         .argv = {"node", "-e", javascript_bootstrap},
         .classify = rbx_classify_javascript,
+        /* node_modules appears at /node_modules, the last place Node looks
+         * from /home/user, for require and import alike. npm honours
+         * NPM_CONFIG_REGISTRY and .npmrc. */
+        .install = "cd /opt/runbox/env && exec /usr/bin/npm install --no-audit --no-fund"
+                   " --no-update-notifier --loglevel=error -- \"$@\"",
+        .env_inside = "/opt/runbox/env",
+        .env_subdir = "node_modules",
+        .env_run_at = "/node_modules",
+        .normalize_spec = rbx_spec_npm,
     },
     {
         .name = "bash",

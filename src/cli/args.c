@@ -47,6 +47,7 @@ rbx_engine *cli_engine(const cli_globals *globals, int *exit_code)
     rbx_config_defaults(&config);
     config.state_dir = globals->state_dir;
     config.policy_file = globals->policy_file;
+    config.install_network_host = globals->install_network_host;
     rbx_error err = {0};
     rbx_engine *engine = rbx_engine_new(&config, &err);
     if (!engine)

@@ -13,6 +13,7 @@ enum { EXIT_USAGE = 2, EXIT_SYSTEM = 1 };
 typedef struct cli_globals {
     const char *state_dir;
     const char *policy_file;
+    bool install_network_host; /* --install-network host (or RUNBOX_INSTALL_NETWORK=host) */
 } cli_globals;
 
 /* Where an operator installs the shipped deploy/policy.conf. */
@@ -32,6 +33,7 @@ int cli_read_file(const char *path, size_t limit, char **data, size_t *len, char
 int cli_run(const cli_globals *globals, int argc, char **argv);
 int cli_sessions(const cli_globals *globals, int argc, char **argv);
 int cli_check(const cli_globals *globals, int argc, char **argv);
+int cli_envs(const cli_globals *globals, int argc, char **argv);
 int cli_serve(const cli_globals *globals, int argc, char **argv); /* src/http/ */
 int cli_mcp(const cli_globals *globals, int argc, char **argv);   /* src/mcp/ */
 

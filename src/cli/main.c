@@ -15,6 +15,7 @@ static const char usage[] =
     "  run LANGUAGE (-c CODE | FILE | -)   run code (see 'runbox run --help')\n"
     "  sessions list|new|rm|gc             manage sessions (see 'runbox sessions --help')\n"
     "  check [--json]                      which isolation guarantees hold on this host\n"
+    "  envs list|gc                        cached dependency environments\n"
     "  serve [--listen ADDR:PORT]          the HTTP API (see 'runbox serve --help')\n"
     "  mcp                                 a Model Context Protocol server on stdio\n"
     "\n"
@@ -23,6 +24,10 @@ static const char usage[] =
     "                    /var/lib/runbox as root, else $XDG_STATE_HOME/runbox)\n"
     "  --policy FILE     deny patterns checked before code runs (also RUNBOX_POLICY;\n"
     "                    default " CLI_DEFAULT_POLICY " when it exists)\n"
+    "  --install-network outside|host\n"
+    "                    the network of dependency installs: outside hosts only (the\n"
+    "                    default), or the host's own network, loopback included, for a\n"
+    "                    package mirror there (also RUNBOX_INSTALL_NETWORK)\n"
     "  --help            this text\n"
     "  --version         runbox's version\n";
 
@@ -32,6 +37,7 @@ int main(int argc, char **argv)
                            .policy_file = getenv("RUNBOX_POLICY")};
     if (!globals.policy_file && access(CLI_DEFAULT_POLICY, R_OK) == 0)
         globals.policy_file = CLI_DEFAULT_POLICY;
+    const char *install_network = getenv("RUNBOX_INSTALL_NETWORK");
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -49,6 +55,12 @@ int main(int argc, char **argv)
             globals.state_dir = value;
             continue;
         }
+        if (!strcmp(argv[i], "--install-network") || !strncmp(argv[i], "--install-network=", 18)) {
+            install_network = argv[i][17] == '=' ? argv[i] + 18 : argv[++i];
+            if (!install_network)
+                return cli_usage_error(NULL, "--install-network needs 'outside' or 'host'");
+            continue;
+        }
         if (!strcmp(argv[i], "--policy") || !strncmp(argv[i], "--policy=", 9)) {
             const char *value = argv[i][8] == '=' ? argv[i] + 9 : argv[++i];
             if (!value || !*value)
@@ -58,6 +70,10 @@ int main(int argc, char **argv)
         }
         return cli_usage_error(NULL, "unknown option '%.64s'", argv[i]);
     }
+    if (install_network && strcmp(install_network, "outside") && strcmp(install_network, "host"))
+        return cli_usage_error(NULL, "--install-network must be 'outside' or 'host', not '%.32s'",
+                               install_network);
+    globals.install_network_host = install_network && !strcmp(install_network, "host");
     if (i >= argc) {
         fputs(usage, stderr);
         return EXIT_USAGE;
@@ -69,6 +85,8 @@ int main(int argc, char **argv)
         return cli_sessions(&globals, argc - i, argv + i);
     if (!strcmp(command, "check"))
         return cli_check(&globals, argc - i, argv + i);
+    if (!strcmp(command, "envs"))
+        return cli_envs(&globals, argc - i, argv + i);
     if (!strcmp(command, "serve"))
         return cli_serve(&globals, argc - i, argv + i);
     if (!strcmp(command, "mcp"))
@@ -78,6 +96,6 @@ int main(int argc, char **argv)
         return 0;
     }
     return cli_usage_error(NULL,
-                           "unknown command '%.64s' (accepted: run, sessions, check, serve, mcp)",
+                           "unknown command '%.64s' (accepted: run, sessions, envs, check, serve, mcp)",
                            command);
 }

@@ -26,6 +26,9 @@ static const char run_usage[] =
     "  --network           let the code reach outside hosts (the default)\n"
     "  --no-network        loopback only\n"
     "  --memory MIB        memory limit (default 512)\n"
+    "  --require SPEC      a package the code needs (repeatable): a PEP 508 spec for\n"
+    "                      python (numpy>=1.24), an npm spec for javascript\n"
+    "                      (lodash@4.17.21); installed once into a cached environment\n"
     "\n"
     "Without --json or --stream the program's output passes through live and runbox\n"
     "exits with the program's exit code (124 on timeout). With them, runbox exits 0\n"
@@ -43,6 +46,8 @@ typedef struct run_options {
     enum output_mode mode;
     const char **env;
     size_t env_count;
+    const char **requirements;
+    size_t requirement_count;
     const char *state_dir;
     int network;
     unsigned memory_mb;
@@ -158,6 +163,10 @@ static int parse(int argc, char **argv, run_options *opts)
                 strlen(value) > 7)
                 return cli_usage_error("run", "--memory needs a whole number of MiB, e.g. "
                                               "--memory 256");
+        } else if (is_option(arg, "--require")) {
+            if (!(value = option_value(argc, argv, &i, "--require")))
+                return cli_usage_error("run", "--require needs a package spec");
+            opts->requirements[opts->requirement_count++] = value;
         } else if (is_option(arg, "--env")) {
             if (!(value = option_value(argc, argv, &i, "--env")))
                 return cli_usage_error("run", "--env needs NAME=VALUE");
@@ -208,11 +217,11 @@ int cli_run(const cli_globals *globals, int argc, char **argv)
         }
     run_options opts = {.state_dir = globals->state_dir, .network = -1};
     opts.env = calloc((size_t)argc, sizeof *opts.env);
-    if (!opts.env)
-        return EXIT_SYSTEM;
-    int rc = parse(argc, argv, &opts);
+    opts.requirements = calloc((size_t)argc, sizeof *opts.requirements);
+    int rc = opts.env && opts.requirements ? parse(argc, argv, &opts) : EXIT_SYSTEM;
     if (rc) {
         free(opts.env);
+        free(opts.requirements);
         return rc;
     }
     cli_globals mine = *globals;
@@ -220,6 +229,7 @@ int cli_run(const cli_globals *globals, int argc, char **argv)
     rbx_engine *engine = cli_engine(&mine, &rc);
     if (!engine) {
         free(opts.env);
+        free(opts.requirements);
         return rc;
     }
     const rbx_config *config = rbx_engine_config(engine);
@@ -232,6 +242,8 @@ int cli_run(const cli_globals *globals, int argc, char **argv)
     request.env_count = opts.env_count;
     request.network = opts.network;
     request.memory_mb = opts.memory_mb;
+    request.requirements = opts.requirements;
+    request.requirement_count = opts.requirement_count;
     char *code = NULL, *input = NULL;
     char why[600];
     if (opts.code_arg) {
@@ -266,6 +278,7 @@ done:
     free(code);
     free(input);
     free(opts.env);
+    free(opts.requirements);
     rbx_engine_free(engine);
     return rc;
 }

@@ -276,38 +276,69 @@ static int prepare_root(const rbx_root_plan *plan, bool network, const char **st
                                                                                                : 0;
 }
 
+/* Binds the request's host directories, opened before the uid switch. */
+static int bind_extra(const rbx_root_request *request, const int *fds, const char **step)
+{
+    char src[32], dst[RBX_ROOT_PATH_MAX + 16];
+    for (size_t i = 0; i < request->bind_count; i++) {
+        const rbx_bind *b = &request->binds[i];
+        *step = b->inside;
+        strcpy(src, "/proc/self/fd/");
+        append_number(src, sizeof src, (size_t)fds[i]);
+        if (!join(dst, sizeof dst, NEW_ROOT, b->inside) || make_dirs(dst) != 0 ||
+            mount(src, dst, NULL, MS_BIND, NULL) != 0 ||
+            set_attr(dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b->writable ? 0 : MOUNT_ATTR_RDONLY),
+                     false) != 0)
+            return -1;
+        close(fds[i]);
+    }
+    return 0;
+}
+
 /* Assign: the session's directory comes in, and the root is sealed. (A
  * prepared sandbox would receive it as a detached mount instead of a path.) */
-static int assign_session(const rbx_root_plan *plan, int session_fd, const char **step)
+static int assign_session(const rbx_root_plan *plan, const rbx_root_request *request,
+                          int session_fd, const int *bind_fds, const char **step)
 {
     int rc = bind_session(plan, session_fd, step);
     if (session_fd >= 0)
         close(session_fd);
+    if (rc == 0)
+        rc = bind_extra(request, bind_fds, step);
     return rc ? -1 : pivot(step);
 }
 
-int rbx_root_enter(const rbx_root_plan *plan, const char *session_path, bool become_root,
-                   bool network, const char **step)
+/* Opened in our own mount namespace (a bind needs a source there), and
+ * before leaving the host's uid, which may be the only one allowed to
+ * traverse the state directory. The last component is never a link. */
+static int open_host_dir(const char *path)
+{
+    return open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+int rbx_root_enter(const rbx_root_plan *plan, const rbx_root_request *request,
+                   const char **step)
 {
     *step = "make mounts private";
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
         return -1;
-    /* Opened in our own mount namespace (a bind needs a source there), and
-     * before leaving the host's uid, which may be the only one allowed to
-     * traverse the state directory. The last component is never a link. */
     *step = "open the session directory";
-    int session_fd = -1;
-    if (session_path &&
-        (session_fd = open(session_path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+    int session_fd = -1, bind_fds[RBX_MAX_BINDS];
+    if (request->session_path && (session_fd = open_host_dir(request->session_path)) < 0)
         return -1;
-    if (become_root) {
+    for (size_t i = 0; i < request->bind_count; i++) {
+        *step = request->binds[i].host;
+        if ((bind_fds[i] = open_host_dir(request->binds[i].host)) < 0)
+            return -1;
+    }
+    if (request->become_root) {
         /* Files are created in the new root below: that needs a uid that
          * exists in the namespace. The host's uid 0 is left behind. */
         *step = "become the sandbox's root";
         if (setresgid(0, 0, 0) != 0 || setgroups(0, NULL) != 0 || setresuid(0, 0, 0) != 0)
             return -1;
     }
-    if (prepare_root(plan, network, step) != 0)
+    if (prepare_root(plan, request->nameserver, step) != 0)
         return -1;
-    return assign_session(plan, session_fd, step);
+    return assign_session(plan, request, session_fd, bind_fds, step);
 }

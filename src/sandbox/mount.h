@@ -37,13 +37,29 @@ typedef struct rbx_root_plan {
 void rbx_root_plan_build(rbx_root_plan *plan, const char *const *paths, size_t tmp_size_mb,
                          size_t home_size_mb);
 
+/* A host directory shown inside one sandbox (a dependency environment). */
+typedef struct rbx_bind {
+    const char *host;
+    const char *inside;
+    bool writable;
+} rbx_bind;
+
+#define RBX_MAX_BINDS 2
+
+/* What one sandbox's root holds beyond the plan. */
+typedef struct rbx_root_request {
+    const char *session_path; /* the session's work directory; NULL: a one-off tmpfs home */
+    rbx_bind binds[RBX_MAX_BINDS];
+    size_t bind_count;
+    bool become_root;         /* switch to the namespace's uid 0 once host paths are open */
+    bool nameserver;          /* /etc/resolv.conf names the network helper's forwarder */
+} rbx_root_request;
+
 /* Child side (no allocation): builds the new root on a tmpfs, binds the
- * session's work directory at RBX_SANDBOX_HOME (a fresh sized tmpfs there
- * when session_path is NULL: a one-off run), pivots into it and detaches
- * the old root. With become_root, switches to the namespace's uid 0 once
- * the session directory is open. On failure returns -1 with errno set and
- * *step naming what failed. */
-int rbx_root_enter(const rbx_root_plan *plan, const char *session_path, bool become_root,
-                   bool network, const char **step);
+ * session's work directory at RBX_SANDBOX_HOME and the request's binds,
+ * pivots into it and detaches the old root. On failure returns -1 with
+ * errno set and *step naming what failed. */
+int rbx_root_enter(const rbx_root_plan *plan, const rbx_root_request *request,
+                   const char **step);
 
 #endif

@@ -11,6 +11,12 @@
 /* slirp4netns's built-in DNS forwarder, as seen from inside. */
 #define RBX_SANDBOX_NAMESERVER "10.0.2.3"
 
+typedef enum rbx_net_mode {
+    RBX_NET_LOOPBACK, /* a network namespace with only loopback */
+    RBX_NET_OUTSIDE,  /* ... connected to the outside, host loopback unreachable */
+    RBX_NET_HOST,     /* the host's own network (an operator's choice for installs) */
+} rbx_net_mode;
+
 typedef struct rbx_net_helper {
     pid_t pid;
     int exit_fd;   /* closing it makes slirp4netns exit */

@@ -16,10 +16,10 @@ typedef struct rbx_sandbox_spec {
     char *const *argv;
     char *const *envp;
     const rbx_root_plan *root;  /* the system paths to show, read-only */
-    const char *session_path;   /* the session's work directory on the host */
+    rbx_root_request root_request; /* the session, binds, and who builds the root */
     int code_fd;                /* becomes fd 3 of the program */
     bool with_stdin;            /* else stdin is /dev/null */
-    bool network;               /* else loopback only */
+    rbx_net_mode network;
     rbx_cgroup_limits limits;   /* enforced by a cgroup where there is one, else rlimits */
     uint64_t file_size_max;     /* RLIMIT_FSIZE */
     bool is_root;

@@ -24,11 +24,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Namespaces every execution gets. A new network namespace always: with the
- * network off it has only loopback, with it on the helper connects it. */
+/* Namespaces every sandbox gets. A new network namespace too (see
+ * clone_init), but for installs the operator let use the host's network. */
 #define SANDBOX_CLONE_FLAGS                                                                       \
-    (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | \
-     CLONE_NEWNET)
+    (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP)
 
 /* Everything the child side needs, prepared by the parent. */
 typedef struct child_plan {
@@ -247,9 +246,8 @@ static int sandbox_init(const child_plan *plan)
     for (size_t i = 0; i < plan->cgroup_count; i++)
         close(plan->cgroup_fds[i]);
     const char *step = "bring up loopback";
-    if (rbx_net_loopback_up() != 0 ||
-        rbx_root_enter(plan->spec->root, plan->spec->session_path, plan->spec->is_root,
-                       plan->spec->network, &step) != 0) {
+    if ((plan->spec->network != RBX_NET_HOST && rbx_net_loopback_up() != 0) ||
+        rbx_root_enter(plan->spec->root, &plan->spec->root_request, &step) != 0) {
         report_error(plan->report_fd, step, errno);
         _exit(1);
     }
@@ -352,7 +350,8 @@ static rbx_status open_channels(channels *c, bool with_stdin, rbx_error *err)
 static pid_t clone_init(child_plan *plan, int *pidfd)
 {
     struct clone_args args = {
-        .flags = SANDBOX_CLONE_FLAGS | CLONE_PIDFD,
+        .flags = SANDBOX_CLONE_FLAGS | CLONE_PIDFD |
+                 (plan->spec->network == RBX_NET_HOST ? 0 : CLONE_NEWNET),
         .pidfd = (uint64_t)(uintptr_t)pidfd,
         .exit_signal = SIGCHLD,
     };
@@ -370,7 +369,8 @@ static rbx_status release_init(const rbx_sandbox_spec *spec, rbx_sandbox *sandbo
     if (map_users(sandbox->pid, spec->is_root) != 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot map users into the sandbox: %s",
                         strerror(errno));
-    if (spec->network && rbx_net_helper_start(sandbox->pid, &sandbox->net, err) != RBX_OK)
+    if (spec->network == RBX_NET_OUTSIDE &&
+        rbx_net_helper_start(sandbox->pid, &sandbox->net, err) != RBX_OK)
         return err->status;
     if (write(sync_fd, "g", 1) != 1)
         return rbx_fail(err, RBX_ESYSTEM, "cannot start the sandbox: %s", strerror(errno));

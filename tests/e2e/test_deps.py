@@ -1,0 +1,233 @@
+"""Dependencies: requirements installed once into cached environments, through the CLI, with
+real installers (pip and npm), not mocks."""
+import base64
+import hashlib
+import http.server
+import json
+import os
+import threading
+import zipfile
+
+import pytest
+
+from conftest import Runbox
+
+NPM_PACKAGE = "is-number@7.0.0"  # small, no dependencies, on the npm registry this machine uses
+
+
+@pytest.fixture
+def outside_network(runbox):
+    """npm installs need the registry: skip where runbox check says there is no network."""
+    checks = json.loads(runbox.cli("check", "--json").stdout)["checks"]
+    if not next(c for c in checks if c["name"] == "network")["ok"]:
+        pytest.skip("no network helper on this host for this user (see runbox check)")
+
+
+def envs(runbox):
+    return json.loads(runbox.cli("envs", "list", "--json").stdout)
+
+
+def run_with(runbox, language, code, *requirements, env=None, extra=()):
+    args = []
+    for spec in requirements:
+        args += ["--require", spec]
+    return runbox.run(language, code, *args, *extra, env=env, timeout=400)
+
+
+# --- a package index of our own on loopback (PyPI is not reachable here) -----------------
+
+def build_wheel(directory, name, version, body):
+    """Writes a minimal pure-Python wheel by hand (a zip with dist-info)."""
+    dist = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}/__init__.py": body,
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: runbox-tests\nRoot-Is-Purelib: true\n"
+                         "Tag: py3-none-any\n",
+    }
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        record.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
+    record.append(f"{dist}/RECORD,,")
+    files[f"{dist}/RECORD"] = "\n".join(record) + "\n"
+    filename = f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(directory, filename), "w") as wheel:
+        for path, text in files.items():
+            wheel.writestr(path, text)
+    return filename
+
+
+@pytest.fixture(scope="module")
+def package_index(tmp_path_factory):
+    """A PEP 503 simple index on 127.0.0.1 serving one wheel the test built itself."""
+    root = tmp_path_factory.mktemp("index")
+    name = "rbxdemo"
+    (root / "simple" / name).mkdir(parents=True)
+    wheel = build_wheel(str(root / "simple" / name), name, "1.2.3",
+                        "GREETING = 'hello from a wheel served on loopback'\n")
+    (root / "simple" / name / "index.html").write_text(
+        f'<html><body><a href="{wheel}">{wheel}</a></body></html>')
+    (root / "simple" / "index.html").write_text(f'<a href="{name}/">{name}</a>')
+    requests = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *a, **k):
+            super().__init__(*a, directory=str(root), **k)
+
+        def log_message(self, *a):
+            requests.append(self.path)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield {"url": f"http://127.0.0.1:{server.server_address[1]}/simple", "requests": requests}
+    server.shutdown()
+
+
+def index_env(package_index):
+    return {"PIP_INDEX_URL": package_index["url"], "RUNBOX_INSTALL_NETWORK": "host",
+            "PIP_NO_CACHE_DIR": "1"}
+
+
+# --- Python ------------------------------------------------------------------------------
+
+def test_python_wheel_from_a_loopback_index_is_installed_and_imported(runbox, package_index):
+    code = "import rbxdemo\nprint(rbxdemo.GREETING)"
+    first = run_with(runbox, "python", code, "rbxdemo==1.2.3", env=index_env(package_index))
+    assert first["success"], first["error"]
+    assert first["output"] == "hello from a wheel served on loopback\n"
+    assert first["install"]["reused"] is False
+    assert any("rbxdemo" in path for path in package_index["requests"])
+    served = len(package_index["requests"])
+    second = run_with(runbox, "python", code, "rbxdemo==1.2.3", env=index_env(package_index))
+    assert second["output"] == first["output"] and second["install"]["reused"] is True
+    assert len(package_index["requests"]) == served  # no installer ran: the index saw nothing
+    assert [e["requirements"] for e in envs(runbox)] == ["rbxdemo==1.2.3"]
+
+
+def test_requirement_satisfied_by_a_system_package_needs_no_index(runbox):
+    dead = {"PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_NO_INDEX": "1"}
+    result = run_with(runbox, "python", "import numpy\nprint(numpy.__file__)", "numpy>=1.0",
+                      env=dead)
+    assert result["success"], result["error"]
+    assert result["output"].startswith("/usr/lib/python3/dist-packages/numpy/")
+    assert result["install"]["reused"] is False
+
+
+def test_unknown_package_is_an_import_error_nothing_is_cached_and_the_next_run_retries(
+        runbox, package_index):
+    for _ in range(2):
+        result = run_with(runbox, "python", "print('ran')", "rbx-no-such-package",
+                          env=index_env(package_index))
+        assert result["error_type"] == "ImportError"
+        assert result["output"] == ""  # the code did not run
+        assert "No matching distribution found for rbx-no-such-package" in result["error"]
+        assert result["install"]["reused"] is False
+        assert envs(runbox) == []
+
+
+def test_two_concurrent_first_runs_share_one_install(runbox, package_index):
+    args = ["run", "python", "-c", "import rbxdemo; print(rbxdemo.GREETING)", "--json",
+            "--require", "rbxdemo"]
+    procs = [runbox.popen(*args, env=index_env(package_index)) for _ in range(2)]
+    results = [json.loads(p.communicate(timeout=400)[0]) for p in procs]
+    assert all(r["success"] for r in results), results
+    assert sorted(r["install"]["reused"] for r in results) == [False, True]
+    assert len(envs(runbox)) == 1
+
+
+def test_environment_path_and_site_are_visible_read_only(runbox):
+    code = ("import sys, os\nprint(sys.prefix)\n"
+            "try:\n    open(sys.prefix + '/x', 'w')\nexcept OSError as e:\n    print(e.errno)")
+    result = run_with(runbox, "python", code, "numpy", env={"PIP_NO_INDEX": "1"})
+    assert result["output"] == "/opt/runbox/env\n30\n"  # EROFS
+
+
+# --- JavaScript --------------------------------------------------------------------------
+
+def test_npm_package_is_installed_once_and_imported_with_require_and_import(runbox,
+                                                                            outside_network):
+    required = run_with(runbox, "javascript",
+                        "const isNumber = require('is-number'); console.log(isNumber(5))",
+                        NPM_PACKAGE)
+    assert required["success"], required["error"]
+    assert required["output"] == "true\n" and required["install"]["reused"] is False
+    # The registry is made unreachable: a second npm run would fail, reuse does not run npm.
+    dead = {"npm_config_registry": "http://127.0.0.1:9/"}
+    imported = run_with(runbox, "javascript",
+                        "import isNumber from 'is-number';\nconsole.log(isNumber('x'))",
+                        NPM_PACKAGE, env=dead)
+    assert imported["success"], imported["error"]
+    assert imported["output"] == "false\n" and imported["install"]["reused"] is True
+    assert len(envs(runbox)) == 1
+
+
+def test_unknown_npm_package_is_an_import_error(runbox, outside_network):
+    result = run_with(runbox, "javascript", "console.log('ran')", "rbx-no-such-package-xyz-123")
+    assert result["error_type"] == "ImportError" and result["output"] == ""
+    assert "404" in result["error"] or "E404" in result["error"]
+    assert envs(runbox) == []
+
+
+# --- hostile specs -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("language,spec", [
+    ("python", "--index-url=http://evil/simple"), ("python", "-e ."), ("python", "-r"),
+    ("python", "-rreq.txt"), ("python", "numpy; rm -rf /"), ("python", "numpy\nos"),
+    ("python", "../x"), ("python", "/etc/passwd"), ("python", "./pkg"),
+    ("python", "http://x/y.whl"), ("python", "numpy @ https://x/n.whl"), ("python", "`id`"),
+    ("python", "$(id)"), ("python", "numpy==1.0 && id"), ("python", "x" * 201),
+    ("python", ""), ("python", "numpy>=1;python_version>'3'"),
+    ("javascript", "--registry=http://evil"), ("javascript", "file:../x"),
+    ("javascript", "git+https://x/y.git"), ("javascript", "../x"), ("javascript", "/abs"),
+    ("javascript", "lodash@$(id)"), ("javascript", "@scope"), ("javascript", "lodash@"),
+    ("javascript", "lodash@file:/etc"), ("javascript", "lodash@http://x/y.tgz"),
+    ("javascript", "a;b"), ("javascript", "lodash\n"),
+    ("bash", "jq"),
+])
+def test_hostile_specs_are_refused_before_any_installer_runs(runbox, language, spec):
+    proc = runbox.cli("run", language, "-c", "true", "--require", spec, "--json")
+    assert proc.returncode == 2, proc.stdout
+    message = proc.stderr.decode()
+    assert message.startswith("runbox: ") and len(message.strip().splitlines()) == 1
+    assert envs(runbox) == []
+
+
+def test_ten_thousand_specs_are_refused(runbox):
+    args = []
+    for i in range(10000):
+        args += ["--require", f"pkg{i}"]
+    proc = runbox.cli("run", "python", "-c", "1", *args, "--json")
+    assert proc.returncode == 2 and b"too many requirements" in proc.stderr
+
+
+@pytest.mark.parametrize("spec,normalized", [
+    ("NumPy", "numpy"), ("requests[socks]==2.28.1", "requests[socks]==2.28.1"),
+    ("Foo_Bar.baz >= 1.0", "foo-bar-baz>=1.0"),
+])
+def test_python_specs_are_normalized_into_one_environment(runbox, spec, normalized):
+    proc = runbox.cli("run", "python", "-c", "1", "--require", spec, "--json",
+                      env={"PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_NO_INDEX": "1"})
+    result = json.loads(proc.stdout)
+    assert result["install"] is not None
+    listed = envs(runbox)
+    if listed:  # only installable ones (numpy) leave an environment
+        assert listed[0]["requirements"] == normalized
+
+
+# --- the cache ---------------------------------------------------------------------------
+
+def test_envs_gc_removes_unused_environments_but_never_one_in_use(runbox):
+    first = run_with(runbox, "python", "print(1)", "numpy", env={"PIP_NO_INDEX": "1"})
+    assert first["success"]
+    busy = runbox.popen("run", "python", "-c", "import time; time.sleep(3)", "--json",
+                        "--require", "numpy", env={"PIP_NO_INDEX": "1"})
+    import time
+    time.sleep(1.5)
+    gc = runbox.cli("envs", "gc", "--unused", "0")
+    assert gc.returncode == 0 and "removed 0" in gc.stdout.decode()
+    assert len(envs(runbox)) == 1
+    busy.communicate(timeout=60)
+    gc = runbox.cli("envs", "gc", "--unused", "0")
+    assert "removed 1" in gc.stdout.decode()
+    assert envs(runbox) == []
