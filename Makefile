@@ -5,6 +5,7 @@ PYTEST = /usr/bin/python3 -m pytest
 
 DEBIAN_PACKAGES = build-essential cmake ninja-build pkg-config libjansson-dev libcmocka-dev \
                   libseccomp-dev libmicrohttpd-dev python3 python3-pytest python3-numpy \
+                  python3-pandas python3-pip python3-venv npm \
                   nodejs bubblewrap slirp4netns uidmap curl iproute2 procps e2fsprogs
 
 .PHONY: all build asan deps test test-build test-asan test-unprivileged clean run

@@ -30,7 +30,8 @@ static const char *const default_paths[] = {
     "/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf",
     "/etc/hosts", "/etc/host.conf", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/protocols",
     "/etc/services", "/etc/localtime", "/etc/timezone", "/etc/mime.types", "/etc/os-release",
-    "/etc/debian_version", "/etc/python3", "/etc/python3.11", "/etc/inputrc",
+    "/etc/debian_version", "/etc/python3", "/etc/python3.11", "/etc/inputrc", "/etc/pip.conf",
+    "/etc/xdg/pip",
     NULL,
 };
 
