@@ -84,6 +84,7 @@ typedef struct rbx_request {
     uint32_t memory_mb;          /* 0: the configured default */
     const char *const *requirements; /* packages the code needs (PEP 508 / npm specs) */
     size_t requirement_count;
+    bool trace;                  /* report how long each step took (result "trace") */
 } rbx_request;
 
 /* Fills the request with its defaults (notably cancel_fd = -1). */
@@ -121,6 +122,7 @@ typedef struct rbx_result {
     char install_env[64];      /* the environment's name */
     bool install_reused;       /* it existed already: nothing was installed */
     int64_t install_ms;        /* how long finding or installing it took */
+    char *trace;               /* with request.trace: {"validate_us": N, ...} as JSON, else NULL */
 } rbx_result;
 
 /* Runs one request. Returns RBX_OK when the request was valid and a result

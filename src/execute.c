@@ -197,107 +197,68 @@ static const char *limits_name(bool in_cgroup)
     return rbx_cgroup_probe()->mode == RBX_CGROUP_V2 ? "cgroup-v2" : "cgroup-v1";
 }
 
-static rbx_status run_in_sandbox(rbx_engine *engine, const rbx_request *request,
-                                 const rbx_runtime *runtime, double timeout_s, double budget_s,
-                                 const rbx_session *session, const rbx_env *env,
-                                 rbx_output_fn on_output, void *user, rbx_result *result,
-                                 rbx_error *err)
+/* One execution on its way through the engine. */
+typedef struct execution {
+    rbx_engine *engine;
+    const rbx_request *request;
+    const rbx_runtime *runtime;
+    double timeout_s;          /* as requested */
+    double budget_s;           /* what is left of it once the session was taken */
+    const rbx_session *session;
+    const rbx_env *env;
+    rbx_trace *trace;
+    rbx_output_fn on_output;
+    void *user;
+} execution;
+
+/* What the sandbox is told: the runtime, the session, the limits, and the
+ * environment, read-only, where the runtime looks for it. */
+static void build_spec(const execution *x, rbx_sandbox_spec *spec, const char **argv,
+                       char *env_dir, size_t env_dir_size)
 {
-    char **envp = build_env(request, session);
-    int code_fd = code_memfd(request);
-    if (!envp || code_fd < 0) {
-        rbx_fail(err, RBX_ESYSTEM, "cannot prepare the execution: %s", strerror(errno));
-        free_env(envp);
-        if (code_fd >= 0)
-            close(code_fd);
-        return RBX_ESYSTEM;
-    }
-    rbx_sandbox_spec spec = {
+    const rbx_engine *engine = x->engine;
+    const rbx_runtime *runtime = x->runtime;
+    *spec = (rbx_sandbox_spec){
         .interpreter = runtime->interpreter,
-        .argv = (char *const *)runtime->argv,
-        .envp = envp,
         .root = engine->root_plan,
-        .root_request =
-            {
-                .session_path = session->one_off ? NULL : session->work_path,
-                .become_root = engine->is_root,
-            },
-        .code_fd = code_fd,
-        .with_stdin = request->stdin_data != NULL,
-        .network = wants_network(engine, request) ? RBX_NET_OUTSIDE : RBX_NET_LOOPBACK,
-        .limits =
-            {
-                .memory_bytes = (uint64_t)(request->memory_mb ? request->memory_mb
-                                                               : engine->config.memory_mb)
-                                << 20,
-                .pids = engine->config.pids_max,
-                .cpu_weight = engine->config.cpu_weight,
-            },
+        .root_request = {.session_path = x->session->one_off ? NULL : x->session->work_path,
+                         .become_root = engine->is_root},
+        .with_stdin = x->request->stdin_data != NULL,
+        .network = wants_network(engine, x->request) ? RBX_NET_OUTSIDE : RBX_NET_LOOPBACK,
+        .limits = {.memory_bytes = (uint64_t)(x->request->memory_mb ? x->request->memory_mb
+                                                                     : engine->config.memory_mb)
+                                   << 20,
+                   .pids = engine->config.pids_max,
+                   .cpu_weight = engine->config.cpu_weight},
         .file_size_max = engine->config.disk_cap_bytes,
         .is_root = engine->is_root,
+        .trace = x->trace,
     };
-    rbx_capture out, errc;
-    rbx_capture_init(&out, engine->config.output_cap_bytes);
-    rbx_capture_init(&errc, engine->config.output_cap_bytes);
-    rbx_watch *watch = calloc(1, sizeof *watch);
-    rbx_sandbox sandbox;
-    spec.root_request.nameserver = spec.network == RBX_NET_OUTSIDE;
-    char env_dir[4500];
-    if (env) {
-        /* The environment, read-only, where the runtime looks for it. */
-        snprintf(env_dir, sizeof env_dir, "%s/%s", env->path, runtime->env_subdir);
-        spec.root_request.binds[0] =
+    spec->root_request.nameserver = spec->network == RBX_NET_OUTSIDE;
+    if (x->env) {
+        snprintf(env_dir, env_dir_size, "%s/%s", x->env->path, runtime->env_subdir);
+        spec->root_request.binds[0] =
             (rbx_bind){.host = env_dir, .inside = runtime->env_run_at, .writable = false};
-        spec.root_request.bind_count = 1;
+        spec->root_request.bind_count = 1;
         if (runtime->env_interpreter)
-            spec.interpreter = runtime->env_interpreter;
+            spec->interpreter = runtime->env_interpreter;
     }
     /* argv[0] is the interpreter's path: Python finds its venv from it. */
-    const char *argv[sizeof runtime->argv / sizeof runtime->argv[0]];
-    memcpy(argv, runtime->argv, sizeof argv);
-    argv[0] = spec.interpreter;
-    spec.argv = (char *const *)argv;
-    result->network = spec.network == RBX_NET_OUTSIDE;
-    int64_t started = rbx_now_us();
-    rbx_status status = watch ? rbx_sandbox_start(&spec, &sandbox, err)
-                              : rbx_fail(err, RBX_ESYSTEM, "out of memory");
-    close(code_fd);
-    free_env(envp);
-    if (status != RBX_OK) {
-        free(watch);
-        rbx_capture_free(&out);
-        rbx_capture_free(&errc);
-        return status;
-    }
-    rbx_running running;
-    track(engine, &running, session->id);
-    *watch = (rbx_watch){
-        .timeout_s = budget_s,
-        .cancel_fd = request->cancel_fd,
-        .kill_fd = running.kill_fd,
-        .stdin_data = request->stdin_data,
-        .stdin_len = request->stdin_len,
-        .on_output = on_output,
-        .user = user,
-        .out = &out,
-        .err = &errc,
-    };
-    rbx_exit_report report;
-    bool reported = rbx_supervise(&sandbox, watch, &report);
-    untrack(engine, &running);
-    rbx_cgroup_stats usage = {0};
-    bool measured = sandbox.cgroup && rbx_cgroup_stats_read(sandbox.cgroup, &usage) == 0;
-    result->limits = limits_name(sandbox.cgroup != NULL);
-    rbx_sandbox_close(&sandbox);
-    result->duration_ms = (rbx_now_us() - started + 500) / 1000;
+    memcpy(argv, runtime->argv, sizeof runtime->argv);
+    argv[0] = spec->interpreter;
+    spec->argv = (char *const *)argv;
+}
 
-    rbx_outcome outcome = {.timed_out = watch->timed_out,
-                           .cancelled = watch->cancelled,
-                           .oom_killed = measured && usage.oom_killed};
-    if (reported && WIFEXITED(report.wait_status)) {
-        outcome.exit_code = WEXITSTATUS(report.wait_status);
-    } else if (reported && WIFSIGNALED(report.wait_status)) {
-        outcome.signal = WTERMSIG(report.wait_status);
+/* What the poll loop and init told us, turned into the outcome. */
+static rbx_outcome read_outcome(const rbx_watch *watch, bool reported,
+                                const rbx_exit_report *report, bool oom_killed)
+{
+    rbx_outcome outcome = {
+        .timed_out = watch->timed_out, .cancelled = watch->cancelled, .oom_killed = oom_killed};
+    if (reported && WIFEXITED(report->wait_status)) {
+        outcome.exit_code = WEXITSTATUS(report->wait_status);
+    } else if (reported && WIFSIGNALED(report->wait_status)) {
+        outcome.signal = WTERMSIG(report->wait_status);
         outcome.exit_code = 128 + outcome.signal;
     } else {
         outcome.signal = SIGKILL; /* the sandbox was killed before the program ended */
@@ -305,57 +266,136 @@ static rbx_status run_in_sandbox(rbx_engine *engine, const rbx_request *request,
     }
     if (outcome.timed_out)
         outcome.exit_code = 124;
+    outcome.syntax_error = watch->report_len && watch->report[0] == 'S' && !outcome.timed_out &&
+                           !outcome.cancelled;
+    return outcome;
+}
+
+static void add_usage(rbx_result *result, bool reported, const rbx_exit_report *report,
+                      bool measured, const rbx_cgroup_stats *usage)
+{
     if (reported) {
-        result->cpu_ms = (report.usage.ru_utime.tv_sec + report.usage.ru_stime.tv_sec) * 1000 +
-                         (report.usage.ru_utime.tv_usec + report.usage.ru_stime.tv_usec) / 1000;
-        result->peak_memory_kb = report.usage.ru_maxrss;
+        const struct rusage *ru = &report->usage;
+        result->cpu_ms = (ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000 +
+                         (ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1000;
+        result->peak_memory_kb = ru->ru_maxrss;
     }
     /* The cgroup sees every process of the execution, not just the program. */
-    if (measured && usage.cpu_usec)
-        result->cpu_ms = (int64_t)(usage.cpu_usec / 1000);
-    if (measured && usage.peak_memory_bytes)
-        result->peak_memory_kb = (int64_t)(usage.peak_memory_bytes / 1024);
+    if (measured && usage->cpu_usec)
+        result->cpu_ms = (int64_t)(usage->cpu_usec / 1000);
+    if (measured && usage->peak_memory_bytes)
+        result->peak_memory_kb = (int64_t)(usage->peak_memory_bytes / 1024);
+}
 
-    const char *rep = watch->report;
-    if (watch->report_len && rep[0] == 'E') {
-        status = rbx_fail(err, RBX_ESYSTEM, "the sandbox failed to start: cannot %.400s", rep + 1);
-        err->message[strcspn(err->message, "\n")] = 0;
-    } else if (watch->report_len && rep[0] == 'S' && !outcome.timed_out && !outcome.cancelled) {
-        outcome.syntax_error = true;
+/* runbox's own word on how the execution was stopped. */
+static void add_notes(rbx_result *result, const rbx_outcome *outcome, const execution *x,
+                      uint64_t memory_bytes)
+{
+    const char *nl =
+        result->error_len && result->error[result->error_len - 1] != '\n' ? "\n" : "";
+    char note[200];
+    if (outcome->oom_killed) {
+        snprintf(note, sizeof note,
+                 "%s[runbox: the execution reached its memory limit of %llu MiB and was "
+                 "killed]\n",
+                 nl, (unsigned long long)(memory_bytes >> 20));
+        append_note(result, note);
+    } else if (outcome->timed_out) {
+        snprintf(note, sizeof note,
+                 "%s[runbox: timed out after %g s; every process of the execution was killed]\n",
+                 nl, x->timeout_s);
+        append_note(result, note);
+    } else if (outcome->cancelled) {
+        snprintf(note, sizeof note,
+                 "%s[runbox: cancelled; every process of the execution was killed]\n", nl);
+        append_note(result, note);
     }
+}
+
+static rbx_status fill_result(const execution *x, rbx_watch *watch, const rbx_outcome *outcome,
+                              uint64_t memory_bytes, rbx_result *result, rbx_error *err)
+{
+    if (watch->report_len && watch->report[0] == 'E') {
+        rbx_fail(err, RBX_ESYSTEM, "the sandbox failed to start: cannot %.400s",
+                 watch->report + 1);
+        err->message[strcspn(err->message, "\n")] = 0;
+        return RBX_ESYSTEM;
+    }
+    result->output =
+        rbx_capture_finish(watch->out, "stdout", &result->truncated_stdout, &result->output_len);
+    result->error =
+        rbx_capture_finish(watch->err, "stderr", &result->truncated_stderr, &result->error_len);
+    /* A bare "S": the interpreter printed the message on stderr itself. */
+    if (outcome->syntax_error && watch->report_len > 1) {
+        free(result->error);
+        result->error = dup_text(watch->report + 1, watch->report_len - 1, &result->error_len);
+    }
+    fill_exit(result, outcome);
+    rbx_classify(x->runtime, outcome, result->error, result->error_len, &result->error_type,
+                 &result->exception);
+    add_notes(result, outcome, x, memory_bytes);
+    if (!result->output || !result->error)
+        return rbx_fail(err, RBX_ESYSTEM, "out of memory building the result");
+    return RBX_OK;
+}
+
+/* Watches a started sandbox to its end; fills the result. */
+static rbx_status watch_sandbox(const execution *x, rbx_sandbox *sandbox, rbx_watch *watch,
+                                uint64_t memory_bytes, rbx_result *result, rbx_error *err)
+{
+    rbx_running running;
+    track(x->engine, &running, x->session->id);
+    watch->kill_fd = running.kill_fd;
+    rbx_exit_report report;
+    int64_t started = rbx_now_us();
+    bool reported = rbx_supervise(sandbox, watch, &report);
+    untrack(x->engine, &running);
+    rbx_cgroup_stats usage = {0};
+    bool measured = sandbox->cgroup && rbx_cgroup_stats_read(sandbox->cgroup, &usage) == 0;
+    result->limits = limits_name(sandbox->cgroup != NULL);
+    rbx_sandbox_close(sandbox);
+    result->duration_ms = (rbx_now_us() - started + 500) / 1000;
+    rbx_outcome outcome = read_outcome(watch, reported, &report, measured && usage.oom_killed);
+    add_usage(result, reported, &report, measured, &usage);
+    return fill_result(x, watch, &outcome, memory_bytes, result, err);
+}
+
+static rbx_status run_in_sandbox(const execution *x, rbx_result *result, rbx_error *err)
+{
+    char **envp = build_env(x->request, x->session);
+    int code_fd = code_memfd(x->request);
+    rbx_watch *watch = calloc(1, sizeof *watch);
+    rbx_capture out, errc;
+    rbx_capture_init(&out, x->engine->config.output_cap_bytes);
+    rbx_capture_init(&errc, x->engine->config.output_cap_bytes);
+    rbx_status status = RBX_OK;
+    if (!envp || code_fd < 0 || !watch)
+        status = rbx_fail(err, RBX_ESYSTEM, "cannot prepare the execution: %s", strerror(errno));
+    rbx_sandbox_spec spec;
+    const char *argv[sizeof x->runtime->argv / sizeof x->runtime->argv[0]];
+    char env_dir[4500];
+    rbx_sandbox sandbox;
     if (status == RBX_OK) {
-        result->output =
-            rbx_capture_finish(&out, "stdout", &result->truncated_stdout, &result->output_len);
-        result->error =
-            rbx_capture_finish(&errc, "stderr", &result->truncated_stderr, &result->error_len);
-        /* A bare "S": the interpreter printed the message on stderr itself. */
-        if (outcome.syntax_error && watch->report_len > 1) {
-            free(result->error);
-            result->error = dup_text(rep + 1, watch->report_len - 1, &result->error_len);
-        }
-        fill_exit(result, &outcome);
-        rbx_classify(runtime, &outcome, result->error, result->error_len, &result->error_type,
-                     &result->exception);
-        char note[200];
-        if (outcome.oom_killed) {
-            snprintf(note, sizeof note,
-                     "%s[runbox: the execution reached its memory limit of %llu MiB and was "
-                     "killed]\n",
-                     result->error_len && result->error[result->error_len - 1] != '\n' ? "\n" : "",
-                     (unsigned long long)(spec.limits.memory_bytes >> 20));
-            append_note(result, note);
-        } else if (outcome.timed_out) {
-            snprintf(note, sizeof note,
-                     "%s[runbox: timed out after %g s; every process of the execution was "
-                     "killed]\n",
-                     result->error_len && result->error[result->error_len - 1] != '\n' ? "\n" : "",
-                     timeout_s);
-            append_note(result, note);
-        } else if (outcome.cancelled) {
-            append_note(result, "[runbox: cancelled; every process of the execution was killed]\n");
-        }
-        if (!result->output || !result->error)
-            status = rbx_fail(err, RBX_ESYSTEM, "out of memory building the result");
+        build_spec(x, &spec, argv, env_dir, sizeof env_dir);
+        spec.envp = envp;
+        spec.code_fd = code_fd;
+        result->network = spec.network == RBX_NET_OUTSIDE;
+        status = rbx_sandbox_start(&spec, &sandbox, err);
+    }
+    if (code_fd >= 0)
+        close(code_fd);
+    free_env(envp);
+    if (status == RBX_OK) {
+        *watch = (rbx_watch){.trace = x->trace,
+                             .timeout_s = x->budget_s,
+                             .cancel_fd = x->request->cancel_fd,
+                             .stdin_data = x->request->stdin_data,
+                             .stdin_len = x->request->stdin_len,
+                             .on_output = x->on_output,
+                             .user = x->user,
+                             .out = &out,
+                             .err = &errc};
+        status = watch_sandbox(x, &sandbox, watch, spec.limits.memory_bytes, result, err);
     }
     rbx_capture_free(&out);
     rbx_capture_free(&errc);
@@ -413,85 +453,103 @@ static rbx_status syntax_result(const rbx_runtime *runtime, size_t offset, size_
 
 /* Takes the session (waiting counts against the execution's own timeout)
  * and runs the code in it. */
-static rbx_status run_in_session(rbx_engine *engine, const rbx_request *request,
-                                 const rbx_runtime *runtime, double timeout_s, const rbx_env *env,
-                                 rbx_output_fn on_output, void *user, rbx_result *result,
-                                 rbx_error *err)
+static rbx_status run_in_session(execution *x, rbx_result *result, rbx_error *err)
 {
-    if (env && env->failed) {
+    const rbx_request *request = x->request;
+    if (x->env && x->env->failed) {
         if (request->session_id)
             snprintf(result->session_id, sizeof result->session_id, "%s", request->session_id);
         else
             rbx_session_id_new(result->session_id);
-        return install_failed_result(env, result) == RBX_OK
+        return install_failed_result(x->env, result) == RBX_OK
                    ? RBX_OK
                    : rbx_fail(err, RBX_ESYSTEM, "out of memory");
     }
     rbx_session session;
     int64_t waited_from = rbx_now_us();
     rbx_status status =
-        rbx_session_acquire(engine, request->session_id, timeout_s, &session, err);
+        rbx_session_acquire(x->engine, request->session_id, x->timeout_s, &session, err);
     if (status != RBX_OK)
         return status;
+    rbx_trace_mark(x->trace, RBX_PHASE_SESSION);
     snprintf(result->session_id, sizeof result->session_id, "%s", session.id);
-    double left = timeout_s - (double)(rbx_now_us() - waited_from) / 1e6;
-    if (left < 0.001)
-        left = 0.001;
-    status = run_in_sandbox(engine, request, runtime, timeout_s, left, &session, env, on_output,
-                            user, result, err);
-    rbx_session_release(engine, &session);
+    x->budget_s = x->timeout_s - (double)(rbx_now_us() - waited_from) / 1e6;
+    if (x->budget_s < 0.001)
+        x->budget_s = 0.001;
+    x->session = &session;
+    status = run_in_sandbox(x, result, err);
+    rbx_session_release(x->engine, &session);
+    x->session = NULL;
     return status;
+}
+
+/* Refusals that need no session and run nothing: a NUL byte in the code,
+ * or the operator's policy. Returns true when the result is one of those. */
+static bool refused(const rbx_engine *engine, const rbx_request *request,
+                    const rbx_runtime *runtime, rbx_result *result, rbx_status *status)
+{
+    size_t nul_offset, nul_line;
+    const char *rule = NULL;
+    if (!find_nul(request, &nul_offset, &nul_line) &&
+        !(rule = rbx_policy_match(engine->policy, runtime->name, request->code)))
+        return false;
+    if (request->session_id)
+        snprintf(result->session_id, sizeof result->session_id, "%s", request->session_id);
+    else
+        rbx_session_id_new(result->session_id);
+    *status = rule ? policy_result(rule, result)
+                   : syntax_result(runtime, nul_offset, nul_line, result);
+    return true;
+}
+
+/* Finds or installs the requirements' environment; the result says how. */
+static rbx_status prepare_env(execution *x, rbx_env *env, rbx_result *result, rbx_error *err)
+{
+    rbx_requirements reqs;
+    rbx_status status = rbx_requirements_parse(x->engine, x->runtime, x->request, &reqs, err);
+    rbx_trace_mark(x->trace, RBX_PHASE_VALIDATED);
+    if (status != RBX_OK || reqs.count == 0)
+        return status;
+    status = rbx_env_acquire(x->engine, x->runtime, &reqs, env, err);
+    rbx_requirements_free(&reqs);
+    if (status != RBX_OK)
+        return status;
+    rbx_trace_mark(x->trace, RBX_PHASE_ENV);
+    result->has_install = true;
+    snprintf(result->install_env, sizeof result->install_env, "%s", env->key);
+    result->install_reused = env->reused;
+    result->install_ms = env->install_ms;
+    x->env = env;
+    return RBX_OK;
 }
 
 rbx_status rbx_execute(rbx_engine *engine, const rbx_request *request, rbx_output_fn on_output,
                        void *user, rbx_result *result, rbx_error *err)
 {
     memset(result, 0, sizeof *result);
-    const rbx_runtime *runtime;
-    double timeout_s;
-    rbx_status status = rbx_request_validate(engine, request, &runtime, &timeout_s, err);
+    execution x = {.engine = engine, .request = request, .on_output = on_output, .user = user};
+    x.trace = request->trace ? rbx_trace_new() : NULL;
+    rbx_trace_mark(x.trace, RBX_PHASE_START);
+    rbx_status status = rbx_request_validate(engine, request, &x.runtime, &x.timeout_s, err);
     if (status != RBX_OK)
-        return status;
-    result->language = runtime->name;
-
-    /* Refusals that need no session and run nothing. */
-    size_t nul_offset, nul_line;
-    const char *rule = NULL;
-    if (find_nul(request, &nul_offset, &nul_line) ||
-        (rule = rbx_policy_match(engine->policy, runtime->name, request->code))) {
-        if (request->session_id)
-            snprintf(result->session_id, sizeof result->session_id, "%s", request->session_id);
-        else
-            rbx_session_id_new(result->session_id);
-        status = rule ? policy_result(rule, result)
-                      : syntax_result(runtime, nul_offset, nul_line, result);
-        if (status != RBX_OK) {
-            rbx_result_free(result);
-            return rbx_fail(err, RBX_ESYSTEM, "out of memory");
-        }
-        return RBX_OK;
-    }
-
-    rbx_requirements reqs;
-    status = rbx_requirements_parse(engine, runtime, request, &reqs, err);
-    if (status != RBX_OK)
-        return status;
+        goto out;
+    result->language = x.runtime->name;
+    if (refused(engine, request, x.runtime, result, &status))
+        goto out;
     rbx_env env = {.use_fd = -1};
-    if (reqs.count) {
-        status = rbx_env_acquire(engine, runtime, &reqs, &env, err);
-        rbx_requirements_free(&reqs);
-        if (status != RBX_OK)
-            return status;
-        result->has_install = true;
-        snprintf(result->install_env, sizeof result->install_env, "%s", env.key);
-        result->install_reused = env.reused;
-        result->install_ms = env.install_ms;
-    }
-    status = run_in_session(engine, request, runtime, timeout_s,
-                            result->has_install ? &env : NULL, on_output, user, result, err);
+    if ((status = prepare_env(&x, &env, result, err)) == RBX_OK)
+        status = run_in_session(&x, result, err);
     rbx_env_release(&env);
-    if (status != RBX_OK)
+    rbx_trace_mark(x.trace, RBX_PHASE_TEARDOWN);
+out:
+    if (status == RBX_OK && x.trace)
+        result->trace = rbx_trace_json(x.trace);
+    rbx_trace_free(x.trace);
+    if (status != RBX_OK) {
         rbx_result_free(result);
+        if (err->status == RBX_OK)
+            rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    }
     return status;
 }
 
@@ -500,5 +558,6 @@ void rbx_result_free(rbx_result *result)
     free(result->output);
     free(result->error);
     free(result->exception);
-    result->output = result->error = result->exception = NULL;
+    free(result->trace);
+    result->output = result->error = result->exception = result->trace = NULL;
 }

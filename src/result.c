@@ -53,6 +53,8 @@ static char *render_result(const rbx_result *result, bool as_event)
                                         "reused", result->install_reused, "duration_ms",
                                         (json_int_t)result->install_ms)
                             : json_null());
+    if (result->trace)
+        json_object_set_new(obj, "trace", json_loads(result->trace, 0, NULL));
     char *out = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(obj);
     return out;

@@ -243,6 +243,8 @@ int cli_run(const cli_globals *globals, int argc, char **argv)
     request.network = opts.network;
     request.memory_mb = opts.memory_mb;
     request.requirements = opts.requirements;
+    const char *trace = getenv("RUNBOX_TRACE");
+    request.trace = trace && *trace && strcmp(trace, "0");
     request.requirement_count = opts.requirement_count;
     char *code = NULL, *input = NULL;
     char why[600];

@@ -5,6 +5,7 @@
 #define RBX_SANDBOX_H
 
 #include "internal.h"
+#include "trace.h"
 #include "sandbox/mount.h"
 #include "sandbox/net.h"
 #include "sandbox/cgroup.h"
@@ -22,6 +23,7 @@ typedef struct rbx_sandbox_spec {
     rbx_net_mode network;
     rbx_cgroup_limits limits;   /* enforced by a cgroup where there is one, else rlimits */
     uint64_t file_size_max;     /* RLIMIT_FSIZE */
+    rbx_trace *trace;           /* NULL unless tracing */
     bool is_root;
 } rbx_sandbox_spec;
 
@@ -62,7 +64,7 @@ typedef struct rbx_watch {
     char report[65536];         /* what the bootstrap or setup reported */
     size_t report_len;
     bool timed_out, cancelled;
-    int64_t first_byte_us;      /* when the first output arrived, or 0 */
+    rbx_trace *trace;           /* NULL unless tracing */
 } rbx_watch;
 
 /* Runs the poll loop until the sandbox is gone; fills watch and report. */

@@ -166,6 +166,7 @@ static void enter_program(const child_plan *plan)
     step = "install the seccomp filter";
     if (rbx_seccomp_install() != 0)
         goto fail;
+    rbx_trace_mark(spec->trace, RBX_PHASE_EXEC);
     step = "start the interpreter";
     execve(spec->interpreter, spec->argv, spec->envp);
 fail:
@@ -245,12 +246,14 @@ static int sandbox_init(const child_plan *plan)
     }
     for (size_t i = 0; i < plan->cgroup_count; i++)
         close(plan->cgroup_fds[i]);
+    rbx_trace_mark(plan->spec->trace, RBX_PHASE_CGROUP);
     const char *step = "bring up loopback";
     if ((plan->spec->network != RBX_NET_HOST && rbx_net_loopback_up() != 0) ||
         rbx_root_enter(plan->spec->root, &plan->spec->root_request, &step) != 0) {
         report_error(plan->report_fd, step, errno);
         _exit(1);
     }
+    rbx_trace_mark(plan->spec->trace, RBX_PHASE_MOUNTS);
     prctl(PR_SET_DUMPABLE, 0);
     /* A plain fork: glibc's fork() would run atfork handlers that may take
      * locks held by threads of the process we were cloned from. */
@@ -261,6 +264,7 @@ static int sandbox_init(const child_plan *plan)
     }
     if (program == 0)
         enter_program(plan);
+    rbx_trace_mark(plan->spec->trace, RBX_PHASE_FORKED);
     close(plan->stdin_fd);
     close(plan->stdout_fd);
     close(plan->stderr_fd);
@@ -412,6 +416,7 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
         plan.cgroup_count = n > 0 ? (size_t)n : 0;
     }
     sandbox->pid = clone_init(&plan, &sandbox->pidfd);
+    rbx_trace_mark(spec->trace, RBX_PHASE_CLONED);
     if (sandbox->pid < 0) {
         status = rbx_fail(err, RBX_ESYSTEM,
                           "cannot create the sandbox's namespaces: %s (are user namespaces "
@@ -420,6 +425,7 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
         goto out;
     }
     status = release_init(spec, sandbox, c.sync[1], err);
+    rbx_trace_mark(spec->trace, RBX_PHASE_RELEASED);
     if (status != RBX_OK) {
         rbx_sandbox_kill(sandbox);
         rbx_sandbox_reap(sandbox, NULL);

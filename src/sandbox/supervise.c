@@ -80,8 +80,8 @@ static int drain(rbx_watch *watch, stream_state *state, int *fd, char *buf)
         }
         return 0;
     }
-    if (!watch->first_byte_us)
-        watch->first_byte_us = rbx_now_us();
+    if (watch->trace && !watch->trace->at_us[RBX_PHASE_FIRST_BYTE])
+        rbx_trace_mark(watch->trace, RBX_PHASE_FIRST_BYTE);
     return deliver(watch, state, buf, (size_t)n) != 0 ? -1 : 1;
 }
 
@@ -177,8 +177,10 @@ bool rbx_supervise(rbx_sandbox *sandbox, rbx_watch *watch, rbx_exit_report *repo
             watch->cancelled = true;
             stop(sandbox, &killed);
         }
-        if (fds[P_INIT].revents)
+        if (fds[P_INIT].revents) {
             init_alive = false; /* the namespace is gone: the pipes close next */
+            rbx_trace_mark(watch->trace, RBX_PHASE_EXIT);
+        }
     }
     /* Whatever the report still holds arrived before init exited. */
     while (sandbox->report_fd >= 0)
