@@ -39,7 +39,8 @@ typedef struct child_plan {
     int status_fd;     /* write end */
     int parent_ends[6];/* the parent's ends, closed in the child */
     int cgroup_fds[RBX_CGROUP_MAX_FDS]; /* cgroup.procs of the execution's cgroup */
-    size_t cgroup_count;
+    size_t cgroup_count;               /* to join; 0 when born into it (v2) */
+    bool in_cgroup;                    /* else rlimits stand in for its limits */
 } child_plan;
 
 static void report_error(int fd, const char *what, int error)
@@ -122,7 +123,7 @@ static int set_limits(const child_plan *plan)
     if (setrlimit(RLIMIT_CORE, &none) || setrlimit(RLIMIT_NOFILE, &files) ||
         (spec->file_size_max && setrlimit(RLIMIT_FSIZE, &fsize)))
         return -1;
-    if (plan->cgroup_count)
+    if (plan->in_cgroup)
         return 0;
     struct rlimit data = {spec->limits.memory_bytes, spec->limits.memory_bytes};
     struct rlimit procs = {spec->limits.pids, spec->limits.pids};
@@ -351,7 +352,7 @@ static rbx_status open_channels(channels *c, bool with_stdin, rbx_error *err)
 
 /* clone3 without CLONE_VM behaves like fork: the child continues on a copy
  * of this stack, so there is no separate stack (which confuses ASan). */
-static pid_t clone_init(child_plan *plan, int *pidfd)
+static pid_t clone_init(child_plan *plan, int *pidfd, int cgroup_dirfd)
 {
     struct clone_args args = {
         .flags = SANDBOX_CLONE_FLAGS | CLONE_PIDFD |
@@ -359,6 +360,13 @@ static pid_t clone_init(child_plan *plan, int *pidfd)
         .pidfd = (uint64_t)(uintptr_t)pidfd,
         .exit_signal = SIGCHLD,
     };
+    /* cgroup v2: born in the execution's cgroup, no migration (which costs
+     * an RCU grace period); v1 cannot, and init joins by writing to it. */
+    if (cgroup_dirfd >= 0) {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = (uint64_t)cgroup_dirfd;
+        plan->cgroup_count = 0;
+    }
     pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
     if (pid == 0)
         _exit(sandbox_init(plan));
@@ -414,8 +422,12 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     if (sandbox->cgroup) {
         int n = rbx_cgroup_enter_fds(sandbox->cgroup, plan.cgroup_fds, RBX_CGROUP_MAX_FDS);
         plan.cgroup_count = n > 0 ? (size_t)n : 0;
+        plan.in_cgroup = true;
     }
-    sandbox->pid = clone_init(&plan, &sandbox->pidfd);
+    int cgroup_dirfd = sandbox->cgroup ? rbx_cgroup_v2_dirfd(sandbox->cgroup) : -1;
+    size_t cgroup_fds = plan.cgroup_count;
+    sandbox->pid = clone_init(&plan, &sandbox->pidfd, cgroup_dirfd);
+    plan.cgroup_count = cgroup_fds; /* closed below either way */
     rbx_trace_mark(spec->trace, RBX_PHASE_CLONED);
     if (sandbox->pid < 0) {
         status = rbx_fail(err, RBX_ESYSTEM,
