@@ -8,7 +8,7 @@ DEBIAN_PACKAGES = build-essential cmake ninja-build pkg-config libjansson-dev li
                   python3-pandas python3-pip python3-venv npm \
                   nodejs bubblewrap slirp4netns uidmap curl iproute2 procps e2fsprogs
 
-.PHONY: all build asan deps test test-build test-asan test-unprivileged clean run
+.PHONY: all build asan deps test test-build test-asan test-unprivileged clean run bench
 
 all: build
 
@@ -51,8 +51,14 @@ test-unprivileged: build
 	  RUNBOX_TRY_SYSCALL=$$dir/try-syscall $(PYTEST) -q -p no:cacheprovider tests/e2e"; \
 	rc=$$?; rm -rf $$dir; exit $$rc
 
+# The benchmark: runbox built optimized, against bare interpreters and bubblewrap.
+bench:
+	cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build build-bench
+	/usr/bin/python3 bench/bench.py --runbox build-bench/runbox --out bench
+
 run: build
 	$(BUILD)/runbox run python -c "print('Hello, World!')" --json
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) build-bench

@@ -34,6 +34,7 @@ int cli_run(const cli_globals *globals, int argc, char **argv);
 int cli_sessions(const cli_globals *globals, int argc, char **argv);
 int cli_check(const cli_globals *globals, int argc, char **argv);
 int cli_envs(const cli_globals *globals, int argc, char **argv);
+int cli_files(const cli_globals *globals, int argc, char **argv);
 int cli_serve(const cli_globals *globals, int argc, char **argv); /* src/http/ */
 int cli_mcp(const cli_globals *globals, int argc, char **argv);   /* src/mcp/ */
 

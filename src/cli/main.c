@@ -16,6 +16,7 @@ static const char usage[] =
     "  sessions list|new|rm|gc             manage sessions (see 'runbox sessions --help')\n"
     "  check [--json]                      which isolation guarantees hold on this host\n"
     "  envs list|gc                        cached dependency environments\n"
+    "  files list|put|get|rm SESSION ...   a session's files\n"
     "  serve [--listen ADDR:PORT]          the HTTP API (see 'runbox serve --help')\n"
     "  mcp                                 a Model Context Protocol server on stdio\n"
     "\n"
@@ -87,6 +88,8 @@ int main(int argc, char **argv)
         return cli_check(&globals, argc - i, argv + i);
     if (!strcmp(command, "envs"))
         return cli_envs(&globals, argc - i, argv + i);
+    if (!strcmp(command, "files"))
+        return cli_files(&globals, argc - i, argv + i);
     if (!strcmp(command, "serve"))
         return cli_serve(&globals, argc - i, argv + i);
     if (!strcmp(command, "mcp"))
@@ -96,6 +99,6 @@ int main(int argc, char **argv)
         return 0;
     }
     return cli_usage_error(NULL,
-                           "unknown command '%.64s' (accepted: run, sessions, envs, check, serve, mcp)",
+                           "unknown command '%.64s' (accepted: run, sessions, files, envs, check, serve, mcp)",
                            command);
 }

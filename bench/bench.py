@@ -1,0 +1,344 @@
+#!/usr/bin/python3
+"""runbox's benchmark: runbox against bare interpreters and bubblewrap, side by side.
+
+Every latency figure comes from one run in which the variants are interleaved (A B C A B C ...),
+so drift on a noisy machine hits all of them alike; results are reported as medians, p90 and p99
+and as ratios to the bare interpreter and to bubblewrap.
+
+    make bench                       # builds runbox optimized, runs everything, writes the results
+    bench/bench.py --runbox build-bench/runbox --runs 40 --out bench
+"""
+import argparse
+import datetime
+import http.client
+import json
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+PROGRAMS = {
+    "python": ("/usr/bin/python3", ["-c", "print('hi')"], "print('hi')"),
+    "javascript": ("/usr/bin/node", ["-e", "console.log('hi')"], "console.log('hi')"),
+    "bash": ("/bin/bash", ["-c", "echo hi"], "echo hi"),
+}
+
+
+def percentile(values, p):
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * p / 100
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def summary(samples):
+    return {"median_ms": round(statistics.median(samples), 2),
+            "p90_ms": round(percentile(samples, 90), 2),
+            "p99_ms": round(percentile(samples, 99), 2), "n": len(samples)}
+
+
+def timed(cmd, env=None, cwd=None):
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    elapsed = (time.perf_counter() - start) * 1000
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd[:4]} failed: {proc.stderr.decode()[-300:]}")
+    return elapsed, proc.stdout
+
+
+class Server:
+    """runbox serve on a free loopback port, with one keep-alive client."""
+
+    def __init__(self, runbox, state_dir):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.proc = subprocess.Popen([runbox, "--state-dir", state_dir, "serve", "--listen",
+                                      f"127.0.0.1:{self.port}", "--max-running", "16",
+                                      "--max-queue", "256"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                if self.request("GET", "/healthz")[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("runbox serve did not start")
+
+    def connection(self):
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+
+    def request(self, method, path, body=None, conn=None):
+        own = conn is None
+        conn = conn or self.connection()
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        conn.request(method, path, body=json.dumps(body) if body is not None else None,
+                     headers=headers)
+        response = conn.getresponse()
+        data = response.read()
+        if own:
+            conn.close()
+        return response.status, data
+
+    def rss_kb(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def bwrap_command(work, interpreter, args):
+    cmd = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+           "--unshare-net", "--die-with-parent", "--ro-bind", "/usr", "/usr"]
+    for link in ("bin", "lib", "lib64", "sbin"):
+        if os.path.islink("/" + link):
+            cmd += ["--symlink", os.readlink("/" + link), "/" + link]
+    cmd += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+            "--bind", work, "/home/user", "--chdir", "/home/user", "--setenv", "HOME",
+            "/home/user", "--", interpreter, *args]
+    return cmd
+
+
+def latency(runbox, runs, server, work):
+    """Interleaved single-execution latency, per runtime and variant."""
+    results = {}
+    env = {"PATH": "/usr/bin:/bin", "RUNBOX_STATE_DIR": os.path.join(work, "state")}
+    for language, (interpreter, args, code) in PROGRAMS.items():
+        variants = {
+            "bare": lambda: timed([interpreter, *args], cwd=work),
+            "bubblewrap": lambda: timed(bwrap_command(work, interpreter, args)),
+            "runbox_network_off": lambda: timed([runbox, "run", language, "-c", code, "--json",
+                                                 "--no-network"], env=env),
+            "runbox_network_on": lambda: timed([runbox, "run", language, "-c", code, "--json",
+                                                "--network"], env=env),
+        }
+        if server:
+            conn = server.connection()
+
+            def http_run(conn=conn, language=language, code=code):
+                start = time.perf_counter()
+                status, body = server.request("POST", "/v1/execute",
+                                              {"language": language, "code": code,
+                                               "network": False}, conn=conn)
+                elapsed = (time.perf_counter() - start) * 1000
+                if status != 200:
+                    raise RuntimeError(f"HTTP {status}: {body[:200]}")
+                return elapsed, body
+            variants["runbox_http"] = http_run
+        samples = {name: [] for name in variants}
+        for name, run in variants.items():  # warm-up, not counted
+            run()
+        for _ in range(runs):
+            for name, run in variants.items():
+                samples[name].append(run()[0])
+        stats = {name: summary(values) for name, values in samples.items()}
+        bare, bwrap = stats["bare"]["median_ms"], stats["bubblewrap"]["median_ms"]
+        for name, s in stats.items():
+            s["over_bare_ms"] = round(s["median_ms"] - bare, 2)
+            s["ratio_to_bare"] = round(s["median_ms"] / bare, 2)
+            s["ratio_to_bubblewrap"] = round(s["median_ms"] / bwrap, 2)
+        results[language] = stats
+    return results
+
+
+def trace(runbox, work, runs=15):
+    """Median of each phase of RUNBOX_TRACE=1, for echo hi with the network off."""
+    env = {"PATH": "/usr/bin:/bin", "RUNBOX_STATE_DIR": os.path.join(work, "state"),
+           "RUNBOX_TRACE": "1"}
+    phases = {}
+    for _ in range(runs):
+        out = timed([runbox, "run", "bash", "-c", "echo hi", "--json", "--no-network"], env=env)[1]
+        for name, us in json.loads(out)["trace"].items():
+            phases.setdefault(name, []).append(us)
+    return {name: int(statistics.median(values)) for name, values in phases.items()}
+
+
+def throughput(server, seconds=4.0):
+    """Executions per second through runbox serve, and bare spawns, at each concurrency."""
+    results = {}
+    for concurrency in (1, 2, 4, 8):
+        for kind in ("runbox_http", "bare"):
+            done = [0]
+            lock = threading.Lock()
+            stop = time.time() + seconds
+
+            def worker():
+                conn = server.connection() if kind == "runbox_http" else None
+                while time.time() < stop:
+                    if conn:
+                        status, _ = server.request("POST", "/v1/execute",
+                                                   {"language": "bash", "code": "echo hi",
+                                                    "network": False}, conn=conn)
+                        assert status == 200
+                    else:
+                        subprocess.run(["/bin/bash", "-c", "echo hi"], stdout=subprocess.DEVNULL)
+                    with lock:
+                        done[0] += 1
+            threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+            start = time.time()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            results.setdefault(str(concurrency), {})[kind] = round(done[0] / (time.time() - start), 1)
+        row = results[str(concurrency)]
+        row["ratio"] = round(row["runbox_http"] / row["bare"], 3)
+    return results
+
+
+def output_drain(runbox, work, gib=1):
+    """A program that prints 1 GiB: the drain rate and runbox's own peak RSS."""
+    env = {"PATH": "/usr/bin:/bin", "RUNBOX_STATE_DIR": os.path.join(work, "state")}
+    size = gib << 30
+    start = time.perf_counter()
+    proc = subprocess.Popen([runbox, "run", "bash", "-c", f"head -c {size} /dev/zero", "--json",
+                             "--no-network", "--timeout", "300"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            with open(f"/proc/{proc.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]))
+        except OSError:
+            pass
+        time.sleep(0.005)
+    out, _ = proc.communicate()
+    elapsed = time.perf_counter() - start
+    result = json.loads(out)
+    assert result["truncated"]["stdout"] + (1 << 20) == size, result["truncated"]
+    return {"bytes": size, "seconds": round(elapsed, 2),
+            "gib_per_s": round(size / elapsed / (1 << 30), 2), "runbox_peak_rss_kb": peak,
+            "output_cap_bytes": 1 << 20}
+
+
+def dependencies(runbox, work, runs=15):
+    env = {"PATH": "/usr/bin:/bin", "RUNBOX_STATE_DIR": os.path.join(work, "state"),
+           "PIP_NO_INDEX": "1"}
+    base = [runbox, "run", "python", "-c", "print('hi')", "--json", "--no-network"]
+    timed(base + ["--require", "numpy"], env=env)  # install once
+    samples = {"no_requirements": [], "cached_environment": []}
+    for _ in range(runs):
+        samples["no_requirements"].append(timed(base, env=env)[0])
+        samples["cached_environment"].append(timed(base + ["--require", "numpy"], env=env)[0])
+    stats = {name: summary(values) for name, values in samples.items()}
+    stats["cached_over_none_ms"] = round(stats["cached_environment"]["median_ms"] -
+                                         stats["no_requirements"]["median_ms"], 2)
+    return stats
+
+
+def server_memory(server):
+    idle = server.rss_kb()
+    created = []
+    for _ in range(100):
+        status, body = server.request("POST", "/v1/sessions", {})
+        created.append(json.loads(body)["session_id"])
+    with_sessions = server.rss_kb()
+    for sid in created:
+        server.request("DELETE", f"/v1/sessions/{sid}")
+    return {"idle_rss_kb": idle, "with_100_sessions_rss_kb": with_sessions}
+
+
+def machine():
+    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "kernel": platform.release(), "cpus": os.cpu_count(),
+            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30),
+            "root": os.geteuid() == 0,
+            "load_before": os.getloadavg()[0]}
+
+
+def write_markdown(results, path, command):
+    m = results["machine"]
+    lines = ["# runbox benchmark results", "",
+             f"Measured {m['date']} on {m['cpus']} cores, {m['memory_gib']} GiB, Linux "
+             f"{m['kernel']}, as {'root' if m['root'] else 'an unprivileged user'}; load average "
+             f"{m['load_before']:.2f} before the run.", "", f"Command: `{command}`", "",
+             "## Latency of one execution (ms, interleaved in one run)", "",
+             "| runtime | variant | median | p90 | p99 | over bare | x bare | x bubblewrap |",
+             "|---|---|---|---|---|---|---|---|"]
+    for language, stats in results["latency"].items():
+        for name, s in stats.items():
+            lines.append(f"| {language} | {name} | {s['median_ms']} | {s['p90_ms']} | "
+                         f"{s['p99_ms']} | {s['over_bare_ms']} | {s['ratio_to_bare']} | "
+                         f"{s['ratio_to_bubblewrap']} |")
+    lines += ["", "## Phase trace (`RUNBOX_TRACE=1`, bash `echo hi`, network off, medians in µs)",
+              "", "| " + " | ".join(results["trace"]) + " |",
+              "|" + "---|" * len(results["trace"]),
+              "| " + " | ".join(str(v) for v in results["trace"].values()) + " |"]
+    if "throughput" in results:
+        lines += ["", "## Throughput through `runbox serve` (executions/s, bash `echo hi`)", "",
+                  "| concurrency | runbox serve | bare spawns | ratio |", "|---|---|---|---|"]
+        for c, row in results["throughput"].items():
+            lines.append(f"| {c} | {row['runbox_http']} | {row['bare']} | {row['ratio']} |")
+    o = results["output"]
+    lines += ["", "## Output", "",
+              f"A program printing {o['bytes'] >> 30} GiB: drained at {o['gib_per_s']} GiB/s "
+              f"({o['seconds']} s); runbox's peak RSS {o['runbox_peak_rss_kb']} KiB with a "
+              f"{o['output_cap_bytes'] >> 20} MiB cap per stream."]
+    d = results["dependencies"]
+    lines += ["", "## Dependencies (python `print('hi')`)", "",
+              f"No requirements: {d['no_requirements']['median_ms']} ms; with a cached "
+              f"environment (`--require numpy`): {d['cached_environment']['median_ms']} ms; "
+              f"difference {d['cached_over_none_ms']} ms."]
+    if "server_memory" in results:
+        s = results["server_memory"]
+        lines += ["", "## Server memory", "",
+                  f"Idle: {s['idle_rss_kb']} KiB RSS; with 100 idle sessions: "
+                  f"{s['with_100_sessions_rss_kb']} KiB."]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runbox", default="build-bench/runbox")
+    parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--out", default="bench")
+    args = parser.parse_args()
+    runbox = os.path.abspath(args.runbox)
+    if not shutil.which("bwrap"):
+        sys.exit("bench: bubblewrap is missing (apt-get install bubblewrap)")
+    results = {"machine": machine()}
+    with tempfile.TemporaryDirectory(prefix="runbox-bench-") as work:
+        os.chmod(work, 0o755)
+        server = None
+        help_text = subprocess.run([runbox, "serve", "--help"], capture_output=True).stdout
+        if b"usage" in help_text:
+            server = Server(runbox, os.path.join(work, "server-state"))
+        try:
+            results["latency"] = latency(runbox, args.runs, server, work)
+            results["trace"] = trace(runbox, work)
+            if server:
+                results["throughput"] = throughput(server)
+                results["server_memory"] = server_memory(server)
+            results["output"] = output_drain(runbox, work)
+            results["dependencies"] = dependencies(runbox, work)
+        finally:
+            if server:
+                server.stop()
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    command = "make bench" if args.out == "bench" else " ".join(sys.argv)
+    write_markdown(results, os.path.join(args.out, "RESULTS.md"), command)
+    print(open(os.path.join(args.out, "RESULTS.md")).read())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+/* runbox files: moving files in and out of a session from the command line
+ * (the local counterpart of the HTTP file routes). */
+#include "cli/cli.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FILES_MAX_BYTES (100u << 20)
+
+static const char files_usage[] =
+    "usage: runbox files COMMAND SESSION [PATH]\n"
+    "\n"
+    "  list SESSION [--json]   the session's files\n"
+    "  put SESSION PATH        write standard input to PATH in the session\n"
+    "  get SESSION PATH        write PATH from the session to standard output\n"
+    "  rm SESSION PATH         remove PATH (a file, a link, or a directory tree)\n"
+    "\n"
+    "PATH is relative to the session directory; '..', absolute paths and paths\n"
+    "through symbolic links are refused. Files are at most 100 MiB.\n";
+
+static int list(rbx_engine *engine, const char *id, bool as_json)
+{
+    rbx_file_info *files;
+    size_t count;
+    rbx_error err = {0};
+    if (rbx_file_list(engine, id, &files, &count, &err) != RBX_OK)
+        return cli_engine_error(&err);
+    json_t *array = json_array();
+    for (size_t i = 0; i < count; i++) {
+        if (as_json)
+            json_array_append_new(array, json_pack("{s:s, s:s, s:I, s:I}", "path", files[i].path,
+                                                   "type", files[i].type, "size",
+                                                   (json_int_t)files[i].size, "modified",
+                                                   (json_int_t)files[i].modified_unix));
+        else
+            printf("%-10s %12llu %s\n", files[i].type, (unsigned long long)files[i].size,
+                   files[i].path);
+    }
+    if (as_json) {
+        char *text = json_dumps(array, JSON_COMPACT);
+        if (text)
+            puts(text);
+        free(text);
+    }
+    json_decref(array);
+    free(files);
+    return 0;
+}
+
+static int put(rbx_engine *engine, const char *id, const char *path)
+{
+    char *data;
+    size_t len;
+    char why[300];
+    if (cli_read_file("-", FILES_MAX_BYTES, &data, &len, why, sizeof why) != 0)
+        return cli_usage_error("files", "%s", why);
+    rbx_error err = {0};
+    int rc = rbx_file_put(engine, id, path, data, len, &err) == RBX_OK ? 0 : cli_engine_error(&err);
+    free(data);
+    return rc;
+}
+
+static int get(rbx_engine *engine, const char *id, const char *path)
+{
+    char *data;
+    size_t len;
+    rbx_error err = {0};
+    if (rbx_file_get(engine, id, path, FILES_MAX_BYTES, &data, &len, &err) != RBX_OK)
+        return cli_engine_error(&err);
+    int rc = fwrite(data, 1, len, stdout) == len && fflush(stdout) == 0 ? 0 : EXIT_SYSTEM;
+    free(data);
+    return rc;
+}
+
+int cli_files(const cli_globals *globals, int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        fputs(files_usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? EXIT_USAGE : 0;
+    }
+    const char *sub = argv[1];
+    bool as_json = argc == 4 && !strcmp(argv[3], "--json") && !strcmp(sub, "list");
+    bool needs_path = strcmp(sub, "list") != 0;
+    if (strcmp(sub, "list") && strcmp(sub, "put") && strcmp(sub, "get") && strcmp(sub, "rm"))
+        return cli_usage_error("files", "unknown command '%.64s' (accepted: list, put, get, rm)",
+                               sub);
+    if (argc != (needs_path ? 4 : 3) && !as_json)
+        return cli_usage_error("files", "'%s' takes SESSION%s", sub, needs_path ? " PATH" : "");
+    if (!rbx_session_id_valid(argv[2]))
+        return cli_usage_error("files",
+                               "invalid session id: it must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}");
+    int rc = 0;
+    rbx_engine *engine = cli_engine(globals, &rc);
+    if (!engine)
+        return rc;
+    rbx_error err = {0};
+    if (!strcmp(sub, "list"))
+        rc = list(engine, argv[2], as_json);
+    else if (!strcmp(sub, "put"))
+        rc = put(engine, argv[2], argv[3]);
+    else if (!strcmp(sub, "get"))
+        rc = get(engine, argv[2], argv[3]);
+    else if (rbx_file_delete(engine, argv[2], argv[3], &err) != RBX_OK)
+        rc = cli_engine_error(&err);
+    rbx_engine_free(engine);
+    return rc;
+}
