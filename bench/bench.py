@@ -209,17 +209,23 @@ def output_drain(runbox, work, gib=1):
     proc = subprocess.Popen([runbox, "run", "bash", "-c", f"head -c {size} /dev/zero", "--json",
                              "--no-network", "--timeout", "300"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env)
-    peak = 0
-    while proc.poll() is None:
-        try:
-            with open(f"/proc/{proc.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        peak = max(peak, int(line.split()[1]))
-        except OSError:
-            pass
-        time.sleep(0.005)
+    peak = [0]
+
+    def sample():  # runbox's high-water mark, read until it exits
+        while proc.poll() is None:
+            try:
+                with open(f"/proc/{proc.pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            peak[0] = max(peak[0], int(line.split()[1]))
+            except OSError:
+                pass
+            time.sleep(0.005)
+    sampler = threading.Thread(target=sample)
+    sampler.start()
     out, _ = proc.communicate()
+    sampler.join()
+    peak = peak[0]
     elapsed = time.perf_counter() - start
     result = json.loads(out)
     assert result["truncated"]["stdout"] + (1 << 20) == size, result["truncated"]

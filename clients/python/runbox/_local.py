@@ -1,0 +1,107 @@
+"""The local transport: runs the `runbox` executable, streaming with --stream."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from typing import Any, Callable, Dict, List, Optional
+
+from .errors import NotFound, RequestRejected, RunboxError, RunboxUnavailable
+
+OutputCallback = Callable[[str, str], None]
+
+
+class LocalTransport:
+    def __init__(self, binary: Optional[str] = None, state_dir: Optional[str] = None):
+        binary = binary or os.environ.get("RUNBOX_BIN") or shutil.which("runbox")
+        if not binary or not os.access(binary, os.X_OK):
+            raise RunboxUnavailable("no runbox executable: put runbox on PATH, set RUNBOX_BIN, "
+                                    "or set RUNBOX_URL to use a server")
+        self.binary = binary
+        self.state_dir = state_dir
+
+    def _command(self, *args: str) -> List[str]:
+        command = [self.binary]
+        if self.state_dir:
+            command += ["--state-dir", self.state_dir]
+        return command + list(args)
+
+    def _run(self, *args: str, stdin: bytes = b"") -> bytes:
+        proc = subprocess.run(self._command(*args), input=stdin, capture_output=True)
+        if proc.returncode != 0:
+            raise _error_for(proc.returncode, proc.stderr)
+        return proc.stdout
+
+    def execute(self, body: Dict[str, Any], on_output: Optional[OutputCallback]) -> Dict[str, Any]:
+        args = ["run", body["language"], "-", "--stream"]
+        if body.get("session_id"):
+            args += ["--session", body["session_id"]]
+        if body.get("timeout") is not None:
+            args += ["--timeout", str(body["timeout"])]
+        if body.get("memory_mb") is not None:
+            args += ["--memory", str(body["memory_mb"])]
+        if body.get("network") is not None:
+            args.append("--network" if body["network"] else "--no-network")
+        for spec in body.get("requirements") or []:
+            args += ["--require", spec]
+        for name, value in (body.get("env") or {}).items():
+            args += ["--env", f"{name}={value}"]
+        with tempfile.NamedTemporaryFile(prefix="runbox-stdin-") as stdin_file:
+            if body.get("stdin") is not None:
+                stdin_file.write(body["stdin"].encode())
+                stdin_file.flush()
+                args += ["--input", stdin_file.name]
+            return self._stream(args, body["code"], on_output)
+
+    def _stream(self, args: List[str], code: str,
+                on_output: Optional[OutputCallback]) -> Dict[str, Any]:
+        proc = subprocess.Popen(self._command(*args), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdin and proc.stdout and proc.stderr
+        # The code goes in on stdin, not argv: no size limit, not visible in ps.
+        proc.stdin.write(code.encode())
+        proc.stdin.close()
+        result = None
+        try:
+            for line in proc.stdout:
+                event = json.loads(line)
+                if event.get("type") == "result":
+                    event.pop("type")
+                    result = event
+                elif on_output is not None:
+                    on_output(event["type"], event.get("data", ""))
+        finally:
+            stderr = proc.stderr.read()
+            proc.wait()
+        if result is None:
+            raise _error_for(proc.returncode, stderr)
+        return result
+
+    def list_sessions(self) -> List[Dict[str, Any]]:
+        return json.loads(self._run("sessions", "list", "--json"))
+
+    def new_session(self) -> str:
+        return self._run("sessions", "new").decode().strip()
+
+    def close_session(self, session_id: str) -> None:
+        self._run("sessions", "rm", session_id, "--wait", "30")
+
+    def upload(self, session_id: str, path: str, data: bytes) -> None:
+        self._run("files", "put", session_id, path, stdin=data)
+
+    def download(self, session_id: str, path: str) -> bytes:
+        return self._run("files", "get", session_id, path)
+
+    def list_files(self, session_id: str) -> List[Dict[str, Any]]:
+        return json.loads(self._run("files", "list", session_id, "--json"))
+
+
+def _error_for(returncode: int, stderr: bytes) -> RunboxError:
+    message = stderr.decode(errors="replace").strip()
+    if message.startswith("runbox: "):
+        message = message[len("runbox: "):]
+    if returncode == 2 and (message.startswith("no session") or message.startswith("no file")):
+        return NotFound(message, status=returncode)
+    if returncode == 2:
+        return RequestRejected(message, status=returncode)
+    return RunboxError(message or f"runbox exited with {returncode}", status=returncode)

@@ -1,0 +1,133 @@
+"""The client: one object per runbox, over HTTP (`runbox serve`) or the local executable."""
+import os
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from ._http import HttpTransport
+from ._local import LocalTransport
+from .errors import QueueFull
+
+OutputCallback = Callable[[str, str], None]
+Result = Dict[str, Any]
+
+
+class Client:
+    """Talks to `runbox serve` at url (or $RUNBOX_URL); without one, runs the local `runbox`
+    executable (found through $RUNBOX_BIN or PATH). Both give the same results.
+
+    retries: how many times a full queue (HTTP 429) is retried, waiting as the server says
+    (Retry-After) and backing off; 0 raises QueueFull at once.
+    """
+
+    def __init__(self, url: Optional[str] = None, token: Optional[str] = None, *,
+                 runbox_bin: Optional[str] = None, state_dir: Optional[str] = None,
+                 retries: int = 0, timeout: float = 600.0):
+        url = url or os.environ.get("RUNBOX_URL")
+        token = token or os.environ.get("RUNBOX_TOKEN")
+        if url:
+            self._transport: Any = HttpTransport(url, token, timeout=timeout)
+        else:
+            self._transport = LocalTransport(runbox_bin, state_dir)
+        self.retries = retries
+
+    def execute(self, language: str, code: str, *, timeout: Optional[float] = None,
+                session_id: Optional[str] = None, requirements: Optional[Sequence[str]] = None,
+                memory_mb: Optional[int] = None, network: Optional[bool] = None,
+                env: Optional[Dict[str, str]] = None, stdin: Optional[str] = None,
+                on_output: Optional[OutputCallback] = None) -> Result:
+        """Runs code; returns the result object (a failing program is a result, not an
+        exception). on_output(stream, text) receives output as it is produced."""
+        body: Dict[str, Any] = {"language": language, "code": code}
+        optional = {"timeout": timeout, "session_id": session_id,
+                    "requirements": list(requirements) if requirements is not None else None,
+                    "memory_mb": memory_mb, "network": network, "env": env, "stdin": stdin}
+        body.update({k: v for k, v in optional.items() if v is not None})
+        delay = 0.5
+        for attempt in range(self.retries + 1):
+            try:
+                return self._transport.execute(body, on_output)
+            except QueueFull as full:
+                if attempt == self.retries:
+                    raise
+                time.sleep(max(full.retry_after, delay))
+                delay = min(delay * 2, 30)
+        raise AssertionError("unreachable")
+
+    def execute_python(self, code: str, timeout: Optional[float] = None,
+                       session_id: Optional[str] = None,
+                       requirements: Optional[Sequence[str]] = None, **options: Any) -> Result:
+        return self.execute("python", code, timeout=timeout, session_id=session_id,
+                            requirements=requirements, **options)
+
+    def execute_javascript(self, code: str, timeout: Optional[float] = None,
+                           session_id: Optional[str] = None,
+                           requirements: Optional[Sequence[str]] = None, **options: Any) -> Result:
+        return self.execute("javascript", code, timeout=timeout, session_id=session_id,
+                            requirements=requirements, **options)
+
+    def execute_bash(self, command: str, timeout: Optional[float] = None,
+                     session_id: Optional[str] = None, **options: Any) -> Result:
+        return self.execute("bash", command, timeout=timeout, session_id=session_id, **options)
+
+    def list_sessions(self) -> List[Dict[str, Any]]:
+        return self._transport.list_sessions()
+
+    def new_session(self) -> str:
+        return self._transport.new_session()
+
+    def close_session(self, session_id: str) -> None:
+        """Stops what runs in the session and removes it with its files."""
+        self._transport.close_session(session_id)
+
+    def upload(self, session_id: str, path: str, data: bytes) -> None:
+        self._transport.upload(session_id, path, bytes(data))
+
+    def download(self, session_id: str, path: str) -> bytes:
+        return self._transport.download(session_id, path)
+
+    def list_files(self, session_id: str) -> List[Dict[str, Any]]:
+        return self._transport.list_files(session_id)
+
+    def session(self, session_id: Optional[str] = None) -> "Session":
+        return Session(client=self, session_id=session_id)
+
+
+class Session:
+    """A session that removes itself on exit:
+
+        with runbox.Session() as s:
+            s.upload("data.csv", b"a,b\\n1,2\\n")
+            s.python("import pandas as pd; print(pd.read_csv('data.csv'))")
+    """
+
+    def __init__(self, session_id: Optional[str] = None, *, client: Optional[Client] = None,
+                 **client_options: Any):
+        self.client = client or Client(**client_options)
+        self.id = session_id or self.client.new_session()
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.client.close_session(self.id)
+
+    def python(self, code: str, **options: Any) -> Result:
+        return self.client.execute("python", code, session_id=self.id, **options)
+
+    def javascript(self, code: str, **options: Any) -> Result:
+        return self.client.execute("javascript", code, session_id=self.id, **options)
+
+    def bash(self, command: str, **options: Any) -> Result:
+        return self.client.execute("bash", command, session_id=self.id, **options)
+
+    def upload(self, path: str, data: bytes) -> None:
+        self.client.upload(self.id, path, data)
+
+    def download(self, path: str) -> bytes:
+        return self.client.download(self.id, path)
+
+    def files(self) -> List[Dict[str, Any]]:
+        return self.client.list_files(self.id)

@@ -1,0 +1,239 @@
+"""The Python client, against a real `runbox serve` and against the local executable: the same
+calls give the same results through both transports."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
+RUNBOX = os.environ.get("RUNBOX_BIN", os.path.join(ROOT, "build", "runbox"))
+
+import runbox  # noqa: E402
+from runbox import (Client, Session, execute_bash, execute_javascript,  # noqa: E402
+                    execute_python)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, state_dir, *args, env=None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        full_env = dict(os.environ, **(env or {}))
+        self.proc = subprocess.Popen([RUNBOX, "--state-dir", state_dir, "serve", "--listen",
+                                      f"127.0.0.1:{self.port}", *args],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     env=full_env)
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("runbox serve did not start")
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(60)
+        stderr = self.proc.stderr.read().decode(errors="replace")
+        assert "ERROR: AddressSanitizer" not in stderr and "runtime error:" not in stderr, stderr
+
+
+@pytest.fixture(params=["http", "local"])
+def transport(request, tmp_path, monkeypatch):
+    """Sets the environment the way a user would: RUNBOX_URL for a server, RUNBOX_BIN for the
+    local executable. Yields a Client built from that environment."""
+    state = str(tmp_path / "state")
+    monkeypatch.delenv("RUNBOX_URL", raising=False)
+    monkeypatch.delenv("RUNBOX_TOKEN", raising=False)
+    server = None
+    if request.param == "http":
+        server = Server(state)
+        monkeypatch.setenv("RUNBOX_URL", server.url)
+    else:
+        monkeypatch.setenv("RUNBOX_BIN", RUNBOX)
+        monkeypatch.setenv("RUNBOX_STATE_DIR", state)
+    yield request.param
+    client = Client()
+    for session in client.list_sessions():
+        client.close_session(session["session_id"])
+    if server:
+        server.stop()
+
+
+# --- the four examples agents use --------------------------------------------------------
+
+def test_the_four_examples(transport):
+    session = "session_123"
+    Client().upload(_ensure(session), "data.csv",
+                    b"name,score\nada,3\nlin,4\n")
+    result = execute_python(code="print('Hello, World!')", timeout=30, session_id=session)
+    assert result["success"] and result["exit_code"] == 0
+    assert result["output"] == "Hello, World!\n" and result["session_id"] == session
+    result = execute_python(code="import pandas as pd; df = pd.read_csv('data.csv'); "
+                                 "print(int(df.score.sum()))",
+                            requirements=["pandas"], session_id=session)
+    assert result["success"] and result["exit_code"] == 0, result["error"]
+    assert result["output"] == "7\n"
+    result = execute_javascript(code="console.log('Hello from Node.js')", timeout=30,
+                                session_id=session)
+    assert result["success"] and result["exit_code"] == 0
+    assert result["output"] == "Hello from Node.js\n"
+    result = execute_bash(command="ls -la /tmp", timeout=10, session_id=session)
+    assert result["success"] and result["exit_code"] == 0
+    assert "total" in result["output"]
+
+
+def _ensure(session_id):
+    """Creates a named session by running nothing in it."""
+    execute_bash(command="true", session_id=session_id)
+    return session_id
+
+
+def test_results_have_the_contract_fields(transport):
+    result = execute_python(code="1/0")
+    for field in ("success", "output", "error", "exit_code", "duration_ms", "session_id",
+                  "error_type"):
+        assert field in result
+    assert result["success"] is False and result["error_type"] == "RuntimeError"
+    assert result["exception"] == "ZeroDivisionError"
+
+
+def test_timeout_is_a_timeout_error_result(transport):
+    result = execute_python(code="import time\nprint('started', flush=True)\ntime.sleep(30)",
+                            timeout=1)
+    assert result["error_type"] == "TimeoutError" and result["timed_out"] is True
+    assert result["output"] == "started\n"
+
+
+def test_options_memory_network_env_stdin(transport):
+    result = execute_python(code="import os,sys\nprint(os.environ['GREETING'], sys.stdin.read())",
+                            env={"GREETING": "hi"}, stdin="from stdin", network=False,
+                            memory_mb=128)
+    assert result["output"] == "hi from stdin\n" and result["network"] is False
+    bomb = execute_python(code="b = bytearray(400 * 1024 * 1024)\nb[::4096] = b'x' * len(b[::4096])",
+                          memory_mb=64)
+    assert bomb["error_type"] == "MemoryError"
+
+
+# --- streaming -----------------------------------------------------------------------------
+
+def test_on_output_receives_output_before_the_call_returns(transport):
+    seen = []
+    code = "import time\nprint('first', flush=True)\ntime.sleep(2)\nprint('second')"
+    result = execute_python(code=code, on_output=lambda stream, text: seen.append(
+        (time.time(), stream, text)))
+    returned = time.time()
+    assert result["output"] == "first\nsecond\n"
+    first = next(t for t, s, text in seen if "first" in text)
+    assert returned - first > 1.5  # it arrived about 2 s before the call returned
+    assert "".join(text for _, s, text in seen if s == "stdout") == "first\nsecond\n"
+
+
+def test_on_output_gets_stderr_as_stderr(transport):
+    seen = []
+    execute_bash(command="echo out; echo err >&2", on_output=lambda s, t: seen.append((s, t)))
+    assert ("stdout", "out\n") in seen and ("stderr", "err\n") in seen
+
+
+# --- sessions ------------------------------------------------------------------------------
+
+def test_session_object_runs_uploads_downloads_and_cleans_up(transport):
+    with Session() as s:
+        s.upload("in/data.txt", b"42")
+        assert s.python("print(int(open('in/data.txt').read()) + 1)")["output"] == "43\n"
+        assert s.bash("echo -n done > out.txt")["success"]
+        assert s.download("out.txt") == b"done"
+        assert s.javascript("console.log(require('fs').existsSync('out.txt'))")["output"] == \
+            "true\n"
+        paths = {f["path"] for f in s.files()}
+        assert {"in/data.txt", "out.txt"} <= paths
+        sid = s.id
+        assert sid in [x["session_id"] for x in runbox.list_sessions()]
+    assert sid not in [x["session_id"] for x in runbox.list_sessions()]
+
+
+def test_close_session(transport):
+    sid = _ensure("closing-1")
+    runbox.close_session(sid)
+    assert sid not in [x["session_id"] for x in runbox.list_sessions()]
+    with pytest.raises(runbox.NotFound):
+        runbox.close_session(sid)
+
+
+# --- errors --------------------------------------------------------------------------------
+
+def test_refused_requests_raise_with_the_message(transport):
+    with pytest.raises(runbox.RequestRejected) as refused:
+        execute_python(code="1", session_id="../escape")
+    assert "session id" in refused.value.message
+    with pytest.raises(runbox.RequestRejected) as refused:
+        execute_python(code="1", requirements=["--index-url=http://evil"])
+    assert "requirement" in refused.value.message
+    with pytest.raises(runbox.RequestRejected):
+        Client().execute("cobol", "1")
+
+
+def test_download_outside_the_session_is_refused(transport):
+    with Session() as s:
+        s.bash("ln -s /etc/passwd link")
+        with pytest.raises(runbox.RequestRejected):
+            s.download("link")
+        with pytest.raises(runbox.RequestRejected):
+            s.download("../lock")
+
+
+def test_unreachable_server_raises_runbox_unavailable(monkeypatch):
+    monkeypatch.setenv("RUNBOX_URL", f"http://127.0.0.1:{free_port()}")
+    with pytest.raises(runbox.RunboxUnavailable):
+        execute_python(code="1")
+
+
+def test_missing_executable_raises_runbox_unavailable(monkeypatch):
+    monkeypatch.delenv("RUNBOX_URL", raising=False)
+    monkeypatch.setenv("RUNBOX_BIN", "/nonexistent/runbox")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(runbox.RunboxUnavailable):
+        execute_python(code="1")
+
+
+def test_bad_token_raises_authentication_error(tmp_path, monkeypatch):
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret-token\n")
+    server = Server(str(tmp_path / "state"), "--token-file", str(token_file))
+    try:
+        with pytest.raises(runbox.AuthenticationError):
+            execute_python(code="1", url=server.url, token="wrong")
+        with pytest.raises(runbox.AuthenticationError):
+            execute_python(code="1", url=server.url)
+        assert execute_python(code="print(1)", url=server.url, token="s3cret-token")["output"] \
+            == "1\n"
+    finally:
+        server.stop()
+
+
+def test_full_queue_raises_queue_full_or_is_retried(tmp_path):
+    server = Server(str(tmp_path / "state"), "--max-running", "1", "--max-queue", "0")
+    try:
+        blocker = threading.Thread(target=lambda: execute_bash(command="sleep 3", url=server.url))
+        blocker.start()
+        time.sleep(1)
+        with pytest.raises(runbox.QueueFull) as full:
+            execute_bash(command="echo hi", url=server.url)
+        assert full.value.retry_after > 0
+        retried = execute_bash(command="echo hi", url=server.url, retries=10)
+        assert retried["output"] == "hi\n"
+        blocker.join()
+    finally:
+        server.stop()
