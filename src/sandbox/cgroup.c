@@ -356,7 +356,12 @@ static int make_dir(rbx_cgroup *cg, size_t i, unsigned v2_ctls, char *why, size_
         return fail(why, why_size, "cannot create %s/%s: %s", runbox, cg->name, strerror(errno));
     }
     cg->h[i].ctls = h->ctls;
-    if (path_join(procs, sizeof procs, cg->h[i].path, "cgroup.procs") != 0 ||
+    /* v1: the joiner is single-threaded (init, right after clone), so its
+     * thread is moved through "tasks": moving a whole thread group through
+     * cgroup.procs takes the global threadgroup lock for writing, which
+     * waits for an RCU grace period (10+ ms on a busy host) each time. */
+    const char *join_file = cg->v2 ? "cgroup.procs" : "tasks";
+    if (path_join(procs, sizeof procs, cg->h[i].path, join_file) != 0 ||
         (cg->h[i].procs_fd = open(procs, O_WRONLY | O_CLOEXEC)) < 0)
         return fail(why, why_size, "cannot open %s: %s", procs, strerror(errno));
     return 0;

@@ -40,7 +40,8 @@ int rbx_cgroup_create(const rbx_cgroup_limits *limits, rbx_cgroup **out, char *w
 /* The most fds rbx_cgroup_enter_fds can return (one per v1 hierarchy). */
 #define RBX_CGROUP_MAX_FDS 5
 
-/* The cgroup.procs files of the execution's cgroup (one per hierarchy),
+/* The files that move a process into the execution's cgroup (one per
+ * hierarchy: v2 cgroup.procs; v1 tasks, valid for a single-threaded joiner),
  * opened O_WRONLY|O_CLOEXEC in advance: the kernel checks the permission of
  * whoever opened them, so a child may join after entering new user and
  * cgroup namespaces. Returns how many were stored in fds (at most max). */
