@@ -266,8 +266,9 @@ static rbx_outcome read_outcome(const rbx_watch *watch, bool reported,
     }
     if (outcome.timed_out)
         outcome.exit_code = 124;
-    outcome.syntax_error = watch->report_len && watch->report[0] == 'S' && !outcome.timed_out &&
-                           !outcome.cancelled;
+    bool ready = watch->report_len && watch->report[watch->report_len - 1] == 'R';
+    outcome.syntax_error = !ready && watch->report_len && watch->report[0] == 'S' &&
+                           !outcome.timed_out && !outcome.cancelled;
     return outcome;
 }
 

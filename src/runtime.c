@@ -1,8 +1,10 @@
 /* The languages runbox runs, as data. Adding a language means adding an
  * entry here: its interpreter, and a bootstrap that reads the code on fd 3,
- * checks its syntax in the same process without running any of it, writes
- * "R" (ready) or "S<message>" (syntax error) on fd 4, closes both, and only
- * then runs the code. One interpreter start per execution. */
+ * checks its syntax in the same process without running any of it, reports
+ * on fd 4, closes both, and only then runs the code. The report ends with
+ * "R" when the code parsed; otherwise it is "S" and the interpreter's
+ * message (just "S": the message is on stderr). One interpreter start per
+ * execution. */
 #include "internal.h"
 
 #include <string.h>
@@ -75,11 +77,15 @@ static const char javascript_bootstrap[] =
     "fs.writeSync(4,'S');process.exitCode=2;setImmediate(()=>{throw e;});return;}"
     "ready();}process.exitCode=1;console.error(e);});}";
 
+/* Bash: defining a function whose body is the code parses all of it
+ * without running any of it, with bash's own messages and line numbers,
+ * which go straight to the report after an "S" (no subshell: a fork less).
+ * "SR" means it parsed; the code then runs with eval on line 1, so $LINENO
+ * matches the code's lines. */
 static const char bash_bootstrap[] =
-    "read -r -d '' -u 3 __rbx_code; exec 3<&-; "
-    "if ! __rbx_msg=$( { source /dev/stdin <<<\"__rbx_check() { ${__rbx_code}\"$'\\n}'; } 2>&1 ); "
-    "then printf 'S%s\\n' \"${__rbx_msg//\\/dev\\/stdin: /bash: }\" >&4; exit 2; fi; "
-    "printf R >&4; exec 4>&-; unset __rbx_msg; eval \"unset __rbx_code; $__rbx_code\"";
+    "read -r -d '' -u 3 __rbx_code; exec 3<&-; printf S >&4; "
+    "{ source /dev/stdin <<<\"__rbx_check() { ${__rbx_code}\"$'\\n}'; } 2>&4 || exit 2; "
+    "unset -f __rbx_check; printf R >&4; exec 4>&-; eval \"unset __rbx_code; $__rbx_code\"";
 
 static const rbx_runtime runtimes[] = {
     {
