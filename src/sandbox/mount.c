@@ -122,14 +122,15 @@ static int set_attr(const char *path, unsigned set, bool recursive)
                         sizeof attr);
 }
 
-/* Binds src at dst (inside the new root), then marks it read-only. */
+/* Binds src at dst (inside the new root), then sets attrs on it (none:
+ * the caller sets them later, for many mounts at once). */
 static int bind_ro(const char *src, const char *dst, bool is_dir, unsigned attrs)
 {
     if (is_dir ? make_dirs(dst) : make_file(dst, NULL))
         return -1;
     if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) != 0)
         return -1;
-    return set_attr(dst, attrs, true);
+    return attrs ? set_attr(dst, attrs, true) : 0;
 }
 
 static int build_system(const rbx_root_plan *plan, const char **step)
@@ -151,9 +152,8 @@ static int build_system(const rbx_root_plan *plan, const char **step)
         if (s->kind == ROOT_SYMLINK) {
             if (symlink(s->host, dst) != 0 && errno != EEXIST)
                 return -1;
-        } else if (bind_ro(s->host, dst, s->is_dir,
-                           MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV) != 0) {
-            return -1;
+        } else if (bind_ro(s->host, dst, s->is_dir, 0) != 0) {
+            return -1; /* made read-only with the whole root, in seal_system() */
         }
     }
     return 0;
@@ -164,8 +164,7 @@ static int build_system(const rbx_root_plan *plan, const char **step)
 static int build_dev(const char **step)
 {
     *step = "/dev";
-    if (make_dirs(NEW_ROOT "/dev") != 0 ||
-        mount("runbox-dev", NEW_ROOT "/dev", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+    if (mount("runbox-dev", NEW_ROOT "/dev", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
               "mode=0755,size=64k,nr_inodes=64") != 0)
         return -1;
     char src[64], dst[64];
@@ -184,7 +183,7 @@ static int build_dev(const char **step)
         symlink("/proc/self/fd/2", NEW_ROOT "/dev/stderr"))
         return -1;
     *step = "/dev/shm";
-    if (make_dirs(NEW_ROOT "/dev/shm") != 0 ||
+    if (mkdir(NEW_ROOT "/dev/shm", 0755) != 0 ||
         mount("runbox-shm", NEW_ROOT "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
               "mode=1777,size=64m") != 0)
         return -1;
@@ -206,19 +205,10 @@ static void append_number(char *buf, size_t size, size_t value)
     buf[at] = 0;
 }
 
-static int build_scratch(const rbx_root_plan *plan, bool network, const char **step)
+/* The root's own files and every mount point, created while it is still
+ * writable: after seal_system() nothing in it can be created. */
+static int build_skeleton(const rbx_root_request *request, const char **step)
 {
-    char options[64] = "mode=1777,size=";
-    append_number(options, sizeof options - 2, plan->tmp_size_mb);
-    strcat(options, "m");
-    *step = "/tmp";
-    if (make_dirs(NEW_ROOT "/tmp") != 0 ||
-        mount("runbox-tmp", NEW_ROOT "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, options) != 0)
-        return -1;
-    *step = "/proc";
-    if (make_dirs(NEW_ROOT "/proc") != 0 ||
-        mount("proc", NEW_ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
-        return -1;
     *step = "/etc/passwd";
     if (make_dirs(NEW_ROOT "/etc") != 0 || make_file(NEW_ROOT "/etc/passwd", passwd_text) != 0 ||
         make_file(NEW_ROOT "/etc/group", group_text) != 0 ||
@@ -227,17 +217,45 @@ static int build_scratch(const rbx_root_plan *plan, bool network, const char **s
     /* The host's resolver may be on its loopback, which the sandbox cannot
      * reach: names go to the network helper's forwarder instead. */
     *step = "/etc/resolv.conf";
-    if (network &&
+    if (request->nameserver &&
         make_file(NEW_ROOT "/etc/resolv.conf", "nameserver " RBX_SANDBOX_NAMESERVER "\n") != 0)
         return -1;
+    *step = "mount points";
+    static const char *const points[] = {NEW_ROOT "/dev", NEW_ROOT "/tmp", NEW_ROOT "/proc",
+                                         NEW_ROOT RBX_SANDBOX_HOME};
+    for (size_t i = 0; i < sizeof points / sizeof points[0]; i++)
+        if (make_dirs(points[i]) != 0)
+            return -1;
+    char dst[RBX_ROOT_PATH_MAX + 16];
+    for (size_t i = 0; i < request->bind_count; i++)
+        if (!join(dst, sizeof dst, NEW_ROOT, request->binds[i].inside) || make_dirs(dst) != 0)
+            return -1;
     return 0;
+}
+
+/* One call makes the root and every system bind in it read-only, nosuid
+ * and nodev (instead of one call per mount). */
+static int seal_system(const char **step)
+{
+    *step = "make the system read-only";
+    return set_attr(NEW_ROOT, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true);
+}
+
+static int build_scratch(const rbx_root_plan *plan, const char **step)
+{
+    char options[64] = "mode=1777,size=";
+    append_number(options, sizeof options - 2, plan->tmp_size_mb);
+    strcat(options, "m");
+    *step = "/tmp";
+    if (mount("runbox-tmp", NEW_ROOT "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, options) != 0)
+        return -1;
+    *step = "/proc";
+    return mount("proc", NEW_ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 }
 
 static int bind_session(const rbx_root_plan *plan, int session_fd, const char **step)
 {
     *step = RBX_SANDBOX_HOME;
-    if (make_dirs(NEW_ROOT RBX_SANDBOX_HOME) != 0)
-        return -1;
     if (session_fd < 0) {
         /* A one-off run: its files live and die with the sandbox. */
         char options[80] = "mode=0700,uid=1000,gid=1000,size=";
@@ -262,19 +280,20 @@ static int pivot(const char **step)
     *step = "detach the old root";
     if (umount2(".", MNT_DETACH) != 0 || chdir("/") != 0)
         return -1;
-    *step = "make the root read-only";
-    return set_attr("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
+    return 0;
 }
 
 /* Prepare: everything that does not depend on the session. A sandbox
  * prepared ahead of time would stop after this step and wait. */
-static int prepare_root(const rbx_root_plan *plan, bool network, const char **step)
+static int prepare_root(const rbx_root_plan *plan, const rbx_root_request *request,
+                        const char **step)
 {
     *step = "mount the new root";
     if (mount("runbox-root", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") != 0)
         return -1;
-    return build_system(plan, step) || build_dev(step) || build_scratch(plan, network, step) ? -1
-                                                                                               : 0;
+    if (build_skeleton(request, step) || build_system(plan, step) || seal_system(step))
+        return -1;
+    return build_dev(step) || build_scratch(plan, step) ? -1 : 0;
 }
 
 /* Binds the request's host directories, opened before the uid switch. */
@@ -286,7 +305,7 @@ static int bind_extra(const rbx_root_request *request, const int *fds, const cha
         *step = b->inside;
         strcpy(src, "/proc/self/fd/");
         append_number(src, sizeof src, (size_t)fds[i]);
-        if (!join(dst, sizeof dst, NEW_ROOT, b->inside) || make_dirs(dst) != 0 ||
+        if (!join(dst, sizeof dst, NEW_ROOT, b->inside) ||
             mount(src, dst, NULL, MS_BIND, NULL) != 0 ||
             set_attr(dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b->writable ? 0 : MOUNT_ATTR_RDONLY),
                      false) != 0)
@@ -339,7 +358,7 @@ int rbx_root_enter(const rbx_root_plan *plan, const rbx_root_request *request,
         if (setresgid(0, 0, 0) != 0 || setgroups(0, NULL) != 0 || setresuid(0, 0, 0) != 0)
             return -1;
     }
-    if (prepare_root(plan, request->nameserver, step) != 0)
+    if (prepare_root(plan, request, step) != 0)
         return -1;
     return assign_session(plan, request, session_fd, bind_fds, step);
 }

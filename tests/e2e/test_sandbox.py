@@ -88,7 +88,7 @@ def test_fork_bomb_is_contained_and_leaves_nothing(runbox, proven, language, cod
     assert result["error_type"] == "TimeoutError", result["error"][-300:]
     assert subprocess.run(["/bin/true"], timeout=5).returncode == 0  # the host still forks
     assert wait_gone("sleep100") == []
-    assert sandbox_processes() == []
+    assert sandbox_processes(result["session_id"]) == []
 
 
 @pytest.mark.parametrize("language,code", [
@@ -101,7 +101,7 @@ def test_memory_bomb_is_a_memory_error(runbox, proven, language, code):
     result = runbox.run(language, code, "--memory", "128", "--timeout", "30", "--no-network")
     assert result["error_type"] == "MemoryError", result["error"][-300:]
     assert result["success"] is False
-    assert sandbox_processes() == []
+    assert sandbox_processes(result["session_id"]) == []
 
 
 @pytest.mark.parametrize("language,code", [
@@ -474,8 +474,10 @@ def test_abstract_unix_sockets_do_not_cross_sessions(runbox):
 
 # --- nothing left behind -----------------------------------------------------------------
 
-def sandbox_processes():
-    """Host processes running as the sandbox's host uids (as root), other than zombies."""
+def sandbox_processes(session_id=None):
+    """Host processes running as the sandbox's host uids (as root), other than zombies; with
+    session_id, only those of that session's executions (runbox puts RUNBOX_SESSION_ID in
+    their environment), so that other runbox users on the machine do not count."""
     if not IS_ROOT:
         return []
     found = []
@@ -488,8 +490,16 @@ def sandbox_processes():
         except OSError:
             continue
         uid = int(status["Uid"].split()[0])
-        if 3000000 <= uid < 3002000 and not status["State"].strip().startswith("Z"):
-            found.append(int(pid))
+        if not (3000000 <= uid < 3002000) or status["State"].strip().startswith("Z"):
+            continue
+        if session_id:
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if f"RUNBOX_SESSION_ID={session_id}".encode() not in f.read().split(b"\0"):
+                        continue
+            except OSError:
+                continue
+        found.append(int(pid))
     return found
 
 
