@@ -6,6 +6,7 @@
  * redirected by a link (and its host path need not be reachable at all). */
 #include "sandbox/mount.h"
 #include "sandbox/net.h"
+#include "sandbox/sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -355,7 +356,7 @@ int rbx_root_enter(const rbx_root_plan *plan, const rbx_root_request *request,
         /* Files are created in the new root below: that needs a uid that
          * exists in the namespace. The host's uid 0 is left behind. */
         *step = "become the sandbox's root";
-        if (setresgid(0, 0, 0) != 0 || setgroups(0, NULL) != 0 || setresuid(0, 0, 0) != 0)
+        if (rbx_setgroups_none() != 0 || rbx_setresgid_uid(0) != 0)
             return -1;
     }
     if (prepare_root(plan, request, step) != 0)

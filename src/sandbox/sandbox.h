@@ -51,6 +51,12 @@ void rbx_sandbox_kill(rbx_sandbox *sandbox);
 bool rbx_sandbox_reap(rbx_sandbox *sandbox, rbx_exit_report *report);
 void rbx_sandbox_close(rbx_sandbox *sandbox);
 
+/* Credentials in the child, as raw system calls: glibc's setresuid() and
+ * setgroups() signal every thread the parent had, which a copy of a
+ * multi-threaded server does not have, and would wait forever. */
+int rbx_setgroups_none(void);
+int rbx_setresgid_uid(unsigned id); /* setresgid(id x3) then setresuid(id x3) */
+
 /* supervise.c */
 typedef struct rbx_watch {
     double timeout_s;

@@ -80,6 +80,18 @@ static int arrange_fds(const child_plan *plan)
     return syscall(SYS_close_range, 5, ~0U, 0) == 0 ? 0 : -1;
 }
 
+int rbx_setgroups_none(void)
+{
+    return (int)syscall(SYS_setgroups, 0, NULL);
+}
+
+int rbx_setresgid_uid(unsigned id)
+{
+    if (syscall(SYS_setresgid, id, id, id) != 0)
+        return -1;
+    return (int)syscall(SYS_setresuid, id, id, id);
+}
+
 /* The bounding and ambient sets go first, while CAP_SETPCAP is still held;
  * the remaining sets are cleared once the credentials are switched. */
 static int drop_bounding_set(void)
@@ -103,11 +115,9 @@ static int become_sandbox_user(bool is_root)
 {
     /* As root we may drop supplementary groups (the host's gid 0 among
      * them); unprivileged, setgroups is denied and the map has one uid. */
-    if (is_root && setgroups(0, NULL) != 0)
+    if (is_root && rbx_setgroups_none() != 0)
         return -1;
-    if (setresgid(RBX_SANDBOX_UID, RBX_SANDBOX_UID, RBX_SANDBOX_UID) != 0)
-        return -1;
-    return setresuid(RBX_SANDBOX_UID, RBX_SANDBOX_UID, RBX_SANDBOX_UID);
+    return rbx_setresgid_uid(RBX_SANDBOX_UID);
 }
 
 #define OPEN_FILES_MAX 4096
@@ -219,9 +229,40 @@ static void forget_runbox_args(void)
         memset(args_start, 0, (size_t)(args_end - args_start));
 }
 
+/* Init is a copy of a process that may hold other executions' pipes and
+ * other sessions' locks (a server): it keeps only its plan's descriptors,
+ * or a lock held here would outlive its own execution. */
+static void close_others(const child_plan *plan)
+{
+    int keep[16 + RBX_CGROUP_MAX_FDS];
+    size_t n = 0;
+    int fixed[] = {plan->sync_fd,   plan->stdin_fd,  plan->stdout_fd,      plan->stderr_fd,
+                   plan->report_fd, plan->status_fd, plan->spec->code_fd};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        keep[n++] = fixed[i];
+    for (size_t i = 0; i < plan->cgroup_count; i++)
+        keep[n++] = plan->cgroup_fds[i];
+    for (size_t i = 1; i < n; i++) /* insertion sort: a handful of numbers, no qsort */
+        for (size_t j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+            int t = keep[j];
+            keep[j] = keep[j - 1];
+            keep[j - 1] = t;
+        }
+    unsigned from = 3;
+    for (size_t i = 0; i < n; i++) {
+        if (keep[i] < (int)from)
+            continue;
+        if ((unsigned)keep[i] > from)
+            syscall(SYS_close_range, from, (unsigned)keep[i] - 1, 0);
+        from = (unsigned)keep[i] + 1;
+    }
+    syscall(SYS_close_range, from, ~0U, 0);
+}
+
 static int sandbox_init(const child_plan *plan)
 {
     forget_runbox_args();
+    close_others(plan);
     for (int i = 0; i < 6; i++)
         if (plan->parent_ends[i] >= 0)
             close(plan->parent_ends[i]);
@@ -425,9 +466,7 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
         plan.in_cgroup = true;
     }
     int cgroup_dirfd = sandbox->cgroup ? rbx_cgroup_v2_dirfd(sandbox->cgroup) : -1;
-    size_t cgroup_fds = plan.cgroup_count;
     sandbox->pid = clone_init(&plan, &sandbox->pidfd, cgroup_dirfd);
-    plan.cgroup_count = cgroup_fds; /* closed below either way */
     rbx_trace_mark(spec->trace, RBX_PHASE_CLONED);
     if (sandbox->pid < 0) {
         status = rbx_fail(err, RBX_ESYSTEM,
@@ -452,8 +491,7 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     sandbox->stdin_fd = spec->with_stdin ? c.in[1] : -1;
     c.out[0] = c.err[0] = c.report[0] = c.status[0] = c.in[1] = -1;
 out:
-    for (size_t i = 0; i < plan.cgroup_count; i++)
-        close(plan.cgroup_fds[i]);
+    /* plan.cgroup_fds belong to the cgroup: rbx_cgroup_destroy closes them. */
     if (status != RBX_OK) {
         rbx_cgroup_destroy(sandbox->cgroup);
         sandbox->cgroup = NULL;
