@@ -8,7 +8,7 @@ DEBIAN_PACKAGES = build-essential cmake ninja-build pkg-config libjansson-dev li
                   python3-pandas python3-pip python3-venv npm \
                   nodejs bubblewrap slirp4netns uidmap curl iproute2 procps e2fsprogs
 
-.PHONY: all build asan deps test test-build test-asan test-unprivileged clean run bench
+.PHONY: all build asan deps test test-build test-asan test-unprivileged clean run bench mcp-sdk
 
 all: build
 
@@ -31,14 +31,20 @@ asan:
 # the end-to-end tests again as an unprivileged user.
 test: test-build test-asan test-unprivileged
 
-test-build: build
+# The MCP server is driven by the official TypeScript SDK, from the npm registry.
+mcp-sdk:
+	cd tests/mcp && npm ci --no-audit --no-fund --loglevel=error
+
+test-build: build mcp-sdk
 	cd $(BUILD) && ctest --output-on-failure
 	RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox $(PYTEST) -q tests/e2e
+	cd tests/mcp && RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox node --test
 
-test-asan: asan
+test-asan: asan mcp-sdk
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  RUNBOX_BIN=$(CURDIR)/$(ASAN_BUILD)/runbox $(PYTEST) -q tests/e2e
+	cd tests/mcp && ASAN_OPTIONS=detect_leaks=1 RUNBOX_BIN=$(CURDIR)/$(ASAN_BUILD)/runbox node --test
 
 # runbox as an ordinary user: user namespaces without root, rlimits instead
 # of cgroups. The tests run from a copy the user can read.

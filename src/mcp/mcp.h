@@ -1,0 +1,146 @@
+/* runbox mcp: a Model Context Protocol server on stdio, one more thin front
+ * end over the engine. Newline-delimited JSON-RPC 2.0 comes in on stdin and
+ * goes out on stdout; a reader thread answers the protocol, worker threads
+ * run tool calls, and one writer thread owns stdout. */
+#ifndef RBX_MCP_H
+#define RBX_MCP_H
+
+#include "runbox.h"
+
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define MCP_LATEST_VERSION "2025-11-25"
+/* Tool calls that run at once; more wait in a queue of MCP_MAX_WAITING. */
+#define MCP_MAX_CALLS 8
+#define MCP_MAX_WAITING 64
+/* The longest message read: room for the largest program (1 MiB) once
+ * escaped as JSON, unless it is mostly control characters. */
+#define MCP_MAX_LINE ((size_t)4 << 20)
+
+/* JSON-RPC 2.0 error codes, and one of its server-defined range. */
+enum {
+    RPC_PARSE_ERROR = -32700,
+    RPC_INVALID_REQUEST = -32600,
+    RPC_METHOD_NOT_FOUND = -32601,
+    RPC_INVALID_PARAMS = -32602,
+    RPC_INTERNAL_ERROR = -32603,
+    RPC_SERVER_BUSY = -32000,
+};
+
+/* output.c: the only writer of the protocol's stdout. */
+typedef struct mcp_output mcp_output;
+mcp_output *mcp_output_start(int fd);
+/* Queues one message (a response or a notification); steals it. */
+void mcp_output_send(mcp_output *output, json_t *message);
+/* The same for progress, which is dropped while the client lags behind. */
+void mcp_output_send_progress(mcp_output *output, json_t *message);
+/* Writes what is queued (waiting at most drain_ms), then stops the writer. */
+void mcp_output_stop(mcp_output *output, int drain_ms);
+
+/* jsonrpc.c: what a message is, and the replies. */
+typedef enum rpc_kind { RPC_REQUEST, RPC_NOTIFICATION, RPC_RESPONSE, RPC_INVALID } rpc_kind;
+
+typedef struct rpc_message {
+    json_t *id;         /* borrowed; NULL for notifications and undetectable ids */
+    const char *method; /* NULL for responses */
+    json_t *params;     /* borrowed; NULL when absent */
+} rpc_message;
+
+/* Sorts a parsed message; for RPC_INVALID, why says what is wrong. */
+rpc_kind rpc_read(json_t *json, rpc_message *message, char *why, size_t why_size);
+/* Complete response messages; id is borrowed, result stolen. */
+json_t *rpc_result(json_t *id, json_t *result);
+json_t *rpc_error(json_t *id, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+json_t *rpc_notification(const char *method, json_t *params);
+/* A JSON string of any bytes: invalid UTF-8 becomes U+FFFD. */
+json_t *rpc_text(const char *data, size_t len);
+void rpc_reply(mcp_output *output, json_t *id, json_t *result);
+void rpc_fail(mcp_output *output, json_t *id, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* tools.c: the tools, as tools/list shows them to a model. */
+typedef enum mcp_tool_kind {
+    MCP_TOOL_EXECUTE,
+    MCP_TOOL_LIST_SESSIONS,
+    MCP_TOOL_CLOSE_SESSION,
+} mcp_tool_kind;
+
+typedef struct mcp_tool {
+    const char *name;
+    mcp_tool_kind kind;
+    const char *language;      /* executions: the runtime's canonical name */
+    const char *code_argument; /* executions: "code", or "command" for bash */
+} mcp_tool;
+
+const mcp_tool *mcp_tool_find(const char *name);
+/* The "tools" array of tools/list; its texts name the engine's limits. */
+json_t *mcp_tools_describe(const rbx_config *config);
+
+/* arguments.c: a call's arguments against its tool's inputSchema. */
+bool mcp_arguments_check(const json_t *schema, const json_t *arguments, char *why, size_t size);
+
+/* One tools/call request, from its arrival to its response. */
+typedef struct mcp_call {
+    json_t *id;
+    const mcp_tool *tool;
+    json_t *arguments;      /* checked against the tool's inputSchema */
+    json_t *progress_token; /* NULL: the client wants no progress */
+    int cancel_fd;          /* becomes readable when the call is cancelled */
+    atomic_bool cancelled;  /* the client cancelled: nothing more is sent for it */
+} mcp_call;
+
+/* admit.c: checks a tools/call request and fills call (tool, arguments,
+ * progress token); answers it and returns false when it does not pass. */
+bool mcp_call_admit(mcp_output *output, const json_t *tools, json_t *id, json_t *params,
+                    bool arguments_as_results, mcp_call *call);
+
+/* toolrun.c: runs a call on the engine; returns its response message. */
+json_t *mcp_tool_run(rbx_engine *engine, mcp_output *output, mcp_call *call);
+/* A CallToolResult with isError: true and the message as its text. */
+json_t *mcp_tool_error(const char *message);
+
+/* progress.c: a running program's output as notifications/progress. */
+typedef struct mcp_progress {
+    mcp_output *output;
+    mcp_call *call;
+    uint64_t bytes;  /* output so far: the progress value */
+    uint64_t budget; /* bytes still streamed; the result keeps the rest */
+} mcp_progress;
+
+void mcp_progress_init(mcp_progress *progress, mcp_output *output, mcp_call *call, uint64_t budget);
+/* An rbx_output_fn: returns non-zero to stop a cancelled call's program. */
+int mcp_progress_on_output(void *user, rbx_stream stream, const char *data, size_t len);
+
+/* calls.c: tool calls on worker threads, their queue and cancellation. */
+typedef struct mcp_calls mcp_calls;
+mcp_calls *mcp_calls_start(rbx_engine *engine, mcp_output *output, json_t *tools);
+/* Answers a tools/call request: refuses bad params at once, else queues
+ * the call. Bad arguments become a tool error when arguments_as_results
+ * (MCP 2025-11-25), else a -32602 protocol error (earlier revisions). */
+void mcp_calls_accept(mcp_calls *calls, json_t *id, json_t *params, bool arguments_as_results);
+/* notifications/cancelled: stops the call and suppresses its response. */
+void mcp_calls_cancel(mcp_calls *calls, const json_t *request_id);
+/* Cancels every call, waits for the workers, frees. */
+void mcp_calls_stop(mcp_calls *calls);
+
+/* server.c: the reader loop. */
+typedef struct mcp_server {
+    rbx_engine *engine;
+    mcp_output *output;
+    mcp_calls *calls;
+    json_t *tools;
+    const char *version; /* the negotiated revision; NULL before initialize */
+} mcp_server;
+
+/* Serves until stdin ends or stop_fd becomes readable; returns 0, or 1
+ * when the server could not start. in_fd and out_fd are the protocol. */
+int mcp_serve(rbx_engine *engine, int in_fd, int out_fd, int stop_fd);
+
+/* lifecycle.c: initialize and ping. */
+void mcp_answer_initialize(mcp_server *server, const rpc_message *request);
+void mcp_answer_ping(mcp_server *server, const rpc_message *request);
+
+#endif

@@ -1,0 +1,142 @@
+/* What a tool call does: turn its arguments into one engine call and its
+ * outcome into a CallToolResult. Per the MCP spec, what a model can act on
+ * is a tool error (isError: true, the message as text): code that failed,
+ * and requests the engine refused (RBX_EINVAL, RBX_ENOENT, RBX_EBUSY). Only
+ * a failure of the host (RBX_ESYSTEM) is a protocol error (-32603). */
+#include "mcp/mcp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* structuredContent and the same object as a JSON text block. */
+static json_t *tool_result(json_t *structured, bool is_error)
+{
+    char *text = json_dumps(structured, JSON_COMPACT);
+    json_t *result =
+        json_pack("{s:[{s:s, s:s}], s:o, s:b}", "content", "type", "text", "text",
+                  text ? text : "{}", "structuredContent", structured, "isError", is_error);
+    free(text);
+    return result;
+}
+
+json_t *mcp_tool_error(const char *message)
+{
+    return json_pack("{s:[{s:s, s:o}], s:b}", "content", "type", "text", "text",
+                     rpc_text(message, strlen(message)), "isError", 1);
+}
+
+static json_t *engine_failure(const mcp_call *call, const rbx_error *err)
+{
+    if (err->status == RBX_ESYSTEM) {
+        fprintf(stderr, "runbox mcp: %s: %s\n", call->tool->name, err->message);
+        return rpc_error(call->id, RPC_INTERNAL_ERROR, "Internal error: %s", err->message);
+    }
+    return rpc_result(call->id, mcp_tool_error(err->message));
+}
+
+static const char *text_argument(const mcp_call *call, const char *name)
+{
+    return json_string_value(json_object_get(call->arguments, name));
+}
+
+/* The requirements array as the engine takes it (the strings stay owned
+ * by the arguments). */
+static const char **requirement_list(const mcp_call *call, size_t *count)
+{
+    json_t *array = json_object_get(call->arguments, "requirements");
+    *count = json_array_size(array);
+    const char **list = calloc(*count + 1, sizeof *list);
+    for (size_t i = 0; list && i < *count; i++)
+        list[i] = json_string_value(json_array_get(array, i));
+    return list;
+}
+
+static json_t *execute(rbx_engine *engine, mcp_output *output, mcp_call *call)
+{
+    rbx_request request;
+    rbx_request_init(&request);
+    request.language = call->tool->language;
+    json_t *code = json_object_get(call->arguments, call->tool->code_argument);
+    request.code = json_string_value(code);
+    request.code_len = json_string_length(code);
+    request.session_id = text_argument(call, "session_id");
+    request.timeout_s = json_number_value(json_object_get(call->arguments, "timeout"));
+    request.cancel_fd = call->cancel_fd;
+    const char **requirements = requirement_list(call, &request.requirement_count);
+    if (!requirements)
+        return rpc_error(call->id, RPC_INTERNAL_ERROR, "Internal error: out of memory");
+    request.requirements = requirements;
+    mcp_progress progress;
+    mcp_progress_init(&progress, output, call, rbx_engine_config(engine)->output_cap_bytes);
+    rbx_result result;
+    rbx_error err = {0};
+    rbx_status status =
+        rbx_execute(engine, &request, mcp_progress_on_output, &progress, &result, &err);
+    free(requirements);
+    if (status != RBX_OK)
+        return engine_failure(call, &err);
+    char *json = rbx_result_to_json(&result);
+    bool success = result.success;
+    rbx_result_free(&result);
+    json_t *structured = json ? json_loads(json, JSON_ALLOW_NUL, NULL) : NULL;
+    free(json);
+    if (!structured)
+        return rpc_error(call->id, RPC_INTERNAL_ERROR, "Internal error: cannot render the result");
+    return rpc_result(call->id, tool_result(structured, !success));
+}
+
+static json_t *list_sessions(rbx_engine *engine, const mcp_call *call)
+{
+    rbx_session_info *infos;
+    size_t count;
+    rbx_error err = {0};
+    if (rbx_session_list(engine, &infos, &count, &err) != RBX_OK)
+        return engine_failure(call, &err);
+    json_t *sessions = json_array();
+    for (size_t i = 0; i < count; i++)
+        json_array_append_new(
+            sessions, json_pack("{s:s, s:I, s:I, s:I, s:b}", "session_id", infos[i].id, "created",
+                                (json_int_t)infos[i].created_unix, "last_used",
+                                (json_int_t)infos[i].last_used_unix, "disk_bytes",
+                                (json_int_t)infos[i].disk_bytes, "running", infos[i].running));
+    free(infos);
+    return rpc_result(call->id, tool_result(json_pack("{s:o}", "sessions", sessions), false));
+}
+
+/* Closing stops what runs in the session, again every half second: an
+ * execution that was waiting for the session, or whose sandbox was still
+ * starting, takes its turn after the first is stopped. */
+#define CLOSE_WAIT_S 10.0
+#define CLOSE_RETRY_S 0.5
+
+static json_t *close_session(rbx_engine *engine, const mcp_call *call)
+{
+    const char *id = text_argument(call, "session_id");
+    rbx_error err = {0};
+    if (!rbx_session_id_valid(id))
+        return rpc_result(call->id, mcp_tool_error("invalid session id: it must match "
+                                                   "[A-Za-z0-9][A-Za-z0-9._-]{0,63}"));
+    rbx_status status = RBX_EBUSY;
+    for (double waited = 0; status == RBX_EBUSY && waited < CLOSE_WAIT_S; waited += CLOSE_RETRY_S) {
+        rbx_session_cancel(engine, id);
+        status = rbx_session_remove(engine, id, CLOSE_RETRY_S, &err);
+    }
+    if (status != RBX_OK)
+        return engine_failure(call, &err);
+    json_t *structured = json_pack("{s:s, s:b}", "session_id", id, "closed", 1);
+    return rpc_result(call->id, tool_result(structured, false));
+}
+
+json_t *mcp_tool_run(rbx_engine *engine, mcp_output *output, mcp_call *call)
+{
+    switch (call->tool->kind) {
+    case MCP_TOOL_EXECUTE:
+        return execute(engine, output, call);
+    case MCP_TOOL_LIST_SESSIONS:
+        return list_sessions(engine, call);
+    case MCP_TOOL_CLOSE_SESSION:
+        return close_session(engine, call);
+    }
+    return rpc_error(call->id, RPC_INTERNAL_ERROR, "Internal error: unknown tool kind");
+}

@@ -1,0 +1,173 @@
+// Shared by the MCP tests: where runbox is, a private state directory per
+// test file, the server's stderr (checked for sanitizer reports), the
+// processes of /proc, and the cleanup that leaves no session mounted.
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const RUNBOX = process.env.RUNBOX_BIN || path.resolve(here, '../../build/runbox');
+
+// What a sanitizer build prints when it finds a bug: always a failure.
+const SANITIZER_REPORT = /ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:/;
+
+export function newStateDir() {
+  return mkdtempSync(path.join(tmpdir(), 'rbx-mcp-'));
+}
+
+// The environment the server gets: a private state directory, and the
+// sanitizer options of the caller when there are any.
+export function serverEnv(stateDir) {
+  const env = { PATH: process.env.PATH, HOME: process.env.HOME || '/root', RUNBOX_STATE_DIR: stateDir };
+  for (const name of ['ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS']) {
+    if (process.env[name]) env[name] = process.env[name];
+  }
+  return env;
+}
+
+// Collects a stream's text (the server's stderr) for later checks.
+export function collect(stream) {
+  const log = { text: '' };
+  stream.setEncoding('utf8');
+  stream.on('data', (chunk) => { log.text += chunk; });
+  return log;
+}
+
+export function assertCleanStderr(assert, text) {
+  const report = text.match(SANITIZER_REPORT);
+  assert.equal(report, null, `the server's stderr has a sanitizer report:\n${text}`);
+}
+
+// Pids of the processes whose command line contains every part, in order.
+export function processesRunning(...parts) {
+  const wanted = parts.join('\0');
+  const pids = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, 'latin1').includes(wanted)) pids.push(Number(entry));
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  return pids;
+}
+
+export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// Waits until check() is true, polling; fails after timeoutMs.
+export async function waitFor(check, timeoutMs, what) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await sleep(50);
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}
+
+export function uniqueSessionId(prefix) {
+  return `${prefix}-${process.pid}-${Math.random().toString(36).slice(2, 10)}`;
+}
+
+// Removes what a test left in its state directory: sessions (each a
+// loop-mounted disk as root) through runbox itself, then the directory.
+// Returns the mounts that were still there, which the caller asserts empty.
+export function cleanStateDir(stateDir) {
+  const env = { ...process.env, RUNBOX_STATE_DIR: stateDir };
+  let leftover = [];
+  try {
+    leftover = JSON.parse(execFileSync(RUNBOX, ['sessions', 'list', '--json'], { env, encoding: 'utf8' }));
+  } catch {
+    // no state yet
+  }
+  for (const session of leftover) {
+    try {
+      execFileSync(RUNBOX, ['sessions', 'rm', session.session_id, '--wait', '10'], { env });
+    } catch {
+      // reported below as a mount or a leftover session
+    }
+  }
+  const mounts = execFileSync('findmnt', ['-rn', '-o', 'TARGET'], { encoding: 'utf8' })
+    .split('\n')
+    .filter((target) => target.startsWith(stateDir));
+  if (mounts.length === 0) rmSync(stateDir, { recursive: true, force: true });
+  return { sessions: leftover.map((s) => s.session_id), mounts };
+}
+
+// A server spoken to over the raw wire: one JSON object per line each way.
+// Every line it writes must be valid UTF-8 and valid JSON.
+export class WireServer {
+  constructor(stateDir) {
+    this.child = spawn(RUNBOX, ['mcp'], { env: serverEnv(stateDir), stdio: ['pipe', 'pipe', 'pipe'] });
+    this.stderr = collect(this.child.stderr);
+    this.messages = [];
+    this.waiters = [];
+    this.pending = Buffer.alloc(0);
+    this.decoder = new TextDecoder('utf-8', { fatal: true });
+    this.exited = new Promise((resolve) => this.child.on('exit', (code, signal) => resolve({ code, signal })));
+    this.child.stdout.on('data', (chunk) => this.take(chunk));
+  }
+
+  take(chunk) {
+    this.pending = Buffer.concat([this.pending, chunk]);
+    let newline;
+    while ((newline = this.pending.indexOf(0x0a)) >= 0) {
+      const line = this.pending.subarray(0, newline);
+      this.pending = this.pending.subarray(newline + 1);
+      let message;
+      try {
+        message = JSON.parse(this.decoder.decode(line));
+      } catch (error) {
+        message = { invalidLine: String(error), raw: line.toString('latin1') };
+      }
+      message.receivedAt = Date.now();
+      this.messages.push(message);
+      this.waiters = this.waiters.filter((waiter) => !waiter(message));
+    }
+  }
+
+  send(message) {
+    this.child.stdin.write(typeof message === 'string' ? message : `${JSON.stringify(message)}\n`);
+  }
+
+  // The first message (already received or still to come) that matches.
+  next(match, timeoutMs = 10000) {
+    const seen = this.messages.find(match);
+    if (seen) return Promise.resolve(seen);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no matching message within ${timeoutMs} ms`)), timeoutMs);
+      this.waiters.push((message) => {
+        if (!match(message)) return false;
+        clearTimeout(timer);
+        resolve(message);
+        return true;
+      });
+    });
+  }
+
+  reply(id, timeoutMs) {
+    return this.next((m) => 'id' in m && m.id === id && !('method' in m), timeoutMs);
+  }
+
+  request(id, method, params) {
+    this.send({ jsonrpc: '2.0', id, method, ...(params === undefined ? {} : { params }) });
+    return this.reply(id);
+  }
+
+  async initialize(protocolVersion = '2025-11-25') {
+    const reply = await this.request('init', 'initialize', {
+      protocolVersion,
+      capabilities: {},
+      clientInfo: { name: 'runbox-wire-test', version: '1' },
+    });
+    this.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    return reply;
+  }
+
+  async close() {
+    this.child.stdin.end();
+    return this.exited;
+  }
+}
