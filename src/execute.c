@@ -469,7 +469,8 @@ static rbx_status run_in_session(execution *x, rbx_result *result, rbx_error *er
     rbx_session session;
     int64_t waited_from = rbx_now_us();
     rbx_status status =
-        rbx_session_acquire(x->engine, request->session_id, x->timeout_s, &session, err);
+        rbx_session_acquire(x->engine, request->session_id, x->timeout_s, request->cancel_fd,
+                            &session, err);
     if (status != RBX_OK)
         return status;
     rbx_trace_mark(x->trace, RBX_PHASE_SESSION);

@@ -133,7 +133,9 @@ typedef struct rbx_session {
     char work_path[4400]; /* empty for a one-off run */
 } rbx_session;
 
-rbx_status rbx_session_acquire(rbx_engine *engine, const char *id, double wait_s,
+/* Takes the session within wait_s (or until cancel_fd, if not -1, becomes
+ * readable), creating it on first use. */
+rbx_status rbx_session_acquire(rbx_engine *engine, const char *id, double wait_s, int cancel_fd,
                                rbx_session *session, rbx_error *err);
 void rbx_session_release(rbx_engine *engine, rbx_session *session);
 

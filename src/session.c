@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <dirent.h>
+#include <poll.h>
 
 #define LOCK_POLL_US 5000
 
@@ -118,7 +119,7 @@ rbx_status rbx_session_create(rbx_engine *engine, const char *id, rbx_error *err
 /* Opens the session's directory and lock, and takes the lock within wait_s
  * seconds. Retries when the session was removed while we waited. */
 static rbx_status lock_session(rbx_engine *engine, const char *id, double wait_s, bool create,
-                               int *dir_out, int *lock_out, rbx_error *err)
+                               int cancel_fd, int *dir_out, int *lock_out, rbx_error *err)
 {
     int64_t deadline = rbx_now_us() + (int64_t)(wait_s * 1e6);
     for (;;) {
@@ -150,7 +151,14 @@ static rbx_status lock_session(rbx_engine *engine, const char *id, double wait_s
                 return rbx_fail(err, RBX_EBUSY,
                                 "session %s is busy: another execution is running in it", id);
             }
-            usleep(LOCK_POLL_US);
+            /* Sleep, but wake at once if the caller gives up (a client gone). */
+            struct pollfd cancel = {.fd = cancel_fd, .events = POLLIN};
+            if (poll(&cancel, 1, LOCK_POLL_US / 1000) > 0) {
+                close(lock);
+                close(dir);
+                return rbx_fail(err, RBX_EBUSY,
+                                "cancelled while waiting for session %s to be free", id);
+            }
         }
         /* The session may have been removed (renamed away) while we waited. */
         struct stat now, held;
@@ -169,7 +177,7 @@ static rbx_status lock_session(rbx_engine *engine, const char *id, double wait_s
     }
 }
 
-rbx_status rbx_session_acquire(rbx_engine *engine, const char *id, double wait_s,
+rbx_status rbx_session_acquire(rbx_engine *engine, const char *id, double wait_s, int cancel_fd,
                                rbx_session *session, rbx_error *err)
 {
     memset(session, 0, sizeof *session);
@@ -185,7 +193,8 @@ rbx_status rbx_session_acquire(rbx_engine *engine, const char *id, double wait_s
         return bad_id(err);
     snprintf(session->id, sizeof session->id, "%s", id);
     rbx_status status =
-        lock_session(engine, session->id, wait_s, true, &session->dir_fd, &session->lock_fd, err);
+        lock_session(engine, session->id, wait_s, true, cancel_fd, &session->dir_fd,
+                     &session->lock_fd, err);
     if (status != RBX_OK)
         return status;
     (void)futimens(session->lock_fd, NULL); /* last used */
@@ -234,7 +243,7 @@ rbx_status rbx_session_remove(rbx_engine *engine, const char *id, double wait_s,
     if (!rbx_session_id_valid(id))
         return bad_id(err);
     int dir, lock;
-    rbx_status status = lock_session(engine, id, wait_s, false, &dir, &lock, err);
+    rbx_status status = lock_session(engine, id, wait_s, false, -1, &dir, &lock, err);
     if (status != RBX_OK)
         return status;
     status = discard_locked(engine, id, err);
@@ -351,7 +360,7 @@ rbx_status rbx_session_work_fd(rbx_engine *engine, const char *id, int *fd, rbx_
         /* A session whose disk is not mounted (never run yet, or after a
          * reboot) is not running: attach it under the lock. */
         int dir, lock;
-        rbx_status status = lock_session(engine, id, 5, false, &dir, &lock, NULL);
+        rbx_status status = lock_session(engine, id, 5, false, -1, &dir, &lock, NULL);
         if (status == RBX_OK) {
             status = rbx_disk_attach(engine, dir, work, err);
             close(lock);

@@ -386,7 +386,7 @@ static void acquire_and_release_a_named_session(void **state)
     size_t fds = open_fd_count();
     rbx_session session;
     rbx_error err = {0};
-    assert_int_equal(rbx_session_acquire(f->engine, "named", 0, &session, &err), RBX_OK);
+    assert_int_equal(rbx_session_acquire(f->engine, "named", 0, -1, &session, &err), RBX_OK);
     assert_string_equal(session.id, "named");
     assert_false(session.one_off);
     assert_true(session.lock_fd >= 0);
@@ -413,7 +413,7 @@ static void acquire_creates_a_missing_session(void **state)
     fixture *f = *state;
     rbx_session session;
     rbx_error err = {0};
-    assert_int_equal(rbx_session_acquire(f->engine, "fresh", 0, &session, &err), RBX_OK);
+    assert_int_equal(rbx_session_acquire(f->engine, "fresh", 0, -1, &session, &err), RBX_OK);
     assert_true(exists_at(f->engine->sessions_fd, "fresh"));
     rbx_session_release(f->engine, &session);
     rbx_session_info info;
@@ -426,7 +426,7 @@ static void acquire_rejects_invalid_ids(void **state)
     fixture *f = *state;
     rbx_session session;
     rbx_error err = {0};
-    assert_int_equal(rbx_session_acquire(f->engine, "../escape", 0, &session, &err), RBX_EINVAL);
+    assert_int_equal(rbx_session_acquire(f->engine, "../escape", 0, -1, &session, &err), RBX_EINVAL);
     assert_int_equal(session.lock_fd, -1);
     assert_int_equal(session_count(f), 0);
 }
@@ -436,10 +436,10 @@ static void second_acquire_of_a_held_session_is_busy_after_waiting(void **state)
     fixture *f = *state;
     rbx_session first, second;
     rbx_error err = {0};
-    assert_int_equal(rbx_session_acquire(f->engine, "shared", 0, &first, &err), RBX_OK);
+    assert_int_equal(rbx_session_acquire(f->engine, "shared", 0, -1, &first, &err), RBX_OK);
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
-    assert_int_equal(rbx_session_acquire(f->engine, "shared", 0.2, &second, &err), RBX_EBUSY);
+    assert_int_equal(rbx_session_acquire(f->engine, "shared", 0.2, -1, &second, &err), RBX_EBUSY);
     double waited = seconds_since(&start);
     assert_int_equal(err.status, RBX_EBUSY);
     assert_non_null(strstr(err.message, "busy"));
@@ -448,7 +448,7 @@ static void second_acquire_of_a_held_session_is_busy_after_waiting(void **state)
     assert_int_equal(second.lock_fd, -1);
     /* Once released, it can be taken at once. */
     rbx_session_release(f->engine, &first);
-    assert_int_equal(rbx_session_acquire(f->engine, "shared", 0, &second, &err), RBX_OK);
+    assert_int_equal(rbx_session_acquire(f->engine, "shared", 0, -1, &second, &err), RBX_OK);
     rbx_session_release(f->engine, &second);
 }
 
@@ -457,7 +457,7 @@ static void remove_of_a_held_session_is_busy_and_keeps_it(void **state)
     fixture *f = *state;
     rbx_session held;
     rbx_error err = {0};
-    assert_int_equal(rbx_session_acquire(f->engine, "held", 0, &held, &err), RBX_OK);
+    assert_int_equal(rbx_session_acquire(f->engine, "held", 0, -1, &held, &err), RBX_OK);
     assert_int_equal(rbx_session_remove(f->engine, "held", 0.1, &err), RBX_EBUSY);
     assert_true(exists_at(f->engine->sessions_fd, "held"));
     rbx_session_release(f->engine, &held);
@@ -471,7 +471,7 @@ static void one_off_session_leaves_nothing_on_the_host(void **state)
     size_t fds = open_fd_count();
     rbx_session session;
     rbx_error err = {0};
-    assert_int_equal(rbx_session_acquire(f->engine, NULL, 0, &session, &err), RBX_OK);
+    assert_int_equal(rbx_session_acquire(f->engine, NULL, 0, -1, &session, &err), RBX_OK);
     assert_true(session.one_off);
     assert_true(rbx_session_id_valid(session.id));
     assert_memory_equal(session.id, "rbx-", 4);
@@ -486,7 +486,7 @@ static void one_off_session_leaves_nothing_on_the_host(void **state)
     assert_int_equal(open_fd_count(), fds);
     /* Two one-off runs never share an id. */
     rbx_session other;
-    assert_int_equal(rbx_session_acquire(f->engine, NULL, 0, &other, &err), RBX_OK);
+    assert_int_equal(rbx_session_acquire(f->engine, NULL, 0, -1, &other, &err), RBX_OK);
     assert_string_not_equal(other.id, session.id);
     rbx_session_release(f->engine, &other);
 }
@@ -501,7 +501,7 @@ static void acquire_marks_the_session_as_used(void **state)
     int64_t created = info.created_unix, last_used = info.last_used_unix;
     usleep(1100 * 1000);
     rbx_session session;
-    assert_int_equal(rbx_session_acquire(f->engine, "used", 0, &session, &err), RBX_OK);
+    assert_int_equal(rbx_session_acquire(f->engine, "used", 0, -1, &session, &err), RBX_OK);
     /* Marked when taken, not only when given back. */
     assert_int_equal(rbx_session_info_get(f->engine, "used", &info, &err), RBX_OK);
     assert_true(info.last_used_unix > last_used);
@@ -539,7 +539,7 @@ static void capped_disk_is_mounted_on_acquire_and_goes_with_the_session(void **s
         skip(); /* needs root, /dev/loop-control and mkfs.ext4 */
     }
     rbx_session session;
-    assert_int_equal(rbx_session_acquire(engine, "capped", 0, &session, &err), RBX_OK);
+    assert_int_equal(rbx_session_acquire(engine, "capped", 0, -1, &session, &err), RBX_OK);
     assert_true(is_mount_point(session.work_path));
     struct statfs fs;
     assert_int_equal(statfs(session.work_path, &fs), 0);
@@ -573,7 +573,7 @@ static void gc_removes_idle_sessions_and_keeps_a_locked_one(void **state)
     create_ok(f, "idle2");
     rbx_session held;
     rbx_error err = {0};
-    assert_int_equal(rbx_session_acquire(f->engine, "busy", 0, &held, &err), RBX_OK);
+    assert_int_equal(rbx_session_acquire(f->engine, "busy", 0, -1, &held, &err), RBX_OK);
     usleep(1100 * 1000);
     size_t removed = 99;
     assert_int_equal(rbx_session_gc(f->engine, 0, &removed, &err), RBX_OK);
