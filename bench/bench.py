@@ -206,7 +206,7 @@ def output_drain(runbox, work, gib=1):
     env = {"PATH": "/usr/bin:/bin", "RUNBOX_STATE_DIR": os.path.join(work, "state")}
     size = gib << 30
     start = time.perf_counter()
-    proc = subprocess.Popen([runbox, "run", "bash", "-c", f"head -c {size} /dev/zero", "--json",
+    proc = subprocess.Popen([runbox, "run", "bash", "-c", f"yes 'a line of output' | head -c {size}", "--json",
                              "--no-network", "--timeout", "300"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env)
     peak = [0]
