@@ -37,13 +37,13 @@ mcp-sdk:
 
 test-build: build mcp-sdk
 	cd $(BUILD) && ctest --output-on-failure
-	RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox $(PYTEST) -q tests/e2e
+	RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox $(PYTEST) -q tests/e2e tests/http tests/client
 	cd tests/mcp && RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox node --test
 
 test-asan: asan mcp-sdk
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  RUNBOX_BIN=$(CURDIR)/$(ASAN_BUILD)/runbox $(PYTEST) -q tests/e2e
+	  RUNBOX_BIN=$(CURDIR)/$(ASAN_BUILD)/runbox $(PYTEST) -q tests/e2e tests/http tests/client
 	cd tests/mcp && ASAN_OPTIONS=detect_leaks=1 RUNBOX_BIN=$(CURDIR)/$(ASAN_BUILD)/runbox node --test
 
 # runbox as an ordinary user: user namespaces without root, rlimits instead

@@ -1,10 +1,165 @@
-/* Placeholder until the HTTP front end lands (issue 5): refuses clearly. */
-#include "cli/cli.h"
+/* runbox serve: the HTTP API over the engine, until SIGTERM or SIGINT. */
+#include "http/http.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The signal handler writes here and the main thread waits for it. No
+ * thread blocks the signals: a blocked mask would be inherited by every
+ * sandboxed program. */
+static int shutdown_write_fd = -1;
+
+static void on_signal(int sig)
+{
+    if (shutdown_write_fd >= 0)
+        (void)!write(shutdown_write_fd, "x", 1);
+}
+
+static int shutdown_pipe(void)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0)
+        return -1;
+    shutdown_write_fd = fds[1];
+    struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    return fds[0];
+}
+
+/* ADDR:PORT, [IPv6]:PORT or HOST:PORT, resolved to one address. */
+static int resolve_listen(const char *listen, struct sockaddr_storage *addr, socklen_t *len,
+                          char *why, size_t why_size)
+{
+    const char *colon = strrchr(listen, ':');
+    char host[256];
+    char *end = NULL;
+    /* getaddrinfo() would take port 99999 as 34463: check it here. */
+    unsigned long port = colon ? strtoul(colon + 1, &end, 10) : 0;
+    if (!colon || colon == listen || !isdigit((unsigned char)colon[1]) || *end || port > 65535 ||
+        (size_t)(colon - listen) >= sizeof host) {
+        snprintf(why, why_size, "--listen needs ADDR:PORT, e.g. 127.0.0.1:8080, not '%.64s'",
+                 listen);
+        return -1;
+    }
+    bool bracketed = listen[0] == '[' && colon[-1] == ']';
+    snprintf(host, sizeof host, "%.*s", (int)(colon - listen) - (bracketed ? 2 : 0),
+             listen + (bracketed ? 1 : 0));
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *found;
+    int rc = getaddrinfo(host, colon + 1, &hints, &found);
+    if (rc != 0) {
+        snprintf(why, why_size, "cannot listen on '%.64s': %s", listen, gai_strerror(rc));
+        return -1;
+    }
+    memcpy(addr, found->ai_addr, found->ai_addrlen);
+    *len = found->ai_addrlen;
+    freeaddrinfo(found);
+    return 0;
+}
+
+static int open_listener(const struct sockaddr_storage *addr, socklen_t len)
+{
+    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int one = 1;
+    /* A restart must not wait for the old connections' TIME_WAIT. */
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(fd, (const struct sockaddr *)addr, len) != 0 || listen(fd, 128) != 0) {
+        int saved = errno;
+        if (fd >= 0)
+            close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+/* The first log line says where the server listens (the port, too, when
+ * it was 0). */
+static void log_listening(const http_server *server, int listen_fd)
+{
+    struct sockaddr_storage addr;
+    socklen_t len = sizeof addr;
+    char host[NI_MAXHOST] = "?", port[NI_MAXSERV] = "?", where[NI_MAXHOST + NI_MAXSERV + 4];
+    if (getsockname(listen_fd, (struct sockaddr *)&addr, &len) == 0)
+        getnameinfo((struct sockaddr *)&addr, len, host, sizeof host, port, sizeof port,
+                    NI_NUMERICHOST | NI_NUMERICSERV);
+    snprintf(where, sizeof where, addr.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
+    json_t *line = http_log_event("listening");
+    json_object_set_new(line, "listen", json_string(where));
+    json_object_set_new(line, "max_running", json_integer(server->options.max_running));
+    json_object_set_new(line, "max_queue", json_integer(server->options.max_queue));
+    json_object_set_new(line, "token", json_boolean(server->token != NULL));
+    json_object_set_new(line, "version", json_string(RBX_VERSION));
+    http_log_emit(line);
+}
+
+static int serve(const cli_globals *globals, http_server *server, int argc,
+                 const struct sockaddr_storage *addr, socklen_t addr_len)
+{
+    int listen_fd = open_listener(addr, addr_len);
+    if (listen_fd < 0) {
+        fprintf(stderr, "runbox: cannot listen on %s: %s\n", server->options.listen,
+                strerror(errno));
+        return EXIT_SYSTEM;
+    }
+    int rc = 0;
+    server->engine = cli_engine(globals, &rc);
+    if (!server->engine) {
+        close(listen_fd);
+        return rc;
+    }
+    int signal_fd = shutdown_pipe();
+    if (signal_fd >= 0 && http_launch_prepare(server, argc) == 0 &&
+        http_server_start(server, listen_fd) == 0) {
+        log_listening(server, listen_fd);
+        struct pollfd wake = {.fd = signal_fd, .events = POLLIN};
+        while (poll(&wake, 1, -1) < 0 && errno == EINTR)
+            continue;
+        http_server_shutdown(server);
+    } else {
+        fprintf(stderr, "runbox: cannot start the HTTP server on %s\n", server->options.listen);
+        rc = EXIT_SYSTEM;
+    }
+    if (signal_fd >= 0) {
+        close(signal_fd);
+        close(shutdown_write_fd);
+        shutdown_write_fd = -1;
+    }
+    http_launch_release(server);
+    rbx_engine_free(server->engine);
+    return rc;
+}
 
 int cli_serve(const cli_globals *globals, int argc, char **argv)
 {
-    (void)globals;
-    (void)argc;
-    (void)argv;
-    return cli_usage_error(NULL, "'serve' is not available in this build yet");
+    if (argc >= 2 && !strcmp(argv[1], "--worker"))
+        return http_worker_main(globals, argc, argv);
+    http_server server = {0};
+    int rc = http_options_parse(argc, argv, &server.options);
+    if (rc >= 0)
+        return rc;
+    char why[600];
+    struct sockaddr_storage addr;
+    socklen_t addr_len;
+    if (resolve_listen(server.options.listen, &addr, &addr_len, why, sizeof why) != 0 ||
+        http_auth_load(&server.options, &server.token, why, sizeof why) != 0)
+        return cli_usage_error("serve", "%s", why);
+    if (!server.token && !http_address_is_loopback((const struct sockaddr *)&addr))
+        return cli_usage_error("serve",
+                               "refusing to listen on %s without a token: anyone who can reach "
+                               "it could run code on this host (give --token-file FILE or set "
+                               "RUNBOX_TOKEN, or listen on 127.0.0.1)",
+                               server.options.listen);
+    rc = serve(globals, &server, argc, &addr, addr_len);
+    free(server.token);
+    return rc;
 }

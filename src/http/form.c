@@ -1,0 +1,240 @@
+/* The body of POST /v1/execute turned into an rbx_request: every field
+ * checked for its type, unknown fields refused. The server reads it to
+ * answer 400 before anything runs; the worker process reads it again to
+ * run it. */
+#include "http/http.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *type_name(const json_t *value)
+{
+    switch (json_typeof(value)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL:
+        return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "a boolean";
+    default:
+        return "null";
+    }
+}
+
+static bool wrong_type(http_error *err, const char *field, const char *expected,
+                       const json_t *value)
+{
+    http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request", "'%s' must be %s, not %s", field,
+                   expected, type_name(value));
+    return false;
+}
+
+static bool out_of_memory(http_error *err)
+{
+    http_error_set(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "system_error", "out of memory");
+    return false;
+}
+
+/* A string that ends up as a C string may not hide a NUL. */
+static bool c_string(const json_t *value, const char *field, const char **out, http_error *err)
+{
+    if (!json_is_string(value))
+        return wrong_type(err, field, "a string", value);
+    *out = json_string_value(value);
+    if (strlen(*out) != json_string_length(value)) {
+        http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request",
+                       "'%s' must not contain a NUL character", field);
+        return false;
+    }
+    return true;
+}
+
+static bool parse_language(execute_form *form, json_t *value, http_error *err)
+{
+    return c_string(value, "language", &form->request.language, err);
+}
+
+static bool parse_session_id(execute_form *form, json_t *value, http_error *err)
+{
+    return c_string(value, "session_id", &form->request.session_id, err);
+}
+
+/* code and stdin are bytes, NUL included (the engine judges code). */
+static bool parse_code(execute_form *form, json_t *value, http_error *err)
+{
+    if (!json_is_string(value))
+        return wrong_type(err, "code", "a string", value);
+    form->request.code = json_string_value(value);
+    form->request.code_len = json_string_length(value);
+    return true;
+}
+
+static bool parse_stdin(execute_form *form, json_t *value, http_error *err)
+{
+    if (!json_is_string(value))
+        return wrong_type(err, "stdin", "a string", value);
+    form->request.stdin_data = json_string_value(value);
+    form->request.stdin_len = json_string_length(value);
+    return true;
+}
+
+static bool parse_timeout(execute_form *form, json_t *value, http_error *err)
+{
+    if (!json_is_number(value))
+        return wrong_type(err, "timeout", "a number of seconds", value);
+    double seconds = json_number_value(value);
+    /* 0 would mean "the default" to the engine: say so instead. */
+    if (!isfinite(seconds) || seconds <= 0) {
+        http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request",
+                       "'timeout' must be more than 0 seconds (leave it out for the default)");
+        return false;
+    }
+    form->request.timeout_s = seconds;
+    return true;
+}
+
+static bool parse_memory(execute_form *form, json_t *value, http_error *err)
+{
+    if (!json_is_integer(value))
+        return wrong_type(err, "memory_mb", "a whole number of MiB", value);
+    json_int_t mib = json_integer_value(value);
+    if (mib <= 0 || mib > UINT32_MAX) {
+        http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request",
+                       "'memory_mb' must be a positive number of MiB (leave it out for the "
+                       "default)");
+        return false;
+    }
+    form->request.memory_mb = (uint32_t)mib;
+    return true;
+}
+
+static bool parse_network(execute_form *form, json_t *value, http_error *err)
+{
+    if (!json_is_boolean(value))
+        return wrong_type(err, "network", "a boolean", value);
+    form->request.network = json_is_true(value) ? 1 : 0;
+    return true;
+}
+
+static bool parse_stream(execute_form *form, json_t *value, http_error *err)
+{
+    if (!json_is_boolean(value))
+        return wrong_type(err, "stream", "a boolean", value);
+    form->stream = json_is_true(value) ? 1 : 0;
+    return true;
+}
+
+static bool parse_requirements(execute_form *form, json_t *value, http_error *err)
+{
+    if (!json_is_array(value))
+        return wrong_type(err, "requirements", "an array of strings", value);
+    size_t count = json_array_size(value);
+    form->requirements = calloc(count ? count : 1, sizeof *form->requirements);
+    if (!form->requirements)
+        return out_of_memory(err);
+    for (size_t i = 0; i < count; i++) {
+        char field[40];
+        snprintf(field, sizeof field, "requirements[%zu]", i);
+        if (!c_string(json_array_get(value, i), field, &form->requirements[i], err))
+            return false;
+    }
+    form->request.requirements = form->requirements;
+    form->request.requirement_count = count;
+    return true;
+}
+
+/* {"NAME": "value"} becomes "NAME=value" entries; the engine checks names. */
+static bool parse_env(execute_form *form, json_t *value, http_error *err)
+{
+    if (!json_is_object(value))
+        return wrong_type(err, "env", "an object of strings", value);
+    form->env = calloc(json_object_size(value) + 1, sizeof *form->env);
+    if (!form->env)
+        return out_of_memory(err);
+    form->request.env = (const char *const *)form->env;
+    const char *name;
+    json_t *item;
+    json_object_foreach(value, name, item)
+    {
+        char field[300];
+        const char *text;
+        snprintf(field, sizeof field, "env.%.256s", name);
+        if (!c_string(item, field, &text, err))
+            return false;
+        if (strchr(name, '=')) {
+            http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request",
+                           "'%s' is not a variable name: names cannot contain '='", field);
+            return false;
+        }
+        size_t len = strlen(name) + strlen(text) + 2;
+        char *entry = malloc(len);
+        if (!entry)
+            return out_of_memory(err);
+        snprintf(entry, len, "%s=%s", name, text);
+        form->env[form->request.env_count++] = entry;
+    }
+    return true;
+}
+
+typedef bool (*field_parser)(execute_form *form, json_t *value, http_error *err);
+
+static const struct field {
+    const char *name;
+    field_parser parse;
+} fields[] = {
+    {"language", parse_language},
+    {"code", parse_code},
+    {"timeout", parse_timeout},
+    {"session_id", parse_session_id},
+    {"requirements", parse_requirements},
+    {"memory_mb", parse_memory},
+    {"network", parse_network},
+    {"env", parse_env},
+    {"stdin", parse_stdin},
+    {"stream", parse_stream},
+};
+
+bool http_form_parse(execute_form *form, json_t *body, http_error *err)
+{
+    *form = (execute_form){.body = body, .stream = -1};
+    rbx_request_init(&form->request);
+    const char *name;
+    json_t *value;
+    json_object_foreach(body, name, value)
+    {
+        const struct field *field = NULL;
+        for (size_t i = 0; i < sizeof fields / sizeof *fields && !field; i++)
+            if (!strcmp(fields[i].name, name))
+                field = &fields[i];
+        if (!field) {
+            http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request",
+                           "unknown field '%.100s' (accepted: language, code, timeout, "
+                           "session_id, requirements, memory_mb, network, env, stdin, stream)",
+                           name);
+            return false;
+        }
+        /* null is the same as leaving the field out */
+        if (!json_is_null(value) && !field->parse(form, value, err))
+            return false;
+    }
+    return true;
+}
+
+void http_form_free(execute_form *form)
+{
+    for (size_t i = 0; form->env && i < form->request.env_count; i++)
+        free(form->env[i]);
+    free(form->env);
+    free(form->requirements);
+    json_decref(form->body);
+    form->env = NULL;
+    form->requirements = NULL;
+    form->body = NULL;
+}

@@ -1,0 +1,361 @@
+/* runbox serve: the HTTP front end, one more thin layer over the engine.
+ *
+ * libmicrohttpd runs one thread per connection, so a handler may block for
+ * the length of an execution and a slow client holds only its own thread.
+ * Each execution gets a thread on the server, which runs it in a worker
+ * process of its own (worker.c says why) and feeds its events to the
+ * connection's thread; that thread watches the client's socket meanwhile,
+ * so a client that goes away cancels its execution at once.
+ *
+ * One file per concern: serve (the command), options, server (the daemon
+ * and the life of a request), routes, reply (JSON and errors), body, form
+ * (the execute request), auth, admission (the limit and the queue),
+ * execution (its life on the server), launch (the worker process, seen
+ * from the server), worker (the worker process), stream (streaming
+ * responses), execute, sessions, files, metrics, log, watchdog (slow
+ * clients), openapi. */
+#ifndef RBX_HTTP_H
+#define RBX_HTTP_H
+
+#include "cli/cli.h"
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <time.h>
+
+static inline int64_t http_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* pthread_cond_timedwait for at most ms milliseconds (its clock is the
+ * wall clock; callers re-check their own monotonic deadlines). */
+static inline void http_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)(ms / 1000);
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(cond, lock, &until);
+}
+
+/* options.c: what `runbox serve` was asked to do. */
+typedef struct serve_options {
+    const char *listen;        /* ADDR:PORT, default 127.0.0.1:8080 */
+    unsigned max_running;      /* executions at once, default 2 x cores */
+    unsigned max_queue;        /* waiting behind them, default 64 */
+    const char *token_file;    /* NULL: RUNBOX_TOKEN, or no token */
+    size_t max_body;           /* request bodies (and uploads), default 10 MiB */
+    size_t max_download;       /* file downloads, default 100 MiB */
+    double grace_s;            /* how long running work may finish on SIGTERM, default 30 */
+    unsigned client_timeout_s; /* idle or trickling clients are dropped, default 30 */
+} serve_options;
+
+/* Parses argv; returns -1 to go on, else the exit code (--help, usage error). */
+int http_options_parse(int argc, char **argv, serve_options *options);
+
+/* log.c: one JSON object per line on stderr, "time" first. */
+json_t *http_log_event(const char *event);
+void http_log_emit(json_t *line); /* steals line */
+/* A JSON string of any bytes: invalid UTF-8 becomes U+FFFD. */
+json_t *http_json_text(const char *data, size_t len);
+
+/* admission.c: at most max_running executions, a FIFO of max_queue behind. */
+typedef struct admission_ticket {
+    struct admission_ticket *next;
+    bool admitted;
+} admission_ticket;
+
+typedef struct admission {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    unsigned running, queued, max_running, max_queue;
+    bool closed; /* shutting down: nobody in the queue gets a turn */
+    admission_ticket *head, *tail;
+} admission;
+
+typedef enum admission_verdict { ADMIT_RUN, ADMIT_QUEUED, ADMIT_FULL } admission_verdict;
+
+void http_admission_init(admission *a, unsigned max_running, unsigned max_queue);
+void http_admission_destroy(admission *a);
+/* Never blocks: runs now, takes a place in the queue, or is refused. */
+admission_verdict http_admission_enter(admission *a, admission_ticket *ticket);
+/* Waits for a queued ticket's turn; false (and out of the queue) once
+ * *cancelled becomes non-zero. Wake waiters with http_admission_wake. */
+bool http_admission_wait(admission *a, admission_ticket *ticket, const atomic_int *cancelled);
+void http_admission_wake(admission *a);
+/* Shutdown: the queue is given up (its executions never run). */
+void http_admission_close(admission *a);
+/* An admitted execution ended: the next in the queue runs. */
+void http_admission_leave(admission *a);
+void http_admission_counts(admission *a, unsigned *running, unsigned *queued);
+
+/* metrics.c */
+typedef struct metrics metrics;
+metrics *http_metrics_new(void);
+void http_metrics_free(metrics *m);
+/* An execution that produced a result; outcome is its error_type, or "ok". */
+void http_metrics_execution(metrics *m, const char *language, const char *outcome,
+                            int64_t duration_ms);
+void http_metrics_install(metrics *m);
+void http_metrics_response(metrics *m, unsigned status);
+
+/* watchdog.c: drops clients that take too long to send a request. */
+typedef struct watchdog watchdog;
+watchdog *http_watchdog_start(unsigned limit_s);
+void http_watchdog_stop(watchdog *w);
+void http_watchdog_connection(watchdog *w, struct MHD_Connection *connection, void **socket_context,
+                              enum MHD_ConnectionNotificationCode code);
+/* The connection's request is all in (started), or it is done. */
+void http_watchdog_request(struct MHD_Connection *connection, bool started);
+
+typedef struct execution execution;
+
+/* server.c: the daemon, and what every handler shares. */
+typedef struct http_server {
+    rbx_engine *engine; /* for sessions and files; executions have their own */
+    char **worker_argv; /* launch.c: how to start a worker process */
+    char **worker_envp;
+    serve_options options;
+    char *token; /* NULL: no token required (loopback only) */
+    struct MHD_Daemon *daemon;
+    admission admission;
+    metrics *metrics;
+    watchdog *watchdog;
+    atomic_bool draining; /* shutting down: new requests get 503 */
+    /* Executions (execution.c), so that shutdown and session removal can
+     * reach them; live counts those whose worker has not finished, active
+     * the requests between their headers and their end. */
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    execution *executions;
+    unsigned live;
+    unsigned requests_active;
+} http_server;
+
+/* Sets up what the server shares and starts the daemon on listen_fd. */
+int http_server_start(http_server *server, int listen_fd);
+/* Stops accepting, lets work finish within the grace period, cancels the
+ * rest, and stops the daemon. */
+void http_server_shutdown(http_server *server);
+
+/* The body of a request, kept up to a limit; past it only counted. */
+typedef struct http_body {
+    char *data;
+    size_t len, cap, limit;
+    bool too_large;
+} http_body;
+
+struct route;
+
+/* One HTTP request, from its headers to its end (MHD's con_cls). */
+typedef struct http_request {
+    http_server *server;
+    struct MHD_Connection *connection;
+    char method[16];
+    char *path; /* decoded, for routing and the access log */
+    const struct route *route;
+    char *session_id; /* {id} of the route, when it has one */
+    char *file_path;  /* {path} of the route, when it has one */
+    int64_t started_us;
+    http_body body;
+    unsigned status;     /* what was queued; 0: nothing yet */
+    uint64_t bytes_sent; /* the response body's bytes */
+} http_request;
+
+typedef enum MHD_Result (*route_handler)(http_request *req);
+
+/* What a route expects as its body. */
+typedef enum body_kind { BODY_NONE, BODY_JSON, BODY_JSON_OPTIONAL, BODY_RAW } body_kind;
+
+typedef struct route {
+    const char *method;
+    const char *pattern; /* literal segments, {id} (one segment), {path} (the rest) */
+    route_handler handle;
+    body_kind body;
+    bool open; /* answered without the token */
+} route;
+
+/* routes.c: finds the route for req (and its {id} and {path}); on a miss
+ * queues 404 or 405 and returns false. */
+bool http_route(http_request *req, enum MHD_Result *queued);
+/* True for a path that needs no token (checked before routing). */
+bool http_route_is_open(const char *path);
+
+/* reply.c: every response goes through here (status and size are logged). */
+typedef struct http_error {
+    unsigned status;
+    const char *code;
+    char message[600];
+} http_error;
+
+void http_error_set(http_error *err, unsigned status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void http_error_from_engine(http_error *err, const rbx_error *engine_err);
+enum MHD_Result http_reply(http_request *req, unsigned status, struct MHD_Response *response,
+                           uint64_t bytes);
+/* A JSON text (malloc'ed, taken) as the body; header may be NULL. */
+enum MHD_Result http_reply_json_text(http_request *req, unsigned status, char *text,
+                                     const char *header, const char *value);
+/* The JSON object (stolen) as the body; header may be NULL. */
+enum MHD_Result http_reply_json(http_request *req, unsigned status, json_t *body,
+                                const char *header, const char *value);
+enum MHD_Result http_reply_error(http_request *req, const http_error *err);
+enum MHD_Result http_reply_fail(http_request *req, unsigned status, const char *code,
+                                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+enum MHD_Result http_reply_engine(http_request *req, const rbx_error *engine_err);
+json_t *http_error_json(const http_error *err);
+/* Long work ahead: no idle timeout until http_release_connection. */
+void http_hold_connection(struct MHD_Connection *connection);
+void http_release_connection(const http_server *server, struct MHD_Connection *connection);
+
+/* body.c */
+void http_body_init(http_body *body, size_t limit);
+void http_body_append(http_body *body, const char *data, size_t len);
+void http_body_free(http_body *body);
+/* Checks what a route's body needs before reading it (415, 413). */
+bool http_body_expect(http_request *req, http_error *err);
+/* The body as a JSON object (NULL for an absent optional body). */
+bool http_body_json(http_request *req, json_t **object, http_error *err);
+/* A JSON object, its nesting bounded first; NULL and err on failure. */
+json_t *http_json_parse(const char *text, size_t len, http_error *err);
+
+/* auth.c */
+int http_auth_load(const serve_options *options, char **token, char *why, size_t why_size);
+bool http_auth_ok(const http_server *server, struct MHD_Connection *connection);
+bool http_address_is_loopback(const struct sockaddr *addr);
+
+/* stream.c: the bounded queue between an execution and its client. */
+typedef struct event_queue {
+    pthread_mutex_t lock;
+    pthread_cond_t room;
+    char *data;
+    size_t start, end, cap, limit;
+    bool finished; /* the last event is in */
+    int wake_fd;   /* readable when there is news for the client */
+} event_queue;
+
+int http_queue_init(event_queue *q, size_t limit);
+void http_queue_destroy(event_queue *q);
+/* Adds one event; blocks while the queue is full, until stop() says to
+ * give up (then the event is dropped and false returned). */
+bool http_queue_push(event_queue *q, const char *text, size_t len, bool (*stop)(void *), void *arg);
+/* Adds the last event, whatever the queue holds. */
+void http_queue_finish(event_queue *q, const char *text, size_t len);
+void http_queue_wake(event_queue *q);
+size_t http_queue_take(event_queue *q, char *buf, size_t max, bool *finished);
+bool http_queue_has_data(event_queue *q);
+
+typedef enum stream_format { STREAM_NONE, STREAM_NDJSON, STREAM_SSE } stream_format;
+/* One event framed for the wire: an NDJSON line or an SSE message. */
+char *http_stream_frame(stream_format format, const char *type, const char *json, size_t *len);
+/* The streaming reply of an execution (which it then owns). */
+enum MHD_Result http_stream_reply(http_request *req, execution *ex);
+
+/* form.c: the body of POST /v1/execute as an rbx_request. */
+typedef struct execute_form {
+    json_t *body; /* the request's strings point into it */
+    rbx_request request;
+    char **env; /* "NAME=value" entries, owned */
+    const char **requirements;
+    int stream; /* the "stream" field: -1 when not given */
+} execute_form;
+
+/* Takes body (also on failure: http_form_free frees it). */
+bool http_form_parse(execute_form *form, json_t *body, http_error *err);
+void http_form_free(execute_form *form);
+
+/* execution.c: one execution's life on the server. */
+typedef enum cancel_reason {
+    CANCEL_NONE,
+    CANCEL_CLIENT_GONE,
+    CANCEL_SHUTDOWN,
+    CANCEL_SESSION_REMOVED,
+} cancel_reason;
+
+struct execution {
+    http_server *server;
+    struct MHD_Connection *connection;
+    int client_fd;        /* watched for the client going away */
+    uint64_t *bytes_sent; /* the request's count, for the access log */
+    execute_form form;
+    stream_format format;
+    char session_id[RBX_SESSION_ID_MAX + 1]; /* "" for a one-off run */
+    atomic_int cancel_fd;                    /* the worker's cancel pipe: closed to cancel */
+    atomic_int cancelled;                    /* a cancel_reason; the first one stays */
+    admission_ticket ticket;
+    int64_t deadline_us; /* how long output may wait for a slow client */
+    event_queue events;
+    pthread_t thread;
+    bool started, linked;
+    atomic_bool done;
+    bool has_result; /* else error says why there is none */
+    char *result;    /* the result's JSON, as the client gets it */
+    http_error error;
+    execution *prev, *next; /* the server's list */
+};
+
+/* Takes the parsed body; on failure err says why (and body is freed). */
+execution *http_execution_new(http_request *req, json_t *body, http_error *err);
+/* Starts it unless admission refuses (ADMIT_FULL: not started). */
+admission_verdict http_execution_start(execution *ex);
+/* Waits up to timeout_ms (-1: no limit) for news: output or the end. False
+ * when the client went away; the execution is then cancelled. */
+bool http_execution_wait(execution *ex, int timeout_ms);
+bool http_execution_done(execution *ex);
+/* After the end: whether there is a result, else why not. */
+bool http_execution_succeeded(execution *ex, http_error *err);
+/* After the end: the result's JSON (the caller frees it). */
+char *http_execution_take_result(execution *ex);
+/* While it waits for a slow client, output gives up at the deadline or
+ * once the execution is cancelled. */
+bool http_execution_stop_waiting(void *ex);
+void http_execution_cancel(execution *ex, cancel_reason reason);
+/* Cancels the execution if it still runs, waits for it, frees it. */
+void http_execution_free(execution *ex);
+
+/* Cancels the executions of a session, queued or running. */
+void http_executions_cancel_session(http_server *server, const char *session_id);
+void http_executions_cancel_all(http_server *server);
+/* Waits until none runs, or until deadline_us; true when none does. */
+bool http_executions_wait_idle(http_server *server, int64_t deadline_us);
+
+/* launch.c: the worker process of an execution, seen from the server. */
+/* The worker's command line: the server's own global options, then
+ * `serve --worker`; serve_argc counts the arguments from "serve" on. */
+int http_launch_prepare(http_server *server, int serve_argc);
+void http_launch_release(http_server *server);
+/* Runs the execution in a worker process; fills its result or error. */
+void http_launch(execution *ex);
+
+/* worker.c: the worker process (`serve --worker plain|stream`). */
+#define HTTP_WORKER_CANCEL_FD 3
+int http_worker_main(const cli_globals *globals, int argc, char **argv);
+
+/* Route handlers. */
+enum MHD_Result http_handle_execute(http_request *req);
+enum MHD_Result http_handle_sessions_create(http_request *req);
+enum MHD_Result http_handle_sessions_list(http_request *req);
+enum MHD_Result http_handle_session_get(http_request *req);
+enum MHD_Result http_handle_session_delete(http_request *req);
+enum MHD_Result http_handle_files_list(http_request *req);
+enum MHD_Result http_handle_file_put(http_request *req);
+enum MHD_Result http_handle_file_get(http_request *req);
+enum MHD_Result http_handle_file_delete(http_request *req);
+enum MHD_Result http_handle_health(http_request *req);
+enum MHD_Result http_handle_metrics(http_request *req);
+enum MHD_Result http_handle_openapi(http_request *req);
+
+/* openapi.c: docs/openapi.json, embedded. */
+extern const char http_openapi_json[];
+
+#endif

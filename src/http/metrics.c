@@ -1,0 +1,175 @@
+/* /metrics in the Prometheus text format, and /healthz. */
+#include "http/http.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Languages and outcomes are small fixed sets (the runtime table, the
+ * engine's error types): a handful of series. */
+#define KINDS_MAX 64
+#define STATUS_MAX 600
+
+static const double duration_buckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
+#define BUCKET_COUNT (sizeof duration_buckets / sizeof *duration_buckets)
+
+struct metrics {
+    pthread_mutex_t lock;
+    struct {
+        char language[32];
+        char outcome[48];
+        uint64_t count;
+    } kinds[KINDS_MAX];
+    size_t kind_count;
+    uint64_t buckets[BUCKET_COUNT]; /* not cumulative: summed when rendered */
+    uint64_t duration_count;
+    double duration_sum_s;
+    uint64_t installs;
+    uint64_t responses[STATUS_MAX];
+};
+
+metrics *http_metrics_new(void)
+{
+    metrics *m = calloc(1, sizeof *m);
+    if (m)
+        pthread_mutex_init(&m->lock, NULL);
+    return m;
+}
+
+void http_metrics_free(metrics *m)
+{
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
+static void count_kind(metrics *m, const char *language, const char *outcome)
+{
+    size_t i = 0;
+    while (i < m->kind_count &&
+           (strcmp(m->kinds[i].language, language) || strcmp(m->kinds[i].outcome, outcome)))
+        i++;
+    if (i == m->kind_count) {
+        if (i == KINDS_MAX)
+            return;
+        snprintf(m->kinds[i].language, sizeof m->kinds[i].language, "%s", language);
+        snprintf(m->kinds[i].outcome, sizeof m->kinds[i].outcome, "%s", outcome);
+        m->kind_count++;
+    }
+    m->kinds[i].count++;
+}
+
+void http_metrics_execution(metrics *m, const char *language, const char *outcome,
+                            int64_t duration_ms)
+{
+    double seconds = (double)duration_ms / 1000.0;
+    pthread_mutex_lock(&m->lock);
+    count_kind(m, language, outcome);
+    size_t b = 0;
+    while (b < BUCKET_COUNT && seconds > duration_buckets[b])
+        b++;
+    if (b < BUCKET_COUNT)
+        m->buckets[b]++;
+    m->duration_count++;
+    m->duration_sum_s += seconds;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void http_metrics_install(metrics *m)
+{
+    pthread_mutex_lock(&m->lock);
+    m->installs++;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void http_metrics_response(metrics *m, unsigned status)
+{
+    pthread_mutex_lock(&m->lock);
+    if (status < STATUS_MAX)
+        m->responses[status]++;
+    pthread_mutex_unlock(&m->lock);
+}
+
+static void render_executions(const metrics *m, FILE *out)
+{
+    fprintf(out, "# HELP runbox_executions_total Executions that produced a result, by language "
+                 "and outcome (the error_type, or ok).\n# TYPE runbox_executions_total counter\n");
+    for (size_t i = 0; i < m->kind_count; i++)
+        fprintf(out, "runbox_executions_total{language=\"%s\",outcome=\"%s\"} %llu\n",
+                m->kinds[i].language, m->kinds[i].outcome, (unsigned long long)m->kinds[i].count);
+    fprintf(out, "# HELP runbox_execution_duration_seconds Wall time of executions.\n"
+                 "# TYPE runbox_execution_duration_seconds histogram\n");
+    uint64_t cumulative = 0;
+    for (size_t b = 0; b < BUCKET_COUNT; b++) {
+        cumulative += m->buckets[b];
+        fprintf(out, "runbox_execution_duration_seconds_bucket{le=\"%g\"} %llu\n",
+                duration_buckets[b], (unsigned long long)cumulative);
+    }
+    fprintf(out, "runbox_execution_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
+            (unsigned long long)m->duration_count);
+    fprintf(out, "runbox_execution_duration_seconds_sum %.3f\n", m->duration_sum_s);
+    fprintf(out, "runbox_execution_duration_seconds_count %llu\n",
+            (unsigned long long)m->duration_count);
+    fprintf(out,
+            "# HELP runbox_installs_total Executions that had requirements to install.\n"
+            "# TYPE runbox_installs_total counter\nrunbox_installs_total %llu\n",
+            (unsigned long long)m->installs);
+}
+
+static void render_http(const metrics *m, FILE *out)
+{
+    fprintf(out, "# HELP runbox_http_responses_total HTTP responses by status code.\n"
+                 "# TYPE runbox_http_responses_total counter\n");
+    for (unsigned s = 0; s < STATUS_MAX; s++)
+        if (m->responses[s])
+            fprintf(out, "runbox_http_responses_total{code=\"%u\"} %llu\n", s,
+                    (unsigned long long)m->responses[s]);
+}
+
+enum MHD_Result http_handle_metrics(http_request *req)
+{
+    http_server *server = req->server;
+    unsigned running, queued;
+    http_admission_counts(&server->admission, &running, &queued);
+    char *data = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&data, &len);
+    if (!out)
+        return MHD_NO;
+    pthread_mutex_lock(&server->metrics->lock);
+    render_executions(server->metrics, out);
+    render_http(server->metrics, out);
+    pthread_mutex_unlock(&server->metrics->lock);
+    fprintf(out,
+            "# HELP runbox_executions_running Executions running now.\n"
+            "# TYPE runbox_executions_running gauge\nrunbox_executions_running %u\n"
+            "# HELP runbox_executions_queued Executions waiting for their turn.\n"
+            "# TYPE runbox_executions_queued gauge\nrunbox_executions_queued %u\n",
+            running, queued);
+    if (fclose(out) != 0 || !data) {
+        free(data);
+        return MHD_NO;
+    }
+    struct MHD_Response *response =
+        MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+    if (!response) {
+        free(data);
+        return MHD_NO;
+    }
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            "text/plain; version=0.0.4; charset=utf-8");
+    return http_reply(req, MHD_HTTP_OK, response, len);
+}
+
+enum MHD_Result http_handle_health(http_request *req)
+{
+    http_server *server = req->server;
+    unsigned running, queued;
+    http_admission_counts(&server->admission, &running, &queued);
+    return http_reply_json(req, MHD_HTTP_OK,
+                           json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "status", "ok", "version",
+                                     RBX_VERSION, "running", (json_int_t)running, "queued",
+                                     (json_int_t)queued, "max_running",
+                                     (json_int_t)server->options.max_running, "max_queue",
+                                     (json_int_t)server->options.max_queue),
+                           NULL, NULL);
+}

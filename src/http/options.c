@@ -1,0 +1,123 @@
+/* runbox serve's command line. */
+#include "http/http.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char serve_usage[] =
+    "usage: runbox serve [--listen ADDR:PORT] [options]\n"
+    "\n"
+    "The HTTP API: POST /v1/execute, sessions and their files, /healthz, /metrics,\n"
+    "/openapi.json. It uses the same state directory, policy and limits as the CLI.\n"
+    "\n"
+    "options:\n"
+    "  --listen ADDR:PORT      where to listen (default 127.0.0.1:8080; port 0 picks a\n"
+    "                          free one, printed in the first log line)\n"
+    "  --max-running N         executions at once (default 2 x cores)\n"
+    "  --max-queue N           executions waiting behind them (default 64); more get 429\n"
+    "  --token-file FILE       the bearer token clients must send (also RUNBOX_TOKEN);\n"
+    "                          required to listen on anything but loopback\n"
+    "  --max-body BYTES        largest request body and upload (default 10485760)\n"
+    "  --max-download BYTES    largest file download (default 104857600)\n"
+    "  --grace SECONDS         on SIGTERM or SIGINT, how long running executions may\n"
+    "                          finish before they are cancelled (default 30)\n"
+    "  --client-timeout SECONDS  how long a client may take to send a request\n"
+    "                          (headers and body), or stay idle (default 30)\n"
+    "\n"
+    "Logs go to stderr, one JSON object per line (one per request).\n";
+
+static bool is_option(const char *arg, const char *name)
+{
+    size_t n = strlen(name);
+    return !strncmp(arg, name, n) && (arg[n] == 0 || arg[n] == '=');
+}
+
+/* The value of --name=VALUE or --name VALUE; NULL when missing. */
+static const char *option_value(int argc, char **argv, int *i)
+{
+    const char *eq = strchr(argv[*i], '=');
+    if (eq)
+        return eq + 1;
+    return *i + 1 < argc ? argv[++*i] : NULL;
+}
+
+/* A whole number in [min, max]. */
+static int parse_count(const char *text, unsigned long long min, unsigned long long max,
+                       unsigned long long *value)
+{
+    char *end;
+    errno = 0;
+    if (!text || !*text || text[0] == '-')
+        return -1;
+    *value = strtoull(text, &end, 10);
+    return errno || *end || *value < min || *value > max ? -1 : 0;
+}
+
+static int parse_option(int argc, char **argv, int *i, serve_options *o)
+{
+    const char *arg = argv[*i];
+    unsigned long long n;
+    double seconds;
+    if (is_option(arg, "--listen")) {
+        if (!(o->listen = option_value(argc, argv, i)) || !*o->listen)
+            return cli_usage_error("serve", "--listen needs ADDR:PORT, e.g. 127.0.0.1:8080");
+    } else if (is_option(arg, "--max-running")) {
+        if (parse_count(option_value(argc, argv, i), 1, 100000, &n))
+            return cli_usage_error("serve", "--max-running needs a whole number from 1");
+        o->max_running = (unsigned)n;
+    } else if (is_option(arg, "--max-queue")) {
+        if (parse_count(option_value(argc, argv, i), 0, 1000000, &n))
+            return cli_usage_error("serve", "--max-queue needs a whole number from 0");
+        o->max_queue = (unsigned)n;
+    } else if (is_option(arg, "--token-file")) {
+        if (!(o->token_file = option_value(argc, argv, i)) || !*o->token_file)
+            return cli_usage_error("serve", "--token-file needs a file");
+    } else if (is_option(arg, "--max-body") || is_option(arg, "--max-download")) {
+        bool body = is_option(arg, "--max-body");
+        if (parse_count(option_value(argc, argv, i), 1, (size_t)1 << 40, &n))
+            return cli_usage_error("serve", "%s needs a number of bytes from 1",
+                                   body ? "--max-body" : "--max-download");
+        *(body ? &o->max_body : &o->max_download) = (size_t)n;
+    } else if (is_option(arg, "--grace")) {
+        const char *value = option_value(argc, argv, i);
+        if (!value || (strcmp(value, "0") && cli_parse_seconds(value, &seconds)))
+            return cli_usage_error("serve", "--grace needs a number of seconds (0 or more)");
+        o->grace_s = strcmp(value, "0") ? seconds : 0;
+    } else if (is_option(arg, "--client-timeout")) {
+        if (parse_count(option_value(argc, argv, i), 1, 86400, &n))
+            return cli_usage_error("serve", "--client-timeout needs whole seconds from 1");
+        o->client_timeout_s = (unsigned)n;
+    } else {
+        return cli_usage_error("serve", "unknown option '%.64s'", arg);
+    }
+    return 0;
+}
+
+int http_options_parse(int argc, char **argv, serve_options *o)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    *o = (serve_options){
+        .listen = "127.0.0.1:8080",
+        .max_running = (unsigned)(cores > 0 ? 2 * cores : 2),
+        .max_queue = 64,
+        .max_body = (size_t)10 << 20,
+        .max_download = (size_t)100 << 20,
+        .grace_s = 30,
+        .client_timeout_s = 30,
+    };
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(serve_usage, stdout);
+            return 0;
+        }
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] != '-')
+            return cli_usage_error("serve", "unexpected argument '%.64s'", argv[i]);
+        int rc = parse_option(argc, argv, &i, o);
+        if (rc)
+            return rc;
+    }
+    return -1;
+}

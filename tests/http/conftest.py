@@ -1,0 +1,43 @@
+"""Fixtures of the HTTP suite (the helpers are in http_helpers.py)."""
+import pytest
+
+import http_helpers
+from http_helpers import Server
+
+
+# Run in one session with tests/e2e, whose modules `from conftest import`
+# their helpers: Python keeps one module named conftest (the last loaded),
+# so this one offers e2e's helpers too.
+for _name, _value in vars(http_helpers.e2e).items():
+    if not _name.startswith("_") and _name not in globals() and \
+            not hasattr(_value, "_pytestfixturefunction"):
+        globals()[_name] = _value
+
+
+@pytest.fixture
+def start_server(tmp_path):
+    """Starts servers with options; each is stopped (exit 0, no sanitizer
+    report) and its sessions removed at teardown."""
+    servers = []
+
+    def start(*args, env=None, listen="127.0.0.1:0", token=None, global_args=()):
+        server = Server(tmp_path, args, env=env, listen=listen, global_args=global_args)
+        server.token = token
+        servers.append(server)
+        return server
+
+    yield start
+    failures = []
+    for server in servers:
+        try:
+            code = server.stop()
+            if code != server.expected_exit:
+                failures.append(f"runbox serve exited {code}: {server.log_text()[-3000:]}")
+        finally:
+            server.cleanup()
+    assert not failures, failures
+
+
+@pytest.fixture
+def server(start_server):
+    return start_server()

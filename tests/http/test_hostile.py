@@ -1,0 +1,230 @@
+"""Hostile input gets the right status, and the server keeps serving others."""
+import json
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+BAD_JSON = [
+    b'{"language": "python", "code": "pri',
+    b'{language: "python"}',
+    b"not json at all",
+    b"",
+    b'{"language": "python", "code": "1"} trailing',
+    b'{"language": "python", "language": "bash", "code": "1"}',
+    b"[1, 2]",
+    b'"just a string"',
+]
+
+
+@pytest.mark.parametrize("body", BAD_JSON)
+def test_malformed_json_is_400(server, body):
+    response = server.request("POST", "/v1/execute", body=body,
+                              headers={"Content-Type": "application/json"})
+    assert response.status == 400, response
+    assert response.json()["error"]["code"] == "invalid_json"
+    assert server.healthy()
+
+
+@pytest.mark.parametrize("body", [
+    b'{"language": "python", "code": "print(1)\xff"}',
+    b'{"language": "python", "code": "\xed\xa0\x80"}',   # a surrogate
+    b'{"language": "python", "code": "\xc0\xaf"}',       # an overlong "/"
+    b'{"langu\xe9ge": "python", "code": "1"}',           # Latin-1 in a key
+])
+def test_invalid_utf8_is_400(server, body):
+    response = server.request("POST", "/v1/execute", body=body,
+                              headers={"Content-Type": "application/json"})
+    assert response.status == 400, response
+    error = response.json()["error"]
+    assert error["code"] == "invalid_json"
+    error["message"].encode("utf-8")  # the message itself is valid UTF-8
+    assert server.healthy()
+
+
+def test_ten_thousand_deep_json_is_400(server):
+    body = b"[" * 10000 + b"]" * 10000
+    response = server.request("POST", "/v1/execute", body=body,
+                              headers={"Content-Type": "application/json"})
+    assert response.status == 400
+    assert "nested deeper than 64" in response.json()["error"]["message"]
+    deep_object = b'{"a":' * 10000 + b"1" + b"}" * 10000
+    response = server.request("POST", "/v1/execute", body=deep_object,
+                              headers={"Content-Type": "application/json"})
+    assert response.status == 400
+    assert server.healthy()
+
+
+def test_depth_is_counted_outside_strings_only(server):
+    code = "x = " + "[" * 100 + "]" * 100 + "\nprint('brackets')"
+    assert server.execute(language="python", code=code)["output"] == "brackets\n"
+    shallow = '{"x":' * 63 + "1" + "}" * 63
+    response = server.request("POST", "/v1/execute", body=(
+        '{"language": "python", "code": "1", "extra": %s}' % shallow).encode(),
+        headers={"Content-Type": "application/json"})
+    assert "unknown field 'extra'" in response.json()["error"]["message"]  # parsed, 64 deep
+
+
+def test_a_100_mb_body_is_refused_before_it_is_read(server):
+    before = server.rss_kb()
+    with socket.create_connection((server.host, server.port), timeout=30) as sock:
+        sock.sendall(b"POST /v1/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 104857600\r\n\r\n" + b"{" + b" " * 65536)
+        answer = sock.recv(65536)
+        try:
+            for _ in range(100):  # the rest is never read: sending fails or is dropped
+                sock.sendall(b" " * 1048576)
+        except OSError:
+            pass
+    assert answer.startswith(b"HTTP/1.1 413"), answer
+    body = json.loads(answer.split(b"\r\n\r\n", 1)[1])
+    assert body["error"]["code"] == "body_too_large"
+    assert server.rss_kb() - before < 20 * 1024
+    assert server.healthy()
+
+
+def test_expect_100_continue_gets_413_without_the_body(server):
+    with socket.create_connection((server.host, server.port), timeout=30) as sock:
+        sock.sendall(b"PUT /v1/sessions/x/files/big HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Length: 104857600\r\nExpect: 100-continue\r\n\r\n")
+        answer = sock.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 413"), answer
+    assert server.healthy()
+
+
+def test_a_chunked_body_over_the_cap_is_413_and_never_kept(start_server):
+    server = start_server("--max-body", "1048576")
+    before = server.rss_kb()
+    with socket.create_connection((server.host, server.port), timeout=60) as sock:
+        sock.sendall(b"POST /v1/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
+        chunk = b"%x\r\n" % 65536 + b" " * 65536 + b"\r\n"
+        for _ in range(200):  # 12.5 MiB
+            sock.sendall(chunk)
+        sock.sendall(b"0\r\n\r\n")
+        answer = sock.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 413"), answer
+    assert server.rss_kb() - before < 8 * 1024
+    assert server.healthy()
+
+
+def test_wrong_content_type_is_415(server):
+    response = server.request("POST", "/v1/execute", body=b'{"language":"bash","code":"1"}',
+                              headers={"Content-Type": "text/plain"})
+    assert response.status == 415
+    assert response.json()["error"]["code"] == "unsupported_media_type"
+    response = server.request("POST", "/v1/execute", body=b'{"language":"bash","code":"1"}')
+    assert response.status == 415
+    charset = server.request("POST", "/v1/execute", body=b'{"language":"bash","code":"echo 1"}',
+                             headers={"Content-Type": "application/json; charset=utf-8"})
+    assert charset.status == 200
+    assert server.healthy()
+
+
+def test_unknown_routes_and_methods(server):
+    missing = server.request("GET", "/v2/nothing")
+    assert missing.status == 404 and missing.json()["error"]["code"] == "not_found"
+    wrong = server.request("DELETE", "/v1/execute")
+    assert wrong.status == 405
+    assert wrong.header("Allow") == "POST"
+    assert wrong.json()["error"]["code"] == "method_not_allowed"
+    files = server.request("POST", "/v1/sessions/abc/files/x")
+    assert files.status == 405 and files.header("Allow") == "GET, HEAD, PUT, DELETE"
+    head = server.request("HEAD", "/healthz")
+    assert head.status == 200 and head.body == b""
+    assert server.healthy()
+
+
+def make_session(server, name):
+    response = server.request("POST", "/v1/sessions", json_body={"session_id": name})
+    assert response.status == 201
+    return name
+
+
+TRAVERSALS = [
+    "../escape",
+    "..%2fescape",
+    "%2e%2e%2fescape",
+    "%2E%2E/%2E%2E/escape",
+    "a/../../escape",
+    "a/%2e%2e/%2e%2e/escape",
+    "%2fetc%2fpasswd",
+    "/etc/passwd",
+    "./x",
+    "a//b",
+    "x%00/../../escape",
+]
+
+
+@pytest.mark.parametrize("path", TRAVERSALS)
+def test_path_traversal_in_file_routes_is_refused(server, path):
+    make_session(server, "trav")
+    outside = os.path.join(server.state_dir, "sessions", "escape")
+    for method, body in (("PUT", b"owned"), ("GET", None), ("DELETE", None)):
+        response = server.request(method, f"/v1/sessions/trav/files/{path}", body=body)
+        assert response.status == 400, (method, path, response)
+        assert response.json()["error"]["code"] in ("invalid_request", "invalid_path")
+    assert not os.path.exists(outside)
+    assert not os.path.exists(os.path.join(server.state_dir, "escape"))
+    assert server.healthy()
+
+
+def test_traversal_in_the_session_id_is_refused(server):
+    for path in ("/v1/sessions/..%2f..%2fx/files", "/v1/sessions/%2e%2e/files/a",
+                 "/v1/sessions/..", "/v1/sessions/.hidden"):
+        response = server.request("GET", path)
+        assert response.status in (400, 404), (path, response)
+        assert response.status != 404 or "no such route" in response.json()["error"]["message"]
+    assert server.healthy()
+
+
+def test_a_header_flood_is_431(server):
+    headers = b"".join(b"X-Flood-%d: %s\r\n" % (i, b"v" * 100) for i in range(2000))
+    answer = server.raw(b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + headers + b"\r\n")
+    assert answer.startswith(b"HTTP/1.1 431"), answer[:200]
+    one_huge = server.raw(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 200000 +
+                          b"\r\n\r\n")
+    assert one_huge.startswith(b"HTTP/1.1 431"), one_huge[:200]
+    long_url = server.raw(b"GET /" + b"a" * 100000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert long_url.startswith(b"HTTP/1.1 414"), long_url[:200]
+    assert server.healthy()
+
+
+def test_a_slowloris_client_does_not_block_others_and_is_dropped(start_server):
+    server = start_server("--client-timeout", "3")
+    sock = socket.create_connection((server.host, server.port))
+    request = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"s" * 100
+    closed_at = []
+
+    def trickle():
+        started = time.time()
+        try:
+            for byte in request:
+                sock.sendall(bytes([byte]))
+                time.sleep(1)
+                if time.time() - started > 15:
+                    return
+        except OSError:
+            closed_at.append(time.time() - started)
+
+    thread = threading.Thread(target=trickle)
+    thread.start()
+    for _ in range(3):  # others are served while it trickles
+        assert server.healthy()
+        time.sleep(0.5)
+    thread.join()
+    sock.close()
+    assert closed_at and closed_at[0] < 8, "the trickling client was never dropped"
+    assert server.healthy()
+
+
+def test_a_silent_client_is_dropped(start_server):
+    server = start_server("--client-timeout", "2")
+    with socket.create_connection((server.host, server.port), timeout=10) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\n")
+        started = time.time()
+        assert sock.recv(100) == b""
+        assert time.time() - started < 6
+    assert server.healthy()
