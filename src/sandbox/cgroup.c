@@ -9,6 +9,7 @@
 #include "sandbox/cgroup.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -318,9 +319,44 @@ static void run_probe(void)
     check_usable();
 }
 
+/* Removes exec-* cgroups left by a runbox that was killed before it could
+ * (SIGKILL, a crash). rmdir only succeeds on an empty cgroup, and one a
+ * minute old is past its few milliseconds between creation and joining, so
+ * no live execution's cgroup can go. */
+#define STALE_AFTER_S 60
+
+static void sweep_stale(void)
+{
+    time_t now = time(NULL);
+    for (size_t i = 0; i < probe.n; i++) {
+        char runbox[PATH_MAX];
+        if (path_join(runbox, sizeof runbox, probe.h[i].base, "runbox") != 0)
+            continue;
+        DIR *dir = opendir(runbox);
+        struct dirent *entry;
+        while (dir && (entry = readdir(dir))) {
+            struct stat st;
+            if (strncmp(entry->d_name, "exec-", 5) != 0 ||
+                fstatat(dirfd(dir), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+                !S_ISDIR(st.st_mode) || now - st.st_mtim.tv_sec < STALE_AFTER_S)
+                continue;
+            (void)unlinkat(dirfd(dir), entry->d_name, AT_REMOVEDIR);
+        }
+        if (dir)
+            closedir(dir);
+    }
+}
+
+static void run_probe_and_sweep(void)
+{
+    run_probe();
+    if (probe.pub.mode != RBX_CGROUP_NONE)
+        sweep_stale();
+}
+
 const rbx_cgroup_support *rbx_cgroup_probe(void)
 {
-    pthread_once(&probe.once, run_probe);
+    pthread_once(&probe.once, run_probe_and_sweep);
     return &probe.pub;
 }
 
