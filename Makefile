@@ -59,7 +59,7 @@ test-unprivileged: build
 
 # The benchmark: runbox built optimized, against bare interpreters and bubblewrap.
 bench:
-	cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DRBX_FRONTENDS=ON >/dev/null
 	cmake --build build-bench
 	/usr/bin/python3 bench/bench.py --runbox build-bench/runbox --out bench
 
