@@ -5,15 +5,18 @@ PYTEST = /usr/bin/python3 -m pytest
 
 DEBIAN_PACKAGES = build-essential cmake ninja-build pkg-config libjansson-dev libcmocka-dev \
                   libseccomp-dev libmicrohttpd-dev python3 python3-pytest python3-numpy \
-                  python3-pandas python3-pip python3-venv npm \
+                  python3-pandas python3-pip python3-venv \
                   nodejs bubblewrap slirp4netns uidmap curl iproute2 procps e2fsprogs
 
 .PHONY: all build asan deps test test-build test-asan test-unprivileged clean run bench mcp-sdk
 
 all: build
 
+# npm comes with NodeSource's nodejs, which conflicts with Debian's npm
+# package: install Debian's only where there is no npm at all.
 deps:
-	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done; \
+	  command -v npm >/dev/null 2>&1 || echo npm); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing: $$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
