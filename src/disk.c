@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/loop.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -66,14 +65,8 @@ static rbx_status make_image(int session_dirfd, const char *image_path, uint64_t
     char *argv[] = {"mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", owner,
                     (char *)image_path, NULL};
     char *envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
     pid_t pid;
-    int rc = posix_spawn(&pid, MKFS, &actions, NULL, argv, envp);
-    posix_spawn_file_actions_destroy(&actions);
+    int rc = rbx_spawn_helper(MKFS, argv, envp, NULL, 0, &pid);
     int status = -1;
     if (rc == 0)
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR)

@@ -142,13 +142,16 @@ int rbx_tree_usage(int dirfd, const char *name, uint64_t *bytes)
     return walk_tree(dirfd, name, count_one, bytes, false);
 }
 
+/* Also called in the sandbox's child: system calls only. */
 int rbx_mkdir_p(const char *path, mode_t mode)
 {
     char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+    size_t len = strlen(path);
+    if (len >= sizeof buf) {
         errno = ENAMETOOLONG;
         return -1;
     }
+    memcpy(buf, path, len + 1);
     for (char *p = buf + 1; *p; p++) {
         if (*p != '/')
             continue;

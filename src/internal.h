@@ -157,4 +157,9 @@ int rbx_remove_tree(int dirfd, const char *name);
 int rbx_tree_usage(int dirfd, const char *name, uint64_t *bytes);
 int rbx_mkdir_p(const char *path, mode_t mode);
 
+/* Starts a host helper program (mkfs, slirp4netns) with stdio on /dev/null
+ * and each pass[i] as its fd 3 + i. Returns posix_spawn's error, 0 on success. */
+int rbx_spawn_helper(const char *path, char *const argv[], char *const envp[], const int *pass,
+                     size_t pass_count, pid_t *pid);
+
 #endif

@@ -21,28 +21,29 @@ struct rbx_policy {
     rule rules[POLICY_MAX_RULES];
 };
 
+/* Cuts the word at *p (ending it with a NUL) and moves *p past the spaces
+ * after it; returns the word, or NULL when nothing follows it. */
+static char *next_word(char **p)
+{
+    while (isspace((unsigned char)**p))
+        (*p)++;
+    char *word = *p;
+    while (**p && !isspace((unsigned char)**p))
+        (*p)++;
+    if (!**p)
+        return NULL;
+    *(*p)++ = 0;
+    while (isspace((unsigned char)**p))
+        (*p)++;
+    return word;
+}
+
 /* Splits "LANGUAGE NAME REGEX"; returns false when a part is missing. */
 static bool split_rule(char *line, char **language, char **name, char **pattern)
 {
     char *p = line;
-    while (isspace((unsigned char)*p))
-        p++;
-    *language = p;
-    while (*p && !isspace((unsigned char)*p))
-        p++;
-    if (!*p)
+    if (!(*language = next_word(&p)) || !(*name = next_word(&p)))
         return false;
-    *p++ = 0;
-    while (isspace((unsigned char)*p))
-        p++;
-    *name = p;
-    while (*p && !isspace((unsigned char)*p))
-        p++;
-    if (!*p)
-        return false;
-    *p++ = 0;
-    while (isspace((unsigned char)*p))
-        p++;
     *pattern = p;
     return **pattern != 0;
 }

@@ -23,6 +23,35 @@ int cli_usage_error(const char *command, const char *fmt, ...)
     return EXIT_USAGE;
 }
 
+int cli_print_json(json_t *value)
+{
+    char *text = json_dumps(value, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(value);
+    int rc = text && puts(text) >= 0 && fflush(stdout) == 0 ? 0 : EXIT_SYSTEM;
+    free(text);
+    return rc;
+}
+
+const char *cli_json_type_name(const json_t *value)
+{
+    switch (json_typeof(value)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL:
+        return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "a boolean";
+    default:
+        return "null";
+    }
+}
+
 int cli_engine_error(const rbx_error *err)
 {
     char message[sizeof err->message];

@@ -33,12 +33,7 @@ int cli_check(const cli_globals *globals, int argc, char **argv)
             json_array_append_new(checks, json_pack("{s:s, s:b, s:b, s:s}", "name", items[i].name,
                                                     "ok", items[i].ok, "essential",
                                                     items[i].essential, "detail", items[i].detail));
-        json_t *root = json_pack("{s:b, s:o}", "usable", usable, "checks", checks);
-        char *text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
-        json_decref(root);
-        if (text)
-            puts(text);
-        free(text);
+        cli_print_json(json_pack("{s:b, s:o}", "usable", usable, "checks", checks));
     } else {
         for (size_t i = 0; i < n; i++)
             printf("%-4s %-10s %s\n", items[i].ok ? "ok" : (items[i].essential ? "FAIL" : "no"),

@@ -4,6 +4,7 @@
 
 #include "runbox.h"
 
+#include <jansson.h>
 #include <stdio.h>
 
 /* Exit codes of runbox itself (a run without --json exits with the
@@ -21,6 +22,12 @@ typedef struct cli_globals {
 
 /* Prints "runbox: <message>" and a hint to stderr; returns EXIT_USAGE. */
 int cli_usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints value as one line of JSON on stdout and releases it; returns an exit code. */
+int cli_print_json(json_t *value);
+/* "an object", "a string", ...: what a JSON value is, for error messages
+ * of the front ends that parse JSON (HTTP, MCP). */
+const char *cli_json_type_name(const json_t *value);
+
 /* Maps an engine error to an exit code after printing it. */
 int cli_engine_error(const rbx_error *err);
 rbx_engine *cli_engine(const cli_globals *globals, int *exit_code);

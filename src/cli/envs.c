@@ -40,14 +40,10 @@ static int list(rbx_engine *engine, bool as_json)
         printf("%-32s %12llu %s %s%s\n", infos[i].key, (unsigned long long)infos[i].size_bytes,
                when, infos[i].requirements, infos[i].in_use ? " (in use)" : "");
     }
-    if (as_json) {
-        char *text = json_dumps(array, JSON_COMPACT | JSON_PRESERVE_ORDER);
-        if (text)
-            puts(text);
-        free(text);
-    }
-    json_decref(array);
     free(infos);
+    if (as_json)
+        return cli_print_json(array);
+    json_decref(array);
     return 0;
 }
 

@@ -38,14 +38,10 @@ static int list(rbx_engine *engine, const char *id, bool as_json)
             printf("%-10s %12llu %s\n", files[i].type, (unsigned long long)files[i].size,
                    files[i].path);
     }
-    if (as_json) {
-        char *text = json_dumps(array, JSON_COMPACT);
-        if (text)
-            puts(text);
-        free(text);
-    }
-    json_decref(array);
     free(files);
+    if (as_json)
+        return cli_print_json(array);
+    json_decref(array);
     return 0;
 }
 

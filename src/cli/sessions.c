@@ -33,11 +33,7 @@ static int list(rbx_engine *engine, bool as_json)
             json_object_set_new(obj, "running", json_boolean(infos[i].running));
             json_array_append_new(array, obj);
         }
-        char *text = json_dumps(array, JSON_COMPACT | JSON_PRESERVE_ORDER);
-        json_decref(array);
-        if (text)
-            puts(text);
-        free(text);
+        cli_print_json(array);
     } else {
         printf("%-40s %-20s %12s %s\n", "SESSION", "LAST USED (UTC)", "DISK BYTES", "STATE");
         for (size_t i = 0; i < count; i++) {

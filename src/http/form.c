@@ -8,31 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *type_name(const json_t *value)
-{
-    switch (json_typeof(value)) {
-    case JSON_OBJECT:
-        return "an object";
-    case JSON_ARRAY:
-        return "an array";
-    case JSON_STRING:
-        return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL:
-        return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "a boolean";
-    default:
-        return "null";
-    }
-}
-
 static bool wrong_type(http_error *err, const char *field, const char *expected,
                        const json_t *value)
 {
     http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request", "'%s' must be %s, not %s", field,
-                   expected, type_name(value));
+                   expected, cli_json_type_name(value));
     return false;
 }
 

@@ -3,31 +3,12 @@
  * use are read (type, properties, required, additionalProperties, items,
  * exclusiveMinimum, maximum); the engine checks the rest (pattern) itself.
  * Messages name the argument and what is accepted, for a model to retry. */
+#include "cli/cli.h"
 #include "mcp/mcp.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-static const char *type_name(const json_t *value)
-{
-    switch (json_typeof(value)) {
-    case JSON_OBJECT:
-        return "an object";
-    case JSON_ARRAY:
-        return "an array";
-    case JSON_STRING:
-        return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL:
-        return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "a boolean";
-    default:
-        return "null";
-    }
-}
 
 static bool has_type(const json_t *value, const char *type)
 {
@@ -69,7 +50,7 @@ static bool check_value(const char *name, const json_t *schema, const json_t *va
     const char *type = json_string_value(json_object_get(schema, "type"));
     if (type && !has_type(value, type)) {
         snprintf(why, size, "argument '%s' must be %s%s, not %s", name,
-                 strchr("aeiou", type[0]) ? "an " : "a ", type, type_name(value));
+                 strchr("aeiou", type[0]) ? "an " : "a ", type, cli_json_type_name(value));
         return false;
     }
     /* No runtime reads past a NUL byte, and no session id holds one. */

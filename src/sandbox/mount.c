@@ -88,23 +88,6 @@ static char *join(char *buf, size_t size, const char *a, const char *b)
     return buf;
 }
 
-/* mkdir -p for a path inside the new root (no allocation). */
-static int make_dirs(const char *path)
-{
-    char buf[RBX_ROOT_PATH_MAX + 16];
-    if (!join(buf, sizeof buf, path, ""))
-        return -1;
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
 static int make_file(const char *path, const char *content)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
@@ -127,7 +110,7 @@ static int set_attr(const char *path, unsigned set, bool recursive)
  * the caller sets them later, for many mounts at once). */
 static int bind_ro(const char *src, const char *dst, bool is_dir, unsigned attrs)
 {
-    if (is_dir ? make_dirs(dst) : make_file(dst, NULL))
+    if (is_dir ? rbx_mkdir_p(dst, 0755) : make_file(dst, NULL))
         return -1;
     if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) != 0)
         return -1;
@@ -147,7 +130,7 @@ static int build_system(const rbx_root_plan *plan, const char **step)
         char *slash = strrchr(parent, '/');
         if (slash && slash != parent) {
             *slash = 0;
-            if (make_dirs(parent) != 0)
+            if (rbx_mkdir_p(parent, 0755) != 0)
                 return -1;
         }
         if (s->kind == ROOT_SYMLINK) {
@@ -211,7 +194,7 @@ static void append_number(char *buf, size_t size, size_t value)
 static int build_skeleton(const rbx_root_request *request, const char **step)
 {
     *step = "/etc/passwd";
-    if (make_dirs(NEW_ROOT "/etc") != 0 || make_file(NEW_ROOT "/etc/passwd", passwd_text) != 0 ||
+    if (rbx_mkdir_p(NEW_ROOT "/etc", 0755) != 0 || make_file(NEW_ROOT "/etc/passwd", passwd_text) != 0 ||
         make_file(NEW_ROOT "/etc/group", group_text) != 0 ||
         make_file(NEW_ROOT "/etc/hostname", "runbox\n") != 0)
         return -1;
@@ -225,11 +208,11 @@ static int build_skeleton(const rbx_root_request *request, const char **step)
     static const char *const points[] = {NEW_ROOT "/dev", NEW_ROOT "/tmp", NEW_ROOT "/proc",
                                          NEW_ROOT RBX_SANDBOX_HOME};
     for (size_t i = 0; i < sizeof points / sizeof points[0]; i++)
-        if (make_dirs(points[i]) != 0)
+        if (rbx_mkdir_p(points[i], 0755) != 0)
             return -1;
     char dst[RBX_ROOT_PATH_MAX + 16];
     for (size_t i = 0; i < request->bind_count; i++)
-        if (!join(dst, sizeof dst, NEW_ROOT, request->binds[i].inside) || make_dirs(dst) != 0)
+        if (!join(dst, sizeof dst, NEW_ROOT, request->binds[i].inside) || rbx_mkdir_p(dst, 0755) != 0)
             return -1;
     return 0;
 }

@@ -7,7 +7,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -74,16 +73,9 @@ rbx_status rbx_net_helper_start(pid_t sandbox_pid, rbx_net_helper *helper, rbx_e
                     "--enable-sandbox", "--enable-seccomp", "--ready-fd=3", "--exit-fd=4",
                     pid_text, "tap0", NULL};
     char *envp[] = {"PATH=/usr/bin:/bin", NULL};
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_adddup2(&actions, ready[1], 3);
-    posix_spawn_file_actions_adddup2(&actions, quit[0], 4);
+    int pass[] = {ready[1], quit[0]}; /* --ready-fd=3, --exit-fd=4 */
     pid_t pid;
-    int rc = posix_spawn(&pid, RBX_SLIRP4NETNS, &actions, NULL, argv, envp);
-    posix_spawn_file_actions_destroy(&actions);
+    int rc = rbx_spawn_helper(RBX_SLIRP4NETNS, argv, envp, pass, 2, &pid);
     close(ready[1]);
     close(quit[0]);
     if (rc != 0) {

@@ -1,0 +1,22 @@
+/* Host helper programs (mkfs for session disks, slirp4netns for the
+ * network): started the one same way, quiet, with only the descriptors
+ * they are given. */
+#include "internal.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+
+int rbx_spawn_helper(const char *path, char *const argv[], char *const envp[], const int *pass,
+                     size_t pass_count, pid_t *pid)
+{
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    for (size_t i = 0; i < pass_count; i++)
+        posix_spawn_file_actions_adddup2(&actions, pass[i], 3 + (int)i);
+    int rc = posix_spawn(pid, path, &actions, NULL, argv, envp);
+    posix_spawn_file_actions_destroy(&actions);
+    return rc;
+}
