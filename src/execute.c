@@ -16,41 +16,26 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define ENV_FIXED_MAX 16
-
-/* The environment every program gets: these, then the request's own
- * variables. Nothing is inherited from runbox's environment. */
-static size_t fixed_env(const rbx_session *session, char fixed[ENV_FIXED_MAX][4600])
-{
-    size_t n = 0;
-    snprintf(fixed[n++], 4600, "PATH=/usr/local/bin:/usr/bin:/bin");
-    snprintf(fixed[n++], 4600, "HOME=" RBX_SANDBOX_HOME);
-    snprintf(fixed[n++], 4600, "LANG=C.UTF-8");
-    snprintf(fixed[n++], 4600, "TERM=dumb");
-    snprintf(fixed[n++], 4600, "TMPDIR=/tmp");
-    snprintf(fixed[n++], 4600, "USER=runbox");
-    snprintf(fixed[n++], 4600, "LOGNAME=runbox");
-    /* Output must reach the agent as it is printed, not at exit. */
-    snprintf(fixed[n++], 4600, "PYTHONUNBUFFERED=1");
-    snprintf(fixed[n++], 4600, "RUNBOX_SESSION_ID=%s", session->id);
-    return n;
-}
+/* The environment every program gets: these, its session's id, then the
+ * request's own variables. Nothing is inherited from runbox's environment. */
+static const char *const fixed_env[] = {
+    "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" RBX_SANDBOX_HOME, "LANG=C.UTF-8", "TERM=dumb",
+    "TMPDIR=/tmp", "USER=runbox", "LOGNAME=runbox",
+    "PYTHONUNBUFFERED=1", /* output must reach the agent as it is printed, not at exit */
+};
+#define FIXED_ENV_COUNT (sizeof fixed_env / sizeof fixed_env[0])
 
 static char **build_env(const rbx_request *request, const rbx_session *session)
 {
-    char(*fixed)[4600] = malloc(ENV_FIXED_MAX * sizeof *fixed);
-    if (!fixed)
+    char **envp = calloc(FIXED_ENV_COUNT + 1 + request->env_count + 1, sizeof *envp);
+    if (!envp)
         return NULL;
-    size_t nfixed = fixed_env(session, fixed);
-    char **envp = calloc(nfixed + request->env_count + 1, sizeof *envp);
-    if (!envp) {
-        free(fixed);
-        return NULL;
-    }
     size_t n = 0;
-    for (size_t i = 0; i < nfixed; i++)
-        envp[n++] = strdup(fixed[i]);
-    free(fixed);
+    for (size_t i = 0; i < FIXED_ENV_COUNT; i++)
+        envp[n++] = strdup(fixed_env[i]);
+    char session_id[RBX_SESSION_ID_MAX + 32];
+    snprintf(session_id, sizeof session_id, "RUNBOX_SESSION_ID=%s", session->id);
+    envp[n++] = strdup(session_id);
     for (size_t i = 0; i < request->env_count; i++) {
         const char *entry = request->env[i];
         size_t name_len = (size_t)(strchr(entry, '=') - entry);
@@ -113,11 +98,6 @@ static void append_note(rbx_result *result, const char *note)
     memcpy(grown + result->error_len, note, add + 1);
     result->error = grown;
     result->error_len += add;
-}
-
-static char *dup_text(const char *text, size_t len, size_t *out_len)
-{
-    return rbx_utf8_sanitize(text, len, out_len);
 }
 
 /* A NUL byte cannot be part of valid source in any of our languages, and
@@ -206,6 +186,7 @@ typedef struct execution {
     double budget_s;           /* what is left of it once the session was taken */
     const rbx_session *session;
     const rbx_env *env;
+    int kill_fd;               /* rbx_session_cancel writes here */
     rbx_trace *trace;
     rbx_output_fn on_output;
     void *user;
@@ -329,7 +310,8 @@ static rbx_status fill_result(const execution *x, rbx_watch *watch, const rbx_ou
     /* A bare "S": the interpreter printed the message on stderr itself. */
     if (outcome->syntax_error && watch->report_len > 1) {
         free(result->error);
-        result->error = dup_text(watch->report + 1, watch->report_len - 1, &result->error_len);
+        result->error =
+            rbx_utf8_sanitize(watch->report + 1, watch->report_len - 1, &result->error_len);
     }
     fill_exit(result, outcome);
     rbx_classify(x->runtime, outcome, result->error, result->error_len, &result->error_type,
@@ -344,13 +326,10 @@ static rbx_status fill_result(const execution *x, rbx_watch *watch, const rbx_ou
 static rbx_status watch_sandbox(const execution *x, rbx_sandbox *sandbox, rbx_watch *watch,
                                 uint64_t memory_bytes, rbx_result *result, rbx_error *err)
 {
-    rbx_running running;
-    track(x->engine, &running, x->session->id);
-    watch->kill_fd = running.kill_fd;
+    watch->kill_fd = x->kill_fd;
     rbx_exit_report report;
     int64_t started = rbx_now_us();
     bool reported = rbx_supervise(sandbox, watch, &report);
-    untrack(x->engine, &running);
     rbx_cgroup_stats usage = {0};
     bool measured = sandbox->cgroup && rbx_cgroup_stats_read(sandbox->cgroup, &usage) == 0;
     result->limits = limits_name(sandbox->cgroup != NULL);
@@ -479,7 +458,13 @@ static rbx_status run_in_session(execution *x, rbx_result *result, rbx_error *er
     if (x->budget_s < 0.001)
         x->budget_s = 0.001;
     x->session = &session;
+    /* Tracked from here on, so a cancel that comes before the sandbox has
+     * started is not lost: the poll loop finds it waiting. */
+    rbx_running running;
+    track(x->engine, &running, session.id);
+    x->kill_fd = running.kill_fd;
     status = run_in_sandbox(x, result, err);
+    untrack(x->engine, &running);
     rbx_session_release(x->engine, &session);
     x->session = NULL;
     return status;

@@ -474,6 +474,28 @@ def test_abstract_unix_sockets_do_not_cross_sessions(runbox):
 
 # --- nothing left behind -----------------------------------------------------------------
 
+@root_only
+def test_cgroups_left_by_a_killed_runbox_are_swept_and_live_ones_kept(runbox):
+    runbox.run("bash", "true", "--no-network")  # makes sure runbox/ exists in each hierarchy
+    parents = [p for p in ("/sys/fs/cgroup/memory/runbox", "/sys/fs/cgroup/runbox")
+               if os.path.isdir(p)]
+    assert parents, "no runbox cgroup directory: cgroups are not in use"
+    tag = uuid.uuid4().hex[:12]
+    stale, fresh = f"{parents[0]}/exec-stale{tag}", f"{parents[0]}/exec-fresh{tag}"
+    os.mkdir(stale)
+    os.mkdir(fresh)
+    try:
+        old = time.time() - 7200
+        os.utime(stale, (old, old))  # as if its runbox died two hours ago
+        runbox.run("bash", "true", "--no-network")  # a new runbox process sweeps at start
+        assert not os.path.exists(stale)
+        assert os.path.isdir(fresh)  # a minute-fresh cgroup may belong to a starting execution
+    finally:
+        for path in (stale, fresh):
+            if os.path.isdir(path):
+                os.rmdir(path)
+
+
 def sandbox_processes(session_id=None):
     """Host processes running as the sandbox's host uids (as root), other than zombies; with
     session_id, only those of that session's executions (runbox puts RUNBOX_SESSION_ID in
