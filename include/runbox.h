@@ -24,10 +24,10 @@ extern "C" {
  * codes (CLI: 2) and statuses (HTTP: 400, 404, 409, 500). */
 typedef enum rbx_status {
     RBX_OK = 0,
-    RBX_EINVAL,   /* the request is malformed: the message says what is accepted */
-    RBX_ENOENT,   /* a named session or file does not exist */
-    RBX_EBUSY,    /* the session is in use and the caller chose not to wait */
-    RBX_ESYSTEM,  /* the host failed us (disk, kernel, missing interpreter) */
+    RBX_EINVAL,  /* the request is malformed: the message says what is accepted */
+    RBX_ENOENT,  /* a named session or file does not exist */
+    RBX_EBUSY,   /* the session is in use and the caller chose not to wait */
+    RBX_ESYSTEM, /* the host failed us (disk, kernel, missing interpreter) */
 } rbx_status;
 
 typedef struct rbx_error {
@@ -38,25 +38,25 @@ typedef struct rbx_error {
 /* Operator configuration, shared by every front end. Zero or NULL fields
  * take the documented default (rbx_config_defaults()). */
 typedef struct rbx_config {
-    const char *state_dir;      /* default: /var/lib/runbox as root, else $XDG_STATE_HOME/runbox */
-    size_t max_code_bytes;      /* default 1 MiB */
-    double default_timeout_s;   /* default 30 */
-    double max_timeout_s;       /* default 300 */
-    size_t output_cap_bytes;    /* per stream, default 1 MiB */
-    bool network_off;           /* executions get no network unless they ask (default: on) */
-    uint64_t disk_cap_bytes;    /* size of each session's directory, default 1 GiB */
-    uint32_t memory_mb;         /* per execution, default 512 */
-    uint32_t max_memory_mb;     /* the most a request may ask for, default 8192 */
-    uint32_t pids_max;          /* processes and threads per execution, default 256 */
-    uint32_t cpu_weight;        /* CPU share, 1..10000 (cgroup v2 scale), default 100 */
-    const char *policy_file;    /* deny patterns checked before code runs; NULL: none */
-    uint32_t max_requirements;  /* per execution, default 32 */
-    bool allow_requirement_urls;/* let specs name URLs and paths (default: refused) */
-    double install_timeout_s;   /* default 300 */
-    size_t install_output_cap;  /* installer output kept per stream, default 64 KiB */
-    bool install_network_host;  /* installs use the host's network, loopback included (for a
-                                   package mirror there); default: the outside only */
-    uint64_t envs_cap_bytes;    /* total size of cached environments, default 10 GiB */
+    const char *state_dir;       /* default: /var/lib/runbox as root, else $XDG_STATE_HOME/runbox */
+    size_t max_code_bytes;       /* default 1 MiB */
+    double default_timeout_s;    /* default 30 */
+    double max_timeout_s;        /* default 300 */
+    size_t output_cap_bytes;     /* per stream, default 1 MiB */
+    bool network_off;            /* executions get no network unless they ask (default: on) */
+    uint64_t disk_cap_bytes;     /* size of each session's directory, default 1 GiB */
+    uint32_t memory_mb;          /* per execution, default 512 */
+    uint32_t max_memory_mb;      /* the most a request may ask for, default 8192 */
+    uint32_t pids_max;           /* processes and threads per execution, default 256 */
+    uint32_t cpu_weight;         /* CPU share, 1..10000 (cgroup v2 scale), default 100 */
+    const char *policy_file;     /* deny patterns checked before code runs; NULL: none */
+    uint32_t max_requirements;   /* per execution, default 32 */
+    bool allow_requirement_urls; /* let specs name URLs and paths (default: refused) */
+    double install_timeout_s;    /* default 300 */
+    size_t install_output_cap;   /* installer output kept per stream, default 64 KiB */
+    bool install_network_host;   /* installs use the host's network, loopback included (for a
+                                    package mirror there); default: the outside only */
+    uint64_t envs_cap_bytes;     /* total size of cached environments, default 10 GiB */
 } rbx_config;
 
 void rbx_config_defaults(rbx_config *config);
@@ -70,21 +70,21 @@ const rbx_config *rbx_engine_config(const rbx_engine *engine);
 
 /* One execution. Only language and code are required. */
 typedef struct rbx_request {
-    const char *language;        /* a name or alias from the runtime table */
+    const char *language; /* a name or alias from the runtime table */
     const char *code;
     size_t code_len;
-    const char *session_id;      /* NULL: a one-off session, removed afterwards */
-    double timeout_s;            /* 0: the configured default */
-    const char *const *env;      /* "KEY=VALUE" strings added to the allow-list */
+    const char *session_id; /* NULL: a one-off session, removed afterwards */
+    double timeout_s;       /* 0: the configured default */
+    const char *const *env; /* "KEY=VALUE" strings added to the allow-list */
     size_t env_count;
-    const char *stdin_data;      /* NULL: stdin is /dev/null */
+    const char *stdin_data; /* NULL: stdin is /dev/null */
     size_t stdin_len;
-    int cancel_fd;               /* -1, or an fd that becomes readable to cancel */
-    int network;                 /* -1: the configured default; 0: loopback only; 1: on */
-    uint32_t memory_mb;          /* 0: the configured default */
+    int cancel_fd;                   /* -1, or an fd that becomes readable to cancel */
+    int network;                     /* -1: the configured default; 0: loopback only; 1: on */
+    uint32_t memory_mb;              /* 0: the configured default */
     const char *const *requirements; /* packages the code needs (PEP 508 / npm specs) */
     size_t requirement_count;
-    bool trace;                  /* report how long each step took (result "trace") */
+    bool trace; /* report how long each step took (result "trace") */
 } rbx_request;
 
 /* Fills the request with its defaults (notably cancel_fd = -1). */
@@ -98,31 +98,31 @@ typedef enum rbx_stream { RBX_STDOUT = 1, RBX_STDERR = 2 } rbx_stream;
 typedef int (*rbx_output_fn)(void *user, rbx_stream stream, const char *data, size_t len);
 
 typedef struct rbx_result {
-    bool success;              /* exit code 0, no timeout, not killed */
-    char *output;              /* stdout, valid UTF-8, head and tail kept past the cap */
-    size_t output_len;         /* may contain NUL bytes: use the length */
-    char *error;               /* stderr, plus runbox's own message for a timeout or limit */
+    bool success;      /* exit code 0, no timeout, not killed */
+    char *output;      /* stdout, valid UTF-8, head and tail kept past the cap */
+    size_t output_len; /* may contain NUL bytes: use the length */
+    char *error;       /* stderr, plus runbox's own message for a timeout or limit */
     size_t error_len;
-    int exit_code;             /* 128+N when killed by signal N; 124 on timeout */
+    int exit_code; /* 128+N when killed by signal N; 124 on timeout */
     int64_t duration_ms;
     char session_id[RBX_SESSION_ID_MAX + 1];
-    const char *language;      /* canonical name: python, javascript, bash */
-    const char *error_type;    /* NULL on success, else SyntaxError, TimeoutError, ... */
-    char *exception;           /* the language's own error name (ZeroDivisionError), or NULL */
+    const char *language;   /* canonical name: python, javascript, bash */
+    const char *error_type; /* NULL on success, else SyntaxError, TimeoutError, ... */
+    char *exception;        /* the language's own error name (ZeroDivisionError), or NULL */
     bool timed_out;
     bool cancelled;
     uint64_t truncated_stdout; /* bytes dropped from the middle of each stream */
     uint64_t truncated_stderr;
     int64_t cpu_ms;
     int64_t peak_memory_kb;
-    int signal;                /* the signal that ended the program, or 0 */
-    const char *limits;        /* what enforced the limits: "cgroup-v1", "cgroup-v2", "rlimits" */
-    bool network;              /* whether the code could reach outside hosts */
-    bool has_install;          /* the execution had requirements: the install_* fields apply */
-    char install_env[64];      /* the environment's name */
-    bool install_reused;       /* it existed already: nothing was installed */
-    int64_t install_ms;        /* how long finding or installing it took */
-    char *trace;               /* with request.trace: {"validate_us": N, ...} as JSON, else NULL */
+    int signal;           /* the signal that ended the program, or 0 */
+    const char *limits;   /* what enforced the limits: "cgroup-v1", "cgroup-v2", "rlimits" */
+    bool network;         /* whether the code could reach outside hosts */
+    bool has_install;     /* the execution had requirements: the install_* fields apply */
+    char install_env[64]; /* the environment's name */
+    bool install_reused;  /* it existed already: nothing was installed */
+    int64_t install_ms;   /* how long finding or installing it took */
+    char *trace;          /* with request.trace: {"validate_us": N, ...} as JSON, else NULL */
 } rbx_result;
 
 /* Runs one request. Returns RBX_OK when the request was valid and a result
@@ -152,7 +152,7 @@ const char *rbx_runtime_canonical(const char *name);
 typedef struct rbx_check_item {
     char name[32];
     bool ok;
-    bool essential;    /* without it runbox cannot run code safely at all */
+    bool essential; /* without it runbox cannot run code safely at all */
     char detail[400];
 } rbx_check_item;
 
@@ -217,7 +217,7 @@ size_t rbx_session_cancel(rbx_engine *engine, const char *id);
  * while it resolves them. */
 typedef struct rbx_file_info {
     char path[1100];
-    const char *type;          /* "file", "directory", "link" or "other" */
+    const char *type; /* "file", "directory", "link" or "other" */
     uint64_t size;
     int64_t modified_unix;
 } rbx_file_info;
@@ -228,8 +228,8 @@ rbx_status rbx_file_put(rbx_engine *engine, const char *session_id, const char *
                         const void *data, size_t len, rbx_error *err);
 /* Reads a regular file of at most max bytes; *data is malloc'ed (and
  * NUL-terminated for convenience). */
-rbx_status rbx_file_get(rbx_engine *engine, const char *session_id, const char *path,
-                        size_t max, char **data, size_t *len, rbx_error *err);
+rbx_status rbx_file_get(rbx_engine *engine, const char *session_id, const char *path, size_t max,
+                        char **data, size_t *len, rbx_error *err);
 /* Lists the session's files, depth first; *files is malloc'ed. */
 rbx_status rbx_file_list(rbx_engine *engine, const char *session_id, rbx_file_info **files,
                          size_t *count, rbx_error *err);

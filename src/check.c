@@ -9,12 +9,12 @@
 #include <string.h>
 #include <unistd.h>
 
-static rbx_check_item *add(rbx_check_item *items, size_t max, size_t *n, const char *name,
-                           bool ok, bool essential, const char *fmt, ...)
+static rbx_check_item *add(rbx_check_item *items, size_t max, size_t *n, const char *name, bool ok,
+                           bool essential, const char *fmt, ...)
     __attribute__((format(printf, 7, 8)));
 
-static rbx_check_item *add(rbx_check_item *items, size_t max, size_t *n, const char *name,
-                           bool ok, bool essential, const char *fmt, ...)
+static rbx_check_item *add(rbx_check_item *items, size_t max, size_t *n, const char *name, bool ok,
+                           bool essential, const char *fmt, ...)
 {
     if (*n >= max)
         return NULL;

@@ -125,8 +125,7 @@ const char *rbx_classify_python(int exit_code, const char *text, size_t len, cha
     return "RuntimeError";
 }
 
-const char *rbx_classify_javascript(int exit_code, const char *text, size_t len,
-                                    char **exception)
+const char *rbx_classify_javascript(int exit_code, const char *text, size_t len, char **exception)
 {
     *exception = javascript_exception(text, len);
     if (contains(text, len, "JavaScript heap out of memory") ||
@@ -150,8 +149,7 @@ const char *rbx_classify_bash(int exit_code, const char *text, size_t len, char 
     if (exit_code == 127)
         return "ImportError";
     /* bash's own allocator failing (xmalloc/xrealloc), or a tool saying so. */
-    if (contains(text, len, ": cannot allocate ") ||
-        contains(text, len, "Cannot allocate memory"))
+    if (contains(text, len, ": cannot allocate ") || contains(text, len, "Cannot allocate memory"))
         return "MemoryError";
     if (exit_code == 126 || contains(text, len, ": Permission denied") ||
         contains(text, len, ": Read-only file system") ||

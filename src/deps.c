@@ -173,8 +173,8 @@ rbx_status rbx_requirements_parse(const rbx_engine *engine, const rbx_runtime *r
             return rbx_fail(err, RBX_EINVAL, "requirement %zu is empty or longer than %d bytes",
                             i + 1, RBX_SPEC_MAX);
         }
-        if (!runtime->normalize_spec(spec, engine->config.allow_requirement_urls, out,
-                                     sizeof out, why, sizeof why)) {
+        if (!runtime->normalize_spec(spec, engine->config.allow_requirement_urls, out, sizeof out,
+                                     why, sizeof why)) {
             rbx_requirements_free(reqs);
             return rbx_fail(err, RBX_EINVAL, "%s", why);
         }
@@ -199,8 +199,7 @@ static void runtime_identity(const rbx_runtime *runtime, char *out, size_t size)
         snprintf(out, size, "%s", runtime->interpreter);
         return;
     }
-    snprintf(out, size, "%s:%lld:%lld", real, (long long)st.st_size,
-             (long long)st.st_mtim.tv_sec);
+    snprintf(out, size, "%s:%lld:%lld", real, (long long)st.st_size, (long long)st.st_mtim.tv_sec);
 }
 
 /* FNV-1a, 64 bits: names the directory; the full description is stored
@@ -219,8 +218,8 @@ static char *describe(const rbx_runtime *runtime, const rbx_requirements *reqs)
     json_t *specs = json_array();
     for (size_t i = 0; i < reqs->count; i++)
         json_array_append_new(specs, json_string(reqs->specs[i]));
-    json_t *obj = json_pack("{s:s, s:s, s:o}", "runtime", runtime->name, "interpreter",
-                            identity, "requirements", specs);
+    json_t *obj = json_pack("{s:s, s:s, s:o}", "runtime", runtime->name, "interpreter", identity,
+                            "requirements", specs);
     char *text = json_dumps(obj, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(obj);
     return text;
@@ -304,8 +303,8 @@ rbx_status rbx_env_acquire(rbx_engine *engine, const rbx_runtime *runtime,
     /* One install at a time per environment; whoever waited finds it made. */
     int install = lock_file(dirfd, env->key, ".install", LOCK_EX, engine->config.install_timeout_s);
     if (install < 0) {
-        status = rbx_fail(err, RBX_ESYSTEM, "timed out waiting for another install of %s",
-                          env->key);
+        status =
+            rbx_fail(err, RBX_ESYSTEM, "timed out waiting for another install of %s", env->key);
         goto out;
     }
     if (matches(dirfd, env->key, description)) {

@@ -24,9 +24,9 @@ typedef struct rbx_env {
     char path[4400];
     bool reused;
     int64_t install_ms;
-    bool failed;             /* the installer failed: message says why, the code must not run */
+    bool failed; /* the installer failed: message says why, the code must not run */
     char *message;
-    int use_fd;              /* held shared while the execution uses it */
+    int use_fd; /* held shared while the execution uses it */
 } rbx_env;
 
 /* Finds the environment for reqs, installing it first if needed (one

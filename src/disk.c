@@ -47,11 +47,11 @@ static bool is_mounted(const char *work_path)
 static rbx_status make_image(int session_dirfd, const char *image_path, uint64_t bytes,
                              rbx_error *err)
 {
-    int fd = openat(session_dirfd, IMAGE, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW,
-                    0600);
+    int fd =
+        openat(session_dirfd, IMAGE, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) {
-        rbx_status status = rbx_fail(err, RBX_ESYSTEM, "cannot create the session's disk: %s",
-                                     strerror(errno));
+        rbx_status status =
+            rbx_fail(err, RBX_ESYSTEM, "cannot create the session's disk: %s", strerror(errno));
         if (fd >= 0) {
             close(fd);
             unlinkat(session_dirfd, IMAGE, 0);
@@ -62,7 +62,7 @@ static rbx_status make_image(int session_dirfd, const char *image_path, uint64_t
     char owner[80];
     snprintf(owner, sizeof owner, "root_owner=%d:%d,nodiscard", RBX_HOST_UID_BASE + RBX_SANDBOX_UID,
              RBX_HOST_UID_BASE + RBX_SANDBOX_UID);
-    char *argv[] = {"mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", owner,
+    char *argv[] = {"mkfs.ext4",        "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", owner,
                     (char *)image_path, NULL};
     char *envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
     pid_t pid;
@@ -121,7 +121,8 @@ rbx_status rbx_disk_attach(rbx_engine *engine, int session_dirfd, const char *wo
     struct stat st;
     bool fresh = false;
     if (fstatat(session_dirfd, IMAGE, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        rbx_status status = make_image(session_dirfd, image_path, engine->config.disk_cap_bytes, err);
+        rbx_status status =
+            make_image(session_dirfd, image_path, engine->config.disk_cap_bytes, err);
         if (status != RBX_OK)
             return status;
         fresh = true;

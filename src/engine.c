@@ -1,9 +1,9 @@
 /* The engine object: operator configuration and the state directory. */
+#include "disk.h"
 #include "internal.h"
+#include "policy.h"
 #include "sandbox/mount.h"
 #include "sandbox/net.h"
-#include "disk.h"
-#include "policy.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -65,9 +65,9 @@ rbx_status rbx_env_list(rbx_engine *engine, rbx_env_info **infos, size_t *count,
     *count = 0;
     int dirfd = open_envs(engine);
     if (dirfd < 0)
-        return errno == ENOENT ? RBX_OK
-                               : rbx_fail(err, RBX_ESYSTEM, "cannot list environments: %s",
-                                          strerror(errno));
+        return errno == ENOENT
+                   ? RBX_OK
+                   : rbx_fail(err, RBX_ESYSTEM, "cannot list environments: %s", strerror(errno));
     DIR *dir = fdopendir(dup(dirfd));
     struct dirent *entry;
     size_t cap = 0;

@@ -19,8 +19,13 @@
 /* The environment every program gets: these, its session's id, then the
  * request's own variables. Nothing is inherited from runbox's environment. */
 static const char *const fixed_env[] = {
-    "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" RBX_SANDBOX_HOME, "LANG=C.UTF-8", "TERM=dumb",
-    "TMPDIR=/tmp", "USER=runbox", "LOGNAME=runbox",
+    "PATH=/usr/local/bin:/usr/bin:/bin",
+    "HOME=" RBX_SANDBOX_HOME,
+    "LANG=C.UTF-8",
+    "TERM=dumb",
+    "TMPDIR=/tmp",
+    "USER=runbox",
+    "LOGNAME=runbox",
     "PYTHONUNBUFFERED=1", /* output must reach the agent as it is printed, not at exit */
 };
 #define FIXED_ENV_COUNT (sizeof fixed_env / sizeof fixed_env[0])
@@ -182,11 +187,11 @@ typedef struct execution {
     rbx_engine *engine;
     const rbx_request *request;
     const rbx_runtime *runtime;
-    double timeout_s;          /* as requested */
-    double budget_s;           /* what is left of it once the session was taken */
+    double timeout_s; /* as requested */
+    double budget_s;  /* what is left of it once the session was taken */
     const rbx_session *session;
     const rbx_env *env;
-    int kill_fd;               /* rbx_session_cancel writes here */
+    int kill_fd; /* rbx_session_cancel writes here */
     rbx_trace *trace;
     rbx_output_fn on_output;
     void *user;
@@ -194,8 +199,8 @@ typedef struct execution {
 
 /* What the sandbox is told: the runtime, the session, the limits, and the
  * environment, read-only, where the runtime looks for it. */
-static void build_spec(const execution *x, rbx_sandbox_spec *spec, const char **argv,
-                       char *env_dir, size_t env_dir_size)
+static void build_spec(const execution *x, rbx_sandbox_spec *spec, const char **argv, char *env_dir,
+                       size_t env_dir_size)
 {
     const rbx_engine *engine = x->engine;
     const rbx_runtime *runtime = x->runtime;
@@ -207,7 +212,7 @@ static void build_spec(const execution *x, rbx_sandbox_spec *spec, const char **
         .with_stdin = x->request->stdin_data != NULL,
         .network = wants_network(engine, x->request) ? RBX_NET_OUTSIDE : RBX_NET_LOOPBACK,
         .limits = {.memory_bytes = (uint64_t)(x->request->memory_mb ? x->request->memory_mb
-                                                                     : engine->config.memory_mb)
+                                                                    : engine->config.memory_mb)
                                    << 20,
                    .pids = engine->config.pids_max,
                    .cpu_weight = engine->config.cpu_weight},
@@ -273,8 +278,7 @@ static void add_usage(rbx_result *result, bool reported, const rbx_exit_report *
 static void add_notes(rbx_result *result, const rbx_outcome *outcome, const execution *x,
                       uint64_t memory_bytes)
 {
-    const char *nl =
-        result->error_len && result->error[result->error_len - 1] != '\n' ? "\n" : "";
+    const char *nl = result->error_len && result->error[result->error_len - 1] != '\n' ? "\n" : "";
     char note[200];
     if (outcome->oom_killed) {
         snprintf(note, sizeof note,
@@ -298,8 +302,7 @@ static rbx_status fill_result(const execution *x, rbx_watch *watch, const rbx_ou
                               uint64_t memory_bytes, rbx_result *result, rbx_error *err)
 {
     if (watch->report_len && watch->report[0] == 'E') {
-        rbx_fail(err, RBX_ESYSTEM, "the sandbox failed to start: cannot %.400s",
-                 watch->report + 1);
+        rbx_fail(err, RBX_ESYSTEM, "the sandbox failed to start: cannot %.400s", watch->report + 1);
         err->message[strcspn(err->message, "\n")] = 0;
         return RBX_ESYSTEM;
     }
@@ -447,9 +450,8 @@ static rbx_status run_in_session(execution *x, rbx_result *result, rbx_error *er
     }
     rbx_session session;
     int64_t waited_from = rbx_now_us();
-    rbx_status status =
-        rbx_session_acquire(x->engine, request->session_id, x->timeout_s, request->cancel_fd,
-                            &session, err);
+    rbx_status status = rbx_session_acquire(x->engine, request->session_id, x->timeout_s,
+                                            request->cancel_fd, &session, err);
     if (status != RBX_OK)
         return status;
     rbx_trace_mark(x->trace, RBX_PHASE_SESSION);
@@ -484,8 +486,8 @@ static bool refused(const rbx_engine *engine, const rbx_request *request,
         snprintf(result->session_id, sizeof result->session_id, "%s", request->session_id);
     else
         rbx_session_id_new(result->session_id);
-    *status = rule ? policy_result(rule, result)
-                   : syntax_result(runtime, nul_offset, nul_line, result);
+    *status =
+        rule ? policy_result(rule, result) : syntax_result(runtime, nul_offset, nul_line, result);
     return true;
 }
 

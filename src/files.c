@@ -174,8 +174,8 @@ rbx_status rbx_file_put(rbx_engine *engine, const char *session_id, const char *
     return status;
 }
 
-rbx_status rbx_file_get(rbx_engine *engine, const char *session_id, const char *path,
-                        size_t max, char **data, size_t *len, rbx_error *err)
+rbx_status rbx_file_get(rbx_engine *engine, const char *session_id, const char *path, size_t max,
+                        char **data, size_t *len, rbx_error *err)
 {
     *data = NULL;
     *len = 0;
@@ -195,8 +195,8 @@ rbx_status rbx_file_get(rbx_engine *engine, const char *session_id, const char *
     }
     if ((uint64_t)st.st_size > max) {
         close(fd);
-        return rbx_fail(err, RBX_EINVAL, "%.200s is %lld bytes, more than the limit of %zu",
-                        path, (long long)st.st_size, max);
+        return rbx_fail(err, RBX_EINVAL, "%.200s is %lld bytes, more than the limit of %zu", path,
+                        (long long)st.st_size, max);
     }
     char *buf = malloc((size_t)st.st_size + 1);
     size_t got = 0;
@@ -273,9 +273,10 @@ static int list_dir(int dirfd, const char *prefix, int depth, lister *out)
         snprintf(info->path, sizeof info->path, "%s%s", prefix, entry->d_name);
         info->size = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
         info->modified_unix = st.st_mtim.tv_sec;
-        info->type = S_ISDIR(st.st_mode) ? "directory" : S_ISLNK(st.st_mode) ? "link"
-                     : S_ISREG(st.st_mode)                                 ? "file"
-                                                                            : "other";
+        info->type = S_ISDIR(st.st_mode)   ? "directory"
+                     : S_ISLNK(st.st_mode) ? "link"
+                     : S_ISREG(st.st_mode) ? "file"
+                                           : "other";
         if (S_ISDIR(st.st_mode) && depth < PATH_MAX_DEPTH) {
             int sub = openat(dirfd, entry->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (sub >= 0) {

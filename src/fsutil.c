@@ -43,8 +43,8 @@ static DIR *open_dir_at(int dirfd, const char *name, bool for_removal)
     return dir;
 }
 
-static int walk_entry(int topfd, int dirfd, const char *name, int depth, visit_fn leave,
-                      void *user, unsigned *flattened)
+static int walk_entry(int topfd, int dirfd, const char *name, int depth, visit_fn leave, void *user,
+                      unsigned *flattened)
 {
     struct stat st;
     if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
@@ -81,8 +81,8 @@ static int walk(int topfd, DIR *dir, int depth, visit_fn leave, void *user, unsi
             return errno ? -1 : 0;
         if (!strcmp(entry->d_name, ".") || !strcmp(entry->d_name, ".."))
             continue;
-        if (walk_entry(depth == 0 ? fd : topfd, fd, entry->d_name, depth, leave, user,
-                       flattened) != 0)
+        if (walk_entry(depth == 0 ? fd : topfd, fd, entry->d_name, depth, leave, user, flattened) !=
+            0)
             return -1;
     }
 }

@@ -27,8 +27,7 @@ extern char **environ;
 static char **install_env(void)
 {
     static const char *const base[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp",
-                                       "TMPDIR=/tmp", "LANG=C.UTF-8",
-                                       "PYTHONDONTWRITEBYTECODE=1"};
+                                       "TMPDIR=/tmp", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"};
     char **envp = calloc(INSTALL_ENV_MAX, sizeof *envp);
     size_t n = 0;
     for (size_t i = 0; envp && i < sizeof base / sizeof base[0]; i++)
@@ -127,8 +126,7 @@ static int write_meta(const char *dir, const rbx_runtime *runtime, const rbx_req
     for (size_t i = 0; i < reqs->count; i++)
         json_array_append_new(specs, json_string(reqs->specs[i]));
     json_t *meta = json_pack("{s:s, s:o, s:I, s:s}", "runtime", runtime->name, "requirements",
-                             specs, "created", (json_int_t)time(NULL), "description",
-                             description);
+                             specs, "created", (json_int_t)time(NULL), "description", description);
     char path[4800];
     snprintf(path, sizeof path, "%s/" RBX_ENV_META, dir);
     int rc = json_dump_file(meta, path, JSON_INDENT(1));

@@ -26,7 +26,7 @@ struct rbx_engine {
     bool disk_capped;                /* sessions get their own fixed-size filesystem */
     struct rbx_policy *policy;       /* the operator's deny patterns, or NULL */
     pthread_mutex_t running_lock;
-    struct rbx_running *running;     /* executions in progress, for cancellation */
+    struct rbx_running *running; /* executions in progress, for cancellation */
 };
 
 /* error.c idiom: fill err and return its status, so callers can write
@@ -34,14 +34,14 @@ struct rbx_engine {
 rbx_status rbx_fail(rbx_error *err, rbx_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-int64_t rbx_now_ms(void);     /* monotonic clock */
-int64_t rbx_now_us(void);     /* monotonic clock */
+int64_t rbx_now_ms(void); /* monotonic clock */
+int64_t rbx_now_us(void); /* monotonic clock */
 
 /* runtime.c: the table of languages. */
 typedef struct rbx_runtime {
-    const char *name;           /* canonical */
+    const char *name; /* canonical */
     const char *aliases[4];
-    const char *interpreter;    /* absolute path on the host; never looked up on PATH */
+    const char *interpreter; /* absolute path on the host; never looked up on PATH */
     const char *extension;
     /* argv after the interpreter: the bootstrap reads the code on fd 3,
      * checks its syntax without running it, reports on fd 4, closes both,
@@ -64,13 +64,12 @@ typedef struct rbx_runtime {
     const char *env_interpreter;
     /* Checks and normalizes one requirement spec into out (NUL-terminated);
      * returns false with a reason in why. */
-    bool (*normalize_spec)(const char *spec, bool allow_urls, char *out, size_t size,
-                           char *why, size_t why_size);
+    bool (*normalize_spec)(const char *spec, bool allow_urls, char *out, size_t size, char *why,
+                           size_t why_size);
 } rbx_runtime;
 
 const char *rbx_classify_python(int exit_code, const char *text, size_t len, char **exception);
-const char *rbx_classify_javascript(int exit_code, const char *text, size_t len,
-                                    char **exception);
+const char *rbx_classify_javascript(int exit_code, const char *text, size_t len, char **exception);
 const char *rbx_classify_bash(int exit_code, const char *text, size_t len, char **exception);
 bool rbx_spec_python(const char *spec, bool allow_urls, char *out, size_t size, char *why,
                      size_t why_size);
@@ -89,9 +88,9 @@ typedef struct rbx_capture {
     size_t head_cap, tail_cap;
     char *head;
     size_t head_len;
-    char *tail;       /* ring buffer */
-    size_t tail_len;  /* bytes valid in the ring */
-    size_t tail_pos;  /* next write position */
+    char *tail;      /* ring buffer */
+    size_t tail_len; /* bytes valid in the ring */
+    size_t tail_pos; /* next write position */
     uint64_t total;
 } rbx_capture;
 
@@ -129,7 +128,7 @@ typedef struct rbx_session {
     char id[RBX_SESSION_ID_MAX + 1];
     bool one_off;
     int lock_fd;
-    int dir_fd;       /* the session's root directory */
+    int dir_fd;           /* the session's root directory */
     char work_path[4400]; /* empty for a one-off run */
 } rbx_session;
 

@@ -58,8 +58,7 @@ static rbx_status add_rule(rbx_policy *policy, char *line, const char *path, int
                         number);
     const char *canonical = strcmp(language, "*") ? rbx_runtime_canonical(language) : "*";
     if (!canonical)
-        return rbx_fail(err, RBX_EINVAL, "%s:%d: unknown language '%.32s'", path, number,
-                        language);
+        return rbx_fail(err, RBX_EINVAL, "%s:%d: unknown language '%.32s'", path, number, language);
     if (policy->count == POLICY_MAX_RULES)
         return rbx_fail(err, RBX_EINVAL, "%s: more than %d rules", path, POLICY_MAX_RULES);
     rule *r = &policy->rules[policy->count];

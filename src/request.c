@@ -63,8 +63,8 @@ static void list_languages(char *out, size_t size)
     size_t used = 0;
     out[0] = 0;
     for (size_t i = 0; i < rbx_runtime_count() && used < size; i++)
-        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "",
-                                 rbx_runtime_name(i));
+        used +=
+            (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", rbx_runtime_name(i));
 }
 
 rbx_status rbx_request_validate(const rbx_engine *engine, const rbx_request *request,
@@ -104,7 +104,8 @@ rbx_status rbx_request_validate(const rbx_engine *engine, const rbx_request *req
                         "invalid session id '%.80s': it must match "
                         "[A-Za-z0-9][A-Za-z0-9._-]{0,63}",
                         request->session_id);
-    if (request->memory_mb && (request->memory_mb < 16 || request->memory_mb > config->max_memory_mb))
+    if (request->memory_mb &&
+        (request->memory_mb < 16 || request->memory_mb > config->max_memory_mb))
         return rbx_fail(err, RBX_EINVAL,
                         "memory limit %u MiB is out of bounds (accepted: 16 to %u MiB)",
                         request->memory_mb, config->max_memory_mb);

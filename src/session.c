@@ -3,11 +3,13 @@
  * flock(2) on the lock file, so any number of runbox processes can share a
  * state directory. Removal renames the session into trash/ while holding
  * the lock, then deletes it without following links. */
-#include "internal.h"
 #include "disk.h"
+#include "internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +18,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <dirent.h>
-#include <poll.h>
 
 #define LOCK_POLL_US 5000
 
@@ -86,9 +86,8 @@ static rbx_status create_session(rbx_engine *engine, const char *id, rbx_error *
     close(lock);
     if (mkdirat(dir, "work", 0700) != 0)
         goto fail;
-    if (engine->is_root &&
-        fchownat(dir, "work", RBX_HOST_UID_BASE + RBX_SANDBOX_UID,
-                 RBX_HOST_UID_BASE + RBX_SANDBOX_UID, AT_SYMLINK_NOFOLLOW) != 0)
+    if (engine->is_root && fchownat(dir, "work", RBX_HOST_UID_BASE + RBX_SANDBOX_UID,
+                                    RBX_HOST_UID_BASE + RBX_SANDBOX_UID, AT_SYMLINK_NOFOLLOW) != 0)
         goto fail;
     int renamed = renameat2(engine->trash_fd, temp, engine->sessions_fd, id, RENAME_NOREPLACE);
     if (renamed != 0 && errno != EEXIST)
@@ -156,8 +155,8 @@ static rbx_status lock_session(rbx_engine *engine, const char *id, double wait_s
             if (poll(&cancel, 1, LOCK_POLL_US / 1000) > 0) {
                 close(lock);
                 close(dir);
-                return rbx_fail(err, RBX_EBUSY,
-                                "cancelled while waiting for session %s to be free", id);
+                return rbx_fail(err, RBX_EBUSY, "cancelled while waiting for session %s to be free",
+                                id);
             }
         }
         /* The session may have been removed (renamed away) while we waited. */
@@ -192,9 +191,8 @@ rbx_status rbx_session_acquire(rbx_engine *engine, const char *id, double wait_s
     if (!rbx_session_id_valid(id))
         return bad_id(err);
     snprintf(session->id, sizeof session->id, "%s", id);
-    rbx_status status =
-        lock_session(engine, session->id, wait_s, true, cancel_fd, &session->dir_fd,
-                     &session->lock_fd, err);
+    rbx_status status = lock_session(engine, session->id, wait_s, true, cancel_fd, &session->dir_fd,
+                                     &session->lock_fd, err);
     if (status != RBX_OK)
         return status;
     (void)futimens(session->lock_fd, NULL); /* last used */
@@ -272,9 +270,9 @@ rbx_status rbx_session_info_get(rbx_engine *engine, const char *id, rbx_session_
     snprintf(info->id, sizeof info->id, "%s", id);
     int dir = openat(engine->sessions_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dir < 0)
-        return errno == ENOENT ? rbx_fail(err, RBX_ENOENT, "no session %s", id)
-                               : rbx_fail(err, RBX_ESYSTEM, "cannot open session %s: %s", id,
-                                          strerror(errno));
+        return errno == ENOENT
+                   ? rbx_fail(err, RBX_ENOENT, "no session %s", id)
+                   : rbx_fail(err, RBX_ESYSTEM, "cannot open session %s: %s", id, strerror(errno));
     int lock = openat(dir, "lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     struct stat st;
     if (lock >= 0 && fstat(lock, &st) == 0) {

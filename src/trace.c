@@ -7,14 +7,14 @@
 #include <time.h>
 
 static const char *const phase_names[RBX_PHASE_COUNT] = {
-    "start",  "validate_us", "env_us",  "session_us",    "clone_us", "release_us",  "cgroup_us",
-    "mounts_us", "fork_us",  "exec_us", "first_byte_us", "exit_us",  "teardown_us",
+    "start",     "validate_us", "env_us",  "session_us",    "clone_us", "release_us",  "cgroup_us",
+    "mounts_us", "fork_us",     "exec_us", "first_byte_us", "exit_us",  "teardown_us",
 };
 
 rbx_trace *rbx_trace_new(void)
 {
-    void *page = mmap(NULL, sizeof(rbx_trace), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                      -1, 0);
+    void *page =
+        mmap(NULL, sizeof(rbx_trace), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     return page == MAP_FAILED ? NULL : page;
 }
 
@@ -43,8 +43,7 @@ char *rbx_trace_json(const rbx_trace *trace)
         json_object_set_new(obj, phase_names[phase], json_integer(trace->at_us[phase] - previous));
         previous = trace->at_us[phase];
     }
-    json_object_set_new(obj, "total_us",
-                        json_integer(previous - trace->at_us[RBX_PHASE_START]));
+    json_object_set_new(obj, "total_us", json_integer(previous - trace->at_us[RBX_PHASE_START]));
     char *text = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(obj);
     return text;

@@ -8,19 +8,19 @@
 #include <stdint.h>
 
 typedef enum rbx_phase {
-    RBX_PHASE_START,     /* rbx_execute called */
-    RBX_PHASE_VALIDATED, /* request, policy and requirements checked */
-    RBX_PHASE_ENV,       /* dependency environment found or installed */
-    RBX_PHASE_SESSION,   /* session locked (and its disk mounted) */
-    RBX_PHASE_CLONED,    /* namespaces created: clone3 returned */
-    RBX_PHASE_RELEASED,  /* users mapped, network up, init told to go */
-    RBX_PHASE_CGROUP,    /* init: in the execution's cgroup */
-    RBX_PHASE_MOUNTS,    /* init: new root built and pivoted into */
-    RBX_PHASE_FORKED,    /* init: the program forked */
-    RBX_PHASE_EXEC,      /* program: confined (seccomp installed), calling execve */
-    RBX_PHASE_FIRST_BYTE,/* the first output or report byte arrived */
-    RBX_PHASE_EXIT,      /* the sandbox's init exited */
-    RBX_PHASE_TEARDOWN,  /* cgroup removed, helpers stopped, session released */
+    RBX_PHASE_START,      /* rbx_execute called */
+    RBX_PHASE_VALIDATED,  /* request, policy and requirements checked */
+    RBX_PHASE_ENV,        /* dependency environment found or installed */
+    RBX_PHASE_SESSION,    /* session locked (and its disk mounted) */
+    RBX_PHASE_CLONED,     /* namespaces created: clone3 returned */
+    RBX_PHASE_RELEASED,   /* users mapped, network up, init told to go */
+    RBX_PHASE_CGROUP,     /* init: in the execution's cgroup */
+    RBX_PHASE_MOUNTS,     /* init: new root built and pivoted into */
+    RBX_PHASE_FORKED,     /* init: the program forked */
+    RBX_PHASE_EXEC,       /* program: confined (seccomp installed), calling execve */
+    RBX_PHASE_FIRST_BYTE, /* the first output or report byte arrived */
+    RBX_PHASE_EXIT,       /* the sandbox's init exited */
+    RBX_PHASE_TEARDOWN,   /* cgroup removed, helpers stopped, session released */
     RBX_PHASE_COUNT
 } rbx_phase;
 

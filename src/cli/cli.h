@@ -21,7 +21,8 @@ typedef struct cli_globals {
 #define CLI_DEFAULT_POLICY "/etc/runbox/policy.conf"
 
 /* Prints "runbox: <message>" and a hint to stderr; returns EXIT_USAGE. */
-int cli_usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int cli_usage_error(const char *command, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Prints value as one line of JSON on stdout and releases it; returns an exit code. */
 int cli_print_json(json_t *value);
 /* "an object", "a string", ...: what a JSON value is, for error messages

@@ -25,10 +25,9 @@ static int list(rbx_engine *engine, bool as_json)
     for (size_t i = 0; i < count; i++) {
         if (as_json) {
             json_array_append_new(
-                array, json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:b}", "environment",
-                                 infos[i].key, "runtime", infos[i].runtime, "requirements",
-                                 infos[i].requirements, "size_bytes",
-                                 (json_int_t)infos[i].size_bytes, "created",
+                array, json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:b}", "environment", infos[i].key,
+                                 "runtime", infos[i].runtime, "requirements", infos[i].requirements,
+                                 "size_bytes", (json_int_t)infos[i].size_bytes, "created",
                                  (json_int_t)infos[i].created_unix, "last_used",
                                  (json_int_t)infos[i].last_used_unix, "in_use", infos[i].in_use));
             continue;

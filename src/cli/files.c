@@ -30,10 +30,10 @@ static int list(rbx_engine *engine, const char *id, bool as_json)
     json_t *array = json_array();
     for (size_t i = 0; i < count; i++) {
         if (as_json)
-            json_array_append_new(array, json_pack("{s:s, s:s, s:I, s:I}", "path", files[i].path,
-                                                   "type", files[i].type, "size",
-                                                   (json_int_t)files[i].size, "modified",
-                                                   (json_int_t)files[i].modified_unix));
+            json_array_append_new(array,
+                                  json_pack("{s:s, s:s, s:I, s:I}", "path", files[i].path, "type",
+                                            files[i].type, "size", (json_int_t)files[i].size,
+                                            "modified", (json_int_t)files[i].modified_unix));
         else
             printf("%-10s %12llu %s\n", files[i].type, (unsigned long long)files[i].size,
                    files[i].path);

@@ -98,7 +98,7 @@ int main(int argc, char **argv)
         fputs(usage, stdout);
         return 0;
     }
-    return cli_usage_error(NULL,
-                           "unknown command '%.64s' (accepted: run, sessions, files, envs, check, serve, mcp)",
-                           command);
+    return cli_usage_error(
+        NULL, "unknown command '%.64s' (accepted: run, sessions, files, envs, check, serve, mcp)",
+        command);
 }

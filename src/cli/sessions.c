@@ -68,8 +68,7 @@ int cli_sessions(const cli_globals *globals, int argc, char **argv)
         } else if ((!strcmp(argv[i], "--idle") && !strcmp(sub, "gc")) ||
                    (!strcmp(argv[i], "--wait") && !strcmp(sub, "rm"))) {
             if (i + 1 >= argc || cli_parse_seconds(argv[i + 1], &seconds) != 0)
-                return cli_usage_error("sessions", "%s needs a number of seconds above 0",
-                                       argv[i]);
+                return cli_usage_error("sessions", "%s needs a number of seconds above 0", argv[i]);
             i++;
         } else if (argv[i][0] != '-' && !strcmp(sub, "rm") && !id) {
             id = argv[i];

@@ -8,8 +8,8 @@
  * inside a cgroup some other manager owns. */
 #include "sandbox/cgroup.h"
 
-#include <errno.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>

@@ -26,12 +26,35 @@
  * /bin -> usr/bin are recreated as links. /etc is not shown whole: only
  * what the dynamic linker, TLS, name resolution and the interpreters read. */
 static const char *const default_paths[] = {
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-    "/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
-    "/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf",
-    "/etc/hosts", "/etc/host.conf", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/protocols",
-    "/etc/services", "/etc/localtime", "/etc/timezone", "/etc/mime.types", "/etc/os-release",
-    "/etc/debian_version", "/etc/python3", "/etc/python3.11", "/etc/inputrc", "/etc/pip.conf",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/ca-certificates.conf",
+    "/etc/hosts",
+    "/etc/host.conf",
+    "/etc/nsswitch.conf",
+    "/etc/gai.conf",
+    "/etc/protocols",
+    "/etc/services",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/mime.types",
+    "/etc/os-release",
+    "/etc/debian_version",
+    "/etc/python3",
+    "/etc/python3.11",
+    "/etc/inputrc",
+    "/etc/pip.conf",
     "/etc/xdg/pip",
     NULL,
 };
@@ -162,7 +185,8 @@ static int build_dev(const char **step)
             return -1;
     }
     *step = "/dev links";
-    if (symlink("/proc/self/fd", NEW_ROOT "/dev/fd") || symlink("/proc/self/fd/0", NEW_ROOT "/dev/stdin") ||
+    if (symlink("/proc/self/fd", NEW_ROOT "/dev/fd") ||
+        symlink("/proc/self/fd/0", NEW_ROOT "/dev/stdin") ||
         symlink("/proc/self/fd/1", NEW_ROOT "/dev/stdout") ||
         symlink("/proc/self/fd/2", NEW_ROOT "/dev/stderr"))
         return -1;
@@ -194,7 +218,8 @@ static void append_number(char *buf, size_t size, size_t value)
 static int build_skeleton(const rbx_root_request *request, const char **step)
 {
     *step = "/etc/passwd";
-    if (rbx_mkdir_p(NEW_ROOT "/etc", 0755) != 0 || make_file(NEW_ROOT "/etc/passwd", passwd_text) != 0 ||
+    if (rbx_mkdir_p(NEW_ROOT "/etc", 0755) != 0 ||
+        make_file(NEW_ROOT "/etc/passwd", passwd_text) != 0 ||
         make_file(NEW_ROOT "/etc/group", group_text) != 0 ||
         make_file(NEW_ROOT "/etc/hostname", "runbox\n") != 0)
         return -1;
@@ -212,7 +237,8 @@ static int build_skeleton(const rbx_root_request *request, const char **step)
             return -1;
     char dst[RBX_ROOT_PATH_MAX + 16];
     for (size_t i = 0; i < request->bind_count; i++)
-        if (!join(dst, sizeof dst, NEW_ROOT, request->binds[i].inside) || rbx_mkdir_p(dst, 0755) != 0)
+        if (!join(dst, sizeof dst, NEW_ROOT, request->binds[i].inside) ||
+            rbx_mkdir_p(dst, 0755) != 0)
             return -1;
     return 0;
 }
@@ -291,7 +317,8 @@ static int bind_extra(const rbx_root_request *request, const int *fds, const cha
         append_number(src, sizeof src, (size_t)fds[i]);
         if (!join(dst, sizeof dst, NEW_ROOT, b->inside) ||
             mount(src, dst, NULL, MS_BIND, NULL) != 0 ||
-            set_attr(dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b->writable ? 0 : MOUNT_ATTR_RDONLY),
+            set_attr(dst,
+                     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b->writable ? 0 : MOUNT_ATTR_RDONLY),
                      false) != 0)
             return -1;
         close(fds[i]);
@@ -320,8 +347,7 @@ static int open_host_dir(const char *path)
     return open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
-int rbx_root_enter(const rbx_root_plan *plan, const rbx_root_request *request,
-                   const char **step)
+int rbx_root_enter(const rbx_root_plan *plan, const rbx_root_request *request, const char **step)
 {
     *step = "make mounts private";
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)

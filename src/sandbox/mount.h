@@ -14,22 +14,22 @@
 #define RBX_ROOT_PATH_MAX 256
 
 typedef enum rbx_root_step_kind {
-    ROOT_BIND_RO,   /* a host directory or file, read-only, nosuid, nodev */
-    ROOT_SYMLINK,   /* a link as the host has it (/bin -> usr/bin) */
+    ROOT_BIND_RO, /* a host directory or file, read-only, nosuid, nodev */
+    ROOT_SYMLINK, /* a link as the host has it (/bin -> usr/bin) */
 } rbx_root_step_kind;
 
 typedef struct rbx_root_step {
     rbx_root_step_kind kind;
     bool is_dir;
-    char host[RBX_ROOT_PATH_MAX];    /* source path on the host, or the link's target */
-    char inside[RBX_ROOT_PATH_MAX];  /* path inside the sandbox */
+    char host[RBX_ROOT_PATH_MAX];   /* source path on the host, or the link's target */
+    char inside[RBX_ROOT_PATH_MAX]; /* path inside the sandbox */
 } rbx_root_step;
 
 typedef struct rbx_root_plan {
     size_t count;
     rbx_root_step steps[RBX_ROOT_MAX_STEPS];
     size_t tmp_size_mb;
-    size_t home_size_mb;  /* the tmpfs home of one-off runs */
+    size_t home_size_mb; /* the tmpfs home of one-off runs */
 } rbx_root_plan;
 
 /* Parent side: which of the default system paths (or `paths`, a
@@ -51,15 +51,14 @@ typedef struct rbx_root_request {
     const char *session_path; /* the session's work directory; NULL: a one-off tmpfs home */
     rbx_bind binds[RBX_MAX_BINDS];
     size_t bind_count;
-    bool become_root;         /* switch to the namespace's uid 0 once host paths are open */
-    bool nameserver;          /* /etc/resolv.conf names the network helper's forwarder */
+    bool become_root; /* switch to the namespace's uid 0 once host paths are open */
+    bool nameserver;  /* /etc/resolv.conf names the network helper's forwarder */
 } rbx_root_request;
 
 /* Child side (no allocation): builds the new root on a tmpfs, binds the
  * session's work directory at RBX_SANDBOX_HOME and the request's binds,
  * pivots into it and detaches the old root. On failure returns -1 with
  * errno set and *step naming what failed. */
-int rbx_root_enter(const rbx_root_plan *plan, const rbx_root_request *request,
-                   const char **step);
+int rbx_root_enter(const rbx_root_plan *plan, const rbx_root_request *request, const char **step);
 
 #endif

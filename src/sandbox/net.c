@@ -69,9 +69,17 @@ rbx_status rbx_net_helper_start(pid_t sandbox_pid, rbx_net_helper *helper, rbx_e
     /* --disable-host-loopback: 10.0.2.2 must not lead to the host's
      * 127.0.0.1. --enable-sandbox and --enable-seccomp confine the helper
      * itself, which parses the sandbox's packets. */
-    char *argv[] = {"slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
-                    "--enable-sandbox", "--enable-seccomp", "--ready-fd=3", "--exit-fd=4",
-                    pid_text, "tap0", NULL};
+    char *argv[] = {"slirp4netns",
+                    "--configure",
+                    "--mtu=65520",
+                    "--disable-host-loopback",
+                    "--enable-sandbox",
+                    "--enable-seccomp",
+                    "--ready-fd=3",
+                    "--exit-fd=4",
+                    pid_text,
+                    "tap0",
+                    NULL};
     char *envp[] = {"PATH=/usr/bin:/bin", NULL};
     int pass[] = {ready[1], quit[0]}; /* --ready-fd=3, --exit-fd=4 */
     pid_t pid;

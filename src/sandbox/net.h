@@ -19,7 +19,7 @@ typedef enum rbx_net_mode {
 
 typedef struct rbx_net_helper {
     pid_t pid;
-    int exit_fd;   /* closing it makes slirp4netns exit */
+    int exit_fd; /* closing it makes slirp4netns exit */
 } rbx_net_helper;
 
 /* Child side: brings the namespace's loopback up (no allocation). */

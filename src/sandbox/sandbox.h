@@ -5,37 +5,37 @@
 #define RBX_SANDBOX_H
 
 #include "internal.h"
-#include "trace.h"
+#include "sandbox/cgroup.h"
 #include "sandbox/mount.h"
 #include "sandbox/net.h"
-#include "sandbox/cgroup.h"
+#include "trace.h"
 
 #include <sys/resource.h>
 
 typedef struct rbx_sandbox_spec {
-    const char *interpreter;    /* absolute path */
+    const char *interpreter; /* absolute path */
     char *const *argv;
     char *const *envp;
-    const rbx_root_plan *root;  /* the system paths to show, read-only */
+    const rbx_root_plan *root;     /* the system paths to show, read-only */
     rbx_root_request root_request; /* the session, binds, and who builds the root */
-    int code_fd;                /* becomes fd 3 of the program */
-    bool with_stdin;            /* else stdin is /dev/null */
+    int code_fd;                   /* becomes fd 3 of the program */
+    bool with_stdin;               /* else stdin is /dev/null */
     rbx_net_mode network;
-    rbx_cgroup_limits limits;   /* enforced by a cgroup where there is one, else rlimits */
-    uint64_t file_size_max;     /* RLIMIT_FSIZE */
-    rbx_trace *trace;           /* NULL unless tracing */
+    rbx_cgroup_limits limits; /* enforced by a cgroup where there is one, else rlimits */
+    uint64_t file_size_max;   /* RLIMIT_FSIZE */
+    rbx_trace *trace;         /* NULL unless tracing */
     bool is_root;
 } rbx_sandbox_spec;
 
 typedef struct rbx_sandbox {
-    pid_t pid;                  /* the sandbox's init, as the host sees it */
+    pid_t pid; /* the sandbox's init, as the host sees it */
     int pidfd;
-    int stdin_fd;               /* our end of the program's stdin, or -1 */
-    int stdout_fd, stderr_fd;   /* read ends */
-    int report_fd;              /* the bootstrap's R/S report, or E<message> from setup */
-    int status_fd;              /* init writes rbx_exit_report here */
-    rbx_net_helper net;         /* the network helper, when the network is on */
-    rbx_cgroup *cgroup;         /* NULL where cgroups are not available */
+    int stdin_fd;             /* our end of the program's stdin, or -1 */
+    int stdout_fd, stderr_fd; /* read ends */
+    int report_fd;            /* the bootstrap's R/S report, or E<message> from setup */
+    int status_fd;            /* init writes rbx_exit_report here */
+    rbx_net_helper net;       /* the network helper, when the network is on */
+    rbx_cgroup *cgroup;       /* NULL where cgroups are not available */
 } rbx_sandbox;
 
 /* What init tells us about the program when it ends. */
@@ -61,16 +61,16 @@ int rbx_setresgid_uid(unsigned id); /* setresgid(id x3) then setresuid(id x3) */
 typedef struct rbx_watch {
     double timeout_s;
     int cancel_fd;
-    int kill_fd;                /* the engine's own cancel (rbx_session_cancel), or -1 */
+    int kill_fd; /* the engine's own cancel (rbx_session_cancel), or -1 */
     const char *stdin_data;
     size_t stdin_len;
     rbx_output_fn on_output;
     void *user;
     rbx_capture *out, *err;
-    char report[65536];         /* what the bootstrap or setup reported */
+    char report[65536]; /* what the bootstrap or setup reported */
     size_t report_len;
     bool timed_out, cancelled;
-    rbx_trace *trace;           /* NULL unless tracing */
+    rbx_trace *trace; /* NULL unless tracing */
 } rbx_watch;
 
 /* Runs the poll loop until the sandbox is gone; fills watch and report. */

@@ -10,14 +10,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/capability.h>
+#include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <grp.h>
-#include <linux/sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -26,21 +26,21 @@
 
 /* Namespaces every sandbox gets. A new network namespace too (see
  * clone_init), but for installs the operator let use the host's network. */
-#define SANDBOX_CLONE_FLAGS                                                                       \
+#define SANDBOX_CLONE_FLAGS                                                                        \
     (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP)
 
 /* Everything the child side needs, prepared by the parent. */
 typedef struct child_plan {
     const rbx_sandbox_spec *spec;
-    int sync_fd;       /* read end: the parent writes one byte once our uid map is set */
-    int stdin_fd;      /* the program's stdin */
+    int sync_fd;  /* read end: the parent writes one byte once our uid map is set */
+    int stdin_fd; /* the program's stdin */
     int stdout_fd, stderr_fd;
-    int report_fd;     /* write end */
-    int status_fd;     /* write end */
-    int parent_ends[6];/* the parent's ends, closed in the child */
+    int report_fd;                      /* write end */
+    int status_fd;                      /* write end */
+    int parent_ends[6];                 /* the parent's ends, closed in the child */
     int cgroup_fds[RBX_CGROUP_MAX_FDS]; /* cgroup.procs of the execution's cgroup */
-    size_t cgroup_count;               /* to join; 0 when born into it (v2) */
-    bool in_cgroup;                    /* else rlimits stand in for its limits */
+    size_t cgroup_count;                /* to join; 0 when born into it (v2) */
+    bool in_cgroup;                     /* else rlimits stand in for its limits */
 } child_plan;
 
 static void report_error(int fd, const char *what, int error)
@@ -236,7 +236,7 @@ static void close_others(const child_plan *plan)
 {
     int keep[16 + RBX_CGROUP_MAX_FDS];
     size_t n = 0;
-    int fixed[] = {plan->sync_fd,   plan->stdin_fd,  plan->stdout_fd,      plan->stderr_fd,
+    int fixed[] = {plan->sync_fd,   plan->stdin_fd,  plan->stdout_fd,    plan->stderr_fd,
                    plan->report_fd, plan->status_fd, plan->spec->code_fd};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         keep[n++] = fixed[i];
@@ -420,8 +420,7 @@ static rbx_status release_init(const rbx_sandbox_spec *spec, rbx_sandbox *sandbo
                                rbx_error *err)
 {
     if (map_users(sandbox->pid, spec->is_root) != 0)
-        return rbx_fail(err, RBX_ESYSTEM, "cannot map users into the sandbox: %s",
-                        strerror(errno));
+        return rbx_fail(err, RBX_ESYSTEM, "cannot map users into the sandbox: %s", strerror(errno));
     if (spec->network == RBX_NET_OUTSIDE &&
         rbx_net_helper_start(sandbox->pid, &sandbox->net, err) != RBX_OK)
         return err->status;

@@ -19,7 +19,7 @@ enum { P_OUT, P_ERR, P_REPORT, P_INIT, P_STDIN, P_CANCEL, P_KILL, P_COUNT };
 typedef struct stream_state {
     rbx_stream stream;
     rbx_capture *capture;
-    char carry[4];      /* an unfinished UTF-8 sequence held for the next chunk */
+    char carry[4]; /* an unfinished UTF-8 sequence held for the next chunk */
     size_t carry_len;
 } stream_state;
 
@@ -48,8 +48,7 @@ static int deliver(rbx_watch *watch, stream_state *state, const char *data, size
         bool complete = false;
         while (!complete && state->carry_len < sizeof state->carry && i < len) {
             state->carry[state->carry_len++] = data[i++];
-            complete = rbx_utf8_complete_prefix(state->carry, state->carry_len) ==
-                       state->carry_len;
+            complete = rbx_utf8_complete_prefix(state->carry, state->carry_len) == state->carry_len;
         }
         if (!complete && state->carry_len < sizeof state->carry)
             return 0;
@@ -101,8 +100,8 @@ static void read_report(rbx_watch *watch, int *fd)
 
 static void feed_stdin(rbx_watch *watch, int *fd, size_t *sent)
 {
-    ssize_t n = send(*fd, watch->stdin_data + *sent, watch->stdin_len - *sent,
-                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n =
+        send(*fd, watch->stdin_data + *sent, watch->stdin_len - *sent, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
         return;
     if (n < 0) {
