@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -274,7 +275,9 @@ static int sandbox_init(const child_plan *plan)
     if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(plan->stderr_fd, 2) < 0)
         _exit(1);
     close(null);
-    /* The sandbox never outlives the runbox that started it. */
+    /* The sandbox never outlives the runbox that started it (nor the
+     * thread: the signal comes when the thread that cloned init ends,
+     * which rbx_execute's caller outlives). */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     char go;
     if (read(plan->sync_fd, &go, 1) != 1)
@@ -296,6 +299,13 @@ static int sandbox_init(const child_plan *plan)
         _exit(1);
     }
     rbx_trace_mark(plan->spec->trace, RBX_PHASE_MOUNTS);
+    /* Becoming the namespace's root above changed init's uid, which clears
+     * the parent-death signal: set it again, then make sure runbox did not
+     * die in between (its end of the status pipe would be closed). */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    struct pollfd parent = {.fd = plan->status_fd, .events = POLLOUT};
+    if (poll(&parent, 1, 0) < 0 || (parent.revents & POLLERR))
+        _exit(1);
     prctl(PR_SET_DUMPABLE, 0);
     /* A plain fork: glibc's fork() would run atfork handlers that may take
      * locks held by threads of the process we were cloned from. */

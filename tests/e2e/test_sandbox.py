@@ -6,6 +6,7 @@ harm this machine if isolation failed (bombs, kill -9 -1, disk fill, syscall pro
 the `proven` fixture, which checks in this very run that the isolation they rely on holds; if it
 does not, they fail rather than run.
 """
+import glob
 import json
 import os
 import shutil
@@ -130,6 +131,45 @@ print('daemon started')
     result = runbox.run("python", code, "--no-network")
     assert result["output"] == "daemon started\n"
     assert wait_gone(marker) == []
+
+
+@pytest.mark.parametrize("network", ["--no-network", "--network"])
+def test_a_runbox_killed_outright_takes_its_sandbox_with_it(runbox, network):
+    """SIGKILL gives runbox no chance to clean up: the kernel must end the
+    sandbox (its init has a parent-death signal that survives init's change
+    of uid), the program's background children included."""
+    if network == "--network" and os.geteuid() != 0:
+        pytest.skip("network-on needs slirp4netns, set up here only as root")
+    marker = "5353.%d" % (len(network))
+    cgroups_before = execution_cgroups()
+    proc = runbox.popen("run", "bash", "-c", f"sleep {marker} & echo started; wait", network)
+    assert proc.stdout.readline() == b"started\n"
+    assert processes_matching(marker) != []
+    proc.kill()
+    proc.wait()
+    assert wait_gone(marker) == []
+    # Its cgroups stay until a later runbox sweeps them (after a minute):
+    # empty now, and removed here so that the last case finds none.
+    for path in execution_cgroups() - cgroups_before:
+        deadline = time.time() + 5  # init's own exit comes just after
+        while cgroup_procs(path) and time.time() < deadline:
+            time.sleep(0.05)
+        assert cgroup_procs(path) == ""
+        os.rmdir(path)
+
+
+def cgroup_procs(path):
+    with open(os.path.join(path, "cgroup.procs")) as f:
+        return f.read()
+
+
+def execution_cgroups():
+    found = set()
+    for parent in glob.glob("/sys/fs/cgroup/*/runbox") + ["/sys/fs/cgroup/runbox"]:
+        if os.path.isdir(parent):
+            found |= {os.path.realpath(os.path.join(parent, d)) for d in os.listdir(parent)
+                      if d.startswith("exec-")}
+    return found
 
 
 def test_sigstop_of_the_own_process_group_is_still_killed_on_time(runbox):
