@@ -1,5 +1,5 @@
 /* One execution's life on the server: a thread of its own waits for its
- * turn (admission), runs it in a worker process (launch.c), and hands its
+ * turn (admission), runs it (run.c), and hands its
  * events and its result to the connection's thread, which meanwhile
  * watches the client's socket. The server keeps a list of executions so
  * that shutdown and session removal can cancel them. */
@@ -29,7 +29,16 @@ execution *http_execution_new(http_request *req, json_t *body, http_error *err)
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(req->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
     ex->client_fd = info ? info->connect_fd : -1;
+    ex->cancel_read = -1;
     atomic_init(&ex->cancel_fd, -1);
+    if (http_run_prepare(ex) != 0) {
+        json_decref(body);
+        http_queue_destroy(&ex->events);
+        free(ex);
+        http_error_set(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "system_error",
+                       "out of resources for another execution");
+        return NULL;
+    }
     if (!http_form_parse(&ex->form, body, err)) {
         http_execution_free(ex);
         return NULL;
@@ -55,7 +64,7 @@ static void run(execution *ex)
         http_metrics_install(ex->server->metrics);
     }
     ex->deadline_us = http_now_us() + (int64_t)(budget_s * 1e6);
-    http_launch(ex);
+    http_run(ex);
 }
 
 /* Cancelled before it ran: say why to whoever still listens. */
@@ -191,7 +200,7 @@ void http_execution_cancel(execution *ex, cancel_reason reason)
     int none = CANCEL_NONE;
     if (!atomic_compare_exchange_strong(&ex->cancelled, &none, (int)reason))
         return;
-    /* The worker sees its cancel pipe close: the engine kills the sandbox. */
+    /* The engine sees its cancel pipe close and kills the sandbox. */
     int fd = atomic_exchange(&ex->cancel_fd, -1);
     if (fd >= 0)
         close(fd);
@@ -217,6 +226,11 @@ void http_execution_free(execution *ex)
             ex->next->prev = ex->prev;
         pthread_mutex_unlock(&server->lock);
     }
+    int fd = atomic_exchange(&ex->cancel_fd, -1);
+    if (fd >= 0)
+        close(fd);
+    if (ex->cancel_read >= 0)
+        close(ex->cancel_read);
     free(ex->result);
     http_form_free(&ex->form);
     http_queue_destroy(&ex->events);

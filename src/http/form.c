@@ -1,7 +1,6 @@
 /* The body of POST /v1/execute turned into an rbx_request: every field
- * checked for its type, unknown fields refused. The server reads it to
- * answer 400 before anything runs; the worker process reads it again to
- * run it. */
+ * checked for its type, unknown fields refused, so that the server
+ * answers 400 before anything runs. */
 #include "http/http.h"
 
 #include <math.h>

@@ -2,17 +2,16 @@
  *
  * libmicrohttpd runs one thread per connection, so a handler may block for
  * the length of an execution and a slow client holds only its own thread.
- * Each execution gets a thread on the server, which runs it in a worker
- * process of its own (worker.c says why) and feeds its events to the
- * connection's thread; that thread watches the client's socket meanwhile,
- * so a client that goes away cancels its execution at once.
+ * Each execution gets a thread on the server, which runs it through the
+ * engine and feeds its events to the connection's thread; that thread
+ * watches the client's socket meanwhile, so a client that goes away
+ * cancels its execution at once.
  *
  * One file per concern: serve (the command), options, server (the daemon
  * and the life of a request), routes, reply (JSON and errors), body, form
  * (the execute request), auth, admission (the limit and the queue),
- * execution (its life on the server), launch (the worker process, seen
- * from the server), worker (the worker process), stream (streaming
- * responses), execute, sessions, files, metrics, log, watchdog (slow
+ * execution (its life on the server), run (through the engine), stream
+ * (streaming responses), execute, sessions, files, metrics, log, watchdog (slow
  * clients), openapi. */
 #ifndef RBX_HTTP_H
 #define RBX_HTTP_H
@@ -122,9 +121,7 @@ typedef struct execution execution;
 
 /* server.c: the daemon, and what every handler shares. */
 typedef struct http_server {
-    rbx_engine *engine; /* for sessions and files; executions have their own */
-    char **worker_argv; /* launch.c: how to start a worker process */
-    char **worker_envp;
+    rbx_engine *engine;
     serve_options options;
     char *token; /* NULL: no token required (loopback only) */
     struct MHD_Daemon *daemon;
@@ -133,7 +130,7 @@ typedef struct http_server {
     watchdog *watchdog;
     atomic_bool draining; /* shutting down: new requests get 503 */
     /* Executions (execution.c), so that shutdown and session removal can
-     * reach them; live counts those whose worker has not finished, active
+     * reach them; live counts those not finished, active
      * the requests between their headers and their end. */
     pthread_mutex_t lock;
     pthread_cond_t changed;
@@ -290,7 +287,8 @@ struct execution {
     execute_form form;
     stream_format format;
     char session_id[RBX_SESSION_ID_MAX + 1]; /* "" for a one-off run */
-    atomic_int cancel_fd;                    /* the worker's cancel pipe: closed to cancel */
+    int cancel_read;                         /* the request's cancel_fd */
+    atomic_int cancel_fd;                    /* its pipe's write end: closed to cancel */
     atomic_int cancelled;                    /* a cancel_reason; the first one stays */
     admission_ticket ticket;
     int64_t deadline_us; /* how long output may wait for a slow client */
@@ -329,17 +327,11 @@ void http_executions_cancel_all(http_server *server);
 /* Waits until none runs, or until deadline_us; true when none does. */
 bool http_executions_wait_idle(http_server *server, int64_t deadline_us);
 
-/* launch.c: the worker process of an execution, seen from the server. */
-/* The worker's command line: the server's own global options, then
- * `serve --worker`; serve_argc counts the arguments from "serve" on. */
-int http_launch_prepare(http_server *server, int serve_argc);
-void http_launch_release(http_server *server);
-/* Runs the execution in a worker process; fills its result or error. */
-void http_launch(execution *ex);
-
-/* worker.c: the worker process (`serve --worker plain|stream`). */
-#define HTTP_WORKER_CANCEL_FD 3
-int http_worker_main(const cli_globals *globals, int argc, char **argv);
+/* run.c: the execution on its thread, through the engine. */
+/* Makes the execution's cancel pipe; -1 when there is no room for it. */
+int http_run_prepare(execution *ex);
+/* Runs it; fills its result, or its error when the engine refused. */
+void http_run(execution *ex);
 
 /* Route handlers. */
 enum MHD_Result http_handle_execute(http_request *req);

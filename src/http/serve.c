@@ -102,7 +102,7 @@ static void log_listening(const http_server *server, int listen_fd)
     http_log_emit(line);
 }
 
-static int serve(const cli_globals *globals, http_server *server, int argc,
+static int serve(const cli_globals *globals, http_server *server,
                  const struct sockaddr_storage *addr, socklen_t addr_len)
 {
     int listen_fd = open_listener(addr, addr_len);
@@ -118,8 +118,7 @@ static int serve(const cli_globals *globals, http_server *server, int argc,
         return rc;
     }
     int signal_fd = shutdown_pipe();
-    if (signal_fd >= 0 && http_launch_prepare(server, argc) == 0 &&
-        http_server_start(server, listen_fd) == 0) {
+    if (signal_fd >= 0 && http_server_start(server, listen_fd) == 0) {
         log_listening(server, listen_fd);
         struct pollfd wake = {.fd = signal_fd, .events = POLLIN};
         while (poll(&wake, 1, -1) < 0 && errno == EINTR)
@@ -134,15 +133,12 @@ static int serve(const cli_globals *globals, http_server *server, int argc,
         close(shutdown_write_fd);
         shutdown_write_fd = -1;
     }
-    http_launch_release(server);
     rbx_engine_free(server->engine);
     return rc;
 }
 
 int cli_serve(const cli_globals *globals, int argc, char **argv)
 {
-    if (argc >= 2 && !strcmp(argv[1], "--worker"))
-        return http_worker_main(globals, argc, argv);
     http_server server = {0};
     int rc = http_options_parse(argc, argv, &server.options);
     if (rc >= 0)
@@ -159,7 +155,7 @@ int cli_serve(const cli_globals *globals, int argc, char **argv)
                                "it could run code on this host (give --token-file FILE or set "
                                "RUNBOX_TOKEN, or listen on 127.0.0.1)",
                                server.options.listen);
-    rc = serve(globals, &server, argc, &addr, addr_len);
+    rc = serve(globals, &server, &addr, addr_len);
     free(server.token);
     return rc;
 }

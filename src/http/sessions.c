@@ -86,10 +86,8 @@ enum MHD_Result http_handle_session_get(http_request *req)
 }
 
 /* Whatever runs in the session, or waits here to run in it, is stopped
- * first; then the session and its files go. Executions run in worker
- * processes, where closing an execution's cancel pipe (its request's
- * cancel_fd) is what rbx_session_cancel() does in the engine's own
- * process: this process's engine runs none. */
+ * first (queued ones too, which the engine does not know of yet); then
+ * the session and its files go. */
 enum MHD_Result http_handle_session_delete(http_request *req)
 {
     rbx_engine *engine = req->server->engine;

@@ -2,8 +2,7 @@
  * to the client as they happen (NDJSON lines or Server-Sent Events).
  *
  * Backpressure: when the client reads slower than the program writes and
- * the queue is full, the server stops reading the worker process, whose
- * output callback then waits, so the program blocks on its own stdout as
+ * the queue is full, the engine's output callback waits, so the program blocks on its own stdout as
  * it would on a slow terminal. The wait ends at the execution's deadline
  * (the engine's timeout must still fire), when the client leaves or when
  * the execution is cancelled; events that still do not fit are then

@@ -103,6 +103,17 @@ class Server:
                 pass
         return lines
 
+    def wait_log(self, predicate, seconds=10):
+        """The log's lines once predicate(lines) holds: a request's line is
+        written when the server is done with it, just after the client has
+        its response."""
+        deadline = time.monotonic() + seconds
+        while True:
+            lines = self.log_lines()
+            if predicate(lines) or time.monotonic() > deadline:
+                return lines
+            time.sleep(0.02)
+
     def connection(self, timeout=120):
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 

@@ -34,8 +34,9 @@ def test_disconnect_kills_the_execution(server, stream):
     assert wait_gone(marker, seconds=5) == []
     assert time.time() - hung_up < 5
     assert server.healthy()
-    assert any(line.get("aborted") for line in server.log_lines()
-               if line.get("path") == "/v1/execute")
+    def aborted(lines):
+        return any(line.get("aborted") for line in lines if line.get("path") == "/v1/execute")
+    assert aborted(server.wait_log(aborted))
 
 
 def test_disconnect_of_a_silent_stream_kills_it_too(server):

@@ -51,7 +51,9 @@ def test_the_access_log_has_one_json_line_per_request(server):
     server.execute(language="python", code=secret_code)
     server.request("GET", "/v1/nothing")
     server.request("GET", "/healthz")
-    requests = [line for line in server.log_lines() if line.get("event") == "request"]
+    def requests_of(lines):
+        return [line for line in lines if line.get("event") == "request"]
+    requests = requests_of(server.wait_log(lambda lines: len(requests_of(lines)) >= 3))
     assert [(r["method"], r["path"], r["status"]) for r in requests] == [
         ("POST", "/v1/execute", 200), ("GET", "/v1/nothing", 404), ("GET", "/healthz", 200)]
     for line in requests:

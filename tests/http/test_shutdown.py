@@ -108,8 +108,8 @@ def test_a_stream_in_flight_gets_its_result(start_server):
 
 
 def test_a_server_killed_outright_takes_its_executions_with_it(start_server):
-    """Each execution's worker watches a pipe held by the server: it closes
-    when the server dies, however it died."""
+    """The kernel ends each sandbox when the server's process dies, however
+    it died (the sandbox's init has a parent-death signal)."""
     server = start_server()
     marker = unique_marker()
     outcome = {}
