@@ -168,6 +168,40 @@ def trace(runbox, work, runs=15):
     return {name: int(statistics.median(values)) for name, values in phases.items()}
 
 
+def front_end_overhead(runbox, server, work, runs=30):
+    """What each front end adds over the engine's own time: the latency a client sees minus the
+    trace's total (rbx_execute from entry to return), per execution, interleaved."""
+    env = {"PATH": "/usr/bin:/bin", "RUNBOX_STATE_DIR": os.path.join(work, "state"),
+           "RUNBOX_TRACE": "1"}
+    conn = server.connection()
+
+    def cli():
+        elapsed, out = timed([runbox, "run", "bash", "-c", "echo hi", "--json", "--no-network"],
+                             env=env)
+        return elapsed, json.loads(out)
+
+    def http():
+        start = time.perf_counter()
+        status, body = server.request("POST", "/v1/execute",
+                                      {"language": "bash", "code": "echo hi", "network": False,
+                                       "trace": True}, conn=conn)
+        elapsed = (time.perf_counter() - start) * 1000
+        if status != 200:
+            raise RuntimeError(f"HTTP {status}: {body[:200]}")
+        return elapsed, json.loads(body)
+    samples = {"cli": [], "http": []}
+    engine = {"cli": [], "http": []}
+    for _ in range(runs):
+        for name, run in (("cli", cli), ("http", http)):
+            elapsed, result = run()
+            engine[name].append(result["trace"]["total_us"] / 1000)
+            samples[name].append(elapsed - result["trace"]["total_us"] / 1000)
+    return {name: {"engine_median_ms": round(statistics.median(engine[name]), 2),
+                   "over_engine_median_ms": round(statistics.median(values), 2),
+                   "over_engine_p90_ms": round(percentile(values, 90), 2)}
+            for name, values in samples.items()}
+
+
 def throughput(server, seconds=4.0):
     """Executions per second through runbox serve, and bare spawns, at each concurrency."""
     results = {}
@@ -275,30 +309,42 @@ def write_markdown(results, path, command):
              f"Measured {m['date']} on {m['cpus']} cores, {m['memory_gib']} GiB, Linux "
              f"{m['kernel']}, as {'root' if m['root'] else 'an unprivileged user'}; load average "
              f"{m['load_before']:.2f} before the run.", "", f"Command: `{command}`", "",
-             "## Latency of one execution (ms, interleaved in one run)", "",
-             "| runtime | variant | median | p90 | p99 | over bare | x bare | x bubblewrap |",
-             "|---|---|---|---|---|---|---|---|"]
-    for language, stats in results["latency"].items():
+             ]
+    if "latency" in results:
+        lines += ["## Latency of one execution (ms, interleaved in one run)", "",
+                  "| runtime | variant | median | p90 | p99 | over bare | x bare | x bubblewrap |",
+                  "|---|---|---|---|---|---|---|---|"]
+    for language, stats in results.get("latency", {}).items():
         for name, s in stats.items():
             lines.append(f"| {language} | {name} | {s['median_ms']} | {s['p90_ms']} | "
                          f"{s['p99_ms']} | {s['over_bare_ms']} | {s['ratio_to_bare']} | "
                          f"{s['ratio_to_bubblewrap']} |")
-    lines += ["", "## Phase trace (`RUNBOX_TRACE=1`, bash `echo hi`, network off, medians in µs)",
-              "", "| " + " | ".join(results["trace"]) + " |",
-              "|" + "---|" * len(results["trace"]),
-              "| " + " | ".join(str(v) for v in results["trace"].values()) + " |"]
+    if "trace" in results:
+        lines += ["", "## Phase trace (`RUNBOX_TRACE=1`, bash `echo hi`, network off, medians in "
+                  "µs)", "", "| " + " | ".join(results["trace"]) + " |",
+                  "|" + "---|" * len(results["trace"]),
+                  "| " + " | ".join(str(v) for v in results["trace"].values()) + " |"]
+    if "overhead" in results:
+        lines += ["", "## What a front end adds over the engine (bash `echo hi`, network off, ms)",
+                  "", "The latency a client sees minus the engine's own time (the trace's "
+                  "`total_us`, rbx_execute from entry to return), per execution.", "",
+                  "| front end | engine median | added, median | added, p90 |", "|---|---|---|---|"]
+        for name, row in results["overhead"].items():
+            label = {"cli": "`runbox run --json`", "http": "`runbox serve`, keep-alive"}[name]
+            lines.append(f"| {label} | {row['engine_median_ms']} | "
+                         f"{row['over_engine_median_ms']} | {row['over_engine_p90_ms']} |")
     if "throughput" in results:
         lines += ["", "## Throughput through `runbox serve` (executions/s, bash `echo hi`)", "",
                   "| concurrency | runbox serve | bare spawns | ratio |", "|---|---|---|---|"]
         for c, row in results["throughput"].items():
             lines.append(f"| {c} | {row['runbox_http']} | {row['bare']} | {row['ratio']} |")
-    o = results["output"]
-    lines += ["", "## Output", "",
+    o = results.get("output")
+    lines += [] if not o else ["", "## Output", "",
               f"A program printing {o['bytes'] >> 30} GiB: drained at {o['gib_per_s']} GiB/s "
               f"({o['seconds']} s); runbox's peak RSS {o['runbox_peak_rss_kb']} KiB with a "
               f"{o['output_cap_bytes'] >> 20} MiB cap per stream."]
-    d = results["dependencies"]
-    lines += ["", "## Dependencies (python `print('hi')`)", "",
+    d = results.get("dependencies")
+    lines += [] if not d else ["", "## Dependencies (python `print('hi')`)", "",
               f"No requirements: {d['no_requirements']['median_ms']} ms; with a cached "
               f"environment (`--require numpy`): {d['cached_environment']['median_ms']} ms; "
               f"difference {d['cached_over_none_ms']} ms."]
@@ -311,16 +357,21 @@ def write_markdown(results, path, command):
         f.write("\n".join(lines) + "\n")
 
 
+SECTIONS = ("latency", "trace", "overhead", "throughput", "memory", "output", "dependencies")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runbox", default="build-bench/runbox")
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--out", default="bench")
+    parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS))
     args = parser.parse_args()
     runbox = os.path.abspath(args.runbox)
     if not shutil.which("bwrap"):
         sys.exit("bench: bubblewrap is missing (apt-get install bubblewrap)")
     results = {"machine": machine()}
+    wanted = set(args.only.split(",")) if args.only else set(SECTIONS)
     with tempfile.TemporaryDirectory(prefix="runbox-bench-") as work:
         os.chmod(work, 0o755)
         server = None
@@ -328,13 +379,20 @@ def main():
         if b"usage" in help_text:
             server = Server(runbox, os.path.join(work, "server-state"))
         try:
-            results["latency"] = latency(runbox, args.runs, server, work)
-            results["trace"] = trace(runbox, work)
-            if server:
+            if "latency" in wanted:
+                results["latency"] = latency(runbox, args.runs, server, work)
+            if "trace" in wanted:
+                results["trace"] = trace(runbox, work)
+            if server and "overhead" in wanted:
+                results["overhead"] = front_end_overhead(runbox, server, work)
+            if server and "throughput" in wanted:
                 results["throughput"] = throughput(server)
+            if server and "memory" in wanted:
                 results["server_memory"] = server_memory(server)
-            results["output"] = output_drain(runbox, work)
-            results["dependencies"] = dependencies(runbox, work)
+            if "output" in wanted:
+                results["output"] = output_drain(runbox, work)
+            if "dependencies" in wanted:
+                results["dependencies"] = dependencies(runbox, work)
         finally:
             if server:
                 server.stop()

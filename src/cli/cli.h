@@ -15,6 +15,7 @@ typedef struct cli_globals {
     const char *state_dir;
     const char *policy_file;
     bool install_network_host; /* --install-network host (or RUNBOX_INSTALL_NETWORK=host) */
+    char **argv;               /* as runbox was started, for `serve` (serve_elsewhere.c) */
 } cli_globals;
 
 /* Where an operator installs the shipped deploy/policy.conf. */
@@ -43,7 +44,7 @@ int cli_sessions(const cli_globals *globals, int argc, char **argv);
 int cli_check(const cli_globals *globals, int argc, char **argv);
 int cli_envs(const cli_globals *globals, int argc, char **argv);
 int cli_files(const cli_globals *globals, int argc, char **argv);
-int cli_serve(const cli_globals *globals, int argc, char **argv); /* src/http/ */
+int cli_serve(const cli_globals *globals, int argc, char **argv); /* src/http/, serve_elsewhere.c */
 int cli_mcp(const cli_globals *globals, int argc, char **argv);   /* src/mcp/ */
 
 #endif

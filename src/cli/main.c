@@ -34,7 +34,8 @@ static const char usage[] =
 
 int main(int argc, char **argv)
 {
-    cli_globals globals = {.state_dir = getenv("RUNBOX_STATE_DIR"),
+    cli_globals globals = {.argv = argv,
+                           .state_dir = getenv("RUNBOX_STATE_DIR"),
                            .policy_file = getenv("RUNBOX_POLICY")};
     if (!globals.policy_file && access(CLI_DEFAULT_POLICY, R_OK) == 0)
         globals.policy_file = CLI_DEFAULT_POLICY;

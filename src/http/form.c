@@ -110,6 +110,14 @@ static bool parse_stream(execute_form *form, json_t *value, http_error *err)
     return true;
 }
 
+static bool parse_trace(execute_form *form, json_t *value, http_error *err)
+{
+    if (!json_is_boolean(value))
+        return wrong_type(err, "trace", "a boolean", value);
+    form->request.trace = json_is_true(value);
+    return true;
+}
+
 static bool parse_requirements(execute_form *form, json_t *value, http_error *err)
 {
     if (!json_is_array(value))
@@ -178,6 +186,7 @@ static const struct field {
     {"env", parse_env},
     {"stdin", parse_stdin},
     {"stream", parse_stream},
+    {"trace", parse_trace},
 };
 
 bool http_form_parse(execute_form *form, json_t *body, http_error *err)

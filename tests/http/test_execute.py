@@ -1,11 +1,13 @@
 """POST /v1/execute: the request fields, the result object, and how
 engine refusals map to statuses."""
+import shutil
+import subprocess
 import threading
 import time
 
 import pytest
 
-from http_helpers import unique_marker, wait_gone
+from http_helpers import RUNBOX, unique_marker, wait_gone
 
 
 def test_result_is_exactly_the_cli_json_object(server):
@@ -63,6 +65,15 @@ def test_code_and_stdin_keep_nul_bytes(server):
     assert refused["error_type"] == "SyntaxError"  # the engine's own judgement
 
 
+def test_trace_reports_each_phase_and_is_off_by_default(server):
+    traced = server.execute(language="bash", code="echo hi", network=False, trace=True)
+    phases = traced["trace"]
+    for phase in ("validate_us", "clone_us", "mounts_us", "exec_us", "exit_us", "total_us"):
+        assert isinstance(phases[phase], int) and phases[phase] >= 0, phases
+    assert phases["total_us"] == sum(us for name, us in phases.items() if name != "total_us")
+    assert "trace" not in server.execute(language="bash", code="echo hi", network=False)
+
+
 @pytest.mark.parametrize("field,value,expected", [
     ("language", 3, "'language' must be a string, not a number"),
     ("code", ["print(1)"], "'code' must be a string, not an array"),
@@ -74,6 +85,7 @@ def test_code_and_stdin_keep_nul_bytes(server):
     ("env", ["A=1"], "'env' must be an object of strings, not an array"),
     ("stdin", 5, "'stdin' must be a string, not a number"),
     ("stream", 1, "'stream' must be a boolean, not a number"),
+    ("trace", "on", "'trace' must be a boolean, not a string"),
 ])
 def test_wrong_types_name_the_field_and_the_expected_type(server, field, value, expected):
     body = {"language": "python", "code": "print(1)", field: value}
@@ -157,3 +169,14 @@ def test_global_options_reach_every_execution(start_server, tmp_path):
     assert refused["error_type"] == "PermissionError" and "no-curl" in refused["error"]
     server.execute(language="bash", code="echo kept > f", session_id="placed")
     assert (state / "sessions" / "placed").is_dir()
+
+
+def test_serve_without_the_server_program_beside_runbox_says_what_is_missing(tmp_path):
+    """`runbox serve` starts runbox-serve from runbox's own directory."""
+    alone = tmp_path / "runbox"
+    shutil.copy(RUNBOX, alone)
+    proc = subprocess.run([str(alone), "--state-dir", str(tmp_path / "state"), "serve"],
+                          capture_output=True, timeout=30)
+    assert proc.returncode == 1
+    assert f"cannot start the HTTP server {tmp_path}/runbox-serve".encode() in proc.stderr
+    assert b"No such file or directory" in proc.stderr
