@@ -82,10 +82,13 @@ size_t rbx_check(rbx_engine *engine, rbx_check_item *items, size_t max)
         engine->is_root ? RBX_HOST_UID_BASE + RBX_SANDBOX_UID : (int)getuid());
     check_end_to_end(engine, items, max, &n);
     char why[256] = "";
-    bool seccomp = rbx_seccomp_prepare(why, sizeof why) == 0;
+    bool seccomp = rbx_seccomp_available(why, sizeof why) == 0;
+    if (seccomp)
+        snprintf(why, sizeof why, "%zu", rbx_seccomp_instructions());
     add(items, max, &n, "seccomp", seccomp, true,
-        seccomp ? "the syscall policy compiles and is installed before every program starts"
-                : "cannot build the seccomp policy: %s",
+        seccomp ? "the syscall policy (%s BPF instructions, compiled when runbox was built) is "
+                  "installed before every program starts"
+                : "cannot install the seccomp policy: %s",
         why);
     check_cgroups(items, max, &n);
     bool disk = rbx_disk_supported(engine, why, sizeof why);

@@ -1,234 +1,37 @@
-/* The system-call filter. libseccomp builds it once, in the parent; what
- * the child installs is the finished BPF program, copied into static memory,
- * so installing it takes one prctl and no allocation.
- *
- * The policy allows by default and denies, with EPERM, what untrusted code
- * has no business doing: the interpreters never need any of it. */
+/* The system-call filter, installed. The program itself was compiled at
+ * build time from the policy in seccomp_policy.c (see there); here it is
+ * static data, so installing it takes one prctl and no allocation. */
 #include "sandbox/seccomp.h"
 
 #include <errno.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
-#include <pthread.h>
-#include <sched.h>
-#include <seccomp.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-/* Denied outright. Names this architecture lacks (umount, stime on x86_64)
- * are skipped. */
-static const char *const denied[] = {
-    "mount",             /* would reshape the filesystem the sandbox is confined to */
-    "umount",            /* same */
-    "umount2",           /* same */
-    "pivot_root",        /* same: swaps the root filesystem itself */
-    "fsopen",            /* the new mount API: same as mount */
-    "fsconfig",          /* same */
-    "fsmount",           /* same */
-    "fspick",            /* same */
-    "move_mount",        /* same */
-    "open_tree",         /* same */
-    "mount_setattr",     /* same */
-    "swapon",            /* the host's memory configuration */
-    "swapoff",           /* same */
-    "reboot",            /* halts or restarts the machine (or the sandbox's PID namespace) */
-    "kexec_load",        /* replaces the running kernel */
-    "kexec_file_load",   /* same */
-    "init_module",       /* loads code into the kernel */
-    "finit_module",      /* same */
-    "delete_module",     /* unloads code from the kernel */
-    "bpf",               /* loads programs into the kernel: a large attack surface */
-    "perf_event_open",   /* watches the kernel and other processes; often buggy */
-    "keyctl",            /* the kernel keyrings are not namespaced */
-    "add_key",           /* same */
-    "request_key",       /* same */
-    "userfaultfd",       /* stalls kernel page faults at will, a staple of kernel exploits */
-    "open_by_handle_at", /* opens files by handle, past the mount namespace ("shocker" escape) */
-    "name_to_handle_at", /* the other half: hands out those handles */
-    "setns",             /* joins another namespace */
-    "unshare",           /* new namespaces: new kernel attack surface (user namespaces above all) */
-    /* Denied entirely, even over the program's own children: the sandbox
-     * has no use for a debugger (gdb, strace and the like will not work). */
-    "ptrace",            /* reads and controls other processes */
-    "process_vm_readv",  /* reads another process's memory */
-    "process_vm_writev", /* writes another process's memory */
-    "io_uring_setup",    /* runs operations this filter never sees; a prolific source of exploits */
-    "io_uring_enter",    /* same */
-    "io_uring_register", /* same */
-    "clock_settime",     /* the clock is the host's: it is not namespaced */
-    "clock_adjtime",     /* same */
-    "settimeofday",      /* same */
-    "adjtimex",          /* same */
-    "stime",             /* same */
-    "acct",              /* switches process accounting for the whole host */
-    "quotactl",          /* manages the host's filesystem quotas */
-    "quotactl_fd",       /* same */
-    "lookup_dcookie",    /* a kernel profiling interface */
-    "syslog",            /* reads or clears the kernel log, which leaks kernel addresses */
-    "vhangup",           /* hangs up the terminal */
-    "nfsservctl",        /* controls the kernel's NFS server (removed from Linux 3.1) */
-};
+#include "seccomp_program.h"
 
-/* clone's flags argument: the second on s390, the first elsewhere. */
-#if defined(__s390__)
-#define CLONE_FLAGS_ARG 1
-#else
-#define CLONE_FLAGS_ARG 0
-#endif
-
-/* The finished program; filter.len stays 0 until it is ready. */
-static struct sock_filter program[BPF_MAXINSNS];
-static struct sock_fprog filter;
-static char prepare_why[256];
-static pthread_once_t prepare_once = PTHREAD_ONCE_INIT;
-
-static int fail(const char *what, int error)
+int rbx_seccomp_available(char *why, size_t why_size)
 {
-    snprintf(prepare_why, sizeof prepare_why, "seccomp: cannot %s: %s", what, strerror(error));
-    return -1;
-}
-
-static int add_rule(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned int arg_cnt,
-                    const struct scmp_arg_cmp *args)
-{
-    int nr = seccomp_syscall_resolve_name(name);
-    if (nr < 0)
-        return 0; /* no such system call here */
-    int rc = seccomp_rule_add_array(ctx, action, nr, arg_cnt, args);
-    if (rc < 0) {
-        snprintf(prepare_why, sizeof prepare_why, "seccomp: cannot add the rule for %s: %s", name,
-                 strerror(-rc));
-        return -1;
-    }
-    return 0;
-}
-
-static int add_rules(scmp_filter_ctx ctx)
-{
-    const uint32_t deny = SCMP_ACT_ERRNO(EPERM);
-    /* 32-bit x86 (int 0x80) and x32 calls would be matched against the
-     * wrong numbers: kill them. libseccomp sends x32 numbers (bit
-     * 0x40000000) on x86_64 to this action too. */
-    int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-    if (rc < 0)
-        return fail("kill calls from foreign architectures", -rc);
-    for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++)
-        if (add_rule(ctx, deny, denied[i], 0, NULL) != 0)
-            return -1;
-
-    /* clone with any CLONE_NEW* flag: namespaces, like unshare. (A rule per
-     * flag, since rules are or-ed.) CLONE_NEWTIME is clone3/unshare only;
-     * in clone's flags that bit belongs to the exit signal. */
-    static const uint64_t namespaces[] = {CLONE_NEWNS,  CLONE_NEWCGROUP, CLONE_NEWUTS,
-                                          CLONE_NEWIPC, CLONE_NEWUSER,   CLONE_NEWPID,
-                                          CLONE_NEWNET};
-    for (size_t i = 0; i < sizeof namespaces / sizeof namespaces[0]; i++) {
-        struct scmp_arg_cmp cmp =
-            SCMP_CMP(CLONE_FLAGS_ARG, SCMP_CMP_MASKED_EQ, namespaces[i], namespaces[i]);
-        if (add_rule(ctx, deny, "clone", 1, &cmp) != 0)
-            return -1;
-    }
-    /* clone3 passes its flags in memory, where a filter cannot look; ENOSYS
-     * makes glibc fall back to clone, which the rules above inspect. */
-    if (add_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), "clone3", 0, NULL) != 0)
-        return -1;
-
-    /* TIOCSTI types into a terminal, TIOCLINUX can paste into a console:
-     * both inject input into someone else's shell. The kernel reads the
-     * request as 32 bits, so only those are compared, or setting a high bit
-     * would slip past the rule (CVE-2019-10063). */
-    static const uint64_t requests[] = {TIOCSTI, TIOCLINUX};
-    for (size_t i = 0; i < sizeof requests / sizeof requests[0]; i++) {
-        struct scmp_arg_cmp cmp = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, requests[i]);
-        if (add_rule(ctx, deny, "ioctl", 1, &cmp) != 0)
-            return -1;
-    }
-
-    /* personality: only 0 (PER_LINUX), 8 (PER_LINUX32) and 0xffffffff (a
-     * query); other values turn off ASLR, make reads imply exec, map page
-     * zero... A rule may compare an argument only once, so "none of the
-     * three" becomes 32 masked patterns over the 32 bits the kernel reads,
-     * each "bit s set, bit c clear" (so neither 0 nor 0xffffffff) with
-     * s != 3 (so not 8): s = b, c = b + 1 mod 32 for every b but 3, and
-     * s = 2, c = 4. Any other value matches one: it has a set bit b != 3
-     * followed, cyclically, by a clear bit; or else its set bits are a
-     * single run ending at bit 3, longer than bit 3 alone: bit 2 set, bit 4
-     * clear. */
-    for (unsigned int b = 0; b < 32; b++) {
-        uint32_t set = b == 3 ? 1u << 2 : 1u << b;
-        uint32_t clear = b == 3 ? 1u << 4 : 1u << ((b + 1) % 32);
-        struct scmp_arg_cmp cmp = SCMP_A0(SCMP_CMP_MASKED_EQ, set | clear, set);
-        if (add_rule(ctx, deny, "personality", 1, &cmp) != 0)
-            return -1;
-    }
-    return 0;
-}
-
-/* libseccomp 2.5 exports only to a file descriptor
- * (seccomp_export_bpf_mem came in 2.6): export to a memfd, read it back. */
-static int export_program(scmp_filter_ctx ctx)
-{
-    int fd = memfd_create("runbox-seccomp", MFD_CLOEXEC);
-    if (fd < 0)
-        return fail("create a memfd", errno);
-    int result = -1;
-    struct stat st;
-    int rc = seccomp_export_bpf(ctx, fd);
-    if (rc < 0) {
-        fail("export the filter", -rc);
-    } else if (fstat(fd, &st) != 0) {
-        fail("measure the filter", errno);
-    } else if (st.st_size <= 0 || (size_t)st.st_size > sizeof program ||
-               (size_t)st.st_size % sizeof program[0] != 0) {
-        snprintf(prepare_why, sizeof prepare_why,
-                 "seccomp: the exported filter has an unexpected size (%lld bytes)",
-                 (long long)st.st_size);
-    } else {
-        ssize_t n = pread(fd, program, (size_t)st.st_size, 0);
-        if (n != st.st_size) {
-            fail("read the filter back", n < 0 ? errno : EIO);
-        } else {
-            filter.filter = program;
-            filter.len = (unsigned short)((size_t)n / sizeof program[0]);
-            result = 0;
-        }
-    }
-    close(fd);
-    return result;
-}
-
-static void compile_policy(void)
-{
-    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-    if (!ctx) {
-        snprintf(prepare_why, sizeof prepare_why, "seccomp: cannot initialise libseccomp");
-        return;
-    }
-    if (add_rules(ctx) == 0)
-        export_program(ctx);
-    seccomp_release(ctx);
-}
-
-int rbx_seccomp_prepare(char *why, size_t why_size)
-{
-    pthread_once(&prepare_once, compile_policy);
-    if (filter.len != 0)
+    /* EINVAL: a kernel built without seccomp. */
+    if (prctl(PR_GET_SECCOMP, 0UL, 0UL, 0UL, 0UL) >= 0)
         return 0;
-    snprintf(why, why_size, "%s", prepare_why);
+    snprintf(why, why_size, "the kernel has no seccomp: %s", strerror(errno));
     return -1;
+}
+
+size_t rbx_seccomp_instructions(void)
+{
+    return sizeof rbx_seccomp_program / sizeof rbx_seccomp_program[0];
 }
 
 int rbx_seccomp_install(void)
 {
-    if (filter.len == 0) {
-        errno = EINVAL;
-        return -1;
-    }
+    struct sock_fprog filter = {
+        .len = (unsigned short)rbx_seccomp_instructions(),
+        /* The kernel copies the program and never writes to it. */
+        .filter = (struct sock_filter *)rbx_seccomp_program,
+    };
     return prctl(PR_SET_SECCOMP, (unsigned long)SECCOMP_MODE_FILTER, &filter, 0UL, 0UL);
 }

@@ -2,22 +2,22 @@
  * of Docker's default profile, for the calls that reach past the sandbox
  * (kernel, mounts, namespaces, other processes, the terminal, the clock).
  *
- * It is compiled once in the parent, where allocating is allowed, and
- * installed in the child right before execve, where it is not. */
+ * The policy is in seccomp_policy.c, compiled into a BPF program when runbox
+ * is built; it is installed in the child right before execve. */
 #ifndef RBX_SANDBOX_SECCOMP_H
 #define RBX_SANDBOX_SECCOMP_H
 
 #include <stddef.h>
 
-/* Compiles the policy into a BPF program kept in memory, once per process
- * (later calls return the first outcome). Thread-safe. Returns 0, or -1
- * with a message in why. */
-int rbx_seccomp_prepare(char *why, size_t why_size);
+/* Whether this kernel can install filters: 0, or -1 with a message in why. */
+int rbx_seccomp_available(char *why, size_t why_size);
 
-/* Installs the prepared program on the calling thread. Meant for the child
- * after PR_SET_NO_NEW_PRIVS, right before execve: async-signal-safe, no
- * allocation, one system call. Returns 0, or -1 with errno set (EINVAL if
- * rbx_seccomp_prepare has not succeeded). */
+/* The program's length, in BPF instructions. */
+size_t rbx_seccomp_instructions(void);
+
+/* Installs the program on the calling thread. Meant for the child after
+ * PR_SET_NO_NEW_PRIVS, right before execve: async-signal-safe, no
+ * allocation, one system call. Returns 0, or -1 with errno set. */
 int rbx_seccomp_install(void);
 
 #endif

@@ -13,12 +13,12 @@
 #include <grp.h>
 #include <linux/capability.h>
 #include <linux/sched.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -448,8 +448,6 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     sandbox->net = (rbx_net_helper){.pid = -1, .exit_fd = -1};
 
     char why[256];
-    if (rbx_seccomp_prepare(why, sizeof why) != 0)
-        return rbx_fail(err, RBX_ESYSTEM, "cannot prepare the seccomp filter: %s", why);
     channels c;
     memset(&c, -1, sizeof c);
     child_plan plan = {.spec = spec};
