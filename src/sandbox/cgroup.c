@@ -25,12 +25,14 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The controllers used. cpuacct (CPU time) and freezer (a kill that forks
- * cannot outrun) exist only on v1; v2 has both built in. */
-enum { CTL_MEMORY = 1, CTL_PIDS = 2, CTL_CPU = 4, CTL_CPUACCT = 8, CTL_FREEZER = 16 };
-#define CTL_COUNT 5
+/* The controllers used. cpuacct (CPU time) exists only on v1; v2 has it
+ * built in. No freezer: killing the sandbox's init ends its PID namespace,
+ * so no process of an execution can outrun the kill, and a fourth v1
+ * hierarchy would cost every execution a mkdir, a join and an rmdir. */
+enum { CTL_MEMORY = 1, CTL_PIDS = 2, CTL_CPU = 4, CTL_CPUACCT = 8 };
+#define CTL_COUNT 4
 _Static_assert(RBX_CGROUP_MAX_FDS >= CTL_COUNT, "one fd per hierarchy, at most one per controller");
-static const char *const ctl_names[CTL_COUNT] = {"memory", "pids", "cpu", "cpuacct", "freezer"};
+static const char *const ctl_names[CTL_COUNT] = {"memory", "pids", "cpu", "cpuacct"};
 
 #define DESTROY_ROUNDS 500 /* times 10 ms */
 
@@ -325,26 +327,30 @@ static void run_probe(void)
  * no live execution's cgroup can go. */
 #define STALE_AFTER_S 60
 
+/* An exec-* directory is created in the first hierarchy first and removed
+ * from it last (remove_dirs), so listing that one finds every leftover. */
 static void sweep_stale(void)
 {
     time_t now = time(NULL);
-    for (size_t i = 0; i < probe.n; i++) {
-        char runbox[PATH_MAX];
-        if (path_join(runbox, sizeof runbox, probe.h[i].base, "runbox") != 0)
+    char runbox[PATH_MAX];
+    DIR *dir =
+        path_join(runbox, sizeof runbox, probe.h[0].base, "runbox") == 0 ? opendir(runbox) : NULL;
+    struct dirent *entry;
+    while (dir && (entry = readdir(dir))) {
+        struct stat st;
+        if (strncmp(entry->d_name, "exec-", 5) != 0 ||
+            fstatat(dirfd(dir), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISDIR(st.st_mode) || now - st.st_mtim.tv_sec < STALE_AFTER_S)
             continue;
-        DIR *dir = opendir(runbox);
-        struct dirent *entry;
-        while (dir && (entry = readdir(dir))) {
-            struct stat st;
-            if (strncmp(entry->d_name, "exec-", 5) != 0 ||
-                fstatat(dirfd(dir), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-                !S_ISDIR(st.st_mode) || now - st.st_mtim.tv_sec < STALE_AFTER_S)
-                continue;
-            (void)unlinkat(dirfd(dir), entry->d_name, AT_REMOVEDIR);
+        for (size_t i = probe.n; i-- > 0;) {
+            char path[PATH_MAX];
+            if (snprintf(path, sizeof path, "%s/runbox/%s", probe.h[i].base, entry->d_name) <
+                (int)sizeof path)
+                (void)rmdir(path);
         }
-        if (dir)
-            closedir(dir);
     }
+    if (dir)
+        closedir(dir);
 }
 
 static void run_probe_and_sweep(void)
@@ -566,36 +572,29 @@ static void kill_listed(const char *dir, const char *name)
     fclose(f);
 }
 
-static void set_frozen(const rbx_cgroup *cg, bool frozen)
-{
-    const char *freezer = dir_with(cg, CTL_FREEZER);
-    if (cg->v2)
-        (void)write_at(cg->h[0].path, "cgroup.freeze", frozen ? "1" : "0");
-    else if (freezer)
-        (void)write_at(freezer, "freezer.state", frozen ? "FROZEN" : "THAWED");
-}
-
 /* One attempt at killing everything in the cgroup. v2's cgroup.kill (5.14+)
- * does it in one step. Otherwise the cgroup is frozen first, where a freezer
- * exists, so that forks cannot outrun the kills, then thawed so that the
- * killed processes can exit (frozen v1 processes do not). */
+ * does it in one step; before it, v2's freezer stops forks from outrunning
+ * the kills, then thaws so that the killed processes can exit. */
 static void kill_round(const rbx_cgroup *cg)
 {
     if (cg->v2 && write_at(cg->h[0].path, "cgroup.kill", "1") == 0)
         return;
-    set_frozen(cg, true);
+    if (cg->v2)
+        (void)write_at(cg->h[0].path, "cgroup.freeze", "1");
     for (size_t i = 0; i < cg->n; i++)
         if (cg->h[i].path[0])
             kill_listed(cg->h[i].path, cg->name);
-    set_frozen(cg, false);
+    if (cg->v2)
+        (void)write_at(cg->h[0].path, "cgroup.freeze", "0");
 }
 
-/* rmdir's the directories still there; it fails (EBUSY) while processes
- * remain. Returns how many are left. */
+/* rmdir's the directories still there, the first hierarchy's last (see
+ * sweep_stale); it fails (EBUSY) while processes remain. Returns how many
+ * are left. */
 static int remove_dirs(rbx_cgroup *cg)
 {
     int left = 0;
-    for (size_t i = 0; i < cg->n; i++) {
+    for (size_t i = cg->n; i-- > 0;) {
         if (!cg->h[i].path[0])
             continue;
         if (rmdir(cg->h[i].path) == 0 || errno == ENOENT)
