@@ -130,16 +130,17 @@ def latency(runbox, runs, server, work):
         if server:
             conn = server.connection()
 
-            def http_run(conn=conn, language=language, code=code):
+            def http_run(conn=conn, language=language, code=code, network=False):
                 start = time.perf_counter()
                 status, body = server.request("POST", "/v1/execute",
                                               {"language": language, "code": code,
-                                               "network": False}, conn=conn)
+                                               "network": network}, conn=conn)
                 elapsed = (time.perf_counter() - start) * 1000
                 if status != 200:
                     raise RuntimeError(f"HTTP {status}: {body[:200]}")
                 return elapsed, body
             variants["runbox_http"] = http_run
+            variants["runbox_http_network_on"] = lambda: http_run(network=True)
         samples = {name: [] for name in variants}
         for name, run in variants.items():  # warm-up, not counted
             run()
@@ -268,7 +269,7 @@ def output_drain(runbox, work, gib=1):
             "output_cap_bytes": 1 << 20}
 
 
-def dependencies(runbox, work, runs=15):
+def dependencies(runbox, work, runs=30):
     env = {"PATH": "/usr/bin:/bin", "RUNBOX_STATE_DIR": os.path.join(work, "state"),
            "PIP_NO_INDEX": "1"}
     base = [runbox, "run", "python", "-c", "print('hi')", "--json", "--no-network"]

@@ -114,11 +114,11 @@ static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
 static pid_t pending[PENDING_MAX];
 static size_t pending_count;
 
-static void reap_pending(bool block)
+static void reap_pending(void)
 {
     pthread_mutex_lock(&pending_lock);
     for (size_t i = 0; i < pending_count;) {
-        pid_t done = waitpid(pending[i], NULL, block ? 0 : WNOHANG);
+        pid_t done = waitpid(pending[i], NULL, WNOHANG);
         if (done == pending[i] || (done < 0 && errno == ECHILD))
             pending[i] = pending[--pending_count];
         else
@@ -129,7 +129,7 @@ static void reap_pending(bool block)
 
 void rbx_net_reap(void)
 {
-    reap_pending(true);
+    reap_pending();
 }
 
 void rbx_net_helper_stop(rbx_net_helper *helper)
@@ -140,7 +140,7 @@ void rbx_net_helper_stop(rbx_net_helper *helper)
     if (helper->pid <= 0)
         return;
     kill(helper->pid, SIGKILL);
-    reap_pending(false);
+    reap_pending();
     pthread_mutex_lock(&pending_lock);
     bool queued = pending_count < PENDING_MAX;
     if (queued)

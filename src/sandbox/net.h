@@ -29,9 +29,11 @@ int rbx_net_loopback_up(void);
  * outside and waits until its interface is configured. */
 rbx_status rbx_net_helper_start(pid_t sandbox_pid, rbx_net_helper *helper, rbx_error *err);
 void rbx_net_helper_stop(rbx_net_helper *helper);
-/* Waits for stopped helpers that have not finished exiting: called when the
- * engine goes away, after its last result was delivered, so that no helper
- * is left a zombie for an init that may not reap. */
+/* Reaps the stopped helpers that have finished exiting, without waiting for
+ * the others: called when the engine goes away. A killed helper takes
+ * ~25 ms more to exit (the kernel tears its tap device down); a `runbox
+ * run` that waited for it would return that much later. It is killed and
+ * holds nothing by then; once runbox exits, init reaps it like any orphan. */
 void rbx_net_reap(void);
 /* Whether the helper is installed (for runbox check and clear errors). */
 bool rbx_net_helper_available(void);
