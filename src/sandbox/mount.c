@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -92,8 +93,11 @@ void rbx_root_plan_build(rbx_root_plan *plan, const char *const *paths, size_t t
             if (stat(*p, &st) != 0)
                 continue;
             snprintf(step->host, sizeof step->host, "%s", *p);
-            step->kind = ROOT_BIND_RO;
             step->is_dir = S_ISDIR(st.st_mode);
+            /* Only what the sandbox's user could read anyway is copied (by
+             * init, which no longer is the host's root when it copies). */
+            bool small = S_ISREG(st.st_mode) && st.st_size <= RBX_ROOT_COPY_MAX;
+            step->kind = small && (st.st_mode & S_IROTH) ? ROOT_COPY : ROOT_BIND_RO;
         }
         plan->count++;
     }
@@ -133,31 +137,56 @@ static int set_attr(const char *path, unsigned set, bool recursive)
  * the caller sets them later, for many mounts at once). */
 static int bind_ro(const char *src, const char *dst, bool is_dir, unsigned attrs)
 {
-    if (is_dir ? rbx_mkdir_p(dst, 0755) : make_file(dst, NULL))
+    /* Its parent exists: the caller made it. */
+    if (is_dir ? mkdir(dst, 0755) != 0 && errno != EEXIST : make_file(dst, NULL) != 0)
         return -1;
     if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) != 0)
         return -1;
     return attrs ? set_attr(dst, attrs, true) : 0;
 }
 
+/* Copies a host file into the new root (sendfile: no buffer, no allocation). */
+static int copy_file(const char *src, const char *dst)
+{
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return -1;
+    int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    /* A regular file comes whole in one call; a short count means its end. */
+    ssize_t n = out < 0 ? -1 : RBX_ROOT_COPY_MAX;
+    while (n == RBX_ROOT_COPY_MAX)
+        n = sendfile(out, in, NULL, RBX_ROOT_COPY_MAX);
+    int saved = errno;
+    close(in);
+    if (out >= 0)
+        close(out);
+    errno = saved;
+    return n >= 0 ? 0 : -1;
+}
+
 static int build_system(const rbx_root_plan *plan, const char **step)
 {
-    char dst[RBX_ROOT_PATH_MAX + 16], parent[RBX_ROOT_PATH_MAX + 16];
+    char dst[RBX_ROOT_PATH_MAX + 16], parent[RBX_ROOT_PATH_MAX + 16], made[sizeof parent] = "";
     for (size_t i = 0; i < plan->count; i++) {
         const rbx_root_step *s = &plan->steps[i];
         *step = s->inside;
         if (!join(dst, sizeof dst, NEW_ROOT, s->inside))
             return -1;
-        /* Parents of a file bind (/etc for /etc/hosts) are plain directories. */
+        /* Parents of a file (/etc for /etc/hosts) are plain directories;
+         * consecutive steps mostly share theirs. */
         strcpy(parent, dst);
         char *slash = strrchr(parent, '/');
         if (slash && slash != parent) {
             *slash = 0;
-            if (rbx_mkdir_p(parent, 0755) != 0)
+            if (strcmp(parent, made) != 0 && rbx_mkdir_p(parent, 0755) != 0)
                 return -1;
+            strcpy(made, parent);
         }
         if (s->kind == ROOT_SYMLINK) {
             if (symlink(s->host, dst) != 0 && errno != EEXIST)
+                return -1;
+        } else if (s->kind == ROOT_COPY) {
+            if (copy_file(s->host, dst) != 0)
                 return -1;
         } else if (bind_ro(s->host, dst, s->is_dir, 0) != 0) {
             return -1; /* made read-only with the whole root, in seal_system() */
@@ -299,7 +328,7 @@ static int prepare_root(const rbx_root_plan *plan, const rbx_root_request *reque
                         const char **step)
 {
     *step = "mount the new root";
-    if (mount("runbox-root", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") != 0)
+    if (mount("runbox-root", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m") != 0)
         return -1;
     if (build_skeleton(request, step) || build_system(plan, step) || seal_system(step))
         return -1;

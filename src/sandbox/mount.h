@@ -15,8 +15,13 @@
 
 typedef enum rbx_root_step_kind {
     ROOT_BIND_RO, /* a host directory or file, read-only, nosuid, nodev */
+    ROOT_COPY,    /* a small world-readable file, copied into the root */
     ROOT_SYMLINK, /* a link as the host has it (/bin -> usr/bin) */
 } rbx_root_step_kind;
+
+/* Files up to this size are copied rather than bound: a copy costs less
+ * than a mount, and every mount is paid again when the sandbox ends. */
+#define RBX_ROOT_COPY_MAX (128 * 1024)
 
 typedef struct rbx_root_step {
     rbx_root_step_kind kind;

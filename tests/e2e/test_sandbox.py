@@ -140,13 +140,15 @@ def test_a_runbox_killed_outright_takes_its_sandbox_with_it(runbox, network):
     of uid), the program's background children included."""
     if network == "--network" and os.geteuid() != 0:
         pytest.skip("network-on needs slirp4netns, set up here only as root")
-    marker = "5353.%d" % (len(network))
+    marker = "5353.%06d" % (uuid.uuid4().int % 10**6)  # a sleep no other run has
     cgroups_before = execution_cgroups()
     proc = runbox.popen("run", "bash", "-c", f"sleep {marker} & echo started; wait", network)
-    assert proc.stdout.readline() == b"started\n"
-    assert processes_matching(marker) != []
-    proc.kill()
-    proc.wait()
+    try:
+        line = proc.stdout.readline()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert line == b"started\n", proc.stderr.read()
     assert wait_gone(marker) == []
     # Its cgroups stay until a later runbox sweeps them (after a minute):
     # empty now, and removed here so that the last case finds none.
