@@ -51,7 +51,7 @@ static void close_pair(int fds[2])
 rbx_status rbx_net_helper_start(pid_t sandbox_pid, rbx_net_helper *helper, rbx_error *err)
 {
     helper->pid = -1;
-    helper->exit_fd = -1;
+    helper->exit_fd = helper->ready_fd = -1;
     if (!rbx_net_helper_available())
         return rbx_fail(err, RBX_EINVAL,
                         "the network is not available here: it needs %s (apt-get install "
@@ -93,11 +93,18 @@ rbx_status rbx_net_helper_start(pid_t sandbox_pid, rbx_net_helper *helper, rbx_e
     }
     helper->pid = pid;
     helper->exit_fd = quit[1];
-    struct pollfd pfd = {.fd = ready[0], .events = POLLIN};
+    helper->ready_fd = ready[0];
+    return RBX_OK;
+}
+
+rbx_status rbx_net_helper_wait_ready(rbx_net_helper *helper, rbx_error *err)
+{
+    struct pollfd pfd = {.fd = helper->ready_fd, .events = POLLIN};
     char byte;
-    rc = poll(&pfd, 1, HELPER_READY_TIMEOUT_MS);
-    bool ok = rc == 1 && read(ready[0], &byte, 1) == 1;
-    close(ready[0]);
+    int rc = poll(&pfd, 1, HELPER_READY_TIMEOUT_MS);
+    bool ok = rc == 1 && read(helper->ready_fd, &byte, 1) == 1;
+    close(helper->ready_fd);
+    helper->ready_fd = -1;
     if (!ok) {
         rbx_net_helper_stop(helper);
         return rbx_fail(err, RBX_ESYSTEM, "the network helper %s did not come up%s",
@@ -134,9 +141,11 @@ void rbx_net_reap(void)
 
 void rbx_net_helper_stop(rbx_net_helper *helper)
 {
+    if (helper->ready_fd >= 0)
+        close(helper->ready_fd);
     if (helper->exit_fd >= 0)
         close(helper->exit_fd);
-    helper->exit_fd = -1;
+    helper->exit_fd = helper->ready_fd = -1;
     if (helper->pid <= 0)
         return;
     kill(helper->pid, SIGKILL);

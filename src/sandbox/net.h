@@ -19,15 +19,18 @@ typedef enum rbx_net_mode {
 
 typedef struct rbx_net_helper {
     pid_t pid;
-    int exit_fd; /* closing it makes slirp4netns exit */
+    int exit_fd;  /* closing it makes slirp4netns exit */
+    int ready_fd; /* readable once the interface is configured; -1 after */
 } rbx_net_helper;
 
 /* Child side: brings the namespace's loopback up (no allocation). */
 int rbx_net_loopback_up(void);
 
-/* Parent side: connects the network namespace of sandbox_pid to the
- * outside and waits until its interface is configured. */
+/* Parent side: starts connecting the network namespace of sandbox_pid to
+ * the outside; rbx_net_helper_wait_ready waits until its interface is
+ * configured (meanwhile the sandbox can build its root). */
 rbx_status rbx_net_helper_start(pid_t sandbox_pid, rbx_net_helper *helper, rbx_error *err);
+rbx_status rbx_net_helper_wait_ready(rbx_net_helper *helper, rbx_error *err);
 void rbx_net_helper_stop(rbx_net_helper *helper);
 /* Reaps the stopped helpers that have finished exiting, without waiting for
  * the others: called when the engine goes away. A killed helper takes

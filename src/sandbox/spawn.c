@@ -33,7 +33,8 @@
 /* Everything the child side needs, prepared by the parent. */
 typedef struct child_plan {
     const rbx_sandbox_spec *spec;
-    int sync_fd;  /* read end: the parent writes one byte once our uid map is set */
+    int sync_fd;  /* read end: the parent writes one byte once our uid map is set,
+                   * and with the network on another once the interface is up */
     int stdin_fd; /* the program's stdin */
     int stdout_fd, stderr_fd;
     int report_fd;                      /* write end */
@@ -282,7 +283,6 @@ static int sandbox_init(const child_plan *plan)
     char go;
     if (read(plan->sync_fd, &go, 1) != 1)
         _exit(1);
-    close(plan->sync_fd);
     /* Into the execution's cgroup before anything else runs, so that every
      * process it ever starts is limited and can be killed there. */
     if (rbx_cgroup_join(plan->cgroup_fds, plan->cgroup_count) != 0) {
@@ -306,6 +306,11 @@ static int sandbox_init(const child_plan *plan)
     struct pollfd parent = {.fd = plan->status_fd, .events = POLLOUT};
     if (poll(&parent, 1, 0) < 0 || (parent.revents & POLLERR))
         _exit(1);
+    /* The network helper came up while the root was built: the program
+     * starts once its interface is configured. */
+    if (plan->spec->network == RBX_NET_OUTSIDE && read(plan->sync_fd, &go, 1) != 1)
+        _exit(1);
+    close(plan->sync_fd);
     prctl(PR_SET_DUMPABLE, 0);
     /* A plain fork: glibc's fork() would run atfork handlers that may take
      * locks held by threads of the process we were cloned from. */
@@ -425,16 +430,22 @@ static pid_t clone_init(child_plan *plan, int *pidfd, int cgroup_dirfd)
 }
 
 /* Init waits for one byte before it does anything: by then its users are
- * mapped and, with the network on, its interface is up. */
+ * mapped. With the network on, the helper starts at the same time, and a
+ * second byte tells init, which has built its root meanwhile, that the
+ * interface is up and the program may start. */
 static rbx_status release_init(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox, int sync_fd,
                                rbx_error *err)
 {
     if (map_users(sandbox->pid, spec->is_root) != 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot map users into the sandbox: %s", strerror(errno));
-    if (spec->network == RBX_NET_OUTSIDE &&
-        rbx_net_helper_start(sandbox->pid, &sandbox->net, err) != RBX_OK)
+    bool outside = spec->network == RBX_NET_OUTSIDE;
+    if (outside && rbx_net_helper_start(sandbox->pid, &sandbox->net, err) != RBX_OK)
         return err->status;
     if (write(sync_fd, "g", 1) != 1)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot start the sandbox: %s", strerror(errno));
+    if (outside && rbx_net_helper_wait_ready(&sandbox->net, err) != RBX_OK)
+        return err->status;
+    if (outside && write(sync_fd, "n", 1) != 1)
         return rbx_fail(err, RBX_ESYSTEM, "cannot start the sandbox: %s", strerror(errno));
     return RBX_OK;
 }
@@ -445,7 +456,7 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     sandbox->pid = -1;
     sandbox->pidfd = sandbox->stdin_fd = sandbox->stdout_fd = sandbox->stderr_fd = -1;
     sandbox->report_fd = sandbox->status_fd = -1;
-    sandbox->net = (rbx_net_helper){.pid = -1, .exit_fd = -1};
+    sandbox->net = (rbx_net_helper){.pid = -1, .exit_fd = -1, .ready_fd = -1};
 
     char why[256];
     channels c;
