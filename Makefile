@@ -43,9 +43,14 @@ test-build: build mcp-sdk
 	RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox $(PYTEST) -q tests/e2e tests/http tests/client
 	cd tests/mcp && RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox node --test
 
+# ASan keeps freed memory in quarantine (256 MB by default) to catch late
+# uses; a server streaming tens of MB would hold all of it, and the tests
+# that bound the server's memory would measure ASan instead of runbox.
+ASAN_SERVER_OPTIONS = detect_leaks=1:abort_on_error=0:quarantine_size_mb=16
+
 test-asan: asan mcp-sdk
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	ASAN_OPTIONS=$(ASAN_SERVER_OPTIONS) UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  RUNBOX_BIN=$(CURDIR)/$(ASAN_BUILD)/runbox $(PYTEST) -q tests/e2e tests/http tests/client
 	cd tests/mcp && ASAN_OPTIONS=detect_leaks=1 RUNBOX_BIN=$(CURDIR)/$(ASAN_BUILD)/runbox node --test
 
