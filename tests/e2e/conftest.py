@@ -1,4 +1,5 @@
 """Shared fixtures for end-to-end tests: they drive the real `runbox` binary."""
+import glob
 import json
 import os
 import subprocess
@@ -93,3 +94,31 @@ def wait_gone(marker, seconds=5.0):
             return []
         time.sleep(0.05)
     return processes_matching(marker)
+
+
+def execution_cgroups():
+    """The exec-* cgroups of runbox in every hierarchy (resolved, so that a hierarchy mounted
+    under two names counts once)."""
+    found = set()
+    for parent in glob.glob("/sys/fs/cgroup/*/runbox") + ["/sys/fs/cgroup/runbox"]:
+        if os.path.isdir(parent):
+            found |= {os.path.realpath(os.path.join(parent, d)) for d in os.listdir(parent)
+                      if d.startswith("exec-")}
+    return found
+
+
+def remove_cgroups_left_since(before, seconds=5.0):
+    """A runbox killed outright leaves its execution's cgroups for a later runbox to sweep
+    (after a minute): checks they hold no process once its processes are gone, and removes
+    them, so that the last case of a suite finds none."""
+    for path in execution_cgroups() - before:
+        deadline = time.time() + seconds  # the sandbox's init exits just after its program
+        while cgroup_procs(path) and time.time() < deadline:
+            time.sleep(0.05)
+        assert cgroup_procs(path) == "", f"{path} still holds processes"
+        os.rmdir(path)
+
+
+def cgroup_procs(path):
+    with open(os.path.join(path, "cgroup.procs")) as f:
+        return f.read()

@@ -19,7 +19,8 @@ import uuid
 
 import pytest
 
-from conftest import ROOT, processes_matching, wait_gone
+from conftest import (ROOT, execution_cgroups, processes_matching, remove_cgroups_left_since,
+                      wait_gone)
 
 IS_ROOT = os.geteuid() == 0
 root_only = pytest.mark.skipif(not IS_ROOT, reason="needs root (as designed: runbox check says so)")
@@ -150,28 +151,7 @@ def test_a_runbox_killed_outright_takes_its_sandbox_with_it(runbox, network):
         proc.wait()
     assert line == b"started\n", proc.stderr.read()
     assert wait_gone(marker) == []
-    # Its cgroups stay until a later runbox sweeps them (after a minute):
-    # empty now, and removed here so that the last case finds none.
-    for path in execution_cgroups() - cgroups_before:
-        deadline = time.time() + 5  # init's own exit comes just after
-        while cgroup_procs(path) and time.time() < deadline:
-            time.sleep(0.05)
-        assert cgroup_procs(path) == ""
-        os.rmdir(path)
-
-
-def cgroup_procs(path):
-    with open(os.path.join(path, "cgroup.procs")) as f:
-        return f.read()
-
-
-def execution_cgroups():
-    found = set()
-    for parent in glob.glob("/sys/fs/cgroup/*/runbox") + ["/sys/fs/cgroup/runbox"]:
-        if os.path.isdir(parent):
-            found |= {os.path.realpath(os.path.join(parent, d)) for d in os.listdir(parent)
-                      if d.startswith("exec-")}
-    return found
+    remove_cgroups_left_since(cgroups_before)
 
 
 def test_sigstop_of_the_own_process_group_is_still_killed_on_time(runbox):

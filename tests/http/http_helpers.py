@@ -32,6 +32,8 @@ def _load_e2e():
 e2e = _load_e2e()
 processes_matching = e2e.processes_matching
 wait_gone = e2e.wait_gone
+execution_cgroups = e2e.execution_cgroups
+remove_cgroups_left_since = e2e.remove_cgroups_left_since
 
 SANITIZER_REPORTS = (b"ERROR: AddressSanitizer", b"ERROR: LeakSanitizer", b"runtime error:",
                      b"WARNING: ThreadSanitizer")

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from http_helpers import processes_matching, unique_marker, wait_gone
+from http_helpers import (execution_cgroups, processes_matching, remove_cgroups_left_since,
+                          unique_marker, wait_gone)
 
 
 def in_background(server, body, outcome):
@@ -113,6 +114,7 @@ def test_a_server_killed_outright_takes_its_executions_with_it(start_server):
     server = start_server()
     marker = unique_marker()
     outcome = {}
+    cgroups_before = execution_cgroups()
     thread = in_background(server, {"language": "bash", "code": f"sleep {marker}",
                                     "timeout": 120}, outcome)
     wait_started(marker)
@@ -121,3 +123,4 @@ def test_a_server_killed_outright_takes_its_executions_with_it(start_server):
     thread.join()
     assert "error" in outcome  # nobody was left to answer
     assert wait_gone(marker) == []
+    remove_cgroups_left_since(cgroups_before)
