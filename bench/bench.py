@@ -333,6 +333,40 @@ def machine():
             "load_before": os.getloadavg()[0]}
 
 
+def targets(results):
+    """Issue 8's first performance targets against this run: (target, measured, met)."""
+    rows = []
+    bash = results.get("latency", {}).get("bash")
+    if bash:
+        off, on = bash["runbox_network_off"], bash["runbox_network_on"]
+        rows.append(("bash `echo hi`, network off: runbox - bare <= 3 ms",
+                     f"{off['over_bare_ms']} ms", off["over_bare_ms"] <= 3))
+        rows.append(("... and runbox <= 0.6 x bubblewrap", f"{off['ratio_to_bubblewrap']} x",
+                     off["ratio_to_bubblewrap"] <= 0.6))
+        rows.append(("network on: runbox - bare <= 5 ms", f"{on['over_bare_ms']} ms",
+                     on["over_bare_ms"] <= 5))
+    if "overhead" in results:
+        http = results["overhead"]["http"]["over_engine_median_ms"]
+        rows.append(("the HTTP path adds <= 1 ms over the engine's own time", f"{http} ms",
+                     http <= 1))
+    if "throughput" in results:
+        ratio = results["throughput"]["2"]["ratio"]
+        rows.append(("throughput at concurrency 2 >= 0.9 x bare spawns", f"{ratio} x", ratio >= 0.9))
+    if "output" in results:
+        o = results["output"]
+        cap_kb = 2 * o["output_cap_bytes"] // 1024 + 16 * 1024
+        rows.append(("output drained >= 1 GiB/s", f"{o['gib_per_s']} GiB/s", o["gib_per_s"] >= 1))
+        rows.append(("... with runbox's RSS < 2 x the cap + 16 MiB", f"{o['runbox_peak_rss_kb']} KiB",
+                     o["runbox_peak_rss_kb"] < cap_kb))
+    if "dependencies" in results:
+        extra = results["dependencies"]["cached_over_none_ms"]
+        rows.append(("a cached environment adds <= 2 ms", f"{extra} ms", extra <= 2))
+    if "server_memory" in results:
+        idle = results["server_memory"]["idle_rss_kb"]
+        rows.append(("server RSS idle <= 10 MiB", f"{idle} KiB", idle <= 10 * 1024))
+    return rows
+
+
 def write_markdown(results, path, command):
     m = results["machine"]
     lines = ["# runbox benchmark results", "",
@@ -340,6 +374,11 @@ def write_markdown(results, path, command):
              f"{m['kernel']}, as {'root' if m['root'] else 'an unprivileged user'}; load average "
              f"{m['load_before']:.2f} before the run.", "", f"Command: `{command}`", "",
              ]
+    rows = targets(results)
+    if rows:
+        lines += ["## Targets (medians, this run)", "", "| target | measured | |", "|---|---|---|"]
+        lines += [f"| {name} | {value} | {'met' if met else 'missed'} |" for name, value, met in rows]
+        lines += [""]
     if "latency" in results:
         lines += ["## Latency of one execution (ms, interleaved in one run)", "",
                   "| runtime | variant | median | p90 | p99 | over bare | x bare | x bubblewrap |",
@@ -427,6 +466,8 @@ def main():
         finally:
             if server:
                 server.stop()
+    results["targets"] = [{"target": name, "measured": value, "met": met}
+                          for name, value, met in targets(results)]
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
