@@ -158,8 +158,8 @@ def test_a_one_off_run_leaves_no_session(server):
 
 
 def test_global_options_reach_every_execution(start_server, tmp_path):
-    """The state directory and the policy given before `serve` apply to the
-    executions (which run in worker processes) as they do to the CLI."""
+    """The state directory and the policy given before `serve` reach
+    runbox-serve, and apply to the executions as they do to the CLI."""
     policy = tmp_path / "policy.conf"
     policy.write_text("bash no-curl (^|[[:space:]])curl[[:space:]]\n")
     state = tmp_path / "elsewhere"
