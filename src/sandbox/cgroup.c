@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +52,7 @@ static struct {
 
 struct rbx_cgroup {
     bool v2;
-    char name[32]; /* exec-<16 hex digits> */
+    char name[48]; /* exec-<runbox's pid>-<16 hex digits> */
     size_t n;      /* = probe.n */
     struct {
         char path[PATH_MAX]; /* "" when not (or no longer) there */
@@ -327,6 +328,21 @@ static void run_probe(void)
  * no live execution's cgroup can go. */
 #define STALE_AFTER_S 60
 
+/* Whether the runbox named in an exec-<pid>-<hex> cgroup still runs. A
+ * long execution's cgroup is older than a minute, and empty for a moment
+ * between its init's exit and the reading of its statistics: its owner is
+ * alive then, so it is not swept. (A reused pid only keeps a leftover a
+ * little longer.) Names without a pid, or of a pid this process cannot
+ * see, are judged by age alone. */
+static bool owner_alive(const char *name)
+{
+    char *end;
+    long pid = strtol(name + 5, &end, 10);
+    if (end == name + 5 || *end != '-' || pid <= 0)
+        return false;
+    return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
 /* An exec-* directory is created in the first hierarchy first and removed
  * from it last (remove_dirs), so listing that one finds every leftover. */
 static void sweep_stale(void)
@@ -340,7 +356,8 @@ static void sweep_stale(void)
         struct stat st;
         if (strncmp(entry->d_name, "exec-", 5) != 0 ||
             fstatat(dirfd(dir), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-            !S_ISDIR(st.st_mode) || now - st.st_mtim.tv_sec < STALE_AFTER_S)
+            !S_ISDIR(st.st_mode) || now - st.st_mtim.tv_sec < STALE_AFTER_S ||
+            owner_alive(entry->d_name))
             continue;
         for (size_t i = probe.n; i-- > 0;) {
             char path[PATH_MAX];
@@ -464,6 +481,13 @@ int rbx_cgroup_create(const rbx_cgroup_limits *limits, rbx_cgroup **out, char *w
         return fail(why, why_size, "cpu_weight %u is not in 1..10000", limits->cpu_weight);
     if ((limits->pids && !s->pids) || (limits->cpu_weight && !s->cpu))
         return fail(why, why_size, "these limits need a controller missing here: %s", s->detail);
+    /* A process that runs many executions (runbox serve, runbox mcp) also
+     * sweeps before each one after its first: one killed outright and
+     * restarted within the minute would otherwise leave its cgroups until
+     * some later runbox starts. One directory listing, ~30 µs. */
+    static atomic_bool created_before;
+    if (atomic_exchange(&created_before, true))
+        sweep_stale();
     rbx_cgroup *cg = calloc(1, sizeof *cg);
     if (!cg)
         return fail(why, why_size, "out of memory");
@@ -477,7 +501,7 @@ int rbx_cgroup_create(const rbx_cgroup_limits *limits, rbx_cgroup **out, char *w
         fail(why, why_size, "getrandom: %s", strerror(errno));
         goto fail;
     }
-    snprintf(cg->name, sizeof cg->name, "exec-%016" PRIx64, r);
+    snprintf(cg->name, sizeof cg->name, "exec-%d-%016" PRIx64, (int)getpid(), r);
     /* v2: the cpu controller only when asked for (cpu.stat works without). */
     unsigned v2_ctls = probe.h[0].ctls & (limits->cpu_weight ? ~0u : ~(unsigned)CTL_CPU);
     for (size_t i = 0; i < cg->n; i++)

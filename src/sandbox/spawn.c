@@ -291,6 +291,13 @@ static int sandbox_init(const child_plan *plan)
     }
     for (size_t i = 0; i < plan->cgroup_count; i++)
         close(plan->cgroup_fds[i]);
+    /* v1 joins after the clone, so the cgroup namespace made by the clone
+     * is rooted where runbox was: a new one, rooted here, shows the
+     * sandbox "/" instead of the host's path to its cgroup. */
+    if (plan->cgroup_count > 0 && unshare(CLONE_NEWCGROUP) != 0) {
+        report_error(plan->report_fd, "root the cgroup namespace", errno);
+        _exit(1);
+    }
     rbx_trace_mark(plan->spec->trace, RBX_PHASE_CGROUP);
     const char *step = "bring up loopback";
     if ((plan->spec->network != RBX_NET_HOST && rbx_net_loopback_up() != 0) ||

@@ -1,4 +1,5 @@
 """Shared fixtures for end-to-end tests: they drive the real `runbox` binary."""
+import contextlib
 import glob
 import json
 import os
@@ -122,3 +123,36 @@ def remove_cgroups_left_since(before, seconds=5.0):
 def cgroup_procs(path):
     with open(os.path.join(path, "cgroup.procs")) as f:
         return f.read()
+
+
+def runbox_cgroup_parents():
+    """Every hierarchy's runbox/ directory (freezer's is a leftover of older versions)."""
+    return sorted({os.path.realpath(p) for p in glob.glob("/sys/fs/cgroup/*/runbox") +
+                   glob.glob("/sys/fs/cgroup/runbox")
+                   if os.path.isdir(p) and "freezer" not in p})
+
+
+@contextlib.contextmanager
+def planted_cgroups(ages):
+    """Plants exec-* directories in every hierarchy, as a runbox killed outright leaves them:
+    ages maps a directory name to how old it should look, in seconds. Yields {name: [paths]};
+    removes whatever is left afterwards."""
+    parents = runbox_cgroup_parents()
+    assert parents, "no runbox cgroup directory: cgroups are not in use"
+    planted = {name: [os.path.join(parent, name) for parent in parents] for name in ages}
+    try:
+        for name, paths in planted.items():
+            for path in paths:
+                os.mkdir(path)
+                then = time.time() - ages[name]
+                os.utime(path, (then, then))
+        yield planted
+    finally:
+        for paths in planted.values():
+            for path in paths:
+                if os.path.isdir(path):
+                    os.rmdir(path)
+
+
+def existing(paths):
+    return [path for path in paths if os.path.isdir(path)]

@@ -6,7 +6,6 @@ harm this machine if isolation failed (bombs, kill -9 -1, disk fill, syscall pro
 the `proven` fixture, which checks in this very run that the isolation they rely on holds; if it
 does not, they fail rather than run.
 """
-import glob
 import json
 import os
 import shutil
@@ -19,8 +18,8 @@ import uuid
 
 import pytest
 
-from conftest import (ROOT, execution_cgroups, processes_matching, remove_cgroups_left_since,
-                      wait_gone)
+from conftest import (ROOT, execution_cgroups, existing, planted_cgroups, processes_matching,
+                      remove_cgroups_left_since, wait_gone)
 
 IS_ROOT = os.geteuid() == 0
 root_only = pytest.mark.skipif(not IS_ROOT, reason="needs root (as designed: runbox check says so)")
@@ -499,28 +498,27 @@ def test_abstract_unix_sockets_do_not_cross_sessions(runbox):
 @root_only
 def test_cgroups_left_by_a_killed_runbox_are_swept_and_live_ones_kept(runbox):
     runbox.run("bash", "true", "--no-network")  # makes sure runbox/ exists in each hierarchy
-    # Every hierarchy runbox uses, as a killed runbox leaves its cgroup in each.
-    parents = sorted({os.path.realpath(p) for p in glob.glob("/sys/fs/cgroup/*/runbox") +
-                      glob.glob("/sys/fs/cgroup/runbox")
-                      if os.path.isdir(p) and "freezer" not in p})
-    assert parents, "no runbox cgroup directory: cgroups are not in use"
+    gone = subprocess.Popen(["true"])
+    gone.wait()
     tag = uuid.uuid4().hex[:12]
-    stale = [f"{parent}/exec-stale{tag}" for parent in parents]
-    fresh = [f"{parent}/exec-fresh{tag}" for parent in parents]
-    for path in stale + fresh:
-        os.mkdir(path)
-    try:
-        old = time.time() - 7200
-        for path in stale:
-            os.utime(path, (old, old))  # as if its runbox died two hours ago
+    ages = {f"exec-stale{tag}": 7200,  # as if its runbox died two hours ago
+            f"exec-{gone.pid}-dead{tag}": 7200,  # named after a runbox that is gone
+            f"exec-fresh{tag}": 0,  # a minute-fresh cgroup may belong to a starting execution
+            f"exec-{os.getpid()}-owned{tag}": 7200}  # its runbox still runs: a long execution
+    with planted_cgroups(ages) as planted:
         runbox.run("bash", "true", "--no-network")  # a new runbox process sweeps at start
-        assert [path for path in stale if os.path.exists(path)] == []
-        # a minute-fresh cgroup may belong to a starting execution
-        assert [path for path in fresh if not os.path.isdir(path)] == []
-    finally:
-        for path in stale + fresh:
-            if os.path.isdir(path):
-                os.rmdir(path)
+        assert existing(planted[f"exec-stale{tag}"]) == []
+        assert existing(planted[f"exec-{gone.pid}-dead{tag}"]) == []
+        assert existing(planted[f"exec-fresh{tag}"]) == planted[f"exec-fresh{tag}"]
+        owned = planted[f"exec-{os.getpid()}-owned{tag}"]
+        assert existing(owned) == owned
+
+
+def test_the_cgroup_namespace_shows_the_execution_its_own_cgroup_as_root(runbox):
+    """Nothing of the host's cgroup tree, runbox's name for the execution included, shows."""
+    result = runbox.run("bash", "cat /proc/self/cgroup", "--no-network")
+    paths = [line.split(":", 2)[2] for line in result["output"].splitlines()]
+    assert paths and set(paths) == {"/"}, result["output"]
 
 
 def sandbox_processes(session_id=None):

@@ -33,6 +33,8 @@ e2e = _load_e2e()
 processes_matching = e2e.processes_matching
 wait_gone = e2e.wait_gone
 execution_cgroups = e2e.execution_cgroups
+planted_cgroups = e2e.planted_cgroups
+existing = e2e.existing
 remove_cgroups_left_since = e2e.remove_cgroups_left_since
 
 SANITIZER_REPORTS = (b"ERROR: AddressSanitizer", b"ERROR: LeakSanitizer", b"runtime error:",

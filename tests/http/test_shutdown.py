@@ -2,15 +2,17 @@
 grace period, cancel the rest, leave nothing behind, exit 0."""
 import http.client
 import json
+import os
 import signal
 import socket
 import threading
 import time
+import uuid
 
 import pytest
 
-from http_helpers import (execution_cgroups, processes_matching, remove_cgroups_left_since,
-                          unique_marker, wait_gone)
+from http_helpers import (execution_cgroups, existing, planted_cgroups, processes_matching,
+                          remove_cgroups_left_since, unique_marker, wait_gone)
 
 
 def in_background(server, body, outcome):
@@ -124,3 +126,15 @@ def test_a_server_killed_outright_takes_its_executions_with_it(start_server):
     assert "error" in outcome  # nobody was left to answer
     assert wait_gone(marker) == []
     remove_cgroups_left_since(cgroups_before)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups are root's here")
+def test_a_running_server_sweeps_what_a_killed_one_left(server):
+    """A server restarted within the minute after being killed finds its
+    predecessor's cgroups too fresh to sweep at start: it sweeps again before
+    each execution."""
+    server.execute(language="bash", code="true", network=False)  # the start's sweep is done
+    name = f"exec-stale{uuid.uuid4().hex[:12]}"
+    with planted_cgroups({name: 7200}) as planted:
+        server.execute(language="bash", code="true", network=False)
+        assert existing(planted[name]) == []
