@@ -1,8 +1,8 @@
 /* One execution's life on the server: a thread of its own waits for its
- * turn (admission), runs it (run.c), and hands its
- * events and its result to the connection's thread, which meanwhile
- * watches the client's socket. The server keeps a list of executions so
- * that shutdown and session removal can cancel them. */
+ * turn (admission), runs it (run.c), and hands its events and its result
+ * to the connection's thread, which meanwhile watches the client's socket.
+ * The server keeps a list of executions so that shutdown and session
+ * removal can cancel them. */
 #include "http/http.h"
 
 #include <poll.h>
