@@ -170,7 +170,9 @@ typedef struct rbx_session_info {
     bool running;
 } rbx_session_info;
 
-/* True when id matches [A-Za-z0-9][A-Za-z0-9._-]{0,63}. */
+/* What a session id may be, for messages and schemas. */
+#define RBX_SESSION_ID_PATTERN "[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+/* True when id matches RBX_SESSION_ID_PATTERN. */
 bool rbx_session_id_valid(const char *id);
 /* Writes a fresh random id (id must hold RBX_SESSION_ID_MAX + 1 bytes). */
 void rbx_session_id_new(char *id);

@@ -101,8 +101,7 @@ rbx_status rbx_request_validate(const rbx_engine *engine, const rbx_request *req
     *timeout_s = timeout;
     if (request->session_id && !rbx_session_id_valid(request->session_id))
         return rbx_fail(err, RBX_EINVAL,
-                        "invalid session id '%.80s': it must match "
-                        "[A-Za-z0-9][A-Za-z0-9._-]{0,63}",
+                        "invalid session id '%.80s': it must match " RBX_SESSION_ID_PATTERN,
                         request->session_id);
     if (request->memory_mb &&
         (request->memory_mb < 16 || request->memory_mb > config->max_memory_mb))

@@ -56,8 +56,7 @@ void rbx_session_id_new(char *id)
 
 static rbx_status bad_id(rbx_error *err)
 {
-    return rbx_fail(err, RBX_EINVAL,
-                    "invalid session id: it must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}");
+    return rbx_fail(err, RBX_EINVAL, "invalid session id: it must match " RBX_SESSION_ID_PATTERN);
 }
 
 /* Builds a complete session in trash/ and renames it into place, so no

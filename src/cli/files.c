@@ -86,7 +86,7 @@ int cli_files(const cli_globals *globals, int argc, char **argv)
         return cli_usage_error("files", "'%s' takes SESSION%s", sub, needs_path ? " PATH" : "");
     if (!rbx_session_id_valid(argv[2]))
         return cli_usage_error("files",
-                               "invalid session id: it must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}");
+                               "invalid session id: it must match " RBX_SESSION_ID_PATTERN);
     int rc = 0;
     rbx_engine *engine = cli_engine(globals, &rc);
     if (!engine)

@@ -84,7 +84,7 @@ int cli_sessions(const cli_globals *globals, int argc, char **argv)
         return cli_usage_error("sessions", "rm needs a session id");
     if (id && !rbx_session_id_valid(id))
         return cli_usage_error("sessions",
-                               "invalid session id: it must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}");
+                               "invalid session id: it must match " RBX_SESSION_ID_PATTERN);
     int rc = 0;
     rbx_engine *engine = cli_engine(globals, &rc);
     if (!engine)

@@ -36,7 +36,7 @@ static bool wanted_id(http_request *req, char *id, http_error *err)
                        "'session_id' must be a string");
     else if (name && (!rbx_session_id_valid(name) || strlen(name) != json_string_length(given)))
         http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request",
-                       "invalid session id: it must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}");
+                       "invalid session id: it must match " RBX_SESSION_ID_PATTERN);
     else
         ok = true;
     if (ok && name)

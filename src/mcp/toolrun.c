@@ -115,8 +115,8 @@ static json_t *close_session(rbx_engine *engine, const mcp_call *call)
     const char *id = text_argument(call, "session_id");
     rbx_error err = {0};
     if (!rbx_session_id_valid(id))
-        return rpc_result(call->id, mcp_tool_error("invalid session id: it must match "
-                                                   "[A-Za-z0-9][A-Za-z0-9._-]{0,63}"));
+        return rpc_result(
+            call->id, mcp_tool_error("invalid session id: it must match " RBX_SESSION_ID_PATTERN));
     rbx_status status = RBX_EBUSY;
     for (double waited = 0; status == RBX_EBUSY && waited < CLOSE_WAIT_S; waited += CLOSE_RETRY_S) {
         rbx_session_cancel(engine, id);

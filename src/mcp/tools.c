@@ -7,7 +7,7 @@
 #include <string.h>
 
 #define SCHEMA_DIALECT "https://json-schema.org/draft/2020-12/schema"
-#define SESSION_ID_PATTERN "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+#define SESSION_ID_PATTERN "^" RBX_SESSION_ID_PATTERN "$" /* anchored, as JSON Schema wants */
 
 typedef struct tool_spec {
     mcp_tool tool;
