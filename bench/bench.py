@@ -14,6 +14,7 @@ import http.client
 import json
 import os
 import platform
+import resource
 import shutil
 import socket
 import statistics
@@ -211,6 +212,39 @@ def front_end_overhead(runbox, server, work, runs=30):
                    "over_engine_median_ms": round(statistics.median(values), 2),
                    "over_engine_p90_ms": round(percentile(values, 90), 2)}
             for name, values in samples.items()}
+
+
+def process_start(runbox, runs=200):
+    """What starting the runbox program costs before it does anything: `runbox --version`
+    against /bin/true, interleaved (median ms, fork and wait from here included)."""
+    samples = {"true": [], "runbox_version": []}
+    for _ in range(runs):
+        samples["true"].append(timed(["/bin/true"])[0])
+        samples["runbox_version"].append(timed([runbox, "--version"])[0])
+    return {name: round(statistics.median(values), 2) for name, values in samples.items()}
+
+
+def cpu_per_execution(runbox, work, runs=100):
+    """CPU time (user and system, ms) that one `echo hi` costs the machine, the sandbox's
+    processes included: what bounds throughput once the cores are busy. Measured from
+    RUSAGE_CHILDREN around runs of each variant (each waits for its own children). The kernel
+    splits user and system time by sampling; their sum is the figure to compare."""
+    env = program_env(work)
+    variants = {
+        "bare": ["/bin/bash", "-c", "echo hi"],
+        "bubblewrap": bwrap_command(work, "/bin/bash", ["-c", "echo hi"]),
+        "runbox_network_off": [runbox, "run", "bash", "-c", "echo hi", "--json", "--no-network"],
+    }
+    runbox_env = {"PATH": "/usr/bin:/bin", "RUNBOX_STATE_DIR": os.path.join(work, "state")}
+    results = {}
+    for name, cmd in variants.items():
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        for _ in range(runs):
+            timed(cmd, env=runbox_env if name.startswith("runbox") else env)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        results[name] = {"user_ms": round((after.ru_utime - before.ru_utime) * 1000 / runs, 2),
+                         "system_ms": round((after.ru_stime - before.ru_stime) * 1000 / runs, 2)}
+    return results
 
 
 def throughput(server, seconds=4.0):
@@ -413,6 +447,16 @@ def write_markdown(results, path, command):
             label = {"cli": "`runbox run --json`", "http": "`runbox serve`, keep-alive"}[name]
             lines.append(f"| {label} | {row['engine_median_ms']} | "
                          f"{row['over_engine_median_ms']} | {row['over_engine_p90_ms']} |")
+    if "startup" in results:
+        st = results["startup"]
+        lines += ["", "## Starting the program", "",
+                  f"`runbox --version`: {st['runbox_version']} ms; `/bin/true`: {st['true']} ms "
+                  "(medians, interleaved, fork and wait included)."]
+    if "cpu" in results:
+        lines += ["", "## CPU per execution (bash `echo hi`, ms, sandbox processes included)", "",
+                  "| variant | user | system |", "|---|---|---|"]
+        for name, row in results["cpu"].items():
+            lines.append(f"| {name} | {row['user_ms']} | {row['system_ms']} |")
     if "throughput" in results:
         lines += ["", "## Throughput through `runbox serve` (executions/s, bash `echo hi`)", "",
                   "| concurrency | runbox serve | bare spawns | ratio |", "|---|---|---|---|"]
@@ -438,7 +482,8 @@ def write_markdown(results, path, command):
         f.write("\n".join(lines) + "\n")
 
 
-SECTIONS = ("latency", "trace", "overhead", "throughput", "memory", "output", "dependencies")
+SECTIONS = ("latency", "trace", "overhead", "startup", "cpu", "throughput", "memory", "output",
+            "dependencies")
 
 
 def main():
@@ -466,6 +511,10 @@ def main():
                 results["trace"] = trace(runbox, work)
             if server and "overhead" in wanted:
                 results["overhead"] = front_end_overhead(runbox, server, work)
+            if "startup" in wanted:
+                results["startup"] = process_start(runbox)
+            if "cpu" in wanted:
+                results["cpu"] = cpu_per_execution(runbox, work)
             if server and "throughput" in wanted:
                 results["throughput"] = throughput(server)
             if server and "memory" in wanted:
