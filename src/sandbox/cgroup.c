@@ -484,7 +484,7 @@ int rbx_cgroup_create(const rbx_cgroup_limits *limits, rbx_cgroup **out, char *w
     /* A process that runs many executions (runbox serve, runbox mcp) also
      * sweeps before each one after its first: one killed outright and
      * restarted within the minute would otherwise leave its cgroups until
-     * some later runbox starts. One directory listing, ~30 µs. */
+     * some later runbox starts. It costs one listing of one directory. */
     static atomic_bool created_before;
     if (atomic_exchange(&created_before, true))
         sweep_stale();
