@@ -238,7 +238,7 @@ static bool matches(int dirfd, const char *key, const char *description)
 {
     char path[128];
     snprintf(path, sizeof path, "%s/" RBX_ENV_META, key);
-    int fd = openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = rbx_open_regular(dirfd, path, O_RDONLY);
     if (fd < 0)
         return false;
     json_t *meta = json_loadfd(fd, 0, NULL);

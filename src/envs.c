@@ -29,7 +29,7 @@ static void read_env(int dirfd, const char *key, rbx_env_info *info)
     snprintf(info->key, sizeof info->key, "%s", key);
     char path[160];
     snprintf(path, sizeof path, "%s/" RBX_ENV_META, key);
-    int fd = openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = rbx_open_regular(dirfd, path, O_RDONLY);
     json_t *meta = fd >= 0 ? json_loadfd(fd, 0, NULL) : NULL;
     if (fd >= 0)
         close(fd);

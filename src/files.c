@@ -35,7 +35,7 @@ static int open_beneath(int dirfd, const char *path, int flags, mode_t mode)
 
 /* A session file path: relative, components of [^/\0], no "." or "..", no
  * empty components, bounded length and depth. */
-static rbx_status check_path(const char *path, rbx_error *err)
+rbx_status rbx_file_path_check(const char *path, rbx_error *err)
 {
     size_t len = path ? strlen(path) : 0;
     if (len == 0 || len > PATH_MAX_LEN)
@@ -71,6 +71,8 @@ static rbx_status refused(const char *path, rbx_error *err)
     if (errno == ELOOP || errno == EXDEV)
         return rbx_fail(err, RBX_EINVAL,
                         "%.200s goes through a symbolic link or out of the session: refused", path);
+    if (errno == ENXIO || errno == ENODEV) /* a socket, or a device without a driver */
+        return rbx_fail(err, RBX_EINVAL, "%.200s is a socket or device, not a regular file", path);
     if (errno == EISDIR || errno == ENOTDIR)
         return rbx_fail(err, RBX_EINVAL, "%.200s is not a regular file", path);
     if (errno == ENOSPC || errno == EDQUOT)
@@ -79,6 +81,13 @@ static rbx_status refused(const char *path, rbx_error *err)
 }
 
 rbx_status rbx_session_work_fd(rbx_engine *engine, const char *id, int *fd, rbx_error *err);
+
+static rbx_status not_a_file(const char *path, const char *what, rbx_error *err)
+{
+    return rbx_fail(err, RBX_EINVAL,
+                    "%.200s is %s, not a regular file: only regular files can be downloaded", path,
+                    what);
+}
 
 /* Creates the directories leading to path (owned by the sandbox's user)
  * and returns an fd of the last one; *name points at the file's name. */
@@ -129,7 +138,7 @@ static int open_parent(rbx_engine *engine, int work, const char *path, bool crea
 rbx_status rbx_file_put(rbx_engine *engine, const char *session_id, const char *path,
                         const void *data, size_t len, rbx_error *err)
 {
-    rbx_status status = check_path(path, err);
+    rbx_status status = rbx_file_path_check(path, err);
     int work = -1;
     if (status != RBX_OK || (status = rbx_session_work_fd(engine, session_id, &work, err)))
         return status;
@@ -179,19 +188,21 @@ rbx_status rbx_file_get(rbx_engine *engine, const char *session_id, const char *
 {
     *data = NULL;
     *len = 0;
-    rbx_status status = check_path(path, err);
+    rbx_status status = rbx_file_path_check(path, err);
     int work = -1;
     if (status != RBX_OK || (status = rbx_session_work_fd(engine, session_id, &work, err)))
         return status;
-    int fd = open_beneath(work, path, O_RDONLY | O_NOFOLLOW, 0);
+    /* O_NONBLOCK: a FIFO the program made opens at once instead of
+     * waiting for a writer forever (and is then refused as not a file). */
+    int fd = open_beneath(work, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0);
     close(work);
     if (fd < 0)
         return refused(path, err);
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        errno = EISDIR;
-        return refused(path, err);
+        return not_a_file(path, S_ISDIR(st.st_mode) ? "a directory" : "a FIFO, socket or device",
+                          err);
     }
     if ((uint64_t)st.st_size > max) {
         close(fd);
@@ -220,7 +231,7 @@ rbx_status rbx_file_get(rbx_engine *engine, const char *session_id, const char *
 rbx_status rbx_file_delete(rbx_engine *engine, const char *session_id, const char *path,
                            rbx_error *err)
 {
-    rbx_status status = check_path(path, err);
+    rbx_status status = rbx_file_path_check(path, err);
     int work = -1;
     if (status != RBX_OK || (status = rbx_session_work_fd(engine, session_id, &work, err)))
         return status;

@@ -142,6 +142,50 @@ int rbx_tree_usage(int dirfd, const char *name, uint64_t *bytes)
     return walk_tree(dirfd, name, count_one, bytes, false);
 }
 
+int rbx_open_regular(int dirfd, const char *path, int flags)
+{
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+     * writer forever (a program's `mkfifo` must not hold a server thread);
+     * O_NOCTTY: a terminal never becomes ours. Regular files ignore both. */
+    int fd = openat(dirfd, path, flags | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    return fd;
+}
+
+int rbx_write_new_file(int dirfd, const char *name, const void *data, size_t len)
+{
+    /* Whatever is at name (a link, a FIFO, a tree) was made by someone
+     * else: it goes, and the new file is created, never opened. */
+    if (rbx_remove_tree(dirfd, name) != 0)
+        return -1;
+    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    const char *p = data;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int saved = errno ? errno : EIO;
+            close(fd);
+            unlinkat(dirfd, name, 0);
+            errno = saved;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return close(fd);
+}
+
 /* Also called in the sandbox's child: system calls only. */
 int rbx_mkdir_p(const char *path, mode_t mode)
 {

@@ -119,18 +119,24 @@ static rbx_status run_installer(rbx_engine *engine, const rbx_runtime *runtime,
     return status;
 }
 
-static int write_meta(const char *dir, const rbx_runtime *runtime, const rbx_requirements *reqs,
-                      const char *description)
+/* The installer ran arbitrary code (setup.py, npm scripts) with the
+ * environment's directory writable: whatever it left at the metadata's name
+ * is replaced, never followed or opened. */
+static int write_meta(int envs_fd, const char *dir, const rbx_runtime *runtime,
+                      const rbx_requirements *reqs, const char *description)
 {
     json_t *specs = json_array();
     for (size_t i = 0; i < reqs->count; i++)
         json_array_append_new(specs, json_string(reqs->specs[i]));
     json_t *meta = json_pack("{s:s, s:o, s:I, s:s}", "runtime", runtime->name, "requirements",
                              specs, "created", (json_int_t)time(NULL), "description", description);
-    char path[4800];
-    snprintf(path, sizeof path, "%s/" RBX_ENV_META, dir);
-    int rc = json_dump_file(meta, path, JSON_INDENT(1));
+    char *text = meta ? json_dumps(meta, JSON_INDENT(1)) : NULL;
     json_decref(meta);
+    int fd = openat(envs_fd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int rc = text && fd >= 0 ? rbx_write_new_file(fd, RBX_ENV_META, text, strlen(text)) : -1;
+    if (fd >= 0)
+        close(fd);
+    free(text);
     return rc;
 }
 
@@ -150,7 +156,7 @@ rbx_status rbx_env_install(rbx_engine *engine, const rbx_runtime *runtime,
     bool ok = false;
     char *output = NULL;
     rbx_status status = run_installer(engine, runtime, reqs, temp_path, &ok, &output, err);
-    if (status == RBX_OK && ok && write_meta(temp_path, runtime, reqs, description) == 0) {
+    if (status == RBX_OK && ok && write_meta(dirfd, temp, runtime, reqs, description) == 0) {
         /* A stale directory of that name (a collision, or damage) goes first. */
         rbx_remove_tree(dirfd, env->key);
         if (renameat(dirfd, temp, dirfd, env->key) != 0)

@@ -13,6 +13,12 @@
  * from any real account; otherwise it maps to the caller's own uid. */
 #define RBX_SANDBOX_UID 1000
 #define RBX_HOST_UID_BASE 3000000
+/* As root, each sandbox's user namespace is owned by host uid
+ * RBX_OWNER_UID_BASE + the id of the thread that made it (unique among
+ * live threads): the kernel charges what a namespace's processes hold
+ * (inotify instances, queued signals, message queue bytes) to its owner,
+ * so every sandbox gets a budget of its own instead of sharing root's. */
+#define RBX_OWNER_UID_BASE 3100000
 
 struct rbx_engine {
     rbx_config config;
@@ -155,6 +161,17 @@ int rbx_remove_tree(int dirfd, const char *name);
 /* Adds up the allocated bytes of the tree at name inside dirfd. */
 int rbx_tree_usage(int dirfd, const char *name, uint64_t *bytes);
 int rbx_mkdir_p(const char *path, mode_t mode);
+/* Opens path below dirfd only if it is a regular file (never through a
+ * link at its end), without blocking whatever it turns out to be: FIFOs,
+ * sockets and devices that a sandboxed program made fail with EINVAL. */
+int rbx_open_regular(int dirfd, const char *path, int flags);
+/* Replaces whatever is at name below dirfd with a new file holding data:
+ * a link planted there is removed, never followed. */
+int rbx_write_new_file(int dirfd, const char *name, const void *data, size_t len);
+
+/* files.c: whether a session file path is acceptable (relative, no "..",
+ * ".", empty or control-character components, bounded length and depth). */
+rbx_status rbx_file_path_check(const char *path, rbx_error *err);
 
 /* Starts a host helper program (mkfs, slirp4netns) with stdio on /dev/null
  * and each pass[i] as its fd 3 + i. Returns posix_spawn's error, 0 on success. */
