@@ -49,6 +49,8 @@ static const char *const denied[] = {
     "add_key",           /* same */
     "request_key",       /* same */
     "userfaultfd",       /* stalls kernel page faults at will, a staple of kernel exploits */
+    "fanotify_init",     /* watches whole filesystems; its groups count against a host user */
+    "fanotify_mark",     /* the other half */
     "open_by_handle_at", /* opens files by handle, past the mount namespace ("shocker" escape) */
     "name_to_handle_at", /* the other half: hands out those handles */
     "setns",             /* joins another namespace */

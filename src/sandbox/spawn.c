@@ -13,6 +13,7 @@
 #include <grp.h>
 #include <linux/capability.h>
 #include <linux/sched.h>
+#include <linux/securebits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -413,6 +414,54 @@ static rbx_status open_channels(channels *c, bool with_stdin, rbx_error *err)
     return RBX_OK;
 }
 
+/* As root, the new user namespace would be owned by host uid 0, and the
+ * kernel charges the per-user counts of everything inside it (inotify
+ * instances, fanotify groups, queued signals, message queue bytes) to its
+ * owner at the host's level too: a sandbox could use up root's budget and
+ * leave the host's daemons with EMFILE, and concurrent sandboxes would
+ * share one budget. So this thread makes the namespace under an effective
+ * uid of its own (RBX_OWNER_UID_BASE + its thread id), for the clone alone.
+ * Credentials are per thread in the kernel, so the raw system calls touch
+ * no other thread; SECBIT_NO_SETUID_FIXUP keeps the capabilities, and the
+ * file-system uid stays 0, so cgroups and files are reached as before. */
+typedef struct owner_switch {
+    bool active;
+    int securebits;
+    int dumpable;
+} owner_switch;
+
+static int become_owner(owner_switch *saved)
+{
+    saved->securebits = prctl(PR_GET_SECUREBITS);
+    saved->dumpable = prctl(PR_GET_DUMPABLE);
+    if (saved->securebits < 0 ||
+        prctl(PR_SET_SECUREBITS, saved->securebits | SECBIT_NO_SETUID_FIXUP) != 0)
+        return -1;
+    uid_t owner = RBX_OWNER_UID_BASE + (uid_t)syscall(SYS_gettid);
+    if (syscall(SYS_setresuid, -1, owner, -1) != 0) {
+        prctl(PR_SET_SECUREBITS, saved->securebits);
+        return -1;
+    }
+    syscall(SYS_setfsuid, 0);
+    saved->active = true;
+    return 0;
+}
+
+static void restore_owner(owner_switch *saved)
+{
+    if (!saved->active)
+        return;
+    int error = errno;
+    syscall(SYS_setresuid, -1, 0, -1); /* also sets the file-system uid back to 0 */
+    prctl(PR_SET_SECUREBITS, saved->securebits);
+    /* A change of effective uid made the process (all of its threads)
+     * non-dumpable: that was never the point. */
+    if (saved->dumpable > 0)
+        prctl(PR_SET_DUMPABLE, saved->dumpable);
+    saved->active = false;
+    errno = error;
+}
+
 /* clone3 without CLONE_VM behaves like fork: the child continues on a copy
  * of this stack, so there is no separate stack (which confuses ASan). */
 static pid_t clone_init(child_plan *plan, int *pidfd, int cgroup_dirfd)
@@ -430,9 +479,13 @@ static pid_t clone_init(child_plan *plan, int *pidfd, int cgroup_dirfd)
         args.cgroup = (uint64_t)cgroup_dirfd;
         plan->cgroup_count = 0;
     }
+    owner_switch owner = {0};
+    if (plan->spec->is_root && become_owner(&owner) != 0)
+        return -1;
     pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
     if (pid == 0)
         _exit(sandbox_init(plan));
+    restore_owner(&owner);
     return pid;
 }
 

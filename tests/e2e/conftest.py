@@ -69,6 +69,12 @@ def runbox(tmp_path):
         assert os.listdir(trash) == [], "a removed session left files behind"
 
 
+def unique_marker():
+    """A number no other process has in its command line: `sleep MARKER` sleeps long."""
+    import random
+    return f"{random.randint(1000, 9999)}.{random.randint(100000, 999999)}"
+
+
 def processes_matching(marker):
     """Host pids of sandboxed processes whose command line contains marker."""
     found = []

@@ -19,7 +19,7 @@ import uuid
 import pytest
 
 from conftest import (ROOT, execution_cgroups, existing, planted_cgroups, processes_matching,
-                      remove_cgroups_left_since, wait_gone)
+                      remove_cgroups_left_since, unique_marker, wait_gone)
 
 IS_ROOT = os.geteuid() == 0
 root_only = pytest.mark.skipif(not IS_ROOT, reason="needs root (as designed: runbox check says so)")
@@ -279,6 +279,113 @@ def test_host_environment_cannot_be_read_through_proc(runbox):
     assert "RUNBOX_STATE_DIR" not in result["output"]
 
 
+# --- per-user kernel counts: a sandbox's are never root's ------------------------------------
+
+NS_GET_OWNER_UID = 0xb704  # ioctl on a user namespace file: its owner, as the caller sees it
+
+
+def namespace_owner(pid):
+    import array
+    import fcntl
+    with open(f"/proc/{pid}/ns/user") as ns:
+        owner = array.array("I", [0])
+        fcntl.ioctl(ns.fileno(), NS_GET_OWNER_UID, owner)
+        return owner[0]
+
+
+def hold_in_sandbox(runbox, code, marker, *args):
+    """Starts `code` (which prints 'held N' and then sleeps with `marker` on its command line)
+    in the background; returns the runbox process and the count it reported."""
+    proc = runbox.popen("run", "python", "-c", code, "--json", "--no-network", "--timeout", "20",
+                        *args)
+    deadline = time.time() + 15
+    while time.time() < deadline and not processes_matching(marker):
+        time.sleep(0.05)
+    return proc
+
+
+@root_only
+def test_each_sandbox_has_a_user_namespace_owner_of_its_own(runbox):
+    """As root, the kernel charges per-user counts inside a namespace to its owner on the host:
+    that owner must be neither root nor shared between concurrent sandboxes."""
+    markers = [unique_marker() for _ in range(2)]
+    procs = [runbox.popen("run", "bash", "-c", f"exec sleep {m}", "--no-network", "--timeout", "20")
+             for m in markers]
+    try:
+        owners = []
+        for marker in markers:
+            deadline = time.time() + 15
+            while time.time() < deadline and not processes_matching(marker):
+                time.sleep(0.05)
+            pids = processes_matching(marker)
+            assert pids, "the sandbox did not start"
+            owners.append(namespace_owner(pids[0]))
+        assert 0 not in owners and owners[0] != owners[1], owners
+        assert all(owner >= 3100000 for owner in owners), owners
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def host_root_can(what):
+    """Runs a small Python program as the host's root, outside any sandbox: True when `what`
+    (inotify, sigqueue, mqueue) still works for root."""
+    programs = {
+        "inotify": "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                   "print('ok' if libc.inotify_init1(0) >= 0 else ctypes.get_errno())",
+        "sigqueue": "import ctypes, os, signal\nsig = signal.SIGRTMIN + 1\n"
+                    "signal.pthread_sigmask(signal.SIG_BLOCK, [sig])\n"
+                    "libc = ctypes.CDLL(None, use_errno=True)\n"
+                    "rc = libc.sigqueue(os.getpid(), sig, ctypes.c_void_p(0))\n"
+                    "print('ok' if rc == 0 else ctypes.get_errno())",
+        "mqueue": "import ctypes, os\nrt = ctypes.CDLL('librt.so.1', use_errno=True)\n"
+                  "rt.mq_open.restype = ctypes.c_int\n"
+                  "name = b'/runbox-test-%d' % os.getpid()\n"
+                  "fd = rt.mq_open(name, os.O_CREAT | os.O_RDWR, 0o600, None)\n"
+                  "print('ok' if fd >= 0 else ctypes.get_errno())\nrt.mq_unlink(name)",
+    }
+    out = subprocess.run(["/usr/bin/python3", "-c", programs[what]], capture_output=True,
+                         text=True, timeout=30)
+    return out.stdout.strip() == "ok", out.stdout + out.stderr
+
+
+@root_only
+@pytest.mark.parametrize("what,code", [
+    ("inotify", "import ctypes, time\nlibc = ctypes.CDLL(None, use_errno=True)\nn = 0\n"
+                "while n < 100000 and libc.inotify_init1(0) >= 0:\n    n += 1\n"
+                "print('held', n, flush=True)\nimport os; os.execvp('sleep', ['sleep', '{m}'])"),
+    ("sigqueue", "import os, signal\nsig = signal.SIGRTMIN\n"
+                 "signal.pthread_sigmask(signal.SIG_BLOCK, [sig])\n"
+                 "for n in range(200000):\n    os.kill(os.getpid(), sig)\n"
+                 "print('held', n, flush=True)\nimport time\n"
+                 "import subprocess; subprocess.run(['sleep', '{m}'])\ntime.sleep(0)"),
+    ("mqueue", "import ctypes, os\nrt = ctypes.CDLL('librt.so.1', use_errno=True)\n"
+               "class Attr(ctypes.Structure):\n"
+               "    _fields_ = [('flags', ctypes.c_long), ('maxmsg', ctypes.c_long),\n"
+               "                ('msgsize', ctypes.c_long), ('curmsgs', ctypes.c_long)]\n"
+               "n = 0\nwhile rt.mq_open(b'/q%d' % n, os.O_CREAT | os.O_RDWR, 0o600,\n"
+               "                     ctypes.byref(Attr(0, 10, 8192, 0))) >= 0:\n    n += 1\n"
+               "print('held', n, flush=True)\nos.execvp('sleep', ['sleep', '{m}'])"),
+])
+def test_a_sandbox_cannot_use_up_roots_per_user_kernel_limits(runbox, proven, what, code):
+    """While a sandbox holds all the inotify instances, queued signals or message queue bytes it
+    can get, root on the host can still get its own."""
+    proven.require()
+    ok, detail = host_root_can(what)
+    assert ok, f"root cannot {what} even before the test: {detail}"
+    marker = unique_marker()
+    proc = hold_in_sandbox(runbox, code.replace("{m}", marker), marker)
+    try:
+        assert processes_matching(marker), proc.stderr.read() if proc.poll() is not None else ""
+        ok, detail = host_root_can(what)
+        assert ok, f"a sandbox used up root's {what} budget: {detail}"
+    finally:
+        proc.kill()
+        proc.wait()
+        wait_gone(marker)
+
+
 def test_kill_minus_9_minus_1_kills_only_the_sandboxs_own_processes(runbox, proven):
     proven.require()
     marker = "5454.5454"
@@ -322,7 +429,8 @@ def write_temp(runbox, data):
 def test_privileged_syscalls_are_refused(proven, try_syscall_in):
     proven.require()
     verdicts = try_syscall_in("mount", "umount2", "unshare", "setns", "ptrace", "bpf", "keyctl",
-                              "add_key", "perf_event_open", "userfaultfd", "open_by_handle_at",
+                              "add_key", "perf_event_open", "userfaultfd", "fanotify_init",
+                              "fanotify_mark", "open_by_handle_at",
                               "io_uring_setup", "kexec_load", "init_module", "pivot_root",
                               "swapon", "clock_settime", "acct", "clone_newuser", "clone_newns",
                               "clone_newnet")

@@ -86,6 +86,8 @@ static const probe probes[] = {
     {"add_key", SYS_add_key, {P(""), P("")}, NULL},                 /* empty type: EINVAL */
     {"request_key", SYS_request_key, {P(""), P("")}, NULL},
     {"userfaultfd", SYS_userfaultfd, {-1}, NULL}, /* invalid flags */
+    {"fanotify_init", SYS_fanotify_init, {P(0xffffffffu)}, NULL}, /* invalid flags: EINVAL */
+    {"fanotify_mark", SYS_fanotify_mark, {-1}, NULL},
     {"open_by_handle_at", SYS_open_by_handle_at, {-1}, NULL},
     {"name_to_handle_at", SYS_name_to_handle_at, {-1, P("")}, NULL},
     {"setns", SYS_setns, {-1}, NULL},
