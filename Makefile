@@ -76,3 +76,7 @@ run: build
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) build-bench
+
+# Further targets, one file per concern (fuzzing, soak, the cgroup v2 VM):
+# each may add to DEBIAN_PACKAGES and to the targets `test` runs.
+include $(wildcard mk/*.mk)

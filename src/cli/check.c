@@ -5,9 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cli_check(const cli_globals *globals, int argc, char **argv)
+int cli_check(cli_globals *globals, int argc, char **argv)
 {
     bool as_json = false;
+    int rc = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             as_json = true;
@@ -15,10 +16,11 @@ int cli_check(const cli_globals *globals, int argc, char **argv)
             puts("usage: runbox check [--json]\n\nProbes the host and says which isolation "
                  "guarantees hold. Exits 1 when runbox cannot run code safely here.");
             return 0;
-        } else
+        } else if ((rc = cli_global_option(argc, argv, &i, globals, "check")) == CLI_NOT_GLOBAL)
             return cli_usage_error("check", "unexpected argument '%.64s'", argv[i]);
+        else if (rc)
+            return rc;
     }
-    int rc = 0;
     rbx_engine *engine = cli_engine(globals, &rc);
     if (!engine)
         return rc;
@@ -33,8 +35,10 @@ int cli_check(const cli_globals *globals, int argc, char **argv)
             json_array_append_new(checks, json_pack("{s:s, s:b, s:b, s:s}", "name", items[i].name,
                                                     "ok", items[i].ok, "essential",
                                                     items[i].essential, "detail", items[i].detail));
-        cli_print_json(json_pack("{s:b, s:o}", "usable", usable, "checks", checks));
+        cli_print_json(json_pack("{s:b, s:s, s:o}", "usable", usable, "state_dir",
+                                 rbx_engine_config(engine)->state_dir, "checks", checks));
     } else {
+        printf("state directory: %s\n\n", rbx_engine_config(engine)->state_dir);
         for (size_t i = 0; i < n; i++)
             printf("%-4s %-10s %s\n", items[i].ok ? "ok" : (items[i].essential ? "FAIL" : "no"),
                    items[i].name, items[i].detail);

@@ -21,6 +21,14 @@ typedef struct cli_globals {
 /* Where an operator installs the shipped deploy/policy.conf. */
 #define CLI_DEFAULT_POLICY "/etc/runbox/policy.conf"
 
+/* The globals from runbox's environment (RUNBOX_STATE_DIR, ...). */
+void cli_globals_init(cli_globals *globals, char **argv);
+/* Takes argv[*i] (and its value, advancing *i) when it is a global option,
+ * before or after the command: returns 0, or CLI_NOT_GLOBAL when it is not
+ * one, or EXIT_USAGE after printing what was wrong with it. */
+#define CLI_NOT_GLOBAL (-1)
+int cli_global_option(int argc, char **argv, int *i, cli_globals *globals, const char *command);
+
 /* Prints "runbox: <message>" and a hint to stderr; returns EXIT_USAGE. */
 int cli_usage_error(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -39,12 +47,12 @@ int cli_parse_seconds(const char *text, double *seconds);
 int cli_read_file(const char *path, size_t limit, char **data, size_t *len, char *why,
                   size_t why_size);
 
-int cli_run(const cli_globals *globals, int argc, char **argv);
-int cli_sessions(const cli_globals *globals, int argc, char **argv);
-int cli_check(const cli_globals *globals, int argc, char **argv);
-int cli_envs(const cli_globals *globals, int argc, char **argv);
-int cli_files(const cli_globals *globals, int argc, char **argv);
-int cli_serve(const cli_globals *globals, int argc, char **argv); /* src/http/, serve_elsewhere.c */
-int cli_mcp(const cli_globals *globals, int argc, char **argv);   /* src/mcp/ */
+int cli_run(cli_globals *globals, int argc, char **argv);
+int cli_sessions(cli_globals *globals, int argc, char **argv);
+int cli_check(cli_globals *globals, int argc, char **argv);
+int cli_envs(cli_globals *globals, int argc, char **argv);
+int cli_files(cli_globals *globals, int argc, char **argv);
+int cli_serve(cli_globals *globals, int argc, char **argv); /* src/http/, serve_elsewhere.c */
+int cli_mcp(cli_globals *globals, int argc, char **argv);   /* src/mcp/ */
 
 #endif

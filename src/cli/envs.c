@@ -46,7 +46,7 @@ static int list(rbx_engine *engine, bool as_json)
     return 0;
 }
 
-int cli_envs(const cli_globals *globals, int argc, char **argv)
+int cli_envs(cli_globals *globals, int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(envs_usage, argc < 2 ? stderr : stdout);
@@ -55,6 +55,7 @@ int cli_envs(const cli_globals *globals, int argc, char **argv)
     const char *sub = argv[1];
     bool as_json = false;
     double unused = -1;
+    int rc = 0;
     if (strcmp(sub, "list") && strcmp(sub, "gc"))
         return cli_usage_error("envs", "unknown command '%.64s' (accepted: list, gc)", sub);
     for (int i = 2; i < argc; i++) {
@@ -63,10 +64,11 @@ int cli_envs(const cli_globals *globals, int argc, char **argv)
         else if (!strcmp(argv[i], "--unused") && !strcmp(sub, "gc") && i + 1 < argc &&
                  (cli_parse_seconds(argv[i + 1], &unused) == 0 || !strcmp(argv[i + 1], "0")))
             unused = strcmp(argv[++i], "0") ? unused : 0;
-        else
+        else if ((rc = cli_global_option(argc, argv, &i, globals, "envs")) == CLI_NOT_GLOBAL)
             return cli_usage_error("envs", "unexpected argument '%.64s' for '%s'", argv[i], sub);
+        else if (rc)
+            return rc;
     }
-    int rc = 0;
     rbx_engine *engine = cli_engine(globals, &rc);
     if (!engine)
         return rc;

@@ -70,35 +70,58 @@ static int get(rbx_engine *engine, const char *id, const char *path)
     return rc;
 }
 
-int cli_files(const cli_globals *globals, int argc, char **argv)
+int cli_files(cli_globals *globals, int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(files_usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? EXIT_USAGE : 0;
     }
     const char *sub = argv[1];
-    bool as_json = argc == 4 && !strcmp(argv[3], "--json") && !strcmp(sub, "list");
     bool needs_path = strcmp(sub, "list") != 0;
     if (strcmp(sub, "list") && strcmp(sub, "put") && strcmp(sub, "get") && strcmp(sub, "rm"))
         return cli_usage_error("files", "unknown command '%.64s' (accepted: list, put, get, rm)",
                                sub);
-    if (argc != (needs_path ? 4 : 3) && !as_json)
+    const char *words[2] = {NULL, NULL};
+    size_t count = 0;
+    bool as_json = false, options_done = false;
+    int rc = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *arg = argv[i];
+        if (options_done || arg[0] != '-') {
+            if (count == (needs_path ? 2u : 1u))
+                return cli_usage_error("files", "'%s' takes SESSION%s", sub,
+                                       needs_path ? " PATH" : "");
+            words[count++] = arg;
+        } else if (!strcmp(arg, "--")) {
+            options_done = true; /* a path may begin with '-' */
+        } else if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            fputs(files_usage, stdout);
+            return 0;
+        } else if (!strcmp(arg, "--json") && !needs_path) {
+            as_json = true;
+        } else if ((rc = cli_global_option(argc, argv, &i, globals, "files")) == CLI_NOT_GLOBAL) {
+            return cli_usage_error("files", "unexpected argument '%.64s' for '%s'", arg, sub);
+        } else if (rc) {
+            return rc;
+        }
+    }
+    if (count != (needs_path ? 2u : 1u))
         return cli_usage_error("files", "'%s' takes SESSION%s", sub, needs_path ? " PATH" : "");
-    if (!rbx_session_id_valid(argv[2]))
+    const char *id = words[0], *path = words[1];
+    if (!rbx_session_id_valid(id))
         return cli_usage_error("files",
                                "invalid session id: it must match " RBX_SESSION_ID_PATTERN);
-    int rc = 0;
     rbx_engine *engine = cli_engine(globals, &rc);
     if (!engine)
         return rc;
     rbx_error err = {0};
     if (!strcmp(sub, "list"))
-        rc = list(engine, argv[2], as_json);
+        rc = list(engine, id, as_json);
     else if (!strcmp(sub, "put"))
-        rc = put(engine, argv[2], argv[3]);
+        rc = put(engine, id, path);
     else if (!strcmp(sub, "get"))
-        rc = get(engine, argv[2], argv[3]);
-    else if (rbx_file_delete(engine, argv[2], argv[3], &err) != RBX_OK)
+        rc = get(engine, id, path);
+    else if (rbx_file_delete(engine, id, path, &err) != RBX_OK)
         rc = cli_engine_error(&err);
     rbx_engine_free(engine);
     return rc;

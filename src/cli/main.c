@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 static const char usage[] =
-    "usage: runbox [--state-dir DIR] COMMAND [ARGS]\n"
+    "usage: runbox [options] COMMAND [ARGS] [options]\n"
     "\n"
     "Runs Python, JavaScript and Bash code for AI agents, isolated and bounded,\n"
     "and reports a structured result.\n"
@@ -20,7 +20,7 @@ static const char usage[] =
     "  serve [--listen ADDR:PORT]          the HTTP API (see 'runbox serve --help')\n"
     "  mcp                                 a Model Context Protocol server on stdio\n"
     "\n"
-    "options:\n"
+    "options (before or after the command):\n"
     "  --state-dir DIR   where sessions live (also RUNBOX_STATE_DIR; default\n"
     "                    /var/lib/runbox as root, else $XDG_STATE_HOME/runbox)\n"
     "  --policy FILE     deny patterns checked before code runs (also RUNBOX_POLICY;\n"
@@ -34,12 +34,8 @@ static const char usage[] =
 
 int main(int argc, char **argv)
 {
-    cli_globals globals = {.argv = argv,
-                           .state_dir = getenv("RUNBOX_STATE_DIR"),
-                           .policy_file = getenv("RUNBOX_POLICY")};
-    if (!globals.policy_file && access(CLI_DEFAULT_POLICY, R_OK) == 0)
-        globals.policy_file = CLI_DEFAULT_POLICY;
-    const char *install_network = getenv("RUNBOX_INSTALL_NETWORK");
+    cli_globals globals;
+    cli_globals_init(&globals, argv);
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -50,32 +46,12 @@ int main(int argc, char **argv)
             printf("runbox %s\n", RBX_VERSION);
             return 0;
         }
-        if (!strcmp(argv[i], "--state-dir") || !strncmp(argv[i], "--state-dir=", 12)) {
-            const char *value = argv[i][11] == '=' ? argv[i] + 12 : argv[++i];
-            if (!value || !*value)
-                return cli_usage_error(NULL, "--state-dir needs a directory");
-            globals.state_dir = value;
-            continue;
-        }
-        if (!strcmp(argv[i], "--install-network") || !strncmp(argv[i], "--install-network=", 18)) {
-            install_network = argv[i][17] == '=' ? argv[i] + 18 : argv[++i];
-            if (!install_network)
-                return cli_usage_error(NULL, "--install-network needs 'outside' or 'host'");
-            continue;
-        }
-        if (!strcmp(argv[i], "--policy") || !strncmp(argv[i], "--policy=", 9)) {
-            const char *value = argv[i][8] == '=' ? argv[i] + 9 : argv[++i];
-            if (!value || !*value)
-                return cli_usage_error(NULL, "--policy needs a file (or '' is not accepted)");
-            globals.policy_file = value;
-            continue;
-        }
-        return cli_usage_error(NULL, "unknown option '%.64s'", argv[i]);
+        int rc = cli_global_option(argc, argv, &i, &globals, NULL);
+        if (rc == CLI_NOT_GLOBAL)
+            return cli_usage_error(NULL, "unknown option '%.64s'", argv[i]);
+        if (rc)
+            return rc;
     }
-    if (install_network && strcmp(install_network, "outside") && strcmp(install_network, "host"))
-        return cli_usage_error(NULL, "--install-network must be 'outside' or 'host', not '%.32s'",
-                               install_network);
-    globals.install_network_host = install_network && !strcmp(install_network, "host");
     if (i >= argc) {
         fputs(usage, stderr);
         return EXIT_USAGE;

@@ -8,7 +8,7 @@ static int not_built(const char *command)
                            command);
 }
 
-int cli_serve(const cli_globals *globals, int argc, char **argv)
+int cli_serve(cli_globals *globals, int argc, char **argv)
 {
     (void)globals;
     (void)argc;

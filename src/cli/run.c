@@ -48,7 +48,7 @@ typedef struct run_options {
     size_t env_count;
     const char **requirements;
     size_t requirement_count;
-    const char *state_dir;
+    cli_globals *globals;
     int network;
     unsigned memory_mb;
 } run_options;
@@ -175,12 +175,12 @@ static int parse(int argc, char **argv, run_options *opts)
             if (!(value = option_value(argc, argv, &i, "--input")))
                 return cli_usage_error("run", "--input needs a file");
             opts->input = value;
-        } else if (is_option(arg, "--state-dir")) {
-            if (!(value = option_value(argc, argv, &i, "--state-dir")) || !*value)
-                return cli_usage_error("run", "--state-dir needs a directory");
-            opts->state_dir = value;
         } else {
-            return cli_usage_error("run", "unknown option '%.64s'", arg);
+            int rc = cli_global_option(argc, argv, &i, opts->globals, "run");
+            if (rc == CLI_NOT_GLOBAL)
+                return cli_usage_error("run", "unknown option '%.64s'", arg);
+            if (rc)
+                return rc;
         }
     }
     if (!opts->language)
@@ -208,14 +208,14 @@ static int render(const rbx_result *result, enum output_mode mode)
     return rc ? EXIT_SYSTEM : 0;
 }
 
-int cli_run(const cli_globals *globals, int argc, char **argv)
+int cli_run(cli_globals *globals, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(run_usage, stdout);
             return 0;
         }
-    run_options opts = {.state_dir = globals->state_dir, .network = -1};
+    run_options opts = {.globals = globals, .network = -1};
     opts.env = calloc((size_t)argc, sizeof *opts.env);
     opts.requirements = calloc((size_t)argc, sizeof *opts.requirements);
     int rc = opts.env && opts.requirements ? parse(argc, argv, &opts) : EXIT_SYSTEM;
@@ -224,9 +224,7 @@ int cli_run(const cli_globals *globals, int argc, char **argv)
         free(opts.requirements);
         return rc;
     }
-    cli_globals mine = *globals;
-    mine.state_dir = opts.state_dir;
-    rbx_engine *engine = cli_engine(&mine, &rc);
+    rbx_engine *engine = cli_engine(globals, &rc);
     if (!engine) {
         free(opts.env);
         free(opts.requirements);

@@ -12,7 +12,7 @@
 
 #define SERVER_PROGRAM "runbox-serve"
 
-int cli_serve(const cli_globals *globals, int argc, char **argv)
+int cli_serve(cli_globals *globals, int argc, char **argv)
 {
     (void)argc;
     (void)argv;

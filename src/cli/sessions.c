@@ -49,7 +49,7 @@ static int list(rbx_engine *engine, bool as_json)
     return 0;
 }
 
-int cli_sessions(const cli_globals *globals, int argc, char **argv)
+int cli_sessions(cli_globals *globals, int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(sessions_usage, argc < 2 ? stderr : stdout);
@@ -59,6 +59,7 @@ int cli_sessions(const cli_globals *globals, int argc, char **argv)
     const char *id = NULL;
     bool as_json = false;
     double seconds = -1;
+    int rc = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(sessions_usage, stdout);
@@ -72,6 +73,10 @@ int cli_sessions(const cli_globals *globals, int argc, char **argv)
             i++;
         } else if (argv[i][0] != '-' && !strcmp(sub, "rm") && !id) {
             id = argv[i];
+        } else if ((rc = cli_global_option(argc, argv, &i, globals, "sessions")) !=
+                   CLI_NOT_GLOBAL) {
+            if (rc)
+                return rc;
         } else {
             return cli_usage_error("sessions", "unexpected argument '%.64s' for '%s'", argv[i],
                                    sub);
@@ -85,7 +90,6 @@ int cli_sessions(const cli_globals *globals, int argc, char **argv)
     if (id && !rbx_session_id_valid(id))
         return cli_usage_error("sessions",
                                "invalid session id: it must match " RBX_SESSION_ID_PATTERN);
-    int rc = 0;
     rbx_engine *engine = cli_engine(globals, &rc);
     if (!engine)
         return rc;

@@ -60,7 +60,7 @@ typedef struct serve_options {
 } serve_options;
 
 /* Parses argv; returns -1 to go on, else the exit code (--help, usage error). */
-int http_options_parse(int argc, char **argv, serve_options *options);
+int http_options_parse(int argc, char **argv, serve_options *options, cli_globals *globals);
 
 /* log.c: one JSON object per line on stderr, "time" first. */
 json_t *http_log_event(const char *event);

@@ -95,7 +95,7 @@ static int parse_option(int argc, char **argv, int *i, serve_options *o)
     return 0;
 }
 
-int http_options_parse(int argc, char **argv, serve_options *o)
+int http_options_parse(int argc, char **argv, serve_options *o, cli_globals *globals)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     *o = (serve_options){
@@ -115,7 +115,9 @@ int http_options_parse(int argc, char **argv, serve_options *o)
     for (int i = 1; i < argc; i++) {
         if (argv[i][0] != '-')
             return cli_usage_error("serve", "unexpected argument '%.64s'", argv[i]);
-        int rc = parse_option(argc, argv, &i, o);
+        int rc = cli_global_option(argc, argv, &i, globals, "serve");
+        if (rc == CLI_NOT_GLOBAL)
+            rc = parse_option(argc, argv, &i, o);
         if (rc)
             return rc;
     }

@@ -137,10 +137,10 @@ static int serve(const cli_globals *globals, http_server *server,
     return rc;
 }
 
-int cli_serve(const cli_globals *globals, int argc, char **argv)
+int cli_serve(cli_globals *globals, int argc, char **argv)
 {
     http_server server = {0};
-    int rc = http_options_parse(argc, argv, &server.options);
+    int rc = http_options_parse(argc, argv, &server.options, globals);
     if (rc >= 0)
         return rc;
     char why[600];

@@ -68,14 +68,18 @@ static int take_stdio(int *in_fd, int *out_fd)
     return rc;
 }
 
-int cli_mcp(const cli_globals *globals, int argc, char **argv)
+int cli_mcp(cli_globals *globals, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(mcp_usage, stdout);
             return 0;
         }
-        return cli_usage_error("mcp", "unexpected argument '%.64s'", argv[i]);
+        int taken = cli_global_option(argc, argv, &i, globals, "mcp");
+        if (taken == CLI_NOT_GLOBAL)
+            return cli_usage_error("mcp", "unexpected argument '%.64s'", argv[i]);
+        if (taken)
+            return taken;
     }
     int in_fd = -1, out_fd = -1;
     if (take_stdio(&in_fd, &out_fd) != 0) {

@@ -1,0 +1,60 @@
+/* Options that every command takes (where sessions live, the operator's
+ * policy, the network of installs): accepted before the command and after
+ * it, so `runbox serve --state-dir DIR` works like `runbox --state-dir DIR
+ * serve`. Each command's parser offers the options it does not know here. */
+#include "cli/cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void cli_globals_init(cli_globals *globals, char **argv)
+{
+    *globals = (cli_globals){.argv = argv,
+                             .state_dir = getenv("RUNBOX_STATE_DIR"),
+                             .policy_file = getenv("RUNBOX_POLICY")};
+    if (!globals->policy_file && access(CLI_DEFAULT_POLICY, R_OK) == 0)
+        globals->policy_file = CLI_DEFAULT_POLICY;
+    const char *install_network = getenv("RUNBOX_INSTALL_NETWORK");
+    globals->install_network_host = install_network && !strcmp(install_network, "host");
+}
+
+/* --name VALUE or --name=VALUE; NULL when the value is missing. */
+static const char *value_of(int argc, char **argv, int *i, const char *name)
+{
+    size_t n = strlen(name);
+    if (argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    return *i + 1 < argc ? argv[++*i] : NULL;
+}
+
+static bool named(const char *arg, const char *name)
+{
+    size_t n = strlen(name);
+    return !strncmp(arg, name, n) && (arg[n] == 0 || arg[n] == '=');
+}
+
+int cli_global_option(int argc, char **argv, int *i, cli_globals *globals, const char *command)
+{
+    const char *arg = argv[*i];
+    const char *value;
+    if (named(arg, "--state-dir")) {
+        if (!(value = value_of(argc, argv, i, "--state-dir")) || !*value)
+            return cli_usage_error(command, "--state-dir needs a directory");
+        globals->state_dir = value;
+    } else if (named(arg, "--policy")) {
+        if (!(value = value_of(argc, argv, i, "--policy")) || !*value)
+            return cli_usage_error(command, "--policy needs a file");
+        globals->policy_file = value;
+    } else if (named(arg, "--install-network")) {
+        value = value_of(argc, argv, i, "--install-network");
+        if (!value || (strcmp(value, "outside") && strcmp(value, "host")))
+            return cli_usage_error(command, "--install-network must be 'outside' or 'host', not "
+                                            "'%.32s'",
+                                   value ? value : "");
+        globals->install_network_host = !strcmp(value, "host");
+    } else {
+        return CLI_NOT_GLOBAL;
+    }
+    return 0;
+}
