@@ -12,7 +12,8 @@
  * (the execute request), auth, admission (the limit and the queue),
  * execution (its life on the server), run (through the engine), stream
  * (streaming responses), execute, sessions, files, metrics, log, watchdog (slow
- * clients), openapi. */
+ * clients); GET /openapi.json serves docs/openapi.json, embedded at build
+ * time. */
 #ifndef RBX_HTTP_H
 #define RBX_HTTP_H
 
@@ -347,7 +348,8 @@ enum MHD_Result http_handle_health(http_request *req);
 enum MHD_Result http_handle_metrics(http_request *req);
 enum MHD_Result http_handle_openapi(http_request *req);
 
-/* openapi.c: docs/openapi.json, embedded. */
+/* docs/openapi.json, embedded at build time (cmake/embed.cmake). */
 extern const char http_openapi_json[];
+extern const unsigned long http_openapi_json_size;
 
 #endif

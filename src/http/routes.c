@@ -105,7 +105,7 @@ bool http_route_is_open(const char *path)
 
 enum MHD_Result http_handle_openapi(http_request *req)
 {
-    size_t len = strlen(http_openapi_json);
+    size_t len = (size_t)http_openapi_json_size;
     struct MHD_Response *response =
         MHD_create_response_from_buffer(len, (void *)http_openapi_json, MHD_RESPMEM_PERSISTENT);
     if (!response)

@@ -4,7 +4,6 @@ import os
 import re
 
 from http_helpers import ROOT
-import embed_openapi
 
 DOC_PATH = os.path.join(ROOT, "docs", "openapi.json")
 ROUTES_C = os.path.join(ROOT, "src", "http", "routes.c")
@@ -21,13 +20,6 @@ def test_the_server_serves_docs_openapi_json_byte_for_byte(server):
     assert response.status == 200
     assert response.header("Content-Type") == "application/json"
     assert response.body == load_doc()
-
-
-def test_the_embedded_copy_is_generated_from_the_doc():
-    with open(embed_openapi.C_PATH, encoding="ascii") as f:
-        embedded = f.read()
-    assert embedded == embed_openapi.c_source(load_doc().decode("ascii")), \
-        "src/http/openapi.c is stale: run /usr/bin/python3 tests/http/embed_openapi.py"
 
 
 def test_it_is_an_openapi_3_1_document():
