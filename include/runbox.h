@@ -49,6 +49,8 @@ typedef struct rbx_config {
     uint32_t max_memory_mb;      /* the most a request may ask for, default 8192 */
     uint32_t pids_max;           /* processes and threads per execution, default 256 */
     uint32_t cpu_weight;         /* CPU share, 1..10000 (cgroup v2 scale), default 100 */
+    double cpus;                 /* CPU quota per execution in cores, default 1 */
+    double max_cpus;             /* the most a request may ask for, default: the host's cores */
     const char *policy_file;     /* deny patterns checked before code runs; NULL: none */
     uint32_t max_requirements;   /* per execution, default 32 */
     bool allow_requirement_urls; /* let specs name URLs and paths (default: refused) */
@@ -66,6 +68,11 @@ typedef struct rbx_engine rbx_engine;
 /* Creates the state directory if needed. Returns NULL and fills err on failure. */
 rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err);
 void rbx_engine_free(rbx_engine *engine);
+/* Sweeps what runbox processes that died outright left behind (execution
+ * cgroups, scratch space, half-made or half-removed sessions): long-lived
+ * front ends call it at start, so that a restart after a crash finds a
+ * clean host at once. Other runbox processes' live work is never touched. */
+void rbx_engine_recover(rbx_engine *engine);
 const rbx_config *rbx_engine_config(const rbx_engine *engine);
 
 /* One execution. Only language and code are required. */
@@ -82,6 +89,7 @@ typedef struct rbx_request {
     int cancel_fd;                   /* -1, or an fd that becomes readable to cancel */
     int network;                     /* -1: the configured default; 0: loopback only; 1: on */
     uint32_t memory_mb;              /* 0: the configured default */
+    double cpus;                     /* CPU quota in cores; 0: the configured default */
     const char *const *requirements; /* packages the code needs (PEP 508 / npm specs) */
     size_t requirement_count;
     bool trace; /* report how long each step took (result "trace") */
@@ -117,6 +125,7 @@ typedef struct rbx_result {
     int64_t peak_memory_kb;
     int signal;           /* the signal that ended the program, or 0 */
     const char *limits;   /* what enforced the limits: "cgroup-v1", "cgroup-v2", "rlimits" */
+    double cpus;          /* the CPU quota enforced, in cores; 0 when none could be (rlimits) */
     bool network;         /* whether the code could reach outside hosts */
     bool has_install;     /* the execution had requirements: the install_* fields apply */
     char install_env[64]; /* the environment's name */

@@ -2,6 +2,7 @@
 #include "disk.h"
 #include "internal.h"
 #include "policy.h"
+#include "sandbox/cgroup.h"
 #include "sandbox/mount.h"
 #include "sandbox/net.h"
 
@@ -50,6 +51,7 @@ void rbx_config_defaults(rbx_config *config)
     config->max_memory_mb = 8192;
     config->pids_max = 256;
     config->cpu_weight = 100;
+    config->cpus = 1;
     config->max_requirements = 32;
     config->install_timeout_s = 300;
     config->install_output_cap = 64 * 1024;
@@ -124,6 +126,10 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
             engine->config.pids_max = config->pids_max;
         if (config->cpu_weight)
             engine->config.cpu_weight = config->cpu_weight;
+        if (config->cpus > 0)
+            engine->config.cpus = config->cpus;
+        if (config->max_cpus > 0)
+            engine->config.max_cpus = config->max_cpus;
         engine->config.policy_file = config->policy_file;
         if (config->max_requirements)
             engine->config.max_requirements = config->max_requirements;
@@ -138,6 +144,12 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
     }
     if (engine->config.default_timeout_s > engine->config.max_timeout_s)
         engine->config.default_timeout_s = engine->config.max_timeout_s;
+    if (engine->config.max_cpus <= 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        engine->config.max_cpus = cores > 0 ? (double)cores : 1;
+    }
+    if (engine->config.cpus > engine->config.max_cpus)
+        engine->config.cpus = engine->config.max_cpus;
     if (engine->config.memory_mb > engine->config.max_memory_mb)
         engine->config.memory_mb = engine->config.max_memory_mb;
     if (engine->config.output_cap_bytes < 64)
@@ -217,6 +229,12 @@ void rbx_engine_free(rbx_engine *engine)
     rbx_policy_free(engine->policy);
     pthread_mutex_destroy(&engine->running_lock);
     free(engine);
+}
+
+void rbx_engine_recover(rbx_engine *engine)
+{
+    (void)engine;
+    (void)rbx_cgroup_probe(); /* probes once per process, and sweeps then */
 }
 
 const rbx_config *rbx_engine_config(const rbx_engine *engine)

@@ -215,7 +215,11 @@ static void build_spec(const execution *x, rbx_sandbox_spec *spec, const char **
                                                                     : engine->config.memory_mb)
                                    << 20,
                    .pids = engine->config.pids_max,
-                   .cpu_weight = engine->config.cpu_weight},
+                   .cpu_weight = engine->config.cpu_weight,
+                   .cpu_quota_us = (uint64_t)((x->request->cpus > 0 ? x->request->cpus
+                                                                   : engine->config.cpus) *
+                                                  RBX_CPU_PERIOD_US +
+                                              0.5)},
         .file_size_max = engine->config.disk_cap_bytes,
         .is_root = engine->is_root,
         .trace = x->trace,
@@ -336,6 +340,8 @@ static rbx_status watch_sandbox(const execution *x, rbx_sandbox *sandbox, rbx_wa
     rbx_cgroup_stats usage = {0};
     bool measured = sandbox->cgroup && rbx_cgroup_stats_read(sandbox->cgroup, &usage) == 0;
     result->limits = limits_name(sandbox->cgroup != NULL);
+    if (sandbox->cgroup)
+        result->cpus = x->request->cpus > 0 ? x->request->cpus : x->engine->config.cpus;
     rbx_sandbox_close(sandbox);
     result->duration_ms = (rbx_now_us() - started + 500) / 1000;
     rbx_outcome outcome = read_outcome(watch, reported, &report, measured && usage.oom_killed);

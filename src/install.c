@@ -82,7 +82,11 @@ static rbx_status run_installer(rbx_engine *engine, const rbx_runtime *runtime,
         .code_fd = null_fd,
         .is_root = engine->is_root,
         .network = install_network(engine),
-        .limits = {.memory_bytes = (uint64_t)INSTALL_MEMORY_MB << 20, .pids = INSTALL_PIDS},
+        /* Builds (sdists, native npm modules) may use the operator's whole
+         * allowance of cores, never more. */
+        .limits = {.memory_bytes = (uint64_t)INSTALL_MEMORY_MB << 20,
+                   .pids = INSTALL_PIDS,
+                   .cpu_quota_us = (uint64_t)(engine->config.max_cpus * RBX_CPU_PERIOD_US)},
         .file_size_max = engine->config.disk_cap_bytes,
     };
     spec.root_request.nameserver = spec.network == RBX_NET_OUTSIDE;

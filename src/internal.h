@@ -85,6 +85,7 @@ bool rbx_spec_npm(const char *spec, bool allow_urls, char *out, size_t size, cha
 const rbx_runtime *rbx_runtime_find(const char *name);
 
 /* request.c */
+#define RBX_CPUS_MIN 0.01 /* a hundredth of a core: 1 ms of CPU per 100 ms period */
 rbx_status rbx_request_validate(const rbx_engine *engine, const rbx_request *request,
                                 const rbx_runtime **runtime, double *timeout_s, rbx_error *err);
 bool rbx_env_name_valid(const char *name, size_t len);

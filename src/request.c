@@ -108,6 +108,12 @@ rbx_status rbx_request_validate(const rbx_engine *engine, const rbx_request *req
         return rbx_fail(err, RBX_EINVAL,
                         "memory limit %u MiB is out of bounds (accepted: 16 to %u MiB)",
                         request->memory_mb, config->max_memory_mb);
+    if (request->cpus != 0 &&
+        (!isfinite(request->cpus) || request->cpus < RBX_CPUS_MIN || request->cpus > config->max_cpus))
+        return rbx_fail(err, RBX_EINVAL,
+                        "cpus %g is out of bounds (accepted: %g to %g cores; the operator's "
+                        "maximum is --max-cpus)",
+                        request->cpus, RBX_CPUS_MIN, config->max_cpus);
     if (request->stdin_len && !request->stdin_data)
         return rbx_fail(err, RBX_EINVAL, "stdin length given without data");
     return validate_env(request, err);

@@ -46,6 +46,7 @@ static char *render_result(const rbx_result *result, bool as_event)
     json_object_set_new(obj, "cpu_ms", json_integer(result->cpu_ms));
     json_object_set_new(obj, "peak_memory_kb", json_integer(result->peak_memory_kb));
     json_object_set_new(obj, "limits", nullable_string(result->limits));
+    json_object_set_new(obj, "cpus", result->cpus > 0 ? json_real(result->cpus) : json_null());
     json_object_set_new(obj, "network", json_boolean(result->network));
     json_object_set_new(obj, "install",
                         result->has_install

@@ -77,6 +77,7 @@ rbx_engine *cli_engine(const cli_globals *globals, int *exit_code)
     config.state_dir = globals->state_dir;
     config.policy_file = globals->policy_file;
     config.install_network_host = globals->install_network_host;
+    config.max_cpus = globals->max_cpus;
     rbx_error err = {0};
     rbx_engine *engine = rbx_engine_new(&config, &err);
     if (!engine)

@@ -15,6 +15,7 @@ typedef struct cli_globals {
     const char *state_dir;
     const char *policy_file;
     bool install_network_host; /* --install-network host (or RUNBOX_INSTALL_NETWORK=host) */
+    double max_cpus;           /* --max-cpus (or RUNBOX_MAX_CPUS); 0: the host's cores */
     char **argv;               /* as runbox was started, for `serve` (serve_elsewhere.c) */
 } cli_globals;
 

@@ -17,6 +17,9 @@ void cli_globals_init(cli_globals *globals, char **argv)
         globals->policy_file = CLI_DEFAULT_POLICY;
     const char *install_network = getenv("RUNBOX_INSTALL_NETWORK");
     globals->install_network_host = install_network && !strcmp(install_network, "host");
+    const char *max_cpus = getenv("RUNBOX_MAX_CPUS");
+    if (max_cpus && cli_parse_seconds(max_cpus, &globals->max_cpus) != 0)
+        globals->max_cpus = 0; /* checked again, with a message, by cli_engine */
 }
 
 /* --name VALUE or --name=VALUE; NULL when the value is missing. */
@@ -53,6 +56,11 @@ int cli_global_option(int argc, char **argv, int *i, cli_globals *globals, const
                                             "'%.32s'",
                                    value ? value : "");
         globals->install_network_host = !strcmp(value, "host");
+    } else if (named(arg, "--max-cpus")) {
+        value = value_of(argc, argv, i, "--max-cpus");
+        if (!value || cli_parse_seconds(value, &globals->max_cpus) != 0)
+            return cli_usage_error(command, "--max-cpus needs a number of cores above 0, e.g. "
+                                            "--max-cpus 2");
     } else {
         return CLI_NOT_GLOBAL;
     }

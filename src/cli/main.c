@@ -29,6 +29,9 @@ static const char usage[] =
     "                    the network of dependency installs: outside hosts only (the\n"
     "                    default), or the host's own network, loopback included, for a\n"
     "                    package mirror there (also RUNBOX_INSTALL_NETWORK)\n"
+    "  --max-cpus N      the most cores an execution may ask for (also\n"
+    "                    RUNBOX_MAX_CPUS; default the host's cores); each gets 1 unless\n"
+    "                    it asks (--cpus, \"cpus\")\n"
     "  --help            this text\n"
     "  --version         runbox's version\n";
 

@@ -26,6 +26,8 @@ static const char run_usage[] =
     "  --network           let the code reach outside hosts (the default)\n"
     "  --no-network        loopback only\n"
     "  --memory MIB        memory limit (default 512)\n"
+    "  --cpus N            CPU quota in cores, e.g. 0.5 or 2 (default 1; at most the\n"
+    "                      operator's --max-cpus, by default the host's cores)\n"
     "  --require SPEC      a package the code needs (repeatable): a PEP 508 spec for\n"
     "                      python (numpy>=1.24), an npm spec for javascript\n"
     "                      (lodash@4.17.21); installed once into a cached environment\n"
@@ -51,6 +53,7 @@ typedef struct run_options {
     cli_globals *globals;
     int network;
     unsigned memory_mb;
+    double cpus;
 } run_options;
 
 /* The write end of the pipe that cancels the run on SIGINT or SIGTERM, so
@@ -163,6 +166,11 @@ static int parse(int argc, char **argv, run_options *opts)
                 strlen(value) > 7)
                 return cli_usage_error("run", "--memory needs a whole number of MiB, e.g. "
                                               "--memory 256");
+        } else if (is_option(arg, "--cpus")) {
+            if (!(value = option_value(argc, argv, &i, "--cpus")) ||
+                cli_parse_seconds(value, &opts->cpus) != 0)
+                return cli_usage_error("run", "--cpus needs a number of cores above 0, e.g. "
+                                              "--cpus 0.5");
         } else if (is_option(arg, "--require")) {
             if (!(value = option_value(argc, argv, &i, "--require")))
                 return cli_usage_error("run", "--require needs a package spec");
@@ -240,6 +248,7 @@ int cli_run(cli_globals *globals, int argc, char **argv)
     request.env_count = opts.env_count;
     request.network = opts.network;
     request.memory_mb = opts.memory_mb;
+    request.cpus = opts.cpus;
     request.requirements = opts.requirements;
     const char *trace = getenv("RUNBOX_TRACE");
     request.trace = trace && *trace && strcmp(trace, "0");

@@ -94,6 +94,21 @@ static bool parse_memory(execute_form *form, json_t *value, http_error *err)
     return true;
 }
 
+static bool parse_cpus(execute_form *form, json_t *value, http_error *err)
+{
+    if (!json_is_number(value))
+        return wrong_type(err, "cpus", "a number of cores", value);
+    double cores = json_number_value(value);
+    /* 0 would mean "the default" to the engine: say so instead. */
+    if (!isfinite(cores) || cores <= 0) {
+        http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request",
+                       "'cpus' must be more than 0 cores (leave it out for the default)");
+        return false;
+    }
+    form->request.cpus = cores;
+    return true;
+}
+
 static bool parse_network(execute_form *form, json_t *value, http_error *err)
 {
     if (!json_is_boolean(value))
@@ -182,6 +197,7 @@ static const struct field {
     {"session_id", parse_session_id},
     {"requirements", parse_requirements},
     {"memory_mb", parse_memory},
+    {"cpus", parse_cpus},
     {"network", parse_network},
     {"env", parse_env},
     {"stdin", parse_stdin},

@@ -117,6 +117,8 @@ static int serve(const cli_globals *globals, http_server *server,
         close(listen_fd);
         return rc;
     }
+    /* Before the first request: what a killed predecessor left goes now. */
+    rbx_engine_recover(server->engine);
     int signal_fd = shutdown_pipe();
     if (signal_fd >= 0 && http_server_start(server, listen_fd) == 0) {
         log_listening(server, listen_fd);

@@ -62,6 +62,7 @@ static json_t *execute(rbx_engine *engine, mcp_output *output, mcp_call *call)
     request.code_len = json_string_length(code);
     request.session_id = text_argument(call, "session_id");
     request.timeout_s = json_number_value(json_object_get(call->arguments, "timeout"));
+    request.cpus = json_number_value(json_object_get(call->arguments, "cpus"));
     request.cancel_fd = call->cancel_fd;
     const char **requirements = requirement_list(call, &request.requirement_count);
     if (!requirements)

@@ -134,6 +134,13 @@ static json_t *execution_input(const tool_spec *spec, const rbx_config *config)
         json_pack("{s:s, s:s, s:s}", "type", "string", "pattern", SESSION_ID_PATTERN, "description",
                   "Run in this session, created on first use: files in /home/user persist "
                   "across calls with the same id. Letters, digits, '.', '_' and '-', up to 64."));
+    snprintf(text, sizeof text,
+             "CPU cores the code may use at once (default %g, at most %g); more than 1 only "
+             "helps code that runs in parallel.",
+             config->cpus, config->max_cpus);
+    json_object_set_new(properties, "cpus",
+                        json_pack("{s:s, s:f, s:f, s:s}", "type", "number", "exclusiveMinimum",
+                                  0.0, "maximum", config->max_cpus, "description", text));
     if (spec->requirements_text) {
         snprintf(text, sizeof text,
                  "%s Installed once into a cached environment that later calls with the same "
@@ -175,6 +182,7 @@ static const struct result_field {
     {"cpu_ms", "integer", false, "CPU time used."},
     {"peak_memory_kb", "integer", false, "Peak memory used."},
     {"limits", "string", true, "What enforced the limits: cgroup-v2, cgroup-v1 or rlimits."},
+    {"cpus", "number", true, "The CPU quota enforced, in cores (null where none could be)."},
     {"network", "boolean", false, "Whether the code could reach outside hosts."},
 };
 

@@ -323,28 +323,55 @@ static void run_probe(void)
 }
 
 /* Removes exec-* cgroups left by a runbox that was killed before it could
- * (SIGKILL, a crash). rmdir only succeeds on an empty cgroup, and one a
- * minute old is past its few milliseconds between creation and joining, so
- * no live execution's cgroup can go. */
+ * (SIGKILL, a crash). The name carries the pid of the runbox that made the
+ * cgroup: once that runbox is gone its cgroups go too, at the next
+ * runbox's start, whatever their age. Names without a pid (or of a pid
+ * this process cannot judge) wait a minute, past the few milliseconds
+ * between a cgroup's creation and its execution joining it. */
 #define STALE_AFTER_S 60
 
-/* Whether the runbox named in an exec-<pid>-<hex> cgroup still runs. A
- * long execution's cgroup is older than a minute, and empty for a moment
- * between its init's exit and the reading of its statistics: its owner is
- * alive then, so it is not swept. (A reused pid only keeps a leftover a
- * little longer.) Names without a pid, or of a pid this process cannot
- * see, are judged by age alone. */
-static bool owner_alive(const char *name)
+/* The start time of a process, in seconds since the epoch (0 if unknown):
+ * field 22 of /proc/PID/stat, in clock ticks since boot. */
+static time_t process_started(long pid)
+{
+    char dir[32], buf[1024];
+    snprintf(dir, sizeof dir, "/proc/%ld", pid);
+    if (read_at(dir, "stat", buf, sizeof buf) <= 0)
+        return 0;
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    struct timespec boot, real;
+    long ticks = sysconf(_SC_CLK_TCK);
+    if (!p || ticks <= 0 || clock_gettime(CLOCK_BOOTTIME, &boot) != 0 ||
+        clock_gettime(CLOCK_REALTIME, &real) != 0)
+        return 0;
+    unsigned long long started = strtoull(p + 1, NULL, 10);
+    return real.tv_sec - boot.tv_sec + (time_t)(started / (unsigned long long)ticks);
+}
+
+typedef enum { OWNER_ALIVE, OWNER_GONE, OWNER_UNKNOWN } owner_state;
+
+/* Whether the runbox named in an exec-<pid>-<hex> cgroup made at `made`
+ * still runs. A live process with that pid that started after the cgroup
+ * was made is another process that reused the pid. */
+static owner_state owner_of(const char *name, time_t made)
 {
     char *end;
     long pid = strtol(name + 5, &end, 10);
     if (end == name + 5 || *end != '-' || pid <= 0)
-        return false;
-    return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+        return OWNER_UNKNOWN;
+    if (kill((pid_t)pid, 0) != 0)
+        return errno == ESRCH ? OWNER_GONE : OWNER_UNKNOWN;
+    time_t started = process_started(pid);
+    return started && started > made + 1 ? OWNER_GONE : OWNER_ALIVE;
 }
 
+static void kill_listed(const char *dir, const char *name);
+
 /* An exec-* directory is created in the first hierarchy first and removed
- * from it last (remove_dirs), so listing that one finds every leftover. */
+ * from it last (remove_dirs), so listing that one finds every leftover.
+ * Processes still in one (an init on its way out) are killed first. */
 static void sweep_stale(void)
 {
     time_t now = time(NULL);
@@ -356,14 +383,21 @@ static void sweep_stale(void)
         struct stat st;
         if (strncmp(entry->d_name, "exec-", 5) != 0 ||
             fstatat(dirfd(dir), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-            !S_ISDIR(st.st_mode) || now - st.st_mtim.tv_sec < STALE_AFTER_S ||
-            owner_alive(entry->d_name))
+            !S_ISDIR(st.st_mode))
+            continue;
+        owner_state owner = owner_of(entry->d_name, st.st_mtim.tv_sec);
+        if (owner == OWNER_ALIVE ||
+            (owner == OWNER_UNKNOWN && now - st.st_mtim.tv_sec < STALE_AFTER_S))
             continue;
         for (size_t i = probe.n; i-- > 0;) {
             char path[PATH_MAX];
-            if (snprintf(path, sizeof path, "%s/runbox/%s", probe.h[i].base, entry->d_name) <
+            if (snprintf(path, sizeof path, "%s/runbox/%s", probe.h[i].base, entry->d_name) >=
                 (int)sizeof path)
-                (void)rmdir(path);
+                continue;
+            for (int tries = 0; rmdir(path) != 0 && errno == EBUSY && tries < 50; tries++) {
+                kill_listed(path, entry->d_name);
+                nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+            }
         }
     }
     if (dir)
@@ -447,6 +481,27 @@ static int limit_swap(bool v2, const char *mem, const char *limit)
     return v2 ? 0 : write_at(mem, "memory.swappiness", "0");
 }
 
+/* The CPU quota: v2's cpu.max "QUOTA PERIOD"; v1's CFS bandwidth files
+ * (the period first, so that the quota is never checked against another
+ * period). The kernel takes at least 1 ms of quota. */
+static int set_quota(bool v2, const char *cpu, uint64_t quota_us, char *why, size_t ws)
+{
+    char num[64];
+    if (quota_us < 1000)
+        quota_us = 1000;
+    int r;
+    if (v2) {
+        snprintf(num, sizeof num, "%" PRIu64 " %d", quota_us, RBX_CPU_PERIOD_US);
+        r = write_at(cpu, "cpu.max", num);
+    } else {
+        snprintf(num, sizeof num, "%d", RBX_CPU_PERIOD_US);
+        r = write_at(cpu, "cpu.cfs_period_us", num);
+        snprintf(num, sizeof num, "%" PRIu64, quota_us);
+        r = r ? r : write_at(cpu, "cpu.cfs_quota_us", num);
+    }
+    return r ? fail(why, ws, "cannot set the CPU quota in %s: %s", cpu, strerror(errno)) : 0;
+}
+
 /* v1 memory cgroups inherit oom_kill_disable from their parent: it is
  * cleared, or a program at its limit would hang instead of being killed. */
 static int set_limits(const rbx_cgroup *cg, const rbx_cgroup_limits *l, char *why, size_t ws)
@@ -468,7 +523,7 @@ static int set_limits(const rbx_cgroup *cg, const rbx_cgroup_limits *l, char *wh
     snprintf(num, sizeof num, "%" PRIu64, cg->v2 ? l->cpu_weight : shares < 2 ? 2 : shares);
     if (l->cpu_weight && write_at(cpu, cg->v2 ? "cpu.weight" : "cpu.shares", num) != 0)
         return fail(why, ws, "cannot set the CPU weight in %s: %s", cpu, strerror(errno));
-    return 0;
+    return l->cpu_quota_us ? set_quota(cg->v2, cpu, l->cpu_quota_us, why, ws) : 0;
 }
 
 int rbx_cgroup_create(const rbx_cgroup_limits *limits, rbx_cgroup **out, char *why, size_t why_size)
@@ -479,7 +534,7 @@ int rbx_cgroup_create(const rbx_cgroup_limits *limits, rbx_cgroup **out, char *w
         return fail(why, why_size, "cgroups are unavailable: %s", s->detail);
     if (limits->cpu_weight > 10000)
         return fail(why, why_size, "cpu_weight %u is not in 1..10000", limits->cpu_weight);
-    if ((limits->pids && !s->pids) || (limits->cpu_weight && !s->cpu))
+    if ((limits->pids && !s->pids) || ((limits->cpu_weight || limits->cpu_quota_us) && !s->cpu))
         return fail(why, why_size, "these limits need a controller missing here: %s", s->detail);
     /* A process that runs many executions (runbox serve, runbox mcp) also
      * sweeps before each one after its first: one killed outright and
@@ -503,7 +558,8 @@ int rbx_cgroup_create(const rbx_cgroup_limits *limits, rbx_cgroup **out, char *w
     }
     snprintf(cg->name, sizeof cg->name, "exec-%d-%016" PRIx64, (int)getpid(), r);
     /* v2: the cpu controller only when asked for (cpu.stat works without). */
-    unsigned v2_ctls = probe.h[0].ctls & (limits->cpu_weight ? ~0u : ~(unsigned)CTL_CPU);
+    bool cpu = limits->cpu_weight || limits->cpu_quota_us;
+    unsigned v2_ctls = probe.h[0].ctls & (cpu ? ~0u : ~(unsigned)CTL_CPU);
     for (size_t i = 0; i < cg->n; i++)
         if (make_dir(cg, i, v2_ctls, why, why_size) != 0)
             goto fail;

@@ -17,7 +17,11 @@ typedef struct rbx_cgroup_limits {
     uint64_t memory_bytes; /* 0 = no limit; swap is limited along with it */
     uint64_t pids;         /* processes and threads; 0 = no limit */
     uint32_t cpu_weight;   /* 1..10000 like v2's cpu.weight (100 = default); 0 = none */
+    uint64_t cpu_quota_us; /* CPU time per RBX_CPU_PERIOD_US, over all CPUs; 0 = no quota */
 } rbx_cgroup_limits;
+
+/* The CFS bandwidth period: a quota of N cores is N x this per period. */
+#define RBX_CPU_PERIOD_US 100000
 
 typedef enum { RBX_CGROUP_NONE, RBX_CGROUP_V1, RBX_CGROUP_V2 } rbx_cgroup_mode;
 

@@ -127,6 +127,12 @@ def test_options_memory_network_env_stdin(transport):
     assert bomb["error_type"] == "MemoryError"
 
 
+def test_cpus_is_passed_and_reported(transport):
+    result = execute_bash(command="true", cpus=0.5)
+    assert result["success"], result
+    assert result["cpus"] == (None if result["limits"] == "rlimits" else 0.5), result
+
+
 # --- streaming -----------------------------------------------------------------------------
 
 def test_on_output_receives_output_before_the_call_returns(transport):

@@ -120,10 +120,13 @@ def remove_cgroups_left_since(before, seconds=5.0):
     them, so that the last case of a suite finds none."""
     for path in execution_cgroups() - before:
         deadline = time.time() + seconds  # the sandbox's init exits just after its program
-        while cgroup_procs(path) and time.time() < deadline:
-            time.sleep(0.05)
-        assert cgroup_procs(path) == "", f"{path} still holds processes"
-        os.rmdir(path)
+        try:
+            while cgroup_procs(path) and time.time() < deadline:
+                time.sleep(0.05)
+            assert cgroup_procs(path) == "", f"{path} still holds processes"
+            os.rmdir(path)
+        except FileNotFoundError:
+            pass  # another runbox started meanwhile and swept it, as it should
 
 
 def cgroup_procs(path):
@@ -162,3 +165,43 @@ def planted_cgroups(ages):
 
 def existing(paths):
     return [path for path in paths if os.path.isdir(path)]
+
+
+def sandbox_processes(session_id=None):
+    """Host processes running as the sandbox's host uids (as root), other than zombies; with
+    session_id, only those of that session's executions (runbox puts RUNBOX_SESSION_ID in
+    their environment), so that other runbox users on the machine do not count."""
+    if os.geteuid() != 0:
+        return []
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                status = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue
+        uid = int(status["Uid"].split()[0])
+        if not (3000000 <= uid < 3002000) or status["State"].strip().startswith("Z"):
+            continue
+        if session_id:
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if f"RUNBOX_SESSION_ID={session_id}".encode() not in f.read().split(b"\0"):
+                        continue
+            except OSError:
+                continue
+        found.append(int(pid))
+    return found
+
+
+def live_helpers():
+    helpers = []
+    for pid in processes_matching("slirp4netns"):
+        try:
+            if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+                helpers.append(pid)
+        except OSError:
+            pass
+    return helpers

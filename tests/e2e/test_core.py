@@ -13,7 +13,7 @@ from conftest import processes_matching, wait_gone
 
 RESULT_FIELDS = {"success", "output", "error", "exit_code", "duration_ms", "session_id",
                  "language", "error_type", "exception", "timed_out", "cancelled", "truncated",
-                 "signal", "cpu_ms", "peak_memory_kb", "limits", "network", "install"}
+                 "signal", "cpu_ms", "peak_memory_kb", "limits", "cpus", "network", "install"}
 
 HELLO = {
     "python": "print('Hello, World!')",

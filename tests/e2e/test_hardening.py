@@ -6,6 +6,8 @@ import time
 
 import pytest
 
+from conftest import processes_matching, unique_marker
+
 
 def test_files_get_of_a_fifo_or_socket_fails_at_once(runbox):
     made = runbox.run("python", "import os, socket\nos.mkfifo('fifo')\n"
@@ -99,3 +101,80 @@ def test_a_value_that_looks_like_a_global_option_stays_a_value(runbox):
     assert result["output"] == "--state-dir\n"
     proc = runbox.cli("run", "bash", "-c", "--state-dir", "--json")
     assert proc.returncode == 0  # the code is "--state-dir": bash's own error, not a usage error
+
+
+# --- a CPU quota per execution ------------------------------------------------------------
+
+TWO_SPINNERS = ("import threading, time\n"
+                "def spin():\n"
+                "    end = time.monotonic() + 1.5\n"
+                "    while time.monotonic() < end: pass\n"
+                "threads = [threading.Thread(target=spin) for _ in range(2)]\n"
+                "[t.start() for t in threads]; [t.join() for t in threads]")
+
+
+def cores_used(result):
+    return result["cpu_ms"] / max(result["duration_ms"], 1)
+
+
+def test_an_execution_gets_at_most_one_core_by_default(runbox):
+    capped = runbox.run("python", TWO_SPINNERS, "--no-network")
+    if capped["limits"] == "rlimits":
+        pytest.skip("no cgroup here: no CPU quota can be set (the result says cpus: null)")
+    # Two busy threads get one core's worth of time: a ceiling, which load only lowers.
+    assert capped["cpus"] == 1 and cores_used(capped) < 1.25, capped
+    half = runbox.run("python", TWO_SPINNERS, "--no-network", "--cpus", "0.5")
+    assert half["cpus"] == 0.5 and cores_used(half) < 0.7, half
+
+
+def quota_of(pid):
+    """The CPU quota of pid's cgroup, in cores, read on the host (v1 or v2)."""
+    with open(f"/proc/{pid}/cgroup") as f:
+        lines = [line.rstrip("\n").split(":", 2) for line in f]
+    for _, controllers, path in lines:
+        if "cpu" in controllers.split(","):
+            base = next(m for m in ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct")
+                        if os.path.isdir(m))
+            with open(f"{base}/runbox{path.split('/runbox', 1)[1]}/cpu.cfs_quota_us") as q, \
+                    open(f"{base}/runbox{path.split('/runbox', 1)[1]}/cpu.cfs_period_us") as p:
+                return int(q.read()) / int(p.read())
+    path = next(p for h, c, p in lines if h == "0")
+    with open(f"/sys/fs/cgroup{path}/cpu.max") as f:
+        quota, period = f.read().split()
+        return int(quota) / int(period)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the cgroup is read on the host, as root")
+def test_an_execution_that_asks_for_two_cores_gets_a_quota_of_two(runbox):
+    marker = unique_marker()
+    proc = runbox.popen("run", "bash", "-c", f"exec sleep {marker}", "--no-network",
+                        "--cpus", "2", "--timeout", "20")
+    try:
+        deadline = time.time() + 15
+        while time.time() < deadline and not processes_matching(marker):
+            time.sleep(0.05)
+        pids = processes_matching(marker)
+        assert pids, "the sandbox did not start"
+        assert quota_of(pids[0]) == 2
+    finally:
+        proc.terminate()  # runbox cancels and cleans up; SIGKILL would leave cgroups
+        proc.wait()
+
+
+def test_without_a_cgroup_the_result_says_no_quota_holds(runbox):
+    result = runbox.run("bash", "true", "--no-network")
+    assert (result["cpus"] is None) == (result["limits"] == "rlimits"), result
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "nan", "inf", "1e400", ""])
+def test_a_bad_cpus_value_is_a_usage_error(runbox, value):
+    proc = runbox.cli("run", "bash", "-c", "true", "--cpus", value)
+    assert proc.returncode == 2 and b"--cpus needs a number of cores" in proc.stderr, proc.stderr
+
+
+def test_more_cpus_than_the_operator_allows_is_refused(runbox):
+    proc = runbox.cli("--max-cpus", "1.5", "run", "bash", "-c", "true", "--cpus", "2")
+    assert proc.returncode == 2, proc
+    assert b"cpus 2 is out of bounds (accepted: 0.01 to 1.5 cores" in proc.stderr, proc.stderr
+    proc = runbox.cli("run", "bash", "-c", "true", "--cpus", "1.5", "--json", "--max-cpus", "1.5")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["cpus"] in (1.5, None), proc

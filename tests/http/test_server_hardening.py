@@ -58,3 +58,14 @@ def test_hundreds_of_fifo_downloads_leave_the_api_serving(server):
     assert statuses.count(400) >= 390, sorted(set(map(str, statuses)))
     assert server.healthy()
     # The fixture then stops the server with SIGTERM, which must complete.
+
+
+def test_cpus_is_taken_reported_and_checked(server):
+    result = server.execute(language="bash", code="true", cpus=0.5)
+    assert result["cpus"] == (None if result["limits"] == "rlimits" else 0.5), result
+    for bad, says in ((0, "more than 0 cores"), (-1, "more than 0 cores"),
+                      ("2", "'cpus' must be a number of cores"), (1e9, "out of bounds")):
+        response = server.request("POST", "/v1/execute",
+                                  json_body={"language": "bash", "code": "true", "cpus": bad})
+        assert response.status == 400, response
+        assert says in response.json()["error"]["message"], response

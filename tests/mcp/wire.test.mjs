@@ -254,6 +254,30 @@ describe('tool calls on the wire', () => {
     await newer.close();
   });
 
+  it('takes cpus: the quota is in the result, and a bad value is refused with its reason', async () => {
+    const server = start();
+    await server.initialize('2025-11-25');
+    const tools = (await server.request(9, 'tools/list')).result.tools;
+    const schema = tools.find((t) => t.name === 'execute_bash').inputSchema.properties.cpus;
+    assert.equal(schema.type, 'number');
+    server.send(bash(1, 'true', {}));
+    server.send({ jsonrpc: '2.0', id: 2, method: 'tools/call',
+      params: { name: 'execute_bash', arguments: { command: 'true', cpus: 0.5 } } });
+    server.send({ jsonrpc: '2.0', id: 3, method: 'tools/call',
+      params: { name: 'execute_bash', arguments: { command: 'true', cpus: 'two' } } });
+    server.send({ jsonrpc: '2.0', id: 4, method: 'tools/call',
+      params: { name: 'execute_bash', arguments: { command: 'true', cpus: 100000 } } });
+    const [plain, half, word, huge] = await Promise.all([1, 2, 3, 4].map((id) => server.reply(id)));
+    const { limits } = plain.result.structuredContent;
+    assert.equal(plain.result.structuredContent.cpus, limits === 'rlimits' ? null : 1);
+    assert.equal(half.result.structuredContent.cpus, limits === 'rlimits' ? null : 0.5);
+    assert.equal(word.result.isError, true);
+    assert.match(word.result.content[0].text, /cpus/);
+    assert.equal(huge.result.isError, true);
+    assert.match(huge.result.content[0].text, /cpus/);
+    await server.close();
+  });
+
   it('stops what runs in a session when close_session removes it', async () => {
     const server = start();
     await server.initialize();

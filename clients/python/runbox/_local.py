@@ -40,6 +40,8 @@ class LocalTransport:
             args += ["--timeout", str(body["timeout"])]
         if body.get("memory_mb") is not None:
             args += ["--memory", str(body["memory_mb"])]
+        if body.get("cpus") is not None:
+            args += ["--cpus", str(body["cpus"])]
         if body.get("network") is not None:
             args.append("--network" if body["network"] else "--no-network")
         for spec in body.get("requirements") or []:

@@ -32,7 +32,8 @@ class Client:
 
     def execute(self, language: str, code: str, *, timeout: Optional[float] = None,
                 session_id: Optional[str] = None, requirements: Optional[Sequence[str]] = None,
-                memory_mb: Optional[int] = None, network: Optional[bool] = None,
+                memory_mb: Optional[int] = None, cpus: Optional[float] = None,
+                network: Optional[bool] = None,
                 env: Optional[Dict[str, str]] = None, stdin: Optional[str] = None,
                 on_output: Optional[OutputCallback] = None) -> Result:
         """Runs code; returns the result object (a failing program is a result, not an
@@ -40,7 +41,8 @@ class Client:
         body: Dict[str, Any] = {"language": language, "code": code}
         optional = {"timeout": timeout, "session_id": session_id,
                     "requirements": list(requirements) if requirements is not None else None,
-                    "memory_mb": memory_mb, "network": network, "env": env, "stdin": stdin}
+                    "memory_mb": memory_mb, "cpus": cpus, "network": network, "env": env,
+                    "stdin": stdin}
         body.update({k: v for k, v in optional.items() if v is not None})
         delay = 0.5
         for attempt in range(self.retries + 1):
