@@ -68,6 +68,33 @@ static const char group_text[] = "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n";
 
 static const char *const devices[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
 
+/* What of /proc is covered (see rbx_proc_mask), Docker's masked paths
+ * among them. What runtimes read stays: cpuinfo, meminfo, stat, uptime,
+ * loadavg, version, filesystems, self, net (the sandbox's own), sys. */
+static const char *const proc_masked[] = {
+    "cmdline",    "config.gz", "modules",   "kallsyms",  "partitions", "diskstats",
+    "swaps",      "locks",     "interrupts", "devices",  "consoles",   "timer_list",
+    "sched_debug", "keys",     "key-users", "bootconfig", "softirqs",  "iomem",
+    "ioports",    "misc",      "dma",       "mtrr",      "latency_stats", "timer_stats",
+    "kcore",      "sysrq-trigger", "acpi",  "scsi",      "asound",     "bus",
+    "driver",     "tty",       "irq",       "fs",        "pressure",   NULL,
+};
+
+static void plan_proc_masks(rbx_root_plan *plan)
+{
+    for (const char *const *name = proc_masked; *name && plan->mask_count < RBX_PROC_MASKS_MAX;
+         name++) {
+        char path[64];
+        struct stat st;
+        snprintf(path, sizeof path, "/proc/%s", *name);
+        if (lstat(path, &st) != 0 || !(st.st_mode & S_IROTH))
+            continue;
+        rbx_proc_mask *mask = &plan->masks[plan->mask_count++];
+        snprintf(mask->name, sizeof mask->name, "%s", *name);
+        mask->is_dir = S_ISDIR(st.st_mode);
+    }
+}
+
 void rbx_root_plan_build(rbx_root_plan *plan, const char *const *paths, size_t tmp_size_mb,
                          size_t home_size_mb)
 {
@@ -101,6 +128,7 @@ void rbx_root_plan_build(rbx_root_plan *plan, const char *const *paths, size_t t
         }
         plan->count++;
     }
+    plan_proc_masks(plan);
 }
 
 /* --- child side: system calls only -------------------------------------------------- */
@@ -250,7 +278,7 @@ static int build_skeleton(const rbx_root_request *request, const char **step)
     if (rbx_mkdir_p(NEW_ROOT "/etc", 0755) != 0 ||
         make_file(NEW_ROOT "/etc/passwd", passwd_text) != 0 ||
         make_file(NEW_ROOT "/etc/group", group_text) != 0 ||
-        make_file(NEW_ROOT "/etc/hostname", "runbox\n") != 0)
+        make_file(NEW_ROOT "/etc/hostname", RBX_SANDBOX_HOSTNAME "\n") != 0)
         return -1;
     /* The host's resolver may be on its loopback, which the sandbox cannot
      * reach: names go to the network helper's forwarder instead. */
@@ -280,6 +308,37 @@ static int seal_system(const char **step)
     return set_attr(NEW_ROOT, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true);
 }
 
+/* Covers what of /proc shows the host (rbx_proc_mask); /proc/sys is kept
+ * but read-only. proc is the sandbox's /proc, dev_null its /dev/null. */
+static int mask_proc(const rbx_root_plan *plan, const char *proc, const char *dev_null,
+                     const char **step)
+{
+    char dst[RBX_ROOT_PATH_MAX + 32], empty[RBX_ROOT_PATH_MAX + 32] = "";
+    for (size_t i = 0; i < plan->mask_count; i++) {
+        const rbx_proc_mask *mask = &plan->masks[i];
+        *step = mask->name;
+        if (!join(dst, sizeof dst, proc, "/") || strlen(dst) + strlen(mask->name) >= sizeof dst)
+            return -1;
+        strcat(dst, mask->name);
+        int rc;
+        if (!mask->is_dir)
+            rc = mount(dev_null, dst, NULL, MS_BIND, NULL);
+        else if (empty[0]) /* one empty directory, bound over the others */
+            rc = mount(empty, dst, NULL, MS_BIND, NULL);
+        else if ((rc = mount("runbox-masked", dst, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                             "mode=0555,size=4k,nr_inodes=1")) == 0)
+            strcpy(empty, dst);
+        if (rc != 0 && errno != ENOENT) /* gone since the plan was made: nothing to cover */
+            return -1;
+        if (rc == 0 && set_attr(dst, MOUNT_ATTR_RDONLY, false) != 0)
+            return -1;
+    }
+    *step = "/proc/sys";
+    if (!join(dst, sizeof dst, proc, "/sys") || mount(dst, dst, NULL, MS_BIND, NULL) != 0)
+        return -1;
+    return set_attr(dst, MOUNT_ATTR_RDONLY, false);
+}
+
 static int build_scratch(const rbx_root_plan *plan, const char **step)
 {
     char options[64] = "mode=1777,size=";
@@ -289,7 +348,9 @@ static int build_scratch(const rbx_root_plan *plan, const char **step)
     if (mount("runbox-tmp", NEW_ROOT "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, options) != 0)
         return -1;
     *step = "/proc";
-    return mount("proc", NEW_ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+    if (mount("proc", NEW_ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+        return -1;
+    return mask_proc(plan, NEW_ROOT "/proc", NEW_ROOT "/dev/null", step);
 }
 
 static int bind_session(const rbx_root_plan *plan, int session_fd, const char **step)

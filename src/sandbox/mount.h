@@ -9,6 +9,8 @@
 
 /* Where the session's directory appears inside: also the cwd and HOME. */
 #define RBX_SANDBOX_HOME "/home/user"
+/* The sandbox's host name (also in its /etc/hostname). */
+#define RBX_SANDBOX_HOSTNAME "runbox"
 
 #define RBX_ROOT_MAX_STEPS 64
 #define RBX_ROOT_PATH_MAX 256
@@ -30,9 +32,23 @@ typedef struct rbx_root_step {
     char inside[RBX_ROOT_PATH_MAX]; /* path inside the sandbox */
 } rbx_root_step;
 
+/* Entries of the sandbox's own /proc that would show the host (its boot
+ * line, kernel configuration, disks, devices, modules, other processes'
+ * locks, the host's pressure): covered, /dev/null over files and an empty
+ * read-only directory over directories. Only the world-readable ones are
+ * listed: the sandbox's user cannot read the others anyway. */
+#define RBX_PROC_MASKS_MAX 32
+
+typedef struct rbx_proc_mask {
+    char name[24]; /* below /proc */
+    bool is_dir;
+} rbx_proc_mask;
+
 typedef struct rbx_root_plan {
     size_t count;
     rbx_root_step steps[RBX_ROOT_MAX_STEPS];
+    size_t mask_count;
+    rbx_proc_mask masks[RBX_PROC_MASKS_MAX];
     size_t tmp_size_mb;
     size_t home_size_mb; /* the tmpfs home of one-off runs */
 } rbx_root_plan;

@@ -300,6 +300,13 @@ static int sandbox_init(const child_plan *plan)
         _exit(1);
     }
     rbx_trace_mark(plan->spec->trace, RBX_PHASE_CGROUP);
+    /* The UTS namespace starts as a copy of the host's names: `hostname`
+     * would print the host's. */
+    if (sethostname(RBX_SANDBOX_HOSTNAME, sizeof RBX_SANDBOX_HOSTNAME - 1) != 0 ||
+        setdomainname("(none)", 6) != 0) {
+        report_error(plan->report_fd, "name the sandbox's host", errno);
+        _exit(1);
+    }
     const char *step = "bring up loopback";
     if ((plan->spec->network != RBX_NET_HOST && rbx_net_loopback_up() != 0) ||
         rbx_root_enter(plan->spec->root, &plan->spec->root_request, &step) != 0) {

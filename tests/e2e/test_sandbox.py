@@ -18,8 +18,9 @@ import uuid
 
 import pytest
 
-from conftest import (ROOT, execution_cgroups, existing, planted_cgroups, processes_matching,
-                      remove_cgroups_left_since, unique_marker, wait_gone)
+from conftest import (ROOT, execution_cgroups, existing, live_helpers, planted_cgroups,
+                      processes_matching, remove_cgroups_left_since, sandbox_processes,
+                      unique_marker, wait_gone)
 
 IS_ROOT = os.geteuid() == 0
 root_only = pytest.mark.skipif(not IS_ROOT, reason="needs root (as designed: runbox check says so)")
@@ -324,7 +325,7 @@ def test_each_sandbox_has_a_user_namespace_owner_of_its_own(runbox):
         assert all(owner >= 3100000 for owner in owners), owners
     finally:
         for proc in procs:
-            proc.kill()
+            proc.terminate()
             proc.wait()
 
 
@@ -381,9 +382,52 @@ def test_a_sandbox_cannot_use_up_roots_per_user_kernel_limits(runbox, proven, wh
         ok, detail = host_root_can(what)
         assert ok, f"a sandbox used up root's {what} budget: {detail}"
     finally:
-        proc.kill()
+        proc.terminate()
         proc.wait()
         wait_gone(marker)
+
+
+# --- what the sandbox can learn about the host ----------------------------------------------
+
+def test_the_host_name_is_the_sandboxs_own(runbox):
+    result = runbox.run("python", "import os, socket\nprint(socket.gethostname(), os.uname().nodename,"
+                                  " open('/etc/hostname').read().strip(),"
+                                  " open('/proc/sys/kernel/hostname').read().strip())",
+                        "--no-network")
+    assert result["output"].split() == ["runbox"] * 4, result
+    assert os.uname().nodename not in ("runbox",)  # the host's own name differs, so this tests it
+
+
+@pytest.mark.parametrize("path", ["/proc/cmdline", "/proc/config.gz", "/proc/partitions",
+                                  "/proc/diskstats", "/proc/modules", "/proc/kallsyms",
+                                  "/proc/interrupts", "/proc/swaps", "/proc/locks",
+                                  "/proc/devices", "/proc/key-users", "/proc/iomem"])
+def test_host_describing_proc_files_read_empty(runbox, path):
+    if not os.path.exists(path):
+        pytest.skip(f"{path} does not exist on this kernel")
+    with open(path, "rb") as f:
+        assert f.read(1), f"{path} is empty on the host too: the case would prove nothing"
+    result = runbox.run("bash", f"wc -c < {path}", "--no-network")
+    assert result["output"].strip() == "0", (path, result)
+
+
+@pytest.mark.parametrize("path", ["/proc/bus", "/proc/fs", "/proc/driver", "/proc/irq",
+                                  "/proc/tty", "/proc/pressure", "/proc/acpi"])
+def test_host_describing_proc_directories_are_empty(runbox, path):
+    if not os.path.isdir(path) or not os.listdir(path):
+        pytest.skip(f"{path} is missing or empty on this host")
+    result = runbox.run("bash", f"ls -A {path} | wc -l", "--no-network")
+    assert result["output"].strip() == "0", (path, result)
+
+
+def test_proc_sys_is_read_only_and_what_runtimes_read_remains(runbox):
+    result = runbox.run("bash", "echo x > /proc/sys/kernel/hostname; echo rc=$?; "
+                                "head -c 9 /proc/cpuinfo /proc/meminfo /proc/stat >/dev/null && "
+                                "echo readable; nproc; node -e 'console.log(require(\"os\").cpus().length)'",
+                        "--no-network")
+    lines = result["output"].split()
+    assert lines[0] == "rc=1" and "Read-only file system" in result["error"], result
+    assert lines[1] == "readable" and int(lines[2]) >= 1 and int(lines[3]) >= 1, result
 
 
 def test_kill_minus_9_minus_1_kills_only_the_sandboxs_own_processes(runbox, proven):
@@ -463,7 +507,8 @@ def test_mounts_are_nosuid_and_nodev_and_the_root_is_read_only(runbox):
     for line in result["output"].splitlines():
         fields = line.split()
         mount_point, options = fields[4], fields[5]
-        if mount_point.startswith("/dev/") and mount_point != "/dev/shm":
+        if (mount_point.startswith("/dev/") and mount_point != "/dev/shm") or \
+                fields[-3] == "devtmpfs":  # a device node: /dev/null, also over masked /proc files
             assert "nosuid" in options
             continue
         if mount_point == "/proc":
@@ -609,14 +654,16 @@ def test_cgroups_left_by_a_killed_runbox_are_swept_and_live_ones_kept(runbox):
     gone = subprocess.Popen(["true"])
     gone.wait()
     tag = uuid.uuid4().hex[:12]
-    ages = {f"exec-stale{tag}": 7200,  # as if its runbox died two hours ago
+    ages = {f"exec-stale{tag}": 7200,  # no owner in the name, two hours old
             f"exec-{gone.pid}-dead{tag}": 7200,  # named after a runbox that is gone
-            f"exec-fresh{tag}": 0,  # a minute-fresh cgroup may belong to a starting execution
-            f"exec-{os.getpid()}-owned{tag}": 7200}  # its runbox still runs: a long execution
+            f"exec-{gone.pid}-justdead{tag}": 0,  # the same, seconds old: swept at once too
+            f"exec-fresh{tag}": 0,  # no owner in the name, fresh: may belong to a starting one
+            f"exec-{os.getpid()}-owned{tag}": 0}  # its runbox still runs
     with planted_cgroups(ages) as planted:
         runbox.run("bash", "true", "--no-network")  # a new runbox process sweeps at start
         assert existing(planted[f"exec-stale{tag}"]) == []
         assert existing(planted[f"exec-{gone.pid}-dead{tag}"]) == []
+        assert existing(planted[f"exec-{gone.pid}-justdead{tag}"]) == []
         assert existing(planted[f"exec-fresh{tag}"]) == planted[f"exec-fresh{tag}"]
         owned = planted[f"exec-{os.getpid()}-owned{tag}"]
         assert existing(owned) == owned
@@ -627,35 +674,6 @@ def test_the_cgroup_namespace_shows_the_execution_its_own_cgroup_as_root(runbox)
     result = runbox.run("bash", "cat /proc/self/cgroup", "--no-network")
     paths = [line.split(":", 2)[2] for line in result["output"].splitlines()]
     assert paths and set(paths) == {"/"}, result["output"]
-
-
-def sandbox_processes(session_id=None):
-    """Host processes running as the sandbox's host uids (as root), other than zombies; with
-    session_id, only those of that session's executions (runbox puts RUNBOX_SESSION_ID in
-    their environment), so that other runbox users on the machine do not count."""
-    if not IS_ROOT:
-        return []
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                status = dict(line.split(":", 1) for line in f if ":" in line)
-        except OSError:
-            continue
-        uid = int(status["Uid"].split()[0])
-        if not (3000000 <= uid < 3002000) or status["State"].strip().startswith("Z"):
-            continue
-        if session_id:
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as f:
-                    if f"RUNBOX_SESSION_ID={session_id}".encode() not in f.read().split(b"\0"):
-                        continue
-            except OSError:
-                continue
-        found.append(int(pid))
-    return found
 
 
 def test_zz_nothing_is_left_on_the_host():
@@ -676,14 +694,3 @@ def test_zz_nothing_is_left_on_the_host():
     while live_helpers() and time.time() < deadline:
         time.sleep(0.1)
     assert live_helpers() == []
-
-
-def live_helpers():
-    helpers = []
-    for pid in processes_matching("slirp4netns"):
-        try:
-            if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
-                helpers.append(pid)
-        except OSError:
-            pass
-    return helpers
