@@ -80,7 +80,8 @@ def package_index(tmp_path_factory):
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield {"url": f"http://127.0.0.1:{server.server_address[1]}/simple", "requests": requests}
+    yield {"url": f"http://127.0.0.1:{server.server_address[1]}/simple", "requests": requests,
+           "dir": root}
     server.shutdown()
 
 
@@ -103,6 +104,52 @@ def test_python_wheel_from_a_loopback_index_is_installed_and_imported(runbox, pa
     assert second["output"] == first["output"] and second["install"]["reused"] is True
     assert len(package_index["requests"]) == served  # no installer ran: the index saw nothing
     assert [e["requirements"] for e in envs(runbox)] == ["rbxdemo==1.2.3"]
+
+
+def build_sdist(directory, name, version, setup_code):
+    """Writes a source distribution whose setup.py runs setup_code when pip builds it."""
+    import io
+    import tarfile
+    root = f"{name}-{version}"
+    files = {
+        f"{root}/PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{root}/setup.py": setup_code + f"\nfrom setuptools import setup\n"
+                                         f"setup(name={name!r}, version={version!r}, py_modules=[])\n",
+    }
+    filename = f"{root}.tar.gz"
+    with tarfile.open(os.path.join(directory, filename), "w:gz") as archive:
+        for path, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(path)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return filename
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the link would be followed by root")
+def test_an_install_script_cannot_make_runbox_write_outside_the_environment(runbox, tmp_path,
+                                                                           package_index):
+    """setup.py runs with the environment's directory writable: a link it plants where runbox
+    then writes the environment's metadata must be replaced, not followed (as root)."""
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    victim = canary / "victim"
+    victim.write_text("untouched")
+    index_dir = package_index["dir"]
+    name = "rbxplant"
+    (index_dir / "simple" / name).mkdir(parents=True, exist_ok=True)
+    sdist = build_sdist(str(index_dir / "simple" / name), name, "1.0",
+                        "import os\n"
+                        "target = '/opt/runbox/env/.runbox-env.json'\n"  # setup.py runs twice
+                        f"if not os.path.lexists(target): os.symlink({str(victim)!r}, target)\n")
+    (index_dir / "simple" / name / "index.html").write_text(f'<a href="{sdist}">{sdist}</a>')
+    env = dict(index_env(package_index), PIP_NO_BUILD_ISOLATION="1")
+    result = run_with(runbox, "python", "print('ran')", f"{name}==1.0", env=env)
+    assert result["install"] is not None, result
+    assert victim.read_text() == "untouched"
+    assert not victim.is_symlink()
+    assert result["success"], result["error"]  # installed, and its metadata is a file of its own
+    assert [e["requirements"] for e in envs(runbox)] == [f"{name}==1.0"]
 
 
 def test_requirement_satisfied_by_a_system_package_needs_no_index(runbox):
