@@ -81,13 +81,26 @@ bool rbx_spec_python(const char *spec, bool allow_urls, char *out, size_t size, 
                 return fail_spec(why, why_size, spec, "has an invalid extra");
         o += (size_t)snprintf(out + o, size > o ? size - o : 0, "%.*s", (int)(close - p + 1), p);
         p = close + 1;
+        while (*p == ' ')
+            p++;
     }
+    /* Only a version or a URL may follow: "requests 2" is not requests2. */
+    if (*p && !strchr("<>=!~@", *p))
+        return fail_spec(why, why_size, spec,
+                         "has more than a package name before its version (e.g. numpy>=1.24, "
+                         "requests[socks]==2.28.1)");
     if (*p == '@' && !allow_urls)
         return fail_spec(why, why_size, spec,
                          "names a URL or path: only package names and versions are accepted");
     for (; *p && o + 1 < size; p++) {
-        if (*p == ' ')
+        if (*p == ' ') {
+            /* Spaces may surround operators and commas ("numpy >= 1, < 2"),
+             * never split a version: ">=1 extra" is not ">=1extra". */
+            const char *next = p + strspn(p, " ");
+            if (*next && o && isalnum((unsigned char)out[o - 1]) && isalnum((unsigned char)*next))
+                return fail_spec(why, why_size, spec, "has a space inside a version");
             continue;
+        }
         if (!allow_urls && !(isalnum((unsigned char)*p) || strchr("<>=!~.*+,-_", *p)))
             return fail_spec(why, why_size, spec,
                              "has a version part that is not accepted (e.g. numpy>=1.24, "

@@ -1,0 +1,43 @@
+# Fuzzing (issue 12): libFuzzer harnesses of every parser of untrusted
+# bytes (tests/fuzz), built by clang in a build of their own, and
+# schemathesis against docs/openapi.json on a live server.
+#
+#   make fuzz           every harness for FUZZ_SECONDS (default 60) each; prints the figures
+#   make fuzz-ci        the same for 20 s each, then fuzz-api; fails on a crash, leak or timeout
+#   make fuzz-api       schemathesis against a runbox-serve of this tree
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_CI_SECONDS ?= 20
+# Scratch: what the fuzzers find (corpus, crashes, logs), never the repo.
+FUZZ_WORK ?= $(FUZZ_BUILD)/work
+
+DEBIAN_PACKAGES += clang libclang-rt-14-dev
+
+.PHONY: fuzz fuzz-ci fuzz-build fuzz-api
+
+fuzz-build:
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRBX_FUZZ=ON >/dev/null
+	cmake --build $(FUZZ_BUILD) --target fuzz-harnesses
+
+fuzz: fuzz-build
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_WORK)
+
+# Both halves run, whatever the first found; then it fails if either did.
+fuzz-ci: fuzz-build
+	status=0; tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_CI_SECONDS) $(FUZZ_WORK) || status=1; \
+	$(MAKE) fuzz-api || status=1; exit $$status
+
+# schemathesis from PyPI in a venv of its own (the 4.x line runs on Debian's
+# Python 3.11), against runbox-serve of the normal build on a free loopback
+# port with a state directory of its own. Every execution it sends really
+# runs, so examples are few and timeouts short (tests/fuzz/api.sh).
+SCHEMATHESIS_VERSION ?= 4.32.5
+FUZZ_API_VENV ?= $(FUZZ_BUILD)/venv
+FUZZ_API_EXAMPLES ?= 25
+
+$(FUZZ_API_VENV)/bin/schemathesis:
+	/usr/bin/python3 -m venv $(FUZZ_API_VENV)
+	$(FUZZ_API_VENV)/bin/pip install -q schemathesis==$(SCHEMATHESIS_VERSION)
+
+fuzz-api: build $(FUZZ_API_VENV)/bin/schemathesis
+	tests/fuzz/api.sh $(BUILD) $(FUZZ_API_VENV)/bin/schemathesis $(FUZZ_API_EXAMPLES) $(FUZZ_WORK)/api

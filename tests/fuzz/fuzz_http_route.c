@@ -1,0 +1,98 @@
+/* A request's path as the server routes it: percent-decoded by
+ * libmicrohttpd (with %00 kept from cutting it short, as server.c does),
+ * refused with a control character, then matched against the route table,
+ * whose {id} and {path} go on to the engine's session and file checks.
+ * Routing needs no connection: a miss queues its 404 or 405 on a NULL one,
+ * which libmicrohttpd declines, so the reply is built but never sent. */
+#include "fuzz.h"
+
+#include "http/http.h"
+#include "internal.h"
+
+static const char *const methods[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"};
+
+static bool has_control(const char *path)
+{
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return true;
+    return false;
+}
+
+/* The route's pattern with its {id} and {path} filled in must give back
+ * the very path that was routed: nothing dropped, nothing invented. */
+static void check_split(const http_request *req)
+{
+    char rebuilt[8192];
+    size_t used = 0;
+    for (const char *p = req->route->pattern; *p && used < sizeof rebuilt - 1;) {
+        const char *part = NULL;
+        if (!strncmp(p, "{id}", 4)) {
+            part = req->session_id;
+            p += 4;
+        } else if (!strncmp(p, "{path}", 6)) {
+            part = req->file_path;
+            p += 6;
+        }
+        if (part)
+            used += (size_t)snprintf(rebuilt + used, sizeof rebuilt - used, "%s", part);
+        else
+            rebuilt[used++] = *p++;
+    }
+    rebuilt[used < sizeof rebuilt ? used : sizeof rebuilt - 1] = 0;
+    FUZZ_CHECK(!strcmp(rebuilt, req->path));
+    FUZZ_CHECK(!req->session_id || (req->session_id[0] && !strchr(req->session_id, '/')));
+    FUZZ_CHECK(!req->file_path || req->file_path[0]);
+}
+
+/* What the engine lets through of them cannot leave the session. */
+static void check_engine_gates(const http_request *req)
+{
+    if (req->session_id && rbx_session_id_valid(req->session_id))
+        FUZZ_CHECK(strcmp(req->session_id, ".") && strcmp(req->session_id, ".."));
+    rbx_error err;
+    if (!req->file_path || rbx_file_path_check(req->file_path, &err) != RBX_OK)
+        return;
+    FUZZ_CHECK(req->file_path[0] != '/');
+    char *copy = strdup(req->file_path), *save = NULL;
+    for (char *part = strtok_r(copy, "/", &save); part; part = strtok_r(NULL, "/", &save))
+        FUZZ_CHECK(strcmp(part, "..") && strcmp(part, "."));
+    free(copy);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    json_object_seed(1);
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fuzz_input in = {data, size};
+    const char *method = methods[fuzz_byte(&in) % (sizeof methods / sizeof *methods)];
+    char *url = fuzz_cstring(in.data, in.size);
+    for (char *p = strstr(url, "%00"); p; p = strstr(p + 3, "%00"))
+        p[2] = '1';
+    url[MHD_http_unescape(url)] = 0;
+    http_request req = {.path = url};
+    snprintf(req.method, sizeof req.method, "%s", method);
+    if (!has_control(url)) {
+        if (http_route_is_open(url))
+            FUZZ_CHECK(!strcmp(url, "/healthz"));
+        enum MHD_Result queued = MHD_YES;
+        if (http_route(&req, &queued)) {
+            FUZZ_CHECK(req.route &&
+                       (!strcmp(req.route->method, method) ||
+                        (!strcmp(method, "HEAD") && !strcmp(req.route->method, "GET"))));
+            check_split(&req);
+            check_engine_gates(&req);
+        } else {
+            FUZZ_CHECK(req.status == MHD_HTTP_NOT_FOUND ||
+                       req.status == MHD_HTTP_METHOD_NOT_ALLOWED);
+        }
+    }
+    free(req.session_id);
+    free(req.file_path);
+    free(url);
+    return 0;
+}
