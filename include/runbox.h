@@ -28,12 +28,23 @@ typedef enum rbx_status {
     RBX_ENOENT,  /* a named session or file does not exist */
     RBX_EBUSY,   /* the session is in use and the caller chose not to wait */
     RBX_ESYSTEM, /* the host failed us (disk, kernel, missing interpreter) */
+    RBX_ENOSPC,  /* no room left for it: the sessions' storage or the host's disk is full */
 } rbx_status;
 
 typedef struct rbx_error {
     rbx_status status;
     char message[512];
 } rbx_error;
+
+/* Where sessions' files live (see `runbox storage`): AUTO takes a capped
+ * btrfs image where the host allows one (root, btrfs, loop devices), else
+ * plain directories; BTRFS refuses to start without one; PLAIN never
+ * makes one (sessions are then not size-capped). */
+typedef enum rbx_storage_choice {
+    RBX_STORAGE_AUTO = 0,
+    RBX_STORAGE_CHOOSE_BTRFS,
+    RBX_STORAGE_CHOOSE_PLAIN,
+} rbx_storage_choice;
 
 /* Operator configuration, shared by every front end. Zero or NULL fields
  * take the documented default (rbx_config_defaults()). */
@@ -45,6 +56,10 @@ typedef struct rbx_config {
     size_t output_cap_bytes;     /* per stream, default 1 MiB */
     bool network_off;            /* executions get no network unless they ask (default: on) */
     uint64_t disk_cap_bytes;     /* size of each session's directory, default 1 GiB */
+    rbx_storage_choice storage;  /* default AUTO */
+    uint64_t storage_bytes;      /* all sessions together, set when the state directory's
+                                    storage is made; default half the host's free space
+                                    there, from 512 MiB to 64 GiB */
     uint32_t memory_mb;          /* per execution, default 512 */
     uint32_t max_memory_mb;      /* the most a request may ask for, default 8192 */
     uint32_t pids_max;           /* processes and threads per execution, default 256 */
@@ -68,6 +83,21 @@ typedef struct rbx_engine rbx_engine;
 /* Creates the state directory if needed. Returns NULL and fills err on failure. */
 rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err);
 void rbx_engine_free(rbx_engine *engine);
+/* The state directory's session storage, for `runbox storage`. */
+typedef struct rbx_storage_info {
+    bool capped;           /* a quota per session holds */
+    char kind[16];         /* "btrfs" or "plain" */
+    char detail[400];      /* in words */
+    uint64_t total_bytes;  /* what all sessions may take together (0: the host's disk) */
+    uint64_t used_bytes;
+} rbx_storage_info;
+
+void rbx_storage_info_get(rbx_engine *engine, rbx_storage_info *info);
+/* Unmounts the storage's image (after the last session of the state
+ * directory stopped running); the engine cannot be used afterwards. The
+ * next runbox on the state directory mounts it again. */
+rbx_status rbx_storage_unmount(rbx_engine *engine, rbx_error *err);
+
 /* Sweeps what runbox processes that died outright left behind (execution
  * cgroups, scratch space, half-made or half-removed sessions): long-lived
  * front ends call it at start, so that a restart after a crash finds a

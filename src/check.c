@@ -1,5 +1,4 @@
 /* runbox check: probes what this host lets runbox guarantee, in words. */
-#include "disk.h"
 #include "policy.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/seccomp.h"
@@ -91,8 +90,10 @@ size_t rbx_check(rbx_engine *engine, rbx_check_item *items, size_t max)
                 : "cannot install the seccomp policy: %s",
         why);
     check_cgroups(items, max, &n);
-    bool disk = rbx_disk_supported(engine, why, sizeof why);
-    add(items, max, &n, "disk", disk, false, "%s; one-off runs use a sized tmpfs", why);
+    bool capped = engine->storage == RBX_STORAGE_BTRFS;
+    add(items, max, &n, "disk", capped, false, "%s; %s", engine->storage_detail,
+        capped ? "each execution's /tmp (and a one-off run's home) is capped scratch space on it"
+               : "/tmp and one-off homes are sized tmpfs");
     bool net = rbx_net_helper_available();
     add(items, max, &n, "network", net, false,
         net ? "--network works through slirp4netns with the host's loopback unreachable; "

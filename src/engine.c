@@ -1,12 +1,14 @@
 /* The engine object: operator configuration and the state directory. */
-#include "disk.h"
 #include "internal.h"
 #include "policy.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/mount.h"
 #include "sandbox/net.h"
+#include "sandbox/template.h"
+#include "storage.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,11 +83,6 @@ static void default_state_dir(char *out, size_t size)
         snprintf(out, size, "/tmp/runbox-%u", (unsigned)geteuid());
 }
 
-static int open_dir(const char *path)
-{
-    return open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-}
-
 /* A process started with a closed stdin, stdout or stderr would get its
  * next pipe on that number, and a sandbox would then write into it. */
 static void keep_standard_fds_open(void)
@@ -118,6 +115,8 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
         engine->config.network_off = config->network_off;
         if (config->disk_cap_bytes)
             engine->config.disk_cap_bytes = config->disk_cap_bytes;
+        engine->config.storage_bytes = config->storage_bytes;
+        engine->config.storage = config->storage;
         if (config->memory_mb)
             engine->config.memory_mb = config->memory_mb;
         if (config->max_memory_mb)
@@ -156,7 +155,7 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
         engine->config.output_cap_bytes = 64;
     engine->is_root = geteuid() == 0;
     pthread_mutex_init(&engine->running_lock, NULL);
-    engine->sessions_fd = engine->trash_fd = -1;
+    engine->sessions_fd = engine->session_trash_fd = engine->scratch_fd = engine->trash_fd = -1;
 
     const char *dir = engine->config.state_dir;
     if (dir && *dir) {
@@ -178,7 +177,7 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
     /* The state directory is runbox's alone: 0711 lets the sandbox user
      * traverse to its own session's directory and nothing else. */
     if (rbx_mkdir_p(engine->state_dir, 0711) != 0 || chmod(engine->state_dir, 0711) != 0 ||
-        rbx_mkdir_p(engine->sessions_dir, 0711) != 0 || rbx_mkdir_p(engine->trash_dir, 0700) != 0) {
+        rbx_mkdir_p(engine->trash_dir, 0700) != 0) {
         rbx_fail(err, RBX_ESYSTEM,
                  "cannot create state directory %s: %s (choose another with --state-dir or "
                  "RUNBOX_STATE_DIR)",
@@ -193,16 +192,34 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
         return NULL;
     }
     rbx_root_plan_build(engine->root_plan, NULL, 0, engine->config.disk_cap_bytes >> 20);
+    for (size_t i = 0; i < rbx_runtime_count(); i++) {
+        const rbx_runtime *runtime = rbx_runtime_find(rbx_runtime_name(i));
+        if (runtime->env_run_at)
+            rbx_root_plan_add_point(engine->root_plan, runtime->env_run_at);
+        if (runtime->env_inside)
+            rbx_root_plan_add_point(engine->root_plan, runtime->env_inside);
+    }
+    pthread_mutex_init(&engine->template_lock, NULL);
+    const char *use_template = getenv("RUNBOX_TEMPLATE");
+    if (engine->is_root && !(use_template && !strcmp(use_template, "0"))) {
+        engine->template = calloc(1, sizeof *engine->template);
+        if (engine->template)
+            engine->template->ns_fd = -1;
+    }
     if (engine->config.policy_file &&
         !(engine->policy = rbx_policy_load(engine->config.policy_file, err))) {
         rbx_engine_free(engine);
         return NULL;
     }
-    char why[160];
-    engine->disk_capped = rbx_disk_supported(engine, why, sizeof why);
-    engine->sessions_fd = open_dir(engine->sessions_dir);
+    if (rbx_storage_open(engine, err) != RBX_OK) {
+        rbx_engine_free(engine);
+        return NULL;
+    }
+    /* What a killed runbox left half done (a session on its way in or out,
+     * scratch space) goes first: two directory listings, usually empty. */
+    rbx_storage_sweep(engine);
     engine->trash_fd = open(engine->trash_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (engine->sessions_fd < 0 || engine->trash_fd < 0) {
+    if (engine->trash_fd < 0) {
         rbx_fail(err, RBX_ESYSTEM, "cannot open state directory %s: %s", engine->state_dir,
                  strerror(errno));
         rbx_engine_free(engine);
@@ -221,10 +238,15 @@ void rbx_engine_free(rbx_engine *engine)
     if (!engine)
         return;
     rbx_net_reap();
-    if (engine->sessions_fd >= 0)
-        close(engine->sessions_fd);
+    rbx_storage_close(engine);
     if (engine->trash_fd >= 0)
         close(engine->trash_fd);
+    if (engine->root_plan) {
+        if (engine->template)
+            rbx_template_free(engine->template);
+        free(engine->template);
+        pthread_mutex_destroy(&engine->template_lock);
+    }
     free(engine->root_plan);
     rbx_policy_free(engine->policy);
     pthread_mutex_destroy(&engine->running_lock);
@@ -233,11 +255,41 @@ void rbx_engine_free(rbx_engine *engine)
 
 void rbx_engine_recover(rbx_engine *engine)
 {
-    (void)engine;
     (void)rbx_cgroup_probe(); /* probes once per process, and sweeps then */
+    rbx_storage_sweep(engine);
 }
 
 const rbx_config *rbx_engine_config(const rbx_engine *engine)
 {
     return &engine->config;
+}
+
+int rbx_engine_template_ns(rbx_engine *engine)
+{
+    if (!engine->template)
+        return -1;
+    pthread_mutex_lock(&engine->template_lock);
+    int ns = rbx_template_ready(engine->template, engine->root_plan);
+    /* A copy: a rebuild may close the engine's while the caller clones. */
+    int mine = ns >= 0 ? fcntl(ns, F_DUPFD_CLOEXEC, 3) : -1;
+    pthread_mutex_unlock(&engine->template_lock);
+    return mine;
+}
+
+const char *rbx_engine_template_why(rbx_engine *engine)
+{
+    if (!engine->template)
+        return engine->is_root ? "turned off (RUNBOX_TEMPLATE=0)" : "needs root";
+    pthread_mutex_lock(&engine->template_lock);
+    int ns = rbx_template_ready(engine->template, engine->root_plan);
+    const char *why = ns >= 0 ? NULL : engine->template->why;
+    pthread_mutex_unlock(&engine->template_lock);
+    return why;
+}
+
+void rbx_crash_point(const char *name)
+{
+    const char *at = getenv("RUNBOX_CRASH_AT");
+    if (at && !strcmp(at, name))
+        raise(SIGKILL);
 }

@@ -4,6 +4,7 @@
 #include "deps.h"
 #include "policy.h"
 #include "sandbox/sandbox.h"
+#include "storage.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -190,6 +191,7 @@ typedef struct execution {
     double timeout_s; /* as requested */
     double budget_s;  /* what is left of it once the session was taken */
     const rbx_session *session;
+    const rbx_scratch *scratch; /* its /tmp and, for a one-off run, its home */
     const rbx_env *env;
     int kill_fd; /* rbx_session_cancel writes here */
     rbx_trace *trace;
@@ -208,6 +210,7 @@ static void build_spec(const execution *x, rbx_sandbox_spec *spec, const char **
         .interpreter = runtime->interpreter,
         .root = engine->root_plan,
         .root_request = {.session_path = x->session->one_off ? NULL : x->session->work_path,
+                         .tmp_path = x->scratch->made ? x->scratch->tmp_path : NULL,
                          .become_root = engine->is_root},
         .with_stdin = x->request->stdin_data != NULL,
         .network = wants_network(engine, x->request) ? RBX_NET_OUTSIDE : RBX_NET_LOOPBACK,
@@ -223,7 +226,10 @@ static void build_spec(const execution *x, rbx_sandbox_spec *spec, const char **
         .file_size_max = engine->config.disk_cap_bytes,
         .is_root = engine->is_root,
         .trace = x->trace,
+        .template_ns = -1,
     };
+    if (x->session->one_off && x->scratch->made)
+        spec->root_request.session_path = x->scratch->home_path;
     spec->root_request.nameserver = spec->network == RBX_NET_OUTSIDE;
     if (x->env) {
         snprintf(env_dir, env_dir_size, "%s/%s", x->env->path, runtime->env_subdir);
@@ -369,7 +375,10 @@ static rbx_status run_in_sandbox(const execution *x, rbx_result *result, rbx_err
         spec.envp = envp;
         spec.code_fd = code_fd;
         result->network = spec.network == RBX_NET_OUTSIDE;
+        spec.template_ns = rbx_engine_template_ns(x->engine);
         status = rbx_sandbox_start(&spec, &sandbox, err);
+        if (spec.template_ns >= 0)
+            close(spec.template_ns);
     }
     if (code_fd >= 0)
         close(code_fd);
@@ -454,10 +463,13 @@ static rbx_status run_in_session(execution *x, rbx_result *result, rbx_error *er
                    ? RBX_OK
                    : rbx_fail(err, RBX_ESYSTEM, "out of memory");
     }
+    rbx_status status = rbx_storage_room(x->engine, err);
+    if (status != RBX_OK)
+        return status;
     rbx_session session;
     int64_t waited_from = rbx_now_us();
-    rbx_status status = rbx_session_acquire(x->engine, request->session_id, x->timeout_s,
-                                            request->cancel_fd, &session, err);
+    status = rbx_session_acquire(x->engine, request->session_id, x->timeout_s, request->cancel_fd,
+                                 &session, err);
     if (status != RBX_OK)
         return status;
     rbx_trace_mark(x->trace, RBX_PHASE_SESSION);
@@ -471,7 +483,13 @@ static rbx_status run_in_session(execution *x, rbx_result *result, rbx_error *er
     rbx_running running;
     track(x->engine, &running, session.id);
     x->kill_fd = running.kill_fd;
-    status = run_in_sandbox(x, result, err);
+    rbx_scratch scratch;
+    status = rbx_scratch_make(x->engine, session.one_off, &scratch, err);
+    x->scratch = &scratch;
+    if (status == RBX_OK)
+        status = run_in_sandbox(x, result, err);
+    rbx_scratch_remove(x->engine, &scratch);
+    x->scratch = NULL;
     untrack(x->engine, &running);
     rbx_session_release(x->engine, &session);
     x->session = NULL;

@@ -4,7 +4,6 @@
  * "..", absolute paths and links planted by sandboxed code cannot lead a
  * host-side operation out of the session, even if the code swaps a
  * directory for a link while we walk. */
-#include "disk.h"
 #include "internal.h"
 
 #include <dirent.h>
@@ -76,7 +75,7 @@ static rbx_status refused(const char *path, rbx_error *err)
     if (errno == EISDIR || errno == ENOTDIR)
         return rbx_fail(err, RBX_EINVAL, "%.200s is not a regular file", path);
     if (errno == ENOSPC || errno == EDQUOT)
-        return rbx_fail(err, RBX_EINVAL, "the session's disk is full");
+        return rbx_fail(err, RBX_ENOSPC, "the session's disk is full: remove files from it");
     return rbx_fail(err, RBX_ESYSTEM, "cannot access %.200s: %s", path, strerror(errno));
 }
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -184,6 +185,109 @@ int rbx_write_new_file(int dirfd, const char *name, const void *data, size_t len
         len -= (size_t)n;
     }
     return close(fd);
+}
+
+/* Copying is only done to migrate sessions, whose trees are not live. A
+ * deeper tree than this is cut there (its deeper levels are left out):
+ * one descriptor is open per level. */
+#define COPY_MAX_DEPTH 200
+
+static int copy_file_data(int src_dirfd, const char *name, int dst_dirfd, mode_t mode)
+{
+    int in = rbx_open_regular(src_dirfd, name, O_RDONLY);
+    if (in < 0)
+        return -1;
+    int out = openat(dst_dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    int rc = out < 0 ? -1 : 0;
+    for (ssize_t n = 1; rc == 0 && n > 0;) {
+        n = copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
+        if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL))
+            n = sendfile(out, in, NULL, 1 << 30); /* across filesystems on older kernels */
+        if (n < 0)
+            rc = -1;
+    }
+    int saved = errno;
+    close(in);
+    if (out >= 0 && close(out) != 0 && rc == 0)
+        rc = -1;
+    errno = saved;
+    return rc;
+}
+
+static int copy_entry(int src, int dst, const char *name, const struct stat *st, int depth);
+
+static int copy_dir(int src, int dst, int depth)
+{
+    int fd = fcntl(src, F_DUPFD_CLOEXEC, 0);
+    DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!dir) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    rewinddir(dir);
+    int rc = 0;
+    struct dirent *entry;
+    while (rc == 0 && (errno = 0, entry = readdir(dir))) {
+        struct stat st;
+        if (!strcmp(entry->d_name, ".") || !strcmp(entry->d_name, ".."))
+            continue;
+        if (fstatat(src, entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue; /* gone meanwhile */
+        rc = copy_entry(src, dst, entry->d_name, &st, depth);
+    }
+    if (rc == 0 && errno)
+        rc = -1;
+    closedir(dir);
+    return rc;
+}
+
+static int copy_entry(int src, int dst, const char *name, const struct stat *st, int depth)
+{
+    mode_t mode = st->st_mode & 0777 & ~(mode_t)(S_ISUID | S_ISGID);
+    int rc;
+    if (S_ISDIR(st->st_mode)) {
+        if (depth >= COPY_MAX_DEPTH)
+            return 0;
+        if (mkdirat(dst, name, 0700) != 0)
+            return -1;
+        int from = openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int to = openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        rc = from >= 0 && to >= 0 ? copy_dir(from, to, depth + 1) : -1;
+        int saved = errno;
+        if (from >= 0)
+            close(from);
+        if (to >= 0)
+            close(to);
+        errno = saved;
+        mode |= st->st_mode & S_ISVTX;
+    } else if (S_ISREG(st->st_mode)) {
+        rc = copy_file_data(src, name, dst, 0600);
+    } else if (S_ISLNK(st->st_mode)) {
+        char target[4096];
+        ssize_t n = readlinkat(src, name, target, sizeof target - 1);
+        if (n < 0)
+            return -1;
+        target[n] = 0;
+        rc = symlinkat(target, dst, name);
+    } else if (S_ISFIFO(st->st_mode)) {
+        rc = mkfifoat(dst, name, 0600);
+    } else {
+        return 0; /* sockets and devices: nothing a session could use again */
+    }
+    if (rc != 0)
+        return -1;
+    if (fchownat(dst, name, st->st_uid, st->st_gid, AT_SYMLINK_NOFOLLOW) != 0 && errno != EPERM)
+        return -1;
+    if (!S_ISLNK(st->st_mode) && fchmodat(dst, name, mode, 0) != 0)
+        return -1;
+    struct timespec times[2] = {st->st_atim, st->st_mtim};
+    return utimensat(dst, name, times, AT_SYMLINK_NOFOLLOW);
+}
+
+int rbx_copy_tree(int src_dirfd, int dst_dirfd)
+{
+    return copy_dir(src_dirfd, dst_dirfd, 0);
 }
 
 /* Also called in the sandbox's child: system calls only. */

@@ -90,12 +90,15 @@ static rbx_status run_installer(rbx_engine *engine, const rbx_runtime *runtime,
         .file_size_max = engine->config.disk_cap_bytes,
     };
     spec.root_request.nameserver = spec.network == RBX_NET_OUTSIDE;
+    spec.template_ns = rbx_engine_template_ns(engine);
     rbx_capture out;
     rbx_capture_init(&out, engine->config.install_output_cap);
     rbx_watch *watch = calloc(1, sizeof *watch);
     rbx_sandbox sandbox;
     rbx_status status = watch ? rbx_sandbox_start(&spec, &sandbox, err)
                               : rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    if (spec.template_ns >= 0)
+        close(spec.template_ns);
     if (null_fd >= 0)
         close(null_fd);
     free_env(envp);

@@ -25,11 +25,16 @@ struct rbx_engine {
     char state_dir[4096];
     char sessions_dir[4200];
     char trash_dir[4200];
-    int sessions_fd; /* O_PATH|O_DIRECTORY fd of sessions_dir: every walk starts here */
-    int trash_fd;
+    int sessions_fd;      /* sessions_dir (storage.h): every walk starts here */
+    int session_trash_fd; /* its .trash/, for sessions on their way in or out */
+    int scratch_fd;       /* its .scratch/, executions' scratch space */
+    int trash_fd;         /* <state>/trash, for environments */
+    enum { RBX_STORAGE_PLAIN, RBX_STORAGE_BTRFS } storage;
+    char storage_detail[400]; /* for runbox check */
     bool is_root;
     struct rbx_root_plan *root_plan; /* computed once: which host paths the sandbox shows */
-    bool disk_capped;                /* sessions get their own fixed-size filesystem */
+    struct rbx_template *template;   /* the prepared mount namespace, as root (template.h) */
+    pthread_mutex_t template_lock;
     struct rbx_policy *policy;       /* the operator's deny patterns, or NULL */
     pthread_mutex_t running_lock;
     struct rbx_running *running; /* executions in progress, for cancellation */
@@ -145,7 +150,26 @@ rbx_status rbx_session_acquire(rbx_engine *engine, const char *id, double wait_s
                                rbx_session *session, rbx_error *err);
 void rbx_session_release(rbx_engine *engine, rbx_session *session);
 
-/* An O_PATH fd of an existing session's work directory, its disk mounted. */
+/* A descriptor of the prepared mount namespace for one sandbox (the caller
+ * closes it), or -1 where there is none: the sandbox then builds its root
+ * in a copy of the host's namespace. RUNBOX_TEMPLATE=0 turns it off. */
+int rbx_engine_template_ns(rbx_engine *engine);
+/* Why there is no prepared namespace, or NULL when there is one. */
+const char *rbx_engine_template_why(rbx_engine *engine);
+
+/* Names an entry of the sessions' trash: "<kind>-<pid>-<random>". */
+void rbx_trash_name(char *out, size_t size, const char *kind);
+/* Makes a complete session directory (lock, work/) named temp in the
+ * sessions' trash, created at `created`; *dir_out is its fd. The caller
+ * renames it into place. Returns 0 or -1 with errno. */
+int rbx_session_build(rbx_engine *engine, const char *temp, int64_t created, int *dir_out);
+
+/* Tests only: with RUNBOX_CRASH_AT=name in the environment, the process
+ * kills itself (SIGKILL) when it reaches that point, so that a test can
+ * check what a crash there leaves behind. */
+void rbx_crash_point(const char *name);
+
+/* An O_PATH fd of an existing session's work directory. */
 rbx_status rbx_session_work_fd(rbx_engine *engine, const char *id, int *fd, rbx_error *err);
 
 /* execute.c: executions running in this engine, so a session's can be
@@ -162,6 +186,11 @@ int rbx_remove_tree(int dirfd, const char *name);
 /* Adds up the allocated bytes of the tree at name inside dirfd. */
 int rbx_tree_usage(int dirfd, const char *name, uint64_t *bytes);
 int rbx_mkdir_p(const char *path, mode_t mode);
+/* Copies the tree in src_dirfd into dst_dirfd: directories, regular files,
+ * symbolic links (as links, never followed) and FIFOs, with their modes
+ * (set-id bits dropped), owners and times; sockets and devices are left
+ * out. Returns 0 or -1 with errno. */
+int rbx_copy_tree(int src_dirfd, int dst_dirfd);
 /* Opens path below dirfd only if it is a regular file (never through a
  * link at its end), without blocking whatever it turns out to be: FIFOs,
  * sockets and devices that a sandboxed program made fail with EINVAL. */

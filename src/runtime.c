@@ -119,8 +119,12 @@ static const rbx_runtime runtimes[] = {
         /* node_modules appears at /node_modules, the last place Node looks
          * from /home/user, for require and import alike. npm honours
          * NPM_CONFIG_REGISTRY and .npmrc. */
-        .install = "cd /opt/runbox/env && exec /usr/bin/npm install --no-audit --no-fund"
-                   " --no-update-notifier --loglevel=error -- \"$@\"",
+        /* A package.json of its own makes the environment npm's project
+         * root: npm would otherwise look for one up to /, where /node_modules
+         * (the mount point executions see environments at) would confuse it. */
+        .install = "cd /opt/runbox/env && echo '{\"private\":true}' > package.json"
+                   " && exec /usr/bin/npm install --no-audit --no-fund --no-update-notifier"
+                   " --loglevel=error -- \"$@\"",
         .env_inside = "/opt/runbox/env",
         .env_subdir = "node_modules",
         .env_run_at = "/node_modules",

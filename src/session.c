@@ -3,8 +3,8 @@
  * flock(2) on the lock file, so any number of runbox processes can share a
  * state directory. Removal renames the session into trash/ while holding
  * the lock, then deletes it without following links. */
-#include "disk.h"
 #include "internal.h"
+#include "storage.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -59,47 +59,64 @@ static rbx_status bad_id(rbx_error *err)
     return rbx_fail(err, RBX_EINVAL, "invalid session id: it must match " RBX_SESSION_ID_PATTERN);
 }
 
-/* Builds a complete session in trash/ and renames it into place, so no
+void rbx_trash_name(char *out, size_t size, const char *kind)
+{
+    char suffix[RBX_SESSION_ID_MAX + 1];
+    rbx_session_id_new(suffix);
+    /* The pid lets a later runbox remove what this one leaves if killed. */
+    snprintf(out, size, "%s-%d-%s", kind, (int)getpid(), suffix + 4);
+}
+
+int rbx_session_build(rbx_engine *engine, const char *temp, int64_t created, int *dir_out)
+{
+    *dir_out = -1;
+    if (mkdirat(engine->session_trash_fd, temp, 0711) != 0)
+        return -1;
+    int dir =
+        openat(engine->session_trash_fd, temp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir < 0)
+        return -1;
+    (void)fchmod(dir, 0711);
+    char stamp[32];
+    int len = snprintf(stamp, sizeof stamp, "%lld\n", (long long)created);
+    int lock = openat(dir, "lock", O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
+    bool ok = lock >= 0 && write(lock, stamp, (size_t)len) == len;
+    if (lock >= 0)
+        close(lock);
+    rbx_crash_point("session-create");
+    if (!ok || rbx_storage_make_work(engine, dir) != 0) {
+        int saved = errno;
+        close(dir);
+        errno = saved;
+        return -1;
+    }
+    *dir_out = dir;
+    return 0;
+}
+
+/* Builds a complete session in the trash and renames it into place, so no
  * process ever sees a half-made session. */
 static rbx_status create_session(rbx_engine *engine, const char *id, rbx_error *err)
 {
+    rbx_status status = rbx_storage_room(engine, err);
+    if (status != RBX_OK)
+        return status;
     char temp[96];
-    char tempid[RBX_SESSION_ID_MAX + 1];
-    rbx_session_id_new(tempid);
-    snprintf(temp, sizeof temp, "new-%s", tempid);
-    if (mkdirat(engine->trash_fd, temp, 0711) != 0)
-        return rbx_fail(err, RBX_ESYSTEM, "cannot create session %s: %s", id, strerror(errno));
-    int dir = openat(engine->trash_fd, temp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    rbx_status status = RBX_OK;
-    if (dir < 0)
-        goto fail;
-    (void)fchmod(dir, 0711);
-    char stamp[32];
-    int len = snprintf(stamp, sizeof stamp, "%lld\n", (long long)time(NULL));
-    int lock = openat(dir, "lock", O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (lock < 0 || write(lock, stamp, (size_t)len) != len) {
-        if (lock >= 0)
-            close(lock);
-        goto fail;
+    rbx_trash_name(temp, sizeof temp, "new");
+    int dir;
+    if (rbx_session_build(engine, temp, time(NULL), &dir) != 0) {
+        status = rbx_fail(err, errno == EDQUOT || errno == ENOSPC ? RBX_ENOSPC : RBX_ESYSTEM,
+                          "cannot create session %s: %s", id, strerror(errno));
+        rbx_storage_remove(engine, engine->session_trash_fd, temp);
+        return status;
     }
-    close(lock);
-    if (mkdirat(dir, "work", 0700) != 0)
-        goto fail;
-    if (engine->is_root && fchownat(dir, "work", RBX_HOST_UID_BASE + RBX_SANDBOX_UID,
-                                    RBX_HOST_UID_BASE + RBX_SANDBOX_UID, AT_SYMLINK_NOFOLLOW) != 0)
-        goto fail;
-    int renamed = renameat2(engine->trash_fd, temp, engine->sessions_fd, id, RENAME_NOREPLACE);
-    if (renamed != 0 && errno != EEXIST)
-        goto fail;
-    if (renamed != 0)
-        rbx_remove_tree(engine->trash_fd, temp); /* another process won the race */
     close(dir);
-    return RBX_OK;
-fail:
-    status = rbx_fail(err, RBX_ESYSTEM, "cannot create session %s: %s", id, strerror(errno));
-    if (dir >= 0)
-        close(dir);
-    rbx_remove_tree(engine->trash_fd, temp);
+    int renamed =
+        renameat2(engine->session_trash_fd, temp, engine->sessions_fd, id, RENAME_NOREPLACE);
+    if (renamed != 0 && errno != EEXIST)
+        status = rbx_fail(err, RBX_ESYSTEM, "cannot create session %s: %s", id, strerror(errno));
+    if (renamed != 0) /* another process won the race, or the rename failed */
+        rbx_storage_remove(engine, engine->session_trash_fd, temp);
     return status;
 }
 
@@ -197,13 +214,6 @@ rbx_status rbx_session_acquire(rbx_engine *engine, const char *id, double wait_s
     (void)futimens(session->lock_fd, NULL); /* last used */
     snprintf(session->work_path, sizeof session->work_path, "%s/%s/work", engine->sessions_dir,
              session->id);
-    if (engine->disk_capped) {
-        status = rbx_disk_attach(engine, session->dir_fd, session->work_path, err);
-        if (status != RBX_OK) {
-            rbx_session_release(engine, session);
-            return status;
-        }
-    }
     return RBX_OK;
 }
 
@@ -211,15 +221,11 @@ rbx_status rbx_session_acquire(rbx_engine *engine, const char *id, double wait_s
 static rbx_status discard_locked(rbx_engine *engine, const char *id, rbx_error *err)
 {
     char grave[128];
-    char suffix[RBX_SESSION_ID_MAX + 1];
-    rbx_session_id_new(suffix);
-    snprintf(grave, sizeof grave, "old-%s", suffix);
-    char work[4400];
-    snprintf(work, sizeof work, "%s/%s/work", engine->sessions_dir, id);
-    rbx_disk_detach(work);
-    if (renameat(engine->sessions_fd, id, engine->trash_fd, grave) != 0)
+    rbx_trash_name(grave, sizeof grave, "old");
+    if (renameat(engine->sessions_fd, id, engine->session_trash_fd, grave) != 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot remove session %s: %s", id, strerror(errno));
-    if (rbx_remove_tree(engine->trash_fd, grave) != 0)
+    rbx_crash_point("session-remove");
+    if (rbx_storage_remove(engine, engine->session_trash_fd, grave) != 0)
         return rbx_fail(err, RBX_ESYSTEM, "session %s removed, but deleting its files failed: %s",
                         id, strerror(errno));
     return RBX_OK;
@@ -281,7 +287,7 @@ rbx_status rbx_session_info_get(rbx_engine *engine, const char *id, rbx_session_
     if (lock >= 0)
         close(lock);
     info->created_unix = read_created(dir);
-    rbx_tree_usage(dir, "work", &info->disk_bytes);
+    info->disk_bytes = rbx_storage_usage(engine, dir);
     close(dir);
     return RBX_OK;
 }
@@ -348,24 +354,9 @@ rbx_status rbx_session_work_fd(rbx_engine *engine, const char *id, int *fd, rbx_
     *fd = -1;
     if (!rbx_session_id_valid(id))
         return bad_id(err);
-    char work[4400];
-    snprintf(work, sizeof work, "%s/%s/work", engine->sessions_dir, id);
     struct stat st;
     if (fstatat(engine->sessions_fd, id, &st, AT_SYMLINK_NOFOLLOW) != 0)
         return rbx_fail(err, RBX_ENOENT, "no session %s", id);
-    if (engine->disk_capped) {
-        /* A session whose disk is not mounted (never run yet, or after a
-         * reboot) is not running: attach it under the lock. */
-        int dir, lock;
-        rbx_status status = lock_session(engine, id, 5, false, -1, &dir, &lock, NULL);
-        if (status == RBX_OK) {
-            status = rbx_disk_attach(engine, dir, work, err);
-            close(lock);
-            close(dir);
-            if (status != RBX_OK)
-                return status;
-        }
-    }
     char rel[RBX_SESSION_ID_MAX + 8];
     snprintf(rel, sizeof rel, "%s/work", id);
     *fd = openat(engine->sessions_fd, rel, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

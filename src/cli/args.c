@@ -78,11 +78,31 @@ rbx_engine *cli_engine(const cli_globals *globals, int *exit_code)
     config.policy_file = globals->policy_file;
     config.install_network_host = globals->install_network_host;
     config.max_cpus = globals->max_cpus;
+    config.storage = globals->storage;
+    config.storage_bytes = globals->storage_bytes;
     rbx_error err = {0};
     rbx_engine *engine = rbx_engine_new(&config, &err);
     if (!engine)
         *exit_code = cli_engine_error(&err);
     return engine;
+}
+
+int cli_parse_size(const char *text, uint64_t *bytes)
+{
+    char *end;
+    errno = 0;
+    if (!text || text[0] < '0' || text[0] > '9')
+        return -1;
+    unsigned long long value = strtoull(text, &end, 10);
+    static const char units[] = "KMGT";
+    const char *unit = *end ? strchr(units, *end) : NULL;
+    if (errno || (*end && (!unit || end[1])))
+        return -1;
+    unsigned shift = unit ? 10 * (unsigned)(unit - units + 1) : 0;
+    if (value == 0 || value > (~0ull >> shift))
+        return -1;
+    *bytes = (uint64_t)value << shift;
+    return 0;
 }
 
 int cli_parse_seconds(const char *text, double *seconds)

@@ -16,6 +16,8 @@ typedef struct cli_globals {
     const char *policy_file;
     bool install_network_host; /* --install-network host (or RUNBOX_INSTALL_NETWORK=host) */
     double max_cpus;           /* --max-cpus (or RUNBOX_MAX_CPUS); 0: the host's cores */
+    rbx_storage_choice storage; /* --storage (or RUNBOX_STORAGE) */
+    uint64_t storage_bytes;     /* --storage-size (or RUNBOX_STORAGE_SIZE) */
     char **argv;               /* as runbox was started, for `serve` (serve_elsewhere.c) */
 } cli_globals;
 
@@ -42,6 +44,8 @@ const char *cli_json_type_name(const json_t *value);
 /* Maps an engine error to an exit code after printing it. */
 int cli_engine_error(const rbx_error *err);
 rbx_engine *cli_engine(const cli_globals *globals, int *exit_code);
+/* Parses a size: a whole number of bytes, or of K, M, G or T (powers of 1024). */
+int cli_parse_size(const char *text, uint64_t *bytes);
 /* Parses a number of seconds: finite and > 0. */
 int cli_parse_seconds(const char *text, double *seconds);
 /* Reads a whole file (or stdin for "-") up to limit bytes. */
@@ -53,6 +57,7 @@ int cli_sessions(cli_globals *globals, int argc, char **argv);
 int cli_check(cli_globals *globals, int argc, char **argv);
 int cli_envs(cli_globals *globals, int argc, char **argv);
 int cli_files(cli_globals *globals, int argc, char **argv);
+int cli_storage(cli_globals *globals, int argc, char **argv);
 int cli_serve(cli_globals *globals, int argc, char **argv); /* src/http/, serve_elsewhere.c */
 int cli_mcp(cli_globals *globals, int argc, char **argv);   /* src/mcp/ */
 

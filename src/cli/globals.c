@@ -8,6 +8,19 @@
 #include <string.h>
 #include <unistd.h>
 
+static int storage_choice(const char *text, rbx_storage_choice *choice)
+{
+    if (!strcmp(text, "auto"))
+        *choice = RBX_STORAGE_AUTO;
+    else if (!strcmp(text, "btrfs"))
+        *choice = RBX_STORAGE_CHOOSE_BTRFS;
+    else if (!strcmp(text, "plain"))
+        *choice = RBX_STORAGE_CHOOSE_PLAIN;
+    else
+        return -1;
+    return 0;
+}
+
 void cli_globals_init(cli_globals *globals, char **argv)
 {
     *globals = (cli_globals){.argv = argv,
@@ -19,7 +32,13 @@ void cli_globals_init(cli_globals *globals, char **argv)
     globals->install_network_host = install_network && !strcmp(install_network, "host");
     const char *max_cpus = getenv("RUNBOX_MAX_CPUS");
     if (max_cpus && cli_parse_seconds(max_cpus, &globals->max_cpus) != 0)
-        globals->max_cpus = 0; /* checked again, with a message, by cli_engine */
+        globals->max_cpus = 0; /* the default, like any value that is not a number */
+    const char *storage = getenv("RUNBOX_STORAGE");
+    if (storage)
+        (void)storage_choice(storage, &globals->storage);
+    const char *size = getenv("RUNBOX_STORAGE_SIZE");
+    if (size)
+        (void)cli_parse_size(size, &globals->storage_bytes);
 }
 
 /* --name VALUE or --name=VALUE; NULL when the value is missing. */
@@ -61,6 +80,15 @@ int cli_global_option(int argc, char **argv, int *i, cli_globals *globals, const
         if (!value || cli_parse_seconds(value, &globals->max_cpus) != 0)
             return cli_usage_error(command, "--max-cpus needs a number of cores above 0, e.g. "
                                             "--max-cpus 2");
+    } else if (named(arg, "--storage")) {
+        value = value_of(argc, argv, i, "--storage");
+        if (!value || storage_choice(value, &globals->storage) != 0)
+            return cli_usage_error(command, "--storage must be auto, btrfs or plain, not '%.32s'",
+                                   value ? value : "");
+    } else if (named(arg, "--storage-size")) {
+        value = value_of(argc, argv, i, "--storage-size");
+        if (!value || cli_parse_size(value, &globals->storage_bytes) != 0)
+            return cli_usage_error(command, "--storage-size needs a size such as 512M, 20G or 1T");
     } else {
         return CLI_NOT_GLOBAL;
     }

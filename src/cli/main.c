@@ -17,6 +17,7 @@ static const char usage[] =
     "  check [--json]                      which isolation guarantees hold on this host\n"
     "  envs list|gc                        cached dependency environments\n"
     "  files list|put|get|rm SESSION ...   a session's files\n"
+    "  storage [show|unmount]              where sessions' files live, and how capped\n"
     "  serve [--listen ADDR:PORT]          the HTTP API (see 'runbox serve --help')\n"
     "  mcp                                 a Model Context Protocol server on stdio\n"
     "\n"
@@ -32,6 +33,14 @@ static const char usage[] =
     "  --max-cpus N      the most cores an execution may ask for (also\n"
     "                    RUNBOX_MAX_CPUS; default the host's cores); each gets 1 unless\n"
     "                    it asks (--cpus, \"cpus\")\n"
+    "  --storage auto|btrfs|plain\n"
+    "                    where sessions' files live (also RUNBOX_STORAGE): a btrfs image\n"
+    "                    with a quota per session where the host allows (auto, the\n"
+    "                    default; btrfs: required), or plain directories, not capped\n"
+    "  --storage-size SIZE\n"
+    "                    the size of a new state directory's image, e.g. 20G (also\n"
+    "                    RUNBOX_STORAGE_SIZE; default half the host's free space, at\n"
+    "                    most 64G)\n"
     "  --help            this text\n"
     "  --version         runbox's version\n";
 
@@ -70,6 +79,8 @@ int main(int argc, char **argv)
         return cli_envs(&globals, argc - i, argv + i);
     if (!strcmp(command, "files"))
         return cli_files(&globals, argc - i, argv + i);
+    if (!strcmp(command, "storage"))
+        return cli_storage(&globals, argc - i, argv + i);
     if (!strcmp(command, "serve"))
         return cli_serve(&globals, argc - i, argv + i);
     if (!strcmp(command, "mcp"))
@@ -79,6 +90,8 @@ int main(int argc, char **argv)
         return 0;
     }
     return cli_usage_error(
-        NULL, "unknown command '%.64s' (accepted: run, sessions, files, envs, check, serve, mcp)",
+        NULL,
+        "unknown command '%.64s' (accepted: run, sessions, files, envs, storage, check, serve, "
+        "mcp)",
         command);
 }

@@ -29,6 +29,9 @@ void http_error_from_engine(http_error *err, const rbx_error *engine_err)
     case RBX_EBUSY:
         http_error_set(err, MHD_HTTP_CONFLICT, "busy", "%s", engine_err->message);
         break;
+    case RBX_ENOSPC:
+        http_error_set(err, MHD_HTTP_INSUFFICIENT_STORAGE, "no_space", "%s", engine_err->message);
+        break;
     default:
         http_error_set(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "system_error", "%s",
                        engine_err->message);

@@ -1,7 +1,8 @@
 /* What a tool call does: turn its arguments into one engine call and its
  * outcome into a CallToolResult. Per the MCP spec, what a model can act on
  * is a tool error (isError: true, the message as text): code that failed,
- * and requests the engine refused (RBX_EINVAL, RBX_ENOENT, RBX_EBUSY). Only
+ * and requests the engine refused (RBX_EINVAL, RBX_ENOENT, RBX_EBUSY, and
+ * RBX_ENOSPC: the model can free space by closing sessions). Only
  * a failure of the host (RBX_ESYSTEM) is a protocol error (-32603). */
 #include "mcp/mcp.h"
 

@@ -7,6 +7,7 @@
  * own cgroup: its limits are not theirs, and runbox never creates anything
  * inside a cgroup some other manager owns. */
 #include "sandbox/cgroup.h"
+#include "owner.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -330,43 +331,6 @@ static void run_probe(void)
  * between a cgroup's creation and its execution joining it. */
 #define STALE_AFTER_S 60
 
-/* The start time of a process, in seconds since the epoch (0 if unknown):
- * field 22 of /proc/PID/stat, in clock ticks since boot. */
-static time_t process_started(long pid)
-{
-    char dir[32], buf[1024];
-    snprintf(dir, sizeof dir, "/proc/%ld", pid);
-    if (read_at(dir, "stat", buf, sizeof buf) <= 0)
-        return 0;
-    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
-    for (int field = 2; p && field < 22; field++)
-        p = strchr(p + 1, ' ');
-    struct timespec boot, real;
-    long ticks = sysconf(_SC_CLK_TCK);
-    if (!p || ticks <= 0 || clock_gettime(CLOCK_BOOTTIME, &boot) != 0 ||
-        clock_gettime(CLOCK_REALTIME, &real) != 0)
-        return 0;
-    unsigned long long started = strtoull(p + 1, NULL, 10);
-    return real.tv_sec - boot.tv_sec + (time_t)(started / (unsigned long long)ticks);
-}
-
-typedef enum { OWNER_ALIVE, OWNER_GONE, OWNER_UNKNOWN } owner_state;
-
-/* Whether the runbox named in an exec-<pid>-<hex> cgroup made at `made`
- * still runs. A live process with that pid that started after the cgroup
- * was made is another process that reused the pid. */
-static owner_state owner_of(const char *name, time_t made)
-{
-    char *end;
-    long pid = strtol(name + 5, &end, 10);
-    if (end == name + 5 || *end != '-' || pid <= 0)
-        return OWNER_UNKNOWN;
-    if (kill((pid_t)pid, 0) != 0)
-        return errno == ESRCH ? OWNER_GONE : OWNER_UNKNOWN;
-    time_t started = process_started(pid);
-    return started && started > made + 1 ? OWNER_GONE : OWNER_ALIVE;
-}
-
 static void kill_listed(const char *dir, const char *name);
 
 /* An exec-* directory is created in the first hierarchy first and removed
@@ -385,9 +349,10 @@ static void sweep_stale(void)
             fstatat(dirfd(dir), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
             !S_ISDIR(st.st_mode))
             continue;
-        owner_state owner = owner_of(entry->d_name, st.st_mtim.tv_sec);
-        if (owner == OWNER_ALIVE ||
-            (owner == OWNER_UNKNOWN && now - st.st_mtim.tv_sec < STALE_AFTER_S))
+        rbx_owner_state owner =
+            rbx_owner_state_of(rbx_owner_pid(entry->d_name + 5), st.st_mtim.tv_sec);
+        if (owner == RBX_OWNER_ALIVE ||
+            (owner == RBX_OWNER_UNKNOWN && now - st.st_mtim.tv_sec < STALE_AFTER_S))
             continue;
         for (size_t i = probe.n; i-- > 0;) {
             char path[PATH_MAX];

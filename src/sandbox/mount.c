@@ -1,9 +1,9 @@
-/* Building the sandbox's root. Every mount here happens in the sandbox's
- * own mount namespace, made private first, so nothing propagates back to
- * the host. The new root is a small tmpfs that ends read-only; host system
- * paths are bind-mounted read-only, nosuid and nodev; the session directory
- * comes in through a file descriptor, so no host path walk can be
- * redirected by a link (and its host path need not be reachable at all). */
+/* Building the sandbox's root (see mount.h). Every mount here happens in a
+ * mount namespace of the sandbox's own (or of the prepared namespace being
+ * built), made private first, so nothing propagates back to the host. Host
+ * system paths come in read-only, nosuid and nodev; the session's directory
+ * comes in through a descriptor or a detached mount, so no host path walk
+ * can be redirected by a link (and its host path need not be reachable). */
 #include "sandbox/mount.h"
 #include "sandbox/net.h"
 #include "sandbox/sandbox.h"
@@ -11,12 +11,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/mount.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 /* The host's /tmp is covered by the new root while it is built: only the
@@ -57,6 +59,7 @@ static const char *const default_paths[] = {
     "/etc/inputrc",
     "/etc/pip.conf",
     "/etc/xdg/pip",
+    "/etc/matplotlibrc",
     NULL,
 };
 
@@ -66,18 +69,25 @@ static const char passwd_text[] = "root:x:0:0:root:/root:/usr/sbin/nologin\n"
                                   "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
 static const char group_text[] = "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n";
 
-static const char *const devices[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
+/* The harmless character devices, with their numbers for the prepared
+ * namespace, which makes its own nodes (a sandbox binds the host's). */
+static const struct device {
+    const char *name;
+    unsigned major, minor;
+} devices[] = {{"null", 1, 3},    {"zero", 1, 5}, {"full", 1, 7},
+               {"random", 1, 8},  {"urandom", 1, 9}, {"tty", 5, 0}};
+#define DEVICE_COUNT (sizeof devices / sizeof devices[0])
 
 /* What of /proc is covered (see rbx_proc_mask), Docker's masked paths
  * among them. What runtimes read stays: cpuinfo, meminfo, stat, uptime,
  * loadavg, version, filesystems, self, net (the sandbox's own), sys. */
 static const char *const proc_masked[] = {
-    "cmdline",    "config.gz", "modules",   "kallsyms",  "partitions", "diskstats",
-    "swaps",      "locks",     "interrupts", "devices",  "consoles",   "timer_list",
-    "sched_debug", "keys",     "key-users", "bootconfig", "softirqs",  "iomem",
-    "ioports",    "misc",      "dma",       "mtrr",      "latency_stats", "timer_stats",
-    "kcore",      "sysrq-trigger", "acpi",  "scsi",      "asound",     "bus",
-    "driver",     "tty",       "irq",       "fs",        "pressure",   NULL,
+    "cmdline",     "config.gz",     "modules",    "kallsyms",      "partitions",  "diskstats",
+    "swaps",       "locks",         "interrupts", "devices",       "consoles",    "timer_list",
+    "sched_debug", "keys",          "key-users",  "bootconfig",    "softirqs",    "iomem",
+    "ioports",     "misc",          "dma",        "mtrr",          "latency_stats", "timer_stats",
+    "kcore",       "sysrq-trigger", "acpi",       "scsi",          "asound",      "bus",
+    "driver",      "tty",           "irq",        "fs",            "pressure",    NULL,
 };
 
 static void plan_proc_masks(rbx_root_plan *plan)
@@ -131,6 +141,15 @@ void rbx_root_plan_build(rbx_root_plan *plan, const char *const *paths, size_t t
     plan_proc_masks(plan);
 }
 
+void rbx_root_plan_add_point(rbx_root_plan *plan, const char *inside)
+{
+    for (size_t i = 0; i < plan->point_count; i++)
+        if (!strcmp(plan->points[i], inside))
+            return;
+    if (plan->point_count < RBX_ROOT_MAX_POINTS && strlen(inside) < RBX_ROOT_PATH_MAX)
+        snprintf(plan->points[plan->point_count++], RBX_ROOT_PATH_MAX, "%s", inside);
+}
+
 /* --- child side: system calls only -------------------------------------------------- */
 
 static char *join(char *buf, size_t size, const char *a, const char *b)
@@ -173,86 +192,24 @@ static int bind_ro(const char *src, const char *dst, bool is_dir, unsigned attrs
     return attrs ? set_attr(dst, attrs, true) : 0;
 }
 
-/* Copies a host file into the new root (sendfile: no buffer, no allocation). */
-static int copy_file(const char *src, const char *dst)
+/* Copies a host file into the new root (sendfile: no buffer, no
+ * allocation). A regular file comes whole in calls of `chunk` bytes; a
+ * short count means its end. */
+static int copy_file(const char *src, const char *dst, mode_t mode, size_t chunk)
 {
-    int in = open(src, O_RDONLY | O_CLOEXEC);
+    int in = open(src, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* host paths of the plan */
     if (in < 0)
         return -1;
-    int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    /* A regular file comes whole in one call; a short count means its end. */
-    ssize_t n = out < 0 ? -1 : RBX_ROOT_COPY_MAX;
-    while (n == RBX_ROOT_COPY_MAX)
-        n = sendfile(out, in, NULL, RBX_ROOT_COPY_MAX);
+    int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    ssize_t n = out < 0 ? -1 : (ssize_t)chunk;
+    while (n == (ssize_t)chunk)
+        n = sendfile(out, in, NULL, chunk);
     int saved = errno;
     close(in);
     if (out >= 0)
         close(out);
     errno = saved;
     return n >= 0 ? 0 : -1;
-}
-
-static int build_system(const rbx_root_plan *plan, const char **step)
-{
-    char dst[RBX_ROOT_PATH_MAX + 16], parent[RBX_ROOT_PATH_MAX + 16], made[sizeof parent] = "";
-    for (size_t i = 0; i < plan->count; i++) {
-        const rbx_root_step *s = &plan->steps[i];
-        *step = s->inside;
-        if (!join(dst, sizeof dst, NEW_ROOT, s->inside))
-            return -1;
-        /* Parents of a file (/etc for /etc/hosts) are plain directories;
-         * consecutive steps mostly share theirs. */
-        strcpy(parent, dst);
-        char *slash = strrchr(parent, '/');
-        if (slash && slash != parent) {
-            *slash = 0;
-            if (strcmp(parent, made) != 0 && rbx_mkdir_p(parent, 0755) != 0)
-                return -1;
-            strcpy(made, parent);
-        }
-        if (s->kind == ROOT_SYMLINK) {
-            if (symlink(s->host, dst) != 0 && errno != EEXIST)
-                return -1;
-        } else if (s->kind == ROOT_COPY) {
-            if (copy_file(s->host, dst) != 0)
-                return -1;
-        } else if (bind_ro(s->host, dst, s->is_dir, 0) != 0) {
-            return -1; /* made read-only with the whole root, in seal_system() */
-        }
-    }
-    return 0;
-}
-
-/* A minimal /dev: the harmless character devices, bound from the host's,
- * standard links, and a private /dev/shm. */
-static int build_dev(const char **step)
-{
-    *step = "/dev";
-    if (mount("runbox-dev", NEW_ROOT "/dev", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-              "mode=0755,size=64k,nr_inodes=64") != 0)
-        return -1;
-    char src[64], dst[64];
-    for (const char *const *d = devices; *d; d++) {
-        *step = *d;
-        if (!join(src, sizeof src, "/dev/", *d) || !join(dst, sizeof dst, NEW_ROOT "/dev/", *d))
-            return -1;
-        if (access(src, F_OK) != 0)
-            continue;
-        if (bind_ro(src, dst, false, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC) != 0)
-            return -1;
-    }
-    *step = "/dev links";
-    if (symlink("/proc/self/fd", NEW_ROOT "/dev/fd") ||
-        symlink("/proc/self/fd/0", NEW_ROOT "/dev/stdin") ||
-        symlink("/proc/self/fd/1", NEW_ROOT "/dev/stdout") ||
-        symlink("/proc/self/fd/2", NEW_ROOT "/dev/stderr"))
-        return -1;
-    *step = "/dev/shm";
-    if (mkdir(NEW_ROOT "/dev/shm", 0755) != 0 ||
-        mount("runbox-shm", NEW_ROOT "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
-              "mode=1777,size=64m") != 0)
-        return -1;
-    return set_attr(NEW_ROOT "/dev", MOUNT_ATTR_RDONLY, false);
 }
 
 /* Appends a decimal number to buf (no snprintf in the child). */
@@ -270,9 +227,213 @@ static void append_number(char *buf, size_t size, size_t value)
     buf[at] = 0;
 }
 
+static void fd_path(char *buf, size_t size, int fd)
+{
+    strcpy(buf, "/proc/self/fd/");
+    append_number(buf, size, (size_t)fd);
+}
+
+/* --- copying a host directory into the prepared namespace's root --------------------- */
+
+/* The prepared namespace copies the small /etc directories it shows
+ * (certificates, alternatives, Python's settings) once, instead of binding
+ * each: fewer mounts for every sandbox to copy. Only what anyone may read
+ * is copied (/etc/ssl/private stays out), and within bounds; past them the
+ * directory is bound instead. */
+#define TREE_MAX_DEPTH 6
+#define TREE_MAX_ENTRIES 4096
+#define TREE_MAX_BYTES (8u << 20)
+
+typedef struct tree_budget {
+    size_t entries, bytes;
+} tree_budget;
+
+struct linux_dirent64 {
+    unsigned long long d_ino;
+    long long d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+static int copy_tree_raw(const char *src, const char *dst, int depth, tree_budget *budget);
+
+static int copy_entry_raw(const char *src, const char *dst, int depth, tree_budget *budget)
+{
+    struct stat st;
+    if (lstat(src, &st) != 0)
+        return errno == ENOENT ? 0 : -1;
+    if (++budget->entries > TREE_MAX_ENTRIES) {
+        errno = EFBIG;
+        return -1;
+    }
+    if (S_ISLNK(st.st_mode)) {
+        char target[RBX_ROOT_PATH_MAX * 2];
+        ssize_t n = readlink(src, target, sizeof target - 1);
+        if (n < 0)
+            return -1;
+        target[n] = 0;
+        return symlink(target, dst);
+    }
+    if (!(st.st_mode & S_IROTH))
+        return 0; /* not the sandbox's to read */
+    if (S_ISDIR(st.st_mode)) {
+        if (!(st.st_mode & S_IXOTH) || depth >= TREE_MAX_DEPTH)
+            return 0;
+        if (mkdir(dst, 0755) != 0)
+            return -1;
+        return copy_tree_raw(src, dst, depth + 1, budget);
+    }
+    if (!S_ISREG(st.st_mode))
+        return 0;
+    budget->bytes += (size_t)st.st_size;
+    if (budget->bytes > TREE_MAX_BYTES) {
+        errno = EFBIG;
+        return -1;
+    }
+    return copy_file(src, dst, 0644, 1 << 20);
+}
+
+static int copy_tree_raw(const char *src, const char *dst, int depth, tree_budget *budget)
+{
+    int fd = open(src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char buf[4096];
+    int rc = 0;
+    for (;;) {
+        long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
+        if (n <= 0) {
+            rc = n < 0 ? -1 : 0;
+            break;
+        }
+        for (long at = 0; at < n && rc == 0;) {
+            struct linux_dirent64 *entry = (void *)(buf + at);
+            at += entry->d_reclen;
+            const char *name = entry->d_name;
+            if (!strcmp(name, ".") || !strcmp(name, ".."))
+                continue;
+            char from[RBX_ROOT_PATH_MAX * 2], to[RBX_ROOT_PATH_MAX * 2];
+            if (!join(from, sizeof from, src, "/") || !join(to, sizeof to, dst, "/") ||
+                strlen(from) + strlen(name) >= sizeof from || strlen(to) + strlen(name) >= sizeof to) {
+                errno = ENAMETOOLONG;
+                rc = -1;
+                break;
+            }
+            strcat(from, name);
+            strcat(to, name);
+            rc = copy_entry_raw(from, to, depth, budget);
+        }
+        if (rc != 0)
+            break;
+    }
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return rc;
+}
+
+/* --- the parts of the root ------------------------------------------------------------ */
+
+/* /usr in the prepared namespace: an overlay of the host's /usr (read-only,
+ * no upper layer), so that the sandbox's mount table names "runbox", not
+ * the host's block device. overlayfs wants two lower layers: the second is
+ * the mount point's own empty directory. */
+static int overlay_usr(const char *host, const char *dst)
+{
+    char options[RBX_ROOT_PATH_MAX * 3] = "lowerdir=";
+    if (mkdir(dst, 0755) != 0 && errno != EEXIST)
+        return -1;
+    if (strlen(host) + strlen(dst) + 16 >= sizeof options) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    strcat(options, host);
+    strcat(options, ":");
+    strcat(options, dst);
+    return mount("runbox", dst, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, options);
+}
+
+static int build_system(const rbx_root_plan *plan, bool template, const char **step)
+{
+    char dst[RBX_ROOT_PATH_MAX + 16], parent[RBX_ROOT_PATH_MAX + 16], made[sizeof parent] = "";
+    for (size_t i = 0; i < plan->count; i++) {
+        const rbx_root_step *s = &plan->steps[i];
+        *step = s->inside;
+        if (!join(dst, sizeof dst, NEW_ROOT, s->inside))
+            return -1;
+        /* Parents of a file (/etc for /etc/hosts) are plain directories;
+         * consecutive steps mostly share theirs. */
+        strcpy(parent, dst);
+        char *slash = strrchr(parent, '/');
+        if (slash && slash != parent) {
+            *slash = 0;
+            if (strcmp(parent, made) != 0 && rbx_mkdir_p(parent, 0755) != 0)
+                return -1;
+            strcpy(made, parent);
+        }
+        int rc;
+        tree_budget budget = {0};
+        if (s->kind == ROOT_SYMLINK)
+            rc = symlink(s->host, dst) != 0 && errno != EEXIST ? -1 : 0;
+        else if (s->kind == ROOT_COPY)
+            rc = copy_file(s->host, dst, 0644, RBX_ROOT_COPY_MAX);
+        else if (template && s->is_dir && !strcmp(s->inside, "/usr"))
+            rc = overlay_usr(s->host, dst);
+        else if (template && s->is_dir && mkdir(dst, 0755) == 0 &&
+                 copy_tree_raw(s->host, dst, 0, &budget) == 0)
+            rc = 0;
+        else /* made read-only with the whole root, in seal_system() */
+            rc = bind_ro(s->host, dst, s->is_dir, 0);
+        if (rc != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* A minimal /dev: the harmless character devices, standard links and the
+ * mount point of a private /dev/shm. The prepared namespace makes its own
+ * nodes (it is root on the host then: no sandbox can make any); a sandbox
+ * building its own root binds the host's. */
+static int build_dev(bool template, const char **step)
+{
+    *step = "/dev";
+    if (mount("runbox-dev", NEW_ROOT "/dev", "tmpfs",
+              MS_NOSUID | MS_NOEXEC | (template ? 0 : MS_NODEV),
+              "mode=0755,size=64k,nr_inodes=64") != 0)
+        return -1;
+    char src[64], dst[64];
+    for (size_t i = 0; i < DEVICE_COUNT; i++) {
+        *step = devices[i].name;
+        if (!join(src, sizeof src, "/dev/", devices[i].name) ||
+            !join(dst, sizeof dst, NEW_ROOT "/dev/", devices[i].name))
+            return -1;
+        if (access(src, F_OK) != 0)
+            continue;
+        if (template) {
+            if (mknod(dst, S_IFCHR | 0666, makedev(devices[i].major, devices[i].minor)) != 0 ||
+                chmod(dst, 0666) != 0) /* past the umask */
+                return -1;
+        } else if (bind_ro(src, dst, false, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC) != 0) {
+            return -1;
+        }
+    }
+    *step = "/dev links";
+    if (symlink("/proc/self/fd", NEW_ROOT "/dev/fd") ||
+        symlink("/proc/self/fd/0", NEW_ROOT "/dev/stdin") ||
+        symlink("/proc/self/fd/1", NEW_ROOT "/dev/stdout") ||
+        symlink("/proc/self/fd/2", NEW_ROOT "/dev/stderr"))
+        return -1;
+    *step = "/dev/shm";
+    if (mkdir(NEW_ROOT "/dev/shm", 0755) != 0)
+        return -1;
+    return set_attr(NEW_ROOT "/dev", MOUNT_ATTR_RDONLY, false);
+}
+
 /* The root's own files and every mount point, created while it is still
  * writable: after seal_system() nothing in it can be created. */
-static int build_skeleton(const rbx_root_request *request, const char **step)
+static int build_skeleton(const rbx_root_plan *plan, const rbx_root_request *request,
+                          const char **step)
 {
     *step = "/etc/passwd";
     if (rbx_mkdir_p(NEW_ROOT "/etc", 0755) != 0 ||
@@ -281,9 +442,11 @@ static int build_skeleton(const rbx_root_request *request, const char **step)
         make_file(NEW_ROOT "/etc/hostname", RBX_SANDBOX_HOSTNAME "\n") != 0)
         return -1;
     /* The host's resolver may be on its loopback, which the sandbox cannot
-     * reach: names go to the network helper's forwarder instead. */
+     * reach: names go to the network helper's forwarder instead. (The
+     * prepared namespace serves both kinds: without the network, the
+     * forwarder is unreachable at once.) */
     *step = "/etc/resolv.conf";
-    if (request->nameserver &&
+    if ((!request || request->nameserver) &&
         make_file(NEW_ROOT "/etc/resolv.conf", "nameserver " RBX_SANDBOX_NAMESERVER "\n") != 0)
         return -1;
     *step = "mount points";
@@ -293,7 +456,10 @@ static int build_skeleton(const rbx_root_request *request, const char **step)
         if (rbx_mkdir_p(points[i], 0755) != 0)
             return -1;
     char dst[RBX_ROOT_PATH_MAX + 16];
-    for (size_t i = 0; i < request->bind_count; i++)
+    for (size_t i = 0; i < plan->point_count; i++)
+        if (!join(dst, sizeof dst, NEW_ROOT, plan->points[i]) || rbx_mkdir_p(dst, 0755) != 0)
+            return -1;
+    for (size_t i = 0; request && i < request->bind_count; i++)
         if (!join(dst, sizeof dst, NEW_ROOT, request->binds[i].inside) ||
             rbx_mkdir_p(dst, 0755) != 0)
             return -1;
@@ -309,11 +475,13 @@ static int seal_system(const char **step)
 }
 
 /* Covers what of /proc shows the host (rbx_proc_mask); /proc/sys is kept
- * but read-only. proc is the sandbox's /proc, dev_null its /dev/null. */
-static int mask_proc(const rbx_root_plan *plan, const char *proc, const char *dev_null,
-                     const char **step)
+ * but read-only. root is "" or NEW_ROOT. */
+static int mask_proc(const rbx_root_plan *plan, const char *root, const char **step)
 {
+    char proc[RBX_ROOT_PATH_MAX], dev_null[RBX_ROOT_PATH_MAX];
     char dst[RBX_ROOT_PATH_MAX + 32], empty[RBX_ROOT_PATH_MAX + 32] = "";
+    if (!join(proc, sizeof proc, root, "/proc") || !join(dev_null, sizeof dev_null, root, "/dev/null"))
+        return -1;
     for (size_t i = 0; i < plan->mask_count; i++) {
         const rbx_proc_mask *mask = &plan->masks[i];
         *step = mask->name;
@@ -339,36 +507,80 @@ static int mask_proc(const rbx_root_plan *plan, const char *proc, const char *de
     return set_attr(dst, MOUNT_ATTR_RDONLY, false);
 }
 
-static int build_scratch(const rbx_root_plan *plan, const char **step)
+/* Puts a host directory at dst: a detached mount (from the prepared
+ * namespace's parent), or one opened here before the uid switch. */
+static int attach(int tree, int fd, const char *dst, unsigned attrs)
 {
-    char options[64] = "mode=1777,size=";
-    append_number(options, sizeof options - 2, plan->tmp_size_mb);
-    strcat(options, "m");
-    *step = "/tmp";
-    if (mount("runbox-tmp", NEW_ROOT "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, options) != 0)
-        return -1;
-    *step = "/proc";
-    if (mount("proc", NEW_ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
-        return -1;
-    return mask_proc(plan, NEW_ROOT "/proc", NEW_ROOT "/dev/null", step);
+    if (tree >= 0) {
+        int rc = (int)syscall(SYS_move_mount, tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH);
+        close(tree);
+        return rc;
+    }
+    char src[32];
+    fd_path(src, sizeof src, fd);
+    int rc = mount(src, dst, NULL, MS_BIND, NULL);
+    close(fd);
+    return rc ? -1 : set_attr(dst, attrs, false);
 }
 
-static int bind_session(const rbx_root_plan *plan, int session_fd, const char **step)
+static int mount_sized_tmpfs(const char *name, const char *dst, const char *prefix, size_t mb)
 {
-    *step = RBX_SANDBOX_HOME;
-    if (session_fd < 0) {
-        /* A one-off run: its files live and die with the sandbox. */
-        char options[80] = "mode=0700,uid=1000,gid=1000,size=";
-        append_number(options, sizeof options - 2, plan->home_size_mb);
-        strcat(options, "m");
-        return mount("runbox-home", NEW_ROOT RBX_SANDBOX_HOME, "tmpfs", MS_NOSUID | MS_NODEV,
-                     options);
-    }
-    char src[32] = "/proc/self/fd/";
-    append_number(src, sizeof src, (size_t)session_fd);
-    if (mount(src, NEW_ROOT RBX_SANDBOX_HOME, NULL, MS_BIND, NULL) != 0)
+    char options[96];
+    strcpy(options, prefix);
+    append_number(options, sizeof options - 2, mb);
+    strcat(options, "m");
+    return mount(name, dst, "tmpfs", MS_NOSUID | MS_NODEV, options);
+}
+
+/* Descriptors of host directories a sandbox building its own root opens
+ * before leaving the host's uid, which may be the only one allowed to
+ * traverse the state directory. -1 where there is none. */
+typedef struct host_dirs {
+    int home, tmp, binds[RBX_MAX_BINDS];
+} host_dirs;
+
+/* What each sandbox mounts for itself, whichever way its root was made:
+ * /proc of its own PID namespace (masked), /tmp, /dev/shm, its home and
+ * its binds. root is "" (in place) or NEW_ROOT (before the pivot). */
+static int mount_own_parts(const rbx_root_plan *plan, const rbx_root_request *request,
+                           const host_dirs *dirs, const char *root, const char **step)
+{
+    char dst[RBX_ROOT_PATH_MAX + 32];
+    *step = "/proc";
+    if (!join(dst, sizeof dst, root, "/proc") ||
+        mount("proc", dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0 ||
+        mask_proc(plan, root, step) != 0)
         return -1;
-    return set_attr(NEW_ROOT RBX_SANDBOX_HOME, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
+    *step = "/tmp";
+    if (!join(dst, sizeof dst, root, "/tmp"))
+        return -1;
+    if (request->tmp_tree >= 0 || dirs->tmp >= 0
+            ? attach(request->tmp_tree, dirs->tmp, dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
+            : mount_sized_tmpfs("runbox-tmp", dst, "mode=1777,size=", plan->tmp_size_mb))
+        return -1;
+    *step = "/dev/shm";
+    if (!join(dst, sizeof dst, root, "/dev/shm") ||
+        mount("runbox-shm", dst, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m") != 0)
+        return -1;
+    *step = RBX_SANDBOX_HOME;
+    if (!join(dst, sizeof dst, root, RBX_SANDBOX_HOME))
+        return -1;
+    /* A one-off run without scratch space: its files live and die with
+     * the sandbox. */
+    if (request->home_tree >= 0 || dirs->home >= 0
+            ? attach(request->home_tree, dirs->home, dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
+            : mount_sized_tmpfs("runbox-home", dst, "mode=0700,uid=1000,gid=1000,size=",
+                                plan->home_size_mb))
+        return -1;
+    for (size_t i = 0; i < request->bind_count; i++) {
+        const rbx_bind *b = &request->binds[i];
+        *step = b->inside;
+        unsigned attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b->writable ? 0 : MOUNT_ATTR_RDONLY);
+        if (!join(dst, sizeof dst, root, b->inside) ||
+            attach(request->bind_trees[i], dirs->binds[i], dst, attrs) != 0)
+            return -1;
+    }
+    return 0;
 }
 
 static int pivot(const char **step)
@@ -383,82 +595,82 @@ static int pivot(const char **step)
     return 0;
 }
 
-/* Prepare: everything that does not depend on the session. A sandbox
- * prepared ahead of time would stop after this step and wait. */
-static int prepare_root(const rbx_root_plan *plan, const rbx_root_request *request,
-                        const char **step)
-{
-    *step = "mount the new root";
-    if (mount("runbox-root", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m") != 0)
-        return -1;
-    if (build_skeleton(request, step) || build_system(plan, step) || seal_system(step))
-        return -1;
-    return build_dev(step) || build_scratch(plan, step) ? -1 : 0;
-}
-
-/* Binds the request's host directories, opened before the uid switch. */
-static int bind_extra(const rbx_root_request *request, const int *fds, const char **step)
-{
-    char src[32], dst[RBX_ROOT_PATH_MAX + 16];
-    for (size_t i = 0; i < request->bind_count; i++) {
-        const rbx_bind *b = &request->binds[i];
-        *step = b->inside;
-        strcpy(src, "/proc/self/fd/");
-        append_number(src, sizeof src, (size_t)fds[i]);
-        if (!join(dst, sizeof dst, NEW_ROOT, b->inside) ||
-            mount(src, dst, NULL, MS_BIND, NULL) != 0 ||
-            set_attr(dst,
-                     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b->writable ? 0 : MOUNT_ATTR_RDONLY),
-                     false) != 0)
-            return -1;
-        close(fds[i]);
-    }
-    return 0;
-}
-
-/* Assign: the session's directory comes in, and the root is sealed. (A
- * prepared sandbox would receive it as a detached mount instead of a path.) */
-static int assign_session(const rbx_root_plan *plan, const rbx_root_request *request,
-                          int session_fd, const int *bind_fds, const char **step)
-{
-    int rc = bind_session(plan, session_fd, step);
-    if (session_fd >= 0)
-        close(session_fd);
-    if (rc == 0)
-        rc = bind_extra(request, bind_fds, step);
-    return rc ? -1 : pivot(step);
-}
-
 /* Opened in our own mount namespace (a bind needs a source there), and
- * before leaving the host's uid, which may be the only one allowed to
- * traverse the state directory. The last component is never a link. */
+ * before leaving the host's uid. The last component is never a link. */
 static int open_host_dir(const char *path)
 {
-    return open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    return path ? open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
 }
 
-int rbx_root_enter(const rbx_root_plan *plan, const rbx_root_request *request, const char **step)
+static int become_namespace_root(const char **step)
+{
+    /* Files are created in the new root: that needs a uid that exists in
+     * the namespace. The host's uid 0 is left behind. */
+    *step = "become the sandbox's root";
+    return rbx_setgroups_none() != 0 || rbx_setresgid_uid(0) != 0 ? -1 : 0;
+}
+
+/* The root built in the sandbox's copy of the host's namespace. */
+static int build_own_root(const rbx_root_plan *plan, const rbx_root_request *request,
+                          const char **step)
 {
     *step = "make mounts private";
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
         return -1;
+    host_dirs dirs = {.home = -1, .tmp = -1, .binds = {-1, -1}};
     *step = "open the session directory";
-    int session_fd = -1, bind_fds[RBX_MAX_BINDS];
-    if (request->session_path && (session_fd = open_host_dir(request->session_path)) < 0)
+    if (request->session_path && (dirs.home = open_host_dir(request->session_path)) < 0)
+        return -1;
+    *step = "open the scratch directory";
+    if (request->tmp_path && (dirs.tmp = open_host_dir(request->tmp_path)) < 0)
         return -1;
     for (size_t i = 0; i < request->bind_count; i++) {
         *step = request->binds[i].host;
-        if ((bind_fds[i] = open_host_dir(request->binds[i].host)) < 0)
+        if ((dirs.binds[i] = open_host_dir(request->binds[i].host)) < 0)
             return -1;
     }
-    if (request->become_root) {
-        /* Files are created in the new root below: that needs a uid that
-         * exists in the namespace. The host's uid 0 is left behind. */
-        *step = "become the sandbox's root";
-        if (rbx_setgroups_none() != 0 || rbx_setresgid_uid(0) != 0)
-            return -1;
-    }
-    if (prepare_root(plan, request, step) != 0)
+    if (request->become_root && become_namespace_root(step) != 0)
         return -1;
-    return assign_session(plan, request, session_fd, bind_fds, step);
+    *step = "mount the new root";
+    if (mount("runbox-root", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m") != 0)
+        return -1;
+    if (build_skeleton(plan, request, step) || build_system(plan, false, step) ||
+        seal_system(step) || build_dev(false, step))
+        return -1;
+    if (mount_own_parts(plan, request, &dirs, NEW_ROOT, step) != 0)
+        return -1;
+    return pivot(step);
+}
+
+int rbx_root_enter(const rbx_root_plan *plan, const rbx_root_request *request, const char **step)
+{
+    if (!request->from_template)
+        return build_own_root(plan, request, step);
+    /* A copy of the prepared namespace: "/" is the sandbox's root already. */
+    host_dirs none = {.home = -1, .tmp = -1, .binds = {-1, -1}};
+    if (request->become_root && become_namespace_root(step) != 0)
+        return -1;
+    if (mount_own_parts(plan, request, &none, "", step) != 0)
+        return -1;
+    *step = "enter the root";
+    return chdir("/");
+}
+
+int rbx_root_prepare_template(const rbx_root_plan *plan, const char **step)
+{
+    *step = "make mounts private";
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+        return -1;
+    *step = "mount the new root";
+    if (mount("runbox-root", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m") != 0)
+        return -1;
+    if (build_skeleton(plan, NULL, step) || build_system(plan, true, step) ||
+        seal_system(step) || build_dev(true, step) || pivot(step))
+        return -1;
+    /* A proc the sandboxes' own can be mounted over (the kernel lets a
+     * user namespace mount proc only where one is fully visible), mounted
+     * after the seal so that theirs may be writable. Its PID namespace is
+     * the builder's, empty once the builder is gone. */
+    *step = "/proc";
+    return mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 }

@@ -25,6 +25,8 @@ typedef struct rbx_sandbox_spec {
     uint64_t file_size_max;   /* RLIMIT_FSIZE */
     rbx_trace *trace;         /* NULL unless tracing */
     bool is_root;
+    int template_ns; /* the prepared mount namespace (template.h), or -1: the
+                        sandbox builds its root in a copy of the host's */
 } rbx_sandbox_spec;
 
 typedef struct rbx_sandbox {

@@ -7,6 +7,7 @@
  * it needs is prepared here beforehand and it calls only system calls. */
 #include "sandbox/sandbox.h"
 #include "sandbox/seccomp.h"
+#include "sandbox/template.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -237,12 +238,17 @@ static void forget_runbox_args(void)
  * or a lock held here would outlive its own execution. */
 static void close_others(const child_plan *plan)
 {
-    int keep[16 + RBX_CGROUP_MAX_FDS];
+    int keep[16 + RBX_CGROUP_MAX_FDS + RBX_MAX_BINDS];
     size_t n = 0;
-    int fixed[] = {plan->sync_fd,   plan->stdin_fd,  plan->stdout_fd,    plan->stderr_fd,
-                   plan->report_fd, plan->status_fd, plan->spec->code_fd};
+    const rbx_root_request *root = &plan->spec->root_request;
+    int fixed[] = {plan->sync_fd,   plan->stdin_fd,  plan->stdout_fd,      plan->stderr_fd,
+                   plan->report_fd, plan->status_fd, plan->spec->code_fd,  root->home_tree,
+                   root->tmp_tree};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
-        keep[n++] = fixed[i];
+        if (fixed[i] >= 0)
+            keep[n++] = fixed[i];
+    for (size_t i = 0; root->from_template && i < root->bind_count; i++)
+        keep[n++] = root->bind_trees[i];
     for (size_t i = 0; i < plan->cgroup_count; i++)
         keep[n++] = plan->cgroup_fds[i];
     for (size_t i = 1; i < n; i++) /* insertion sort: a handful of numbers, no qsort */
@@ -486,13 +492,20 @@ static pid_t clone_init(child_plan *plan, int *pidfd, int cgroup_dirfd)
         args.cgroup = (uint64_t)cgroup_dirfd;
         plan->cgroup_count = 0;
     }
-    owner_switch owner = {0};
-    if (plan->spec->is_root && become_owner(&owner) != 0)
+    /* In the prepared namespace for the clone alone: the sandbox's mount
+     * namespace is a copy of it, not of the host's. */
+    rbx_ns_switch ns = {0};
+    if (plan->spec->template_ns >= 0 && rbx_template_enter(plan->spec->template_ns, &ns) != 0)
         return -1;
-    pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
-    if (pid == 0)
-        _exit(sandbox_init(plan));
-    restore_owner(&owner);
+    owner_switch owner = {0};
+    pid_t pid = -1;
+    if (!plan->spec->is_root || become_owner(&owner) == 0) {
+        pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
+        if (pid == 0)
+            _exit(sandbox_init(plan));
+        restore_owner(&owner);
+    }
+    rbx_template_leave(&ns);
     return pid;
 }
 
@@ -528,8 +541,20 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     char why[256];
     channels c;
     memset(&c, -1, sizeof c);
+    /* The child reads its own copy: with a prepared namespace, the host's
+     * directories go in as detached mounts made here. */
+    rbx_sandbox_spec own = *spec;
+    own.root_request.home_tree = own.root_request.tmp_tree = -1;
+    own.root_request.from_template = false;
+    for (size_t i = 0; i < RBX_MAX_BINDS; i++)
+        own.root_request.bind_trees[i] = -1;
+    spec = &own;
     child_plan plan = {.spec = spec};
     rbx_status status = open_channels(&c, spec->with_stdin, err);
+    if (status == RBX_OK && spec->template_ns >= 0 &&
+        rbx_template_detach_dirs(&own.root_request) != 0)
+        status = rbx_fail(err, RBX_ESYSTEM, "cannot detach the session's directories: %s",
+                          strerror(errno));
     if (status == RBX_OK && rbx_cgroup_probe()->mode != RBX_CGROUP_NONE &&
         rbx_cgroup_create(&spec->limits, &sandbox->cgroup, why, sizeof why) != 0)
         status = rbx_fail(err, RBX_ESYSTEM, "cannot create the execution's cgroup: %s", why);
@@ -576,6 +601,7 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     sandbox->stdin_fd = spec->with_stdin ? c.in[1] : -1;
     c.out[0] = c.err[0] = c.report[0] = c.status[0] = c.in[1] = -1;
 out:
+    rbx_template_close_dirs(&own.root_request); /* the child has its own copies */
     /* plan.cgroup_fds belong to the cgroup: rbx_cgroup_destroy closes them. */
     if (status != RBX_OK) {
         rbx_cgroup_destroy(sandbox->cgroup);

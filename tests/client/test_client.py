@@ -50,6 +50,17 @@ class Server:
         assert "ERROR: AddressSanitizer" not in stderr and "runtime error:" not in stderr, stderr
 
 
+@pytest.fixture(autouse=True)
+def no_storage_left_mounted(tmp_path):
+    """As root each state directory's storage is an image mounted once: none is left."""
+    yield
+    with open("/proc/self/mountinfo") as f:
+        targets = [line.split()[4] for line in f]
+    for target in targets:
+        if target.startswith(str(tmp_path) + "/") and target.endswith("/sessions"):
+            subprocess.run(["umount", target], capture_output=True)
+
+
 @pytest.fixture(params=["http", "local"])
 def transport(request, tmp_path, monkeypatch):
     """Sets the environment the way a user would: RUNBOX_URL for a server, RUNBOX_BIN for the
@@ -70,6 +81,8 @@ def transport(request, tmp_path, monkeypatch):
         client.close_session(session["session_id"])
     if server:
         server.stop()
+    # As root the state directory's storage is a mounted image: leave none behind.
+    subprocess.run([RUNBOX, "--state-dir", state, "storage", "unmount"], capture_output=True)
 
 
 # --- the four examples agents use --------------------------------------------------------

@@ -47,15 +47,44 @@ class Runbox:
                                 stderr=subprocess.PIPE, env=self.env(env))
 
     def remove_all_sessions(self):
-        """Sessions are mounted disks when runbox runs as root: leave none behind."""
+        """Removes every session, then unmounts the state directory's storage (an image,
+        mounted once, as root): a test leaves nothing mounted behind."""
         proc = self.cli("sessions", "list", "--json")
         if proc.returncode != 0:
             return
         for session in json.loads(proc.stdout or b"[]"):
             self.cli("sessions", "rm", session["session_id"], "--wait", "30")
+        for trash in ("sessions/.trash", "trash"):
+            path = os.path.join(self.state_dir, trash)
+            if os.path.isdir(path):
+                assert os.listdir(path) == [], f"a removed session left files behind in {trash}"
+        proc = self.cli("storage", "unmount")
+        assert proc.returncode == 0, proc.stderr
 
     def session_dir(self, session_id):
         return os.path.join(self.state_dir, "sessions", session_id)
+
+
+def unmount_storage_below(path):
+    """Unmounts the storage images (mounted once per state directory, as root) of every state
+    directory a test made below path: tests that make state directories of their own leave
+    no mount behind. Returns what was still mounted."""
+    left = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            target = fields[4].replace("\\040", " ")
+            if target.startswith(str(path) + "/") and target.endswith("/sessions"):
+                left.append(target)
+    for target in left:
+        subprocess.run(["umount", target], capture_output=True)
+    return left
+
+
+@pytest.fixture(autouse=True)
+def no_storage_left_mounted(tmp_path):
+    yield
+    unmount_storage_below(tmp_path)
 
 
 @pytest.fixture
@@ -64,9 +93,6 @@ def runbox(tmp_path):
     box = Runbox(str(state))
     yield box
     box.remove_all_sessions()
-    trash = os.path.join(box.state_dir, "trash")
-    if os.path.isdir(trash):
-        assert os.listdir(trash) == [], "a removed session left files behind"
 
 
 def unique_marker():

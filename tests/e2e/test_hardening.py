@@ -178,3 +178,46 @@ def test_more_cpus_than_the_operator_allows_is_refused(runbox):
     assert b"cpus 2 is out of bounds (accepted: 0.01 to 1.5 cores" in proc.stderr, proc.stderr
     proc = runbox.cli("run", "bash", "-c", "true", "--cpus", "1.5", "--json", "--max-cpus", "1.5")
     assert proc.returncode == 0 and json.loads(proc.stdout)["cpus"] in (1.5, None), proc
+
+
+# --- what fuzzing found -------------------------------------------------------------------
+
+@pytest.mark.parametrize("spec,says", [
+    ("django rest framework", b"has more than a package name before its version"),
+    ("requests 2", b"has more than a package name before its version"),
+    ("numpy >=1 extra", b"has a space inside a version"),
+])
+def test_words_of_a_spec_are_refused_not_joined_into_another_name(runbox, spec, says):
+    proc = runbox.cli("run", "python", "-c", "pass", "--require", spec)
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+
+
+def test_spaces_around_operators_and_commas_stay_accepted(runbox):
+    proc = runbox.cli("run", "python", "-c", "import numpy", "--require", "numpy >= 1.0 , < 99",
+                      "--json", env={"PIP_NO_INDEX": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["install"] is not None
+
+
+def test_a_policy_line_longer_than_4096_bytes_is_refused_not_split_into_rules(runbox, tmp_path):
+    policy = tmp_path / "policy.conf"
+    policy.write_text("# " + "x" * 5000 + " bash rm_rf rm\n")
+    proc = runbox.cli("--policy", str(policy), "run", "bash", "-c", "rm -f nothing")
+    assert proc.returncode == 2 and b"a line longer than 4096 bytes" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("pattern", ["a" + "+" * 32, "((a+)+)+", "x{1000}", "(" * 20 + "a" + ")" * 20])
+def test_a_policy_pattern_that_costs_too_much_to_compile_is_refused_at_once(runbox, tmp_path,
+                                                                            pattern):
+    policy = tmp_path / "policy.conf"
+    policy.write_text(f"* costly {pattern}\n")
+    started = time.monotonic()
+    proc = runbox.cli("--policy", str(policy), "run", "bash", "-c", "true", timeout=30)
+    assert time.monotonic() - started < 10
+    assert proc.returncode == 2 and b"costs too much to compile" in proc.stderr, proc.stderr
+
+
+def test_the_shipped_policy_still_loads_and_refuses_what_it_names(runbox):
+    policy = os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "policy.conf")
+    result = runbox.run("bash", "rm -rf /", "--policy", policy)
+    assert result["error_type"] == "PermissionError" and "rm-rf-root" in result["error"], result

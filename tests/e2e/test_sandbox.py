@@ -179,6 +179,11 @@ def test_10_gib_output_flood_is_drained_with_bounded_memory(runbox, proven):
     assert int(peak_line) < 64 * 1024  # KiB: runbox and its children stayed small
 
 
+def disk_full(text):
+    """What a program prints when its write hits its disk's end or its quota."""
+    return "No space left on device" in text or "Disk quota exceeded" in text
+
+
 @root_only
 def test_filling_the_session_disk_gives_enospc_and_the_host_disk_is_fine(runbox, proven):
     proven.require()
@@ -186,17 +191,32 @@ def test_filling_the_session_disk_gives_enospc_and_the_host_disk_is_fine(runbox,
     free_before = shutil.disk_usage(host_dir).free
     result = runbox.run("bash", "head -c 3G /dev/zero > fill; echo rc=$?; stat -c %s fill",
                         "--session", "fill", "--no-network", "--timeout", "120")
-    assert "No space left on device" in result["error"]
+    assert disk_full(result["error"]), result["error"]
     size = int(result["output"].split()[-1])
     assert size <= 1024 * 1024 * 1024
     assert shutil.disk_usage(host_dir).free > free_before - 1.2 * 1024 ** 3
+    # The quota is the session's own: another session still writes.
+    other = runbox.run("bash", "head -c 10M /dev/zero > f && stat -c %s f", "--session", "other",
+                       "--no-network")
+    assert other["success"] and other["output"].strip() == str(10 << 20), other
+    # Removing the files gives the space back to the host's disk.
+    freed = runbox.run("bash", "rm fill; sync", "--session", "fill", "--no-network")
+    assert freed["success"], freed
+    deadline = time.time() + 30
+    while shutil.disk_usage(host_dir).free < free_before - 200 * 1024 ** 2 and time.time() < deadline:
+        time.sleep(0.5)
+    assert shutil.disk_usage(host_dir).free > free_before - 200 * 1024 ** 2
 
 
-def test_filling_tmp_and_a_one_off_home_gives_enospc(runbox, proven):
+@pytest.mark.parametrize("where", ["/tmp/fill", "fill"])
+def test_filling_tmp_or_a_one_off_home_is_a_full_disk_not_a_memory_error(runbox, proven, where):
+    """Disk and memory are not confused for the agent: under the default memory limit (512
+    MiB), writing 2 GiB to /tmp or to a one-off run's home ends with a full disk."""
     proven.require()
-    result = runbox.run("bash", "head -c 2G /dev/zero > /tmp/fill; echo tmp=$?", "--no-network",
-                        "--memory", "2048", "--timeout", "60")
-    assert "No space left on device" in result["error"] and "tmp=1" in result["output"]
+    result = runbox.run("bash", f"head -c 2G /dev/zero > {where}; echo rc=$?", "--no-network",
+                        "--timeout", "60")
+    assert disk_full(result["error"]) and "rc=1" in result["output"], result
+    assert result["error_type"] != "MemoryError", result
 
 
 # --- escape ------------------------------------------------------------------------------
@@ -234,8 +254,9 @@ def test_etc_shadow_cannot_be_read(runbox, language, code):
 
 def test_host_directories_are_not_visible(runbox):
     top = set(runbox.run("bash", "ls /", "--no-network")["output"].split())
+    # /opt/runbox/env and /node_modules: where dependency environments appear, empty without.
     assert top <= {"bin", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "proc", "sbin",
-                   "tmp", "usr"}, top
+                   "tmp", "usr", "opt", "node_modules"}, top
     homes = runbox.run("bash", "ls -A /home", "--no-network")["output"].split()
     assert homes == ["user"]
     etc = set(runbox.run("bash", "ls /etc", "--no-network")["output"].split())
@@ -508,8 +529,11 @@ def test_mounts_are_nosuid_and_nodev_and_the_root_is_read_only(runbox):
         fields = line.split()
         mount_point, options = fields[4], fields[5]
         if (mount_point.startswith("/dev/") and mount_point != "/dev/shm") or \
-                fields[-3] == "devtmpfs":  # a device node: /dev/null, also over masked /proc files
-            assert "nosuid" in options
+                fields[-3] == "devtmpfs" or fields[3] == "/null":
+            assert "nosuid" in options  # a device node: /dev/null, also over masked /proc files
+            continue
+        if mount_point == "/dev":  # its own nodes (as root): read-only, nothing executes
+            assert options.startswith("ro") and "nosuid" in options and "noexec" in options
             continue
         if mount_point == "/proc":
             assert "nosuid" in options and "nodev" in options
@@ -517,6 +541,28 @@ def test_mounts_are_nosuid_and_nodev_and_the_root_is_read_only(runbox):
         assert "nosuid" in options and "nodev" in options, line
         if mount_point not in ("/home/user", "/tmp", "/dev/shm"):
             assert options.startswith("ro"), line
+
+
+def test_dev_holds_only_harmless_devices_and_no_device_can_be_made(runbox):
+    result = runbox.run("python", "import os, stat\n"
+                                  "for name in sorted(os.listdir('/dev')):\n"
+                                  "    st = os.lstat('/dev/' + name)\n"
+                                  "    kind = 'c' if stat.S_ISCHR(st.st_mode) else 'l' if stat.S_ISLNK("
+                                  "st.st_mode) else 'd' if stat.S_ISDIR(st.st_mode) else '?'\n"
+                                  "    print(name, kind, os.major(st.st_rdev), os.minor(st.st_rdev))\n"
+                                  "for path in ('/tmp/sda', 'mem'):\n"
+                                  "    try:\n"
+                                  "        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 1))\n"
+                                  "        print('made', path)\n"
+                                  "    except OSError as e:\n"
+                                  "        print('refused', e.errno)", "--no-network")
+    lines = result["output"].splitlines()
+    nodes = {line.split()[0]: tuple(line.split()[1:]) for line in lines if len(line.split()) == 4}
+    chars = {name: (int(v[1]), int(v[2])) for name, v in nodes.items() if v[0] == "c"}
+    assert chars == {"null": (1, 3), "zero": (1, 5), "full": (1, 7), "random": (1, 8),
+                     "urandom": (1, 9), "tty": (5, 0)}, result["output"]
+    assert set(nodes) - set(chars) == {"fd", "stdin", "stdout", "stderr", "shm"}, nodes
+    assert [line for line in lines if line.startswith(("made", "refused"))] == ["refused 1"] * 2
 
 
 def test_planted_symlinks_do_not_lead_removal_outside(runbox, tmp_path):

@@ -14,6 +14,13 @@ for _name, _value in vars(http_helpers.e2e).items():
         globals()[_name] = _value
 
 
+@pytest.fixture(autouse=True)
+def no_storage_left_mounted(tmp_path):
+    """As root each state directory's storage is an image mounted once: none is left."""
+    yield
+    http_helpers.e2e.unmount_storage_below(tmp_path)
+
+
 @pytest.fixture
 def start_server(tmp_path):
     """Starts servers with options; each is stopped (exit 0, no sanitizer

@@ -89,6 +89,12 @@ export function cleanStateDir(stateDir) {
       // reported below as a mount or a leftover session
     }
   }
+  try {
+    // As root the storage is an image mounted once: leave none behind.
+    execFileSync(RUNBOX, ['storage', 'unmount'], { env });
+  } catch {
+    // reported below as a mount
+  }
   const mounts = execFileSync('findmnt', ['-rn', '-o', 'TARGET'], { encoding: 'utf8' })
     .split('\n')
     .filter((target) => target.startsWith(stateDir));

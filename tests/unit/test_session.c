@@ -5,6 +5,8 @@
 
 #include "internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/statfs.h>
@@ -25,14 +27,13 @@ static int setup(void **state)
     rbx_config config;
     rbx_config_defaults(&config);
     config.state_dir = f->state_dir;
+    /* These tests are about session.c and its tree walks on plain
+     * directories, but for the one test that asks for btrfs storage. */
+    config.storage = RBX_STORAGE_CHOOSE_PLAIN;
     rbx_error err = {0};
     f->engine = rbx_engine_new(&config, &err);
     if (!f->engine)
         fail_msg("rbx_engine_new: %s", err.message);
-    /* These tests are about session.c and its tree walks on plain
-     * directories: no loop-mounted disk per session (disk.c), except in
-     * the one test that asks for it. */
-    f->engine->disk_capped = false;
     *state = f;
     return 0;
 }
@@ -69,14 +70,15 @@ static int teardown(void **state)
     return 0;
 }
 
+/* Sessions: the storage's own .trash and .scratch do not count. */
 static size_t session_count(const fixture *f)
 {
-    return count_entries_at(f->engine->sessions_fd, ".");
+    return count_entries_at(f->engine->sessions_fd, ".") - 2;
 }
 
 static size_t trash_count(const fixture *f)
 {
-    return count_entries_at(f->engine->trash_fd, ".");
+    return count_entries_at(f->engine->session_trash_fd, ".");
 }
 
 static void create_ok(fixture *f, const char *id)
@@ -190,7 +192,7 @@ static void create_rejects_invalid_ids_and_creates_nothing(void **state)
     assert_int_equal(session_count(f), 0);
     assert_int_equal(trash_count(f), 0);
     int state_fd = open_dir_fd(f->state_dir);
-    assert_int_equal(count_entries_at(state_fd, "."), 2); /* sessions, trash */
+    assert_int_equal(count_entries_at(state_fd, "."), 3); /* sessions, trash, .lock */
     close(state_fd);
 }
 
@@ -514,54 +516,61 @@ static void acquire_marks_the_session_as_used(void **state)
 
 /* ---- capped disk (disk.c) -------------------------------------------- */
 
-static bool is_mount_point(const char *path)
-{
-    char parent[4500];
-    snprintf(parent, sizeof parent, "%s/..", path);
-    struct stat st, up;
-    return lstat(path, &st) == 0 && stat(parent, &up) == 0 && st.st_dev != up.st_dev;
-}
-
-static void capped_disk_is_mounted_on_acquire_and_goes_with_the_session(void **state)
+static void capped_storage_holds_sessions_and_removes_them_whole(void **state)
 {
     fixture *f = *state;
-    /* A second engine on the same state directory, with capping as the
-     * host allows it and a small disk. */
+    /* An engine on a state directory of its own, with btrfs storage as
+     * the host allows it and a small cap per session. */
+    char dir[4096];
+    make_temp_dir(dir, sizeof dir, "btrfs-state");
     rbx_config config;
     rbx_config_defaults(&config);
-    config.state_dir = f->state_dir;
+    config.state_dir = dir;
     config.disk_cap_bytes = 32u << 20;
     rbx_error err = {0};
     rbx_engine *engine = rbx_engine_new(&config, &err);
     assert_non_null(engine);
-    if (!engine->disk_capped) {
+    if (engine->storage != RBX_STORAGE_BTRFS) {
         rbx_engine_free(engine);
-        skip(); /* needs root, /dev/loop-control and mkfs.ext4 */
+        remove_temp_tree(dir);
+        skip(); /* needs root, /dev/loop-control, btrfs and mkfs.btrfs */
     }
     rbx_session session;
     assert_int_equal(rbx_session_acquire(engine, "capped", 0, -1, &session, &err), RBX_OK);
-    assert_true(is_mount_point(session.work_path));
-    struct statfs fs;
-    assert_int_equal(statfs(session.work_path, &fs), 0);
-    uint64_t size = (uint64_t)fs.f_blocks * (uint64_t)fs.f_bsize;
-    assert_true(size <= (32u << 20) && size > (24u << 20));
-    int work = open_dir_fd(session.work_path);
-    plant_hostile_entries(work, f->canary);
-    close(work);
-    rbx_session_release(engine, &session);
-
-    assert_int_equal(rbx_session_remove(engine, "capped", 0, &err), RBX_OK);
-    assert_no_session(f, "capped");
-    assert_int_equal(trash_count(f), 0);
-    assert_canary_intact(f->canary);
+    /* A subvolume in the one mounted image, not a mount of its own. */
     FILE *mounts = fopen("/proc/self/mounts", "r");
     assert_non_null(mounts);
     char line[4096];
     while (fgets(line, sizeof line, mounts))
-        if (strstr(line, f->state_dir))
-            fail_msg("still mounted: %s", line);
+        if (strstr(line, "/capped"))
+            fail_msg("the session is a mount: %s", line);
     fclose(mounts);
+    int work = open_dir_fd(session.work_path);
+    plant_hostile_entries(work, f->canary);
+    /* Past the cap: EDQUOT. */
+    int fd = openat(work, "big", O_WRONLY | O_CREAT, 0600);
+    assert_true(fd >= 0);
+    char block[1 << 16] = {0};
+    ssize_t n = 0;
+    for (int i = 0; i < 1024 && n >= 0; i++)
+        if ((n = write(fd, block, sizeof block)) < 0)
+            assert_int_equal(errno, EDQUOT);
+    assert_true(n < 0);
+    close(fd);
+    close(work);
+    rbx_session_release(engine, &session);
+    rbx_session_info info;
+    assert_int_equal(rbx_session_info_get(engine, "capped", &info, &err), RBX_OK);
+    assert_true(info.disk_bytes > (24u << 20) && info.disk_bytes <= (33u << 20));
+
+    assert_int_equal(rbx_session_remove(engine, "capped", 0, &err), RBX_OK);
+    assert_false(exists_at(engine->sessions_fd, "capped"));
+    assert_int_equal(count_entries_at(engine->session_trash_fd, "."), 0);
+    assert_canary_intact(f->canary);
+    assert_int_equal(rbx_storage_unmount(engine, &err), RBX_OK);
     rbx_engine_free(engine);
+    unmount_below(dir);
+    remove_temp_tree(dir);
 }
 
 /* ---- gc --------------------------------------------------------------- */
@@ -626,7 +635,7 @@ int main(void)
         T(remove_of_a_held_session_is_busy_and_keeps_it),
         T(one_off_session_leaves_nothing_on_the_host),
         T(acquire_marks_the_session_as_used),
-        T(capped_disk_is_mounted_on_acquire_and_goes_with_the_session),
+        T(capped_storage_holds_sessions_and_removes_them_whole),
         T(gc_removes_idle_sessions_and_keeps_a_locked_one),
         T(gc_keeps_sessions_used_within_the_idle_time),
     };

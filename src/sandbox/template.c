@@ -1,0 +1,234 @@
+/* The prepared mount namespace (see template.h). */
+#include "sandbox/template.h"
+#include "sandbox/sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Installing or removing packages changes these directories' times: the
+ * namespace holds copies of /etc's files, and overlayfs wants its lower
+ * layer left alone, so a change means a new namespace. */
+static const char *const stamps[] = {"/usr", "/usr/bin", "/usr/lib", "/usr/lib/x86_64-linux-gnu",
+                                     "/usr/lib/aarch64-linux-gnu", "/etc", "/etc/ssl/certs",
+                                     "/etc/alternatives"};
+#define CHECK_EVERY_MS 1000
+
+static time_t host_stamp(void)
+{
+    time_t latest = 0;
+    for (size_t i = 0; i < sizeof stamps / sizeof stamps[0]; i++) {
+        struct stat st;
+        if (stat(stamps[i], &st) == 0) {
+            if (st.st_mtim.tv_sec > latest)
+                latest = st.st_mtim.tv_sec;
+            if (st.st_ctim.tv_sec > latest)
+                latest = st.st_ctim.tv_sec;
+        }
+    }
+    return latest;
+}
+
+/* The builder: PID 1 of a new PID namespace, in a new mount namespace. It
+ * says "R" once the root is ready (or "E<what failed>"), then waits to be
+ * told to go: its namespace must live until runbox holds it. */
+static int builder(const rbx_root_plan *plan, int ready_fd, int go_fd)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    const char *step = "";
+    if (rbx_root_prepare_template(plan, &step) != 0) {
+        char message[256] = "E";
+        size_t at = 1;
+        const char *parts[] = {step, ": ", strerror(errno)};
+        for (size_t i = 0; i < 3; i++)
+            for (const char *p = parts[i]; *p && at < sizeof message - 1; p++)
+                message[at++] = *p;
+        (void)!write(ready_fd, message, at);
+        return 1;
+    }
+    char go;
+    (void)!write(ready_fd, "R", 1);
+    (void)!read(go_fd, &go, 1);
+    return 0;
+}
+
+static int build(const rbx_root_plan *plan, char *why, size_t why_size)
+{
+    int ready[2], go[2];
+    if (pipe2(ready, O_CLOEXEC) != 0)
+        return snprintf(why, why_size, "cannot create a pipe: %s", strerror(errno)), -1;
+    if (pipe2(go, O_CLOEXEC) != 0) {
+        snprintf(why, why_size, "cannot create a pipe: %s", strerror(errno));
+        close(ready[0]);
+        close(ready[1]);
+        return -1;
+    }
+    /* A plain clone: a copy of a multi-threaded server runs no atfork
+     * handlers, and the builder calls only system calls. */
+    pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | SIGCHLD, NULL, NULL, NULL,
+                               NULL);
+    if (pid == 0)
+        _exit(builder(plan, ready[1], go[0]));
+    close(ready[1]);
+    close(go[0]);
+    int ns = -1;
+    char answer[256] = "";
+    ssize_t n = pid > 0 ? read(ready[0], answer, sizeof answer - 1) : -1;
+    if (pid < 0) {
+        snprintf(why, why_size, "cannot create its namespaces: %s", strerror(errno));
+    } else if (n == 1 && answer[0] == 'R') {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/ns/mnt", (int)pid);
+        ns = open(path, O_RDONLY | O_CLOEXEC);
+        if (ns < 0)
+            snprintf(why, why_size, "cannot open %s: %s", path, strerror(errno));
+    } else {
+        answer[n > 0 ? n : 0] = 0;
+        snprintf(why, why_size, "cannot build its root: %.150s",
+                 answer[0] == 'E' ? answer + 1 : "the builder died");
+    }
+    (void)!write(go[1], "g", 1);
+    close(go[1]);
+    close(ready[0]);
+    if (pid > 0)
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    return ns;
+}
+
+int rbx_template_ready(rbx_template *t, const rbx_root_plan *plan)
+{
+    int64_t now = rbx_now_ms();
+    if (t->ns_fd >= 0 && now - t->checked < CHECK_EVERY_MS)
+        return t->ns_fd;
+    if (t->ns_fd < 0 && t->why[0])
+        return -1; /* it could not be built: not tried again for every execution */
+    time_t stamp = host_stamp();
+    t->checked = now;
+    if (t->ns_fd >= 0 && stamp == t->stamp)
+        return t->ns_fd;
+    int fresh = build(plan, t->why, sizeof t->why);
+    if (fresh < 0)
+        return t->ns_fd; /* the one we had, if any, still serves */
+    if (t->ns_fd >= 0)
+        close(t->ns_fd); /* sandboxes made from it hold copies, not it */
+    t->ns_fd = fresh;
+    t->stamp = stamp;
+    t->why[0] = 0;
+    return t->ns_fd;
+}
+
+void rbx_template_free(rbx_template *t)
+{
+    if (t->ns_fd >= 0)
+        close(t->ns_fd);
+    t->ns_fd = -1;
+}
+
+/* A thread may change namespaces only with a file-system context of its
+ * own (root, cwd, umask), which every thread of a process shares unless it
+ * unshares it: once per thread. */
+static __thread bool fs_private;
+
+int rbx_template_enter(int ns_fd, rbx_ns_switch *saved)
+{
+    saved->active = false;
+    if (!fs_private) {
+        if (unshare(CLONE_FS) != 0)
+            return -1;
+        fs_private = true;
+    }
+    saved->cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    saved->home_ns = open("/proc/thread-self/ns/mnt", O_RDONLY | O_CLOEXEC);
+    if (saved->home_ns < 0 || setns(ns_fd, CLONE_NEWNS) != 0) {
+        int error = errno;
+        if (saved->cwd >= 0)
+            close(saved->cwd);
+        if (saved->home_ns >= 0)
+            close(saved->home_ns);
+        errno = error;
+        return -1;
+    }
+    saved->active = true;
+    return 0;
+}
+
+void rbx_template_leave(rbx_ns_switch *saved)
+{
+    if (!saved->active)
+        return;
+    int error = errno;
+    /* Back where the thread was: its namespace (and so its root), then its
+     * working directory, which setns moved to the namespace's root. */
+    (void)setns(saved->home_ns, CLONE_NEWNS);
+    if (saved->cwd >= 0 && fchdir(saved->cwd) != 0)
+        (void)!chdir("/");
+    if (saved->cwd >= 0)
+        close(saved->cwd);
+    close(saved->home_ns);
+    saved->active = false;
+    errno = error;
+}
+
+/* A copy of the mount at path, detached from every namespace, private,
+ * with attrs set. The last component is never a link. */
+static int detach(const char *path, unsigned attrs)
+{
+    int tree = (int)syscall(SYS_open_tree, AT_FDCWD, path,
+                            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+    if (tree < 0)
+        return -1;
+    struct mount_attr attr = {.attr_set = attrs, .propagation = MS_PRIVATE};
+    if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
+        int error = errno;
+        close(tree);
+        errno = error;
+        return -1;
+    }
+    return tree;
+}
+
+void rbx_template_close_dirs(rbx_root_request *request)
+{
+    int *trees[2 + RBX_MAX_BINDS] = {&request->home_tree, &request->tmp_tree};
+    for (size_t i = 0; i < RBX_MAX_BINDS; i++)
+        trees[2 + i] = &request->bind_trees[i];
+    for (size_t i = 0; i < 2 + RBX_MAX_BINDS; i++)
+        if (*trees[i] >= 0) {
+            close(*trees[i]);
+            *trees[i] = -1;
+        }
+}
+
+int rbx_template_detach_dirs(rbx_root_request *request)
+{
+    const unsigned common = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    request->from_template = true;
+    request->home_tree = request->tmp_tree = -1;
+    for (size_t i = 0; i < RBX_MAX_BINDS; i++)
+        request->bind_trees[i] = -1;
+    if ((request->session_path && (request->home_tree = detach(request->session_path, common)) < 0) ||
+        (request->tmp_path && (request->tmp_tree = detach(request->tmp_path, common)) < 0))
+        goto fail;
+    for (size_t i = 0; i < request->bind_count; i++) {
+        const rbx_bind *b = &request->binds[i];
+        if ((request->bind_trees[i] =
+                 detach(b->host, common | (b->writable ? 0 : MOUNT_ATTR_RDONLY))) < 0)
+            goto fail;
+    }
+    return 0;
+fail:;
+    int error = errno;
+    rbx_template_close_dirs(request);
+    errno = error;
+    return -1;
+}

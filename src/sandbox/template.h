@@ -1,0 +1,49 @@
+/* The prepared mount namespace (as root): the sandbox's root built once,
+ * in a namespace of its own that holds nothing else. A sandbox's mount
+ * namespace is a copy of whatever namespace its creator is in: the thread
+ * that starts a sandbox steps into this one for the clone alone, so each
+ * sandbox copies a handful of mounts instead of the host's whole table
+ * (hundreds on a Kubernetes node, thousands with many mounted things), and
+ * has nothing to build or to detach. */
+#ifndef RBX_TEMPLATE_H
+#define RBX_TEMPLATE_H
+
+#include "sandbox/mount.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+typedef struct rbx_template {
+    int ns_fd;       /* the namespace, -1 before it is built or when it cannot be */
+    time_t stamp;    /* what the host's system paths looked like when it was built */
+    int64_t checked; /* when that was last compared (monotonic ms) */
+    char why[200];   /* why there is none, for runbox check */
+} rbx_template;
+
+/* Builds the namespace (a child of runbox, root on the host, in new mount
+ * and PID namespaces, builds the root and pivots into it), or builds it
+ * again when the host's system paths changed since (a package was
+ * installed). Returns the namespace's fd, or -1 with t->why. Call with the
+ * engine's lock held. */
+int rbx_template_ready(rbx_template *t, const rbx_root_plan *plan);
+void rbx_template_free(rbx_template *t);
+
+/* The calling thread steps into the namespace and back, around a clone. */
+typedef struct rbx_ns_switch {
+    bool active;
+    int home_ns, cwd;
+} rbx_ns_switch;
+
+int rbx_template_enter(int ns_fd, rbx_ns_switch *saved);
+void rbx_template_leave(rbx_ns_switch *saved);
+
+/* Parent side: the request's host directories as detached mounts, with
+ * their attributes set, for the child to move into place (the child, in a
+ * copy of the prepared namespace, could not reach the host's paths).
+ * Returns 0, or -1 with errno and the request's trees closed. */
+int rbx_template_detach_dirs(rbx_root_request *request);
+void rbx_template_close_dirs(rbx_root_request *request);
+
+#endif

@@ -1,0 +1,59 @@
+/* Session storage: where sessions' files and executions' scratch space
+ * (/tmp, and a one-off run's home) live. As root, one btrfs filesystem in
+ * an image for the whole state directory, mounted once on its sessions/
+ * directory: each session's files are a subvolume capped by a quota
+ * group, so nothing of a session is a mount or a loop device on the host,
+ * and removing a session is one call whatever it holds. Elsewhere (an
+ * ordinary user, no btrfs) plain directories, not capped. storage.c says
+ * why btrfs. */
+#ifndef RBX_STORAGE_H
+#define RBX_STORAGE_H
+
+#include "internal.h"
+
+/* Sets up the engine's storage (creating or mounting the image, and
+ * migrating a state directory of the earlier layout, once): fills
+ * engine->sessions_fd, session_trash_fd, scratch_fd and storage. */
+rbx_status rbx_storage_open(rbx_engine *engine, rbx_error *err);
+void rbx_storage_close(rbx_engine *engine);
+
+/* Makes the session directory's work/ (owned by the sandbox's user,
+ * capped at the configured size). Returns 0 or -1 with errno. */
+int rbx_storage_make_work(rbx_engine *engine, int session_dirfd);
+/* Removes name below dirfd and everything in it, subvolumes included,
+ * never following a link. Returns 0 or -1 with errno. */
+int rbx_storage_remove(rbx_engine *engine, int dirfd, const char *name);
+/* The bytes a session's files take (work/ below session_dirfd). */
+uint64_t rbx_storage_usage(rbx_engine *engine, int session_dirfd);
+
+/* Refuses (RBX_ENOSPC) when the storage, or the host's disk under the
+ * state directory, has too little room left for one more execution or
+ * session to write what its quota allows. */
+rbx_status rbx_storage_room(rbx_engine *engine, rbx_error *err);
+
+/* One execution's scratch space: tmp/ for its /tmp and, for a one-off
+ * run, home/ for its home, capped together; removed when it ends. Only
+ * where the storage caps sizes (else *made is false and tmpfs serves). */
+typedef struct rbx_scratch {
+    bool made;
+    char name[64];       /* below the scratch directory: <pid>-<random> */
+    char tmp_path[4400]; /* host paths, for the sandbox's binds */
+    char home_path[4400];
+} rbx_scratch;
+
+rbx_status rbx_scratch_make(rbx_engine *engine, bool with_home, rbx_scratch *scratch,
+                            rbx_error *err);
+void rbx_scratch_remove(rbx_engine *engine, rbx_scratch *scratch);
+
+/* Removes what runbox processes that are gone left in the storage: half
+ * made or half removed sessions, scratch space. */
+void rbx_storage_sweep(rbx_engine *engine);
+
+/* migrate.c: moves the sessions of a state directory of the earlier layout
+ * (one loop-mounted ext4 image per session, or plain directories) from
+ * old_fd into the storage. Each session goes whole or not at all, and a
+ * migration cut short resumes where it stopped. */
+rbx_status rbx_migrate_sessions(rbx_engine *engine, int old_fd, const char *old_path,
+                                rbx_error *err);
+
+#endif
