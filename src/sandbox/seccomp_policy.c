@@ -8,6 +8,7 @@
  * has no business doing: the interpreters never need any of it. */
 
 #include <errno.h>
+#include <linux/btrfs.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -140,8 +141,15 @@ static int add_rules(scmp_filter_ctx ctx)
     /* TIOCSTI types into a terminal, TIOCLINUX can paste into a console:
      * both inject input into someone else's shell. The kernel reads the
      * request as 32 bits, so only those are compared, or setting a high bit
-     * would slip past the rule (CVE-2019-10063). */
-    static const uint64_t requests[] = {TIOCSTI, TIOCLINUX};
+     * would slip past the rule (CVE-2019-10063). The same for btrfs's
+     * subvolume ioctls below. */
+    static const uint64_t requests[] = {
+        TIOCSTI, TIOCLINUX,
+        /* btrfs lets any user make subvolumes and snapshots where they may
+         * write: a subvolume made inside a session's would hold files its
+         * quota group does not count. */
+        BTRFS_IOC_SUBVOL_CREATE, BTRFS_IOC_SUBVOL_CREATE_V2, BTRFS_IOC_SNAP_CREATE,
+        BTRFS_IOC_SNAP_CREATE_V2};
     for (size_t i = 0; i < sizeof requests / sizeof requests[0]; i++) {
         struct scmp_arg_cmp cmp = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, requests[i]);
         if (add_rule(ctx, deny, "ioctl", 1, &cmp) != 0)

@@ -441,6 +441,24 @@ def test_host_describing_proc_directories_are_empty(runbox, path):
     assert result["output"].strip() == "0", (path, result)
 
 
+@root_only
+def test_the_mount_table_does_not_name_the_hosts_block_devices(runbox):
+    """As root the sandbox's root comes from the prepared namespace: /usr is an overlay, /etc's
+    files are copies, so its mountinfo names no host block device (nor the host's paths)."""
+    host_devices = set()
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            source = fields[fields.index("-") + 2]
+            if source.startswith("/dev/") and not source.startswith("/dev/loop"):
+                host_devices |= {source, fields[2]}
+    assert host_devices, "the host has no block-device mount: the case would prove nothing"
+    result = runbox.run("bash", "cat /proc/self/mountinfo", "--no-network")
+    for line in result["output"].splitlines():
+        fields = line.split()
+        assert fields[2] not in host_devices and fields[fields.index("-") + 2] not in host_devices, line
+
+
 def test_proc_sys_is_read_only_and_what_runtimes_read_remains(runbox):
     result = runbox.run("bash", "echo x > /proc/sys/kernel/hostname; echo rc=$?; "
                                 "head -c 9 /proc/cpuinfo /proc/meminfo /proc/stat >/dev/null && "
@@ -500,6 +518,19 @@ def test_privileged_syscalls_are_refused(proven, try_syscall_in):
                               "swapon", "clock_settime", "acct", "clone_newuser", "clone_newns",
                               "clone_newnet")
     assert verdicts and all(v == "EPERM" for v in verdicts.values()), verdicts
+
+
+@root_only
+def test_no_subvolume_or_snapshot_can_escape_the_sessions_quota(runbox, proven, try_syscall_in):
+    """btrfs lets anyone make subvolumes where they may write; one made in a session's directory
+    would hold files its quota group does not count."""
+    proven.require()
+    verdicts = try_syscall_in("btrfs_subvol_create", "btrfs_snap_create")
+    assert verdicts == {"btrfs_subvol_create": "EPERM", "btrfs_snap_create": "EPERM"}, verdicts
+    if shutil.which("btrfs"):
+        made = runbox.run("bash", "btrfs subvolume create escape; ls -A", "--session", "probe",
+                          "--no-network")
+        assert "escape" not in made["output"].split(), made
 
 
 def test_tiocsti_is_refused_even_with_high_bits(proven, try_syscall_in):
