@@ -1,0 +1,16 @@
+# The cgroup v2 VM: runbox's cgroup v2 code end to end on a pure cgroup v2
+# host, whatever this machine's own layout (see tests/cgroup2/run-vm.sh).
+# Debian's kernel is downloaded once into CGROUP2_DIR (untracked, kept by
+# `make clean`); the guest runs this build from the host's root, read-only.
+CGROUP2_DIR ?= build-cgroup2
+
+DEBIAN_PACKAGES += qemu-system-x86 busybox-static cpio
+
+.PHONY: test-cgroup2
+
+# try-syscall, the e2e suite's syscall probe, is built by `build` with runbox.
+test-cgroup2: build
+	cmake --build $(BUILD) --target runbox try-syscall
+	tests/cgroup2/run-vm.sh $(BUILD) $(CGROUP2_DIR)
+
+test: test-cgroup2
