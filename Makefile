@@ -6,7 +6,7 @@ PYTEST = /usr/bin/python3 -m pytest
 DEBIAN_PACKAGES = build-essential cmake ninja-build pkg-config libjansson-dev libcmocka-dev \
                   libseccomp-dev libmicrohttpd-dev python3 python3-pytest python3-numpy \
                   python3-pandas python3-pip python3-venv \
-                  python3-matplotlib nodejs bubblewrap slirp4netns uidmap curl iproute2 procps \
+                  python3-matplotlib python3-jsonschema nodejs bubblewrap slirp4netns uidmap curl iproute2 procps \
                   e2fsprogs btrfs-progs
 
 .PHONY: all build asan deps test test-build test-asan test-unprivileged clean run bench mcp-sdk

@@ -74,6 +74,9 @@ typedef struct rbx_config {
     bool install_network_host;   /* installs use the host's network, loopback included (for a
                                     package mirror there); default: the outside only */
     uint64_t envs_cap_bytes;     /* total size of cached environments, default 10 GiB */
+    double kernel_idle_s;        /* a stateful session's kernel idle this long is stopped
+                                    (its memory returned, its files kept); default 900 */
+    uint32_t max_kernels;        /* live kernels per process; default from the host's memory */
 } rbx_config;
 
 void rbx_config_defaults(rbx_config *config);
@@ -85,10 +88,10 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err);
 void rbx_engine_free(rbx_engine *engine);
 /* The state directory's session storage, for `runbox storage`. */
 typedef struct rbx_storage_info {
-    bool capped;           /* a quota per session holds */
-    char kind[16];         /* "btrfs" or "plain" */
-    char detail[400];      /* in words */
-    uint64_t total_bytes;  /* what all sessions may take together (0: the host's disk) */
+    bool capped;          /* a quota per session holds */
+    char kind[16];        /* "btrfs" or "plain" */
+    char detail[400];     /* in words */
+    uint64_t total_bytes; /* what all sessions may take together (0: the host's disk) */
     uint64_t used_bytes;
 } rbx_storage_info;
 
@@ -123,12 +126,18 @@ typedef struct rbx_request {
     const char *const *requirements; /* packages the code needs (PEP 508 / npm specs) */
     size_t requirement_count;
     bool trace; /* report how long each step took (result "trace") */
+    /* Run in the session's kernel: a live interpreter that keeps its state
+     * (variables, imports, the working directory) from call to call. A
+     * stateful request without a session gets a new one, which it keeps. */
+    bool stateful;
 } rbx_request;
 
 /* Fills the request with its defaults (notably cancel_fd = -1). */
 void rbx_request_init(rbx_request *request);
 
-typedef enum rbx_stream { RBX_STDOUT = 1, RBX_STDERR = 2 } rbx_stream;
+/* RBX_DISPLAY: a rich output of a stateful call, as the JSON text of
+ * {"kind": "display_data" | "execute_result", "data": {MIME: ...}}. */
+typedef enum rbx_stream { RBX_STDOUT = 1, RBX_STDERR = 2, RBX_DISPLAY = 3 } rbx_stream;
 
 /* Called for each chunk of output as the program produces it, on the thread
  * that called rbx_execute(). Returning non-zero cancels the execution (for
@@ -162,6 +171,12 @@ typedef struct rbx_result {
     bool install_reused;  /* it existed already: nothing was installed */
     int64_t install_ms;   /* how long finding or installing it took */
     char *trace;          /* with request.trace: {"validate_us": N, ...} as JSON, else NULL */
+    /* Stateful calls. */
+    bool stateful;
+    char *results;              /* the rich outputs, a JSON array of {"kind", "data"}; NULL: [] */
+    uint64_t truncated_results; /* bytes of rich outputs left out past the cap */
+    int64_t execution_count;    /* calls the kernel has run, this one included */
+    bool kernel_restarted;      /* the kernel was (or had to be) started afresh: state is gone */
 } rbx_result;
 
 /* Runs one request. Returns RBX_OK when the request was valid and a result
@@ -201,13 +216,32 @@ typedef struct rbx_check_item {
 size_t rbx_check(rbx_engine *engine, rbx_check_item *items, size_t max);
 
 /* Sessions. */
+/* A session's live kernel, as any runbox process on the state directory
+ * sees it. */
+typedef struct rbx_kernel_info {
+    char language[16];
+    int owner_pid; /* the runbox process that holds it */
+    int64_t started_unix;
+    int64_t idle_s; /* since its last call ended */
+    uint64_t memory_bytes;
+    bool busy; /* a call runs in the session */
+} rbx_kernel_info;
+
+#define RBX_SESSION_KERNELS_MAX 4
+
 typedef struct rbx_session_info {
     char id[RBX_SESSION_ID_MAX + 1];
     int64_t created_unix;
     int64_t last_used_unix;
     uint64_t disk_bytes;
     bool running;
+    size_t kernel_count;
+    rbx_kernel_info kernels[RBX_SESSION_KERNELS_MAX];
 } rbx_session_info;
+
+/* A session as one line of JSON (the fields every front end lists:
+ * session_id, created, last_used, disk_bytes, running, kernels). */
+char *rbx_session_info_to_json(const rbx_session_info *info);
 
 /* What a session id may be, for messages and schemas. */
 #define RBX_SESSION_ID_PATTERN "[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
@@ -247,6 +281,15 @@ rbx_status rbx_env_list(rbx_engine *engine, rbx_env_info **infos, size_t *count,
  * that reason), then the least recently used while the total is over the
  * configured cap; never one in use. */
 rbx_status rbx_env_gc(rbx_engine *engine, double unused_s, size_t *removed, rbx_error *err);
+
+/* Stops the session's kernels in this process (those of language, or all
+ * with NULL): their state is gone, their files stay; the next stateful
+ * call starts a fresh one. RBX_EBUSY when another runbox process holds
+ * one (the message names it). *stopped counts those stopped. */
+rbx_status rbx_session_restart(rbx_engine *engine, const char *id, const char *language,
+                               size_t *stopped, rbx_error *err);
+/* Live kernels of this engine. */
+size_t rbx_kernel_count(rbx_engine *engine);
 
 /* Stops every execution of this engine running in the session (it ends
  * as cancelled); returns how many there were. */

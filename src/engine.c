@@ -1,5 +1,6 @@
 /* The engine object: operator configuration and the state directory. */
 #include "internal.h"
+#include "kernels.h"
 #include "policy.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/mount.h"
@@ -8,8 +9,8 @@
 #include "storage.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,7 @@ void rbx_config_defaults(rbx_config *config)
     config->install_timeout_s = 300;
     config->install_output_cap = 64 * 1024;
     config->envs_cap_bytes = 10ull << 30;
+    config->kernel_idle_s = 900;
 }
 
 void rbx_request_init(rbx_request *request)
@@ -140,6 +142,9 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
         engine->config.install_network_host = config->install_network_host;
         if (config->envs_cap_bytes)
             engine->config.envs_cap_bytes = config->envs_cap_bytes;
+        if (config->kernel_idle_s > 0)
+            engine->config.kernel_idle_s = config->kernel_idle_s;
+        engine->config.max_kernels = config->max_kernels;
     }
     if (engine->config.default_timeout_s > engine->config.max_timeout_s)
         engine->config.default_timeout_s = engine->config.max_timeout_s;
@@ -154,6 +159,7 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
     if (engine->config.output_cap_bytes < 64)
         engine->config.output_cap_bytes = 64;
     engine->is_root = geteuid() == 0;
+    engine->kernels = rbx_kernels_new();
     pthread_mutex_init(&engine->running_lock, NULL);
     engine->sessions_fd = engine->session_trash_fd = engine->scratch_fd = engine->trash_fd = -1;
 
@@ -237,6 +243,7 @@ void rbx_engine_free(rbx_engine *engine)
 {
     if (!engine)
         return;
+    rbx_kernels_free(engine);
     rbx_net_reap();
     rbx_storage_close(engine);
     if (engine->trash_fd >= 0)

@@ -2,6 +2,7 @@
  * take the session, start the sandbox, watch it, classify what happened,
  * release the session. Nothing of the code runs before its syntax passed. */
 #include "deps.h"
+#include "kernels.h"
 #include "policy.h"
 #include "sandbox/sandbox.h"
 #include "storage.h"
@@ -31,9 +32,10 @@ static const char *const fixed_env[] = {
 };
 #define FIXED_ENV_COUNT (sizeof fixed_env / sizeof fixed_env[0])
 
-static char **build_env(const rbx_request *request, const rbx_session *session)
+char **rbx_execution_env(const rbx_request *request, const rbx_session *session, const char *extra)
 {
-    char **envp = calloc(FIXED_ENV_COUNT + 1 + request->env_count + 1, sizeof *envp);
+    size_t asked = request ? request->env_count : 0;
+    char **envp = calloc(FIXED_ENV_COUNT + 2 + asked + 1, sizeof *envp);
     if (!envp)
         return NULL;
     size_t n = 0;
@@ -42,7 +44,9 @@ static char **build_env(const rbx_request *request, const rbx_session *session)
     char session_id[RBX_SESSION_ID_MAX + 32];
     snprintf(session_id, sizeof session_id, "RUNBOX_SESSION_ID=%s", session->id);
     envp[n++] = strdup(session_id);
-    for (size_t i = 0; i < request->env_count; i++) {
+    if (extra)
+        envp[n++] = strdup(extra);
+    for (size_t i = 0; i < asked; i++) {
         const char *entry = request->env[i];
         size_t name_len = (size_t)(strchr(entry, '=') - entry);
         size_t slot = n;
@@ -65,7 +69,7 @@ static char **build_env(const rbx_request *request, const rbx_session *session)
     return envp;
 }
 
-static void free_env(char **envp)
+void rbx_execution_env_free(char **envp)
 {
     if (!envp)
         return;
@@ -132,11 +136,21 @@ static void fill_exit(rbx_result *result, const rbx_outcome *outcome)
 
 /* An explicit --network where none can be had is an error; the default
  * quietly becomes loopback-only, and the result's "network" says so. */
-static bool wants_network(const rbx_engine *engine, const rbx_request *request)
+bool rbx_execution_wants_network(const rbx_engine *engine, const rbx_request *request)
 {
     if (request->network >= 0)
         return request->network != 0;
     return !engine->config.network_off && rbx_net_helper_available();
+}
+
+rbx_cgroup_limits rbx_execution_limits(const rbx_engine *engine, const rbx_request *request)
+{
+    uint32_t memory_mb = request->memory_mb ? request->memory_mb : engine->config.memory_mb;
+    double cpus = request->cpus > 0 ? request->cpus : engine->config.cpus;
+    return (rbx_cgroup_limits){.memory_bytes = (uint64_t)memory_mb << 20,
+                               .pids = engine->config.pids_max,
+                               .cpu_weight = engine->config.cpu_weight,
+                               .cpu_quota_us = (uint64_t)(cpus * RBX_CPU_PERIOD_US + 0.5)};
 }
 
 /* Registers an execution so rbx_session_cancel can reach it. */
@@ -213,16 +227,9 @@ static void build_spec(const execution *x, rbx_sandbox_spec *spec, const char **
                          .tmp_path = x->scratch->made ? x->scratch->tmp_path : NULL,
                          .become_root = engine->is_root},
         .with_stdin = x->request->stdin_data != NULL,
-        .network = wants_network(engine, x->request) ? RBX_NET_OUTSIDE : RBX_NET_LOOPBACK,
-        .limits = {.memory_bytes = (uint64_t)(x->request->memory_mb ? x->request->memory_mb
-                                                                    : engine->config.memory_mb)
-                                   << 20,
-                   .pids = engine->config.pids_max,
-                   .cpu_weight = engine->config.cpu_weight,
-                   .cpu_quota_us = (uint64_t)((x->request->cpus > 0 ? x->request->cpus
-                                                                   : engine->config.cpus) *
-                                                  RBX_CPU_PERIOD_US +
-                                              0.5)},
+        .network =
+            rbx_execution_wants_network(engine, x->request) ? RBX_NET_OUTSIDE : RBX_NET_LOOPBACK,
+        .limits = rbx_execution_limits(engine, x->request),
         .file_size_max = engine->config.disk_cap_bytes,
         .is_root = engine->is_root,
         .trace = x->trace,
@@ -357,7 +364,7 @@ static rbx_status watch_sandbox(const execution *x, rbx_sandbox *sandbox, rbx_wa
 
 static rbx_status run_in_sandbox(const execution *x, rbx_result *result, rbx_error *err)
 {
-    char **envp = build_env(x->request, x->session);
+    char **envp = rbx_execution_env(x->request, x->session, NULL);
     int code_fd = code_memfd(x->request);
     rbx_watch *watch = calloc(1, sizeof *watch);
     rbx_capture out, errc;
@@ -382,7 +389,7 @@ static rbx_status run_in_sandbox(const execution *x, rbx_result *result, rbx_err
     }
     if (code_fd >= 0)
         close(code_fd);
-    free_env(envp);
+    rbx_execution_env_free(envp);
     if (status == RBX_OK) {
         *watch = (rbx_watch){.trace = x->trace,
                              .timeout_s = x->budget_s,
@@ -483,13 +490,27 @@ static rbx_status run_in_session(execution *x, rbx_result *result, rbx_error *er
     rbx_running running;
     track(x->engine, &running, session.id);
     x->kill_fd = running.kill_fd;
-    rbx_scratch scratch;
-    status = rbx_scratch_make(x->engine, session.one_off, &scratch, err);
-    x->scratch = &scratch;
-    if (status == RBX_OK)
-        status = run_in_sandbox(x, result, err);
-    rbx_scratch_remove(x->engine, &scratch);
-    x->scratch = NULL;
+    if (request->stateful) {
+        rbx_kernel_call call = {.request = request,
+                                .runtime = x->runtime,
+                                .session = &session,
+                                .env = x->env,
+                                .timeout_s = x->budget_s,
+                                .asked_s = x->timeout_s,
+                                .kill_fd = x->kill_fd,
+                                .on_output = x->on_output,
+                                .user = x->user,
+                                .trace = x->trace};
+        status = rbx_kernel_run(x->engine, &call, result, err);
+    } else {
+        rbx_scratch scratch;
+        status = rbx_scratch_make(x->engine, session.one_off, &scratch, err);
+        x->scratch = &scratch;
+        if (status == RBX_OK)
+            status = run_in_sandbox(x, result, err);
+        rbx_scratch_remove(x->engine, &scratch);
+        x->scratch = NULL;
+    }
     untrack(x->engine, &running);
     rbx_session_release(x->engine, &session);
     x->session = NULL;
@@ -536,10 +557,21 @@ static rbx_status prepare_env(execution *x, rbx_env *env, rbx_result *result, rb
     return RBX_OK;
 }
 
-rbx_status rbx_execute(rbx_engine *engine, const rbx_request *request, rbx_output_fn on_output,
+rbx_status rbx_execute(rbx_engine *engine, const rbx_request *asked, rbx_output_fn on_output,
                        void *user, rbx_result *result, rbx_error *err)
 {
     memset(result, 0, sizeof *result);
+    /* A stateful call without a session starts one, which it keeps: its
+     * id in the result is the way back to the kernel. */
+    rbx_request stateful_copy;
+    char new_id[RBX_SESSION_ID_MAX + 1];
+    const rbx_request *request = asked;
+    if (asked->stateful && !asked->session_id) {
+        stateful_copy = *asked;
+        rbx_session_id_new(new_id);
+        stateful_copy.session_id = new_id;
+        request = &stateful_copy;
+    }
     execution x = {.engine = engine, .request = request, .on_output = on_output, .user = user};
     x.trace = request->trace ? rbx_trace_new() : NULL;
     rbx_trace_mark(x.trace, RBX_PHASE_START);
@@ -572,5 +604,6 @@ void rbx_result_free(rbx_result *result)
     free(result->error);
     free(result->exception);
     free(result->trace);
-    result->output = result->error = result->exception = result->trace = NULL;
+    free(result->results);
+    result->output = result->error = result->exception = result->trace = result->results = NULL;
 }

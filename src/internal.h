@@ -6,6 +6,8 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+
+#include "sandbox/cgroup.h"
 #include <sys/types.h>
 
 /* Inside every sandbox the program runs as RBX_SANDBOX_UID. When runbox
@@ -35,9 +37,10 @@ struct rbx_engine {
     struct rbx_root_plan *root_plan; /* computed once: which host paths the sandbox shows */
     struct rbx_template *template;   /* the prepared mount namespace, as root (template.h) */
     pthread_mutex_t template_lock;
-    struct rbx_policy *policy;       /* the operator's deny patterns, or NULL */
+    struct rbx_policy *policy; /* the operator's deny patterns, or NULL */
     pthread_mutex_t running_lock;
     struct rbx_running *running; /* executions in progress, for cancellation */
+    struct rbx_kernels *kernels; /* stateful sessions' kernels (kernels.h) */
 };
 
 /* error.c idiom: fill err and return its status, so callers can write
@@ -47,6 +50,14 @@ rbx_status rbx_fail(rbx_error *err, rbx_status status, const char *fmt, ...)
 
 int64_t rbx_now_ms(void); /* monotonic clock */
 int64_t rbx_now_us(void); /* monotonic clock */
+
+/* How a runtime's kernel driver (src/kernels/) is spoken to: JSON lines,
+ * or lines of shell (kernel_wire.h). */
+typedef enum rbx_kernel_dialect { RBX_KERNEL_JSON, RBX_KERNEL_BASH } rbx_kernel_dialect;
+
+/* The kernel drivers, embedded when runbox is built (cmake/embed.cmake). */
+extern const char rbx_kernel_python[], rbx_kernel_javascript[], rbx_kernel_bash[];
+extern const unsigned long rbx_kernel_python_size, rbx_kernel_javascript_size, rbx_kernel_bash_size;
 
 /* runtime.c: the table of languages. */
 typedef struct rbx_runtime {
@@ -77,6 +88,18 @@ typedef struct rbx_runtime {
      * returns false with a reason in why. */
     bool (*normalize_spec)(const char *spec, bool allow_urls, char *out, size_t size, char *why,
                            size_t why_size);
+
+    /* Stateful sessions: the kernel is the interpreter started with
+     * kernel_argv and then the driver's text as its last argument, or, with
+     * kernel_greeting, the driver written to its channel first (bash reads
+     * its commands there). An interrupt goes to the driver, or with
+     * kernel_interrupt_group to its process group (the shell's job). */
+    const char *kernel_argv[6];
+    const char *kernel_driver;
+    const unsigned long *kernel_driver_size;
+    rbx_kernel_dialect kernel_dialect;
+    bool kernel_greeting;
+    bool kernel_interrupt_group;
 } rbx_runtime;
 
 const char *rbx_classify_python(int exit_code, const char *text, size_t len, char **exception);
@@ -88,6 +111,8 @@ bool rbx_spec_npm(const char *spec, bool allow_urls, char *out, size_t size, cha
                   size_t why_size);
 
 const rbx_runtime *rbx_runtime_find(const char *name);
+/* The error for a language runbox does not have, naming those it has. */
+rbx_status rbx_unknown_language(rbx_error *err, const char *language);
 
 /* request.c */
 #define RBX_CPUS_MIN 0.01 /* a hundredth of a core: 1 ms of CPU per 100 ms period */
@@ -171,6 +196,15 @@ void rbx_crash_point(const char *name);
 
 /* An O_PATH fd of an existing session's work directory. */
 rbx_status rbx_session_work_fd(rbx_engine *engine, const char *id, int *fd, rbx_error *err);
+
+/* execute.c: what every execution's program gets, kernels' too. */
+/* The environment: the fixed list, the session's id, extra (NULL: none)
+ * and the request's own variables (request NULL: none). */
+char **rbx_execution_env(const rbx_request *request, const rbx_session *session, const char *extra);
+void rbx_execution_env_free(char **envp);
+/* Whether the request's code may reach outside hosts. */
+bool rbx_execution_wants_network(const rbx_engine *engine, const rbx_request *request);
+struct rbx_cgroup_limits rbx_execution_limits(const rbx_engine *engine, const rbx_request *request);
 
 /* execute.c: executions running in this engine, so a session's can be
  * cancelled (rbx_session_cancel). */

@@ -67,6 +67,16 @@ static void list_languages(char *out, size_t size)
             (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", rbx_runtime_name(i));
 }
 
+rbx_status rbx_unknown_language(rbx_error *err, const char *language)
+{
+    char names[128];
+    list_languages(names, sizeof names);
+    return rbx_fail(err, RBX_EINVAL,
+                    "unknown language '%.32s' (accepted: %s, and aliases py, python3, js, "
+                    "node, nodejs, sh, shell)",
+                    language, names);
+}
+
 rbx_status rbx_request_validate(const rbx_engine *engine, const rbx_request *request,
                                 const rbx_runtime **runtime, double *timeout_s, rbx_error *err)
 {
@@ -77,14 +87,8 @@ rbx_status rbx_request_validate(const rbx_engine *engine, const rbx_request *req
         return rbx_fail(err, RBX_EINVAL, "no language given (accepted: %s)", names);
     }
     *runtime = rbx_runtime_find(request->language);
-    if (!*runtime) {
-        char names[128];
-        list_languages(names, sizeof names);
-        return rbx_fail(err, RBX_EINVAL,
-                        "unknown language '%.32s' (accepted: %s, and aliases py, python3, js, "
-                        "node, nodejs, sh, shell)",
-                        request->language, names);
-    }
+    if (!*runtime)
+        return rbx_unknown_language(err, request->language);
     if (!request->code)
         return rbx_fail(err, RBX_EINVAL, "no code given");
     if (request->code_len > config->max_code_bytes)
@@ -108,12 +112,16 @@ rbx_status rbx_request_validate(const rbx_engine *engine, const rbx_request *req
         return rbx_fail(err, RBX_EINVAL,
                         "memory limit %u MiB is out of bounds (accepted: 16 to %u MiB)",
                         request->memory_mb, config->max_memory_mb);
-    if (request->cpus != 0 &&
-        (!isfinite(request->cpus) || request->cpus < RBX_CPUS_MIN || request->cpus > config->max_cpus))
+    if (request->cpus != 0 && (!isfinite(request->cpus) || request->cpus < RBX_CPUS_MIN ||
+                               request->cpus > config->max_cpus))
         return rbx_fail(err, RBX_EINVAL,
                         "cpus %g is out of bounds (accepted: %g to %g cores; the operator's "
                         "maximum is --max-cpus)",
                         request->cpus, RBX_CPUS_MIN, config->max_cpus);
+    if (request->stateful && request->stdin_data)
+        return rbx_fail(err, RBX_EINVAL,
+                        "stdin is not taken by a stateful call (its kernel reads no input): "
+                        "write the data to a file in the session instead");
     if (request->stdin_len && !request->stdin_data)
         return rbx_fail(err, RBX_EINVAL, "stdin length given without data");
     return validate_env(request, err);

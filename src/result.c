@@ -41,6 +41,7 @@ static char *render_result(const rbx_result *result, bool as_event)
     json_t *truncated = json_object();
     json_object_set_new(truncated, "stdout", json_integer((json_int_t)result->truncated_stdout));
     json_object_set_new(truncated, "stderr", json_integer((json_int_t)result->truncated_stderr));
+    json_object_set_new(truncated, "results", json_integer((json_int_t)result->truncated_results));
     json_object_set_new(obj, "truncated", truncated);
     json_object_set_new(obj, "signal", result->signal ? json_integer(result->signal) : json_null());
     json_object_set_new(obj, "cpu_ms", json_integer(result->cpu_ms));
@@ -54,6 +55,12 @@ static char *render_result(const rbx_result *result, bool as_event)
                                         "reused", result->install_reused, "duration_ms",
                                         (json_int_t)result->install_ms)
                             : json_null());
+    json_t *results = result->results ? json_loads(result->results, 0, NULL) : NULL;
+    json_object_set_new(obj, "stateful", json_boolean(result->stateful));
+    json_object_set_new(obj, "results", results ? results : json_array());
+    json_object_set_new(obj, "execution_count",
+                        result->stateful ? json_integer(result->execution_count) : json_null());
+    json_object_set_new(obj, "kernel_restarted", json_boolean(result->kernel_restarted));
     if (result->trace)
         json_object_set_new(obj, "trace", json_loads(result->trace, 0, NULL));
     char *out = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -73,10 +80,41 @@ char *rbx_result_event_to_json(const rbx_result *result)
 
 char *rbx_event_to_json(rbx_stream stream, const char *data, size_t len)
 {
+    if (stream == RBX_DISPLAY) {
+        /* {"kind", "data"}: one rich output, as it will be in "results". */
+        json_t *output = json_loadb(data, len, 0, NULL);
+        json_t *obj =
+            json_pack("{s:s, s:O, s:O}", "type", "display", "kind", json_object_get(output, "kind"),
+                      "data", json_object_get(output, "data"));
+        json_decref(output);
+        char *out = obj ? json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(obj);
+        return out;
+    }
     json_t *obj = json_object();
     json_object_set_new(obj, "type", json_string(stream == RBX_STDOUT ? "stdout" : "stderr"));
     json_object_set_new(obj, "data", text(data, len));
     char *out = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(obj);
+    return out;
+}
+
+char *rbx_session_info_to_json(const rbx_session_info *info)
+{
+    json_t *kernels = json_array();
+    for (size_t i = 0; i < info->kernel_count; i++) {
+        const rbx_kernel_info *k = &info->kernels[i];
+        json_array_append_new(
+            kernels, json_pack("{s:s, s:s, s:i, s:I, s:I, s:I}", "language", k->language, "state",
+                               k->busy ? "busy" : "idle", "owner_pid", k->owner_pid, "started",
+                               (json_int_t)k->started_unix, "idle_s", (json_int_t)k->idle_s,
+                               "memory_bytes", (json_int_t)k->memory_bytes));
+    }
+    json_t *obj = json_pack(
+        "{s:s, s:I, s:I, s:I, s:b, s:o}", "session_id", info->id, "created",
+        (json_int_t)info->created_unix, "last_used", (json_int_t)info->last_used_unix, "disk_bytes",
+        (json_int_t)info->disk_bytes, "running", info->running, "kernels", kernels);
+    char *out = obj ? json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(obj);
     return out;
 }

@@ -108,6 +108,10 @@ static const rbx_runtime runtimes[] = {
         .env_run_at = "/opt/runbox/env",
         .env_interpreter = "/opt/runbox/env/bin/python3",
         .normalize_spec = rbx_spec_python,
+        .kernel_argv = {"python3", "-c"},
+        .kernel_driver = rbx_kernel_python,
+        .kernel_driver_size = &rbx_kernel_python_size,
+        .kernel_dialect = RBX_KERNEL_JSON,
     },
     {
         .name = "javascript",
@@ -129,6 +133,12 @@ static const rbx_runtime runtimes[] = {
         .env_subdir = "node_modules",
         .env_run_at = "/node_modules",
         .normalize_spec = rbx_spec_npm,
+        /* The REPL's own top-level await rewriting and its parser are Node's
+         * internals. */
+        .kernel_argv = {"node", "--expose-internals", "-e"},
+        .kernel_driver = rbx_kernel_javascript,
+        .kernel_driver_size = &rbx_kernel_javascript_size,
+        .kernel_dialect = RBX_KERNEL_JSON,
     },
     {
         .name = "bash",
@@ -137,6 +147,14 @@ static const rbx_runtime runtimes[] = {
         .extension = ".sh",
         .argv = {"bash", "--norc", "--noprofile", "-c", bash_bootstrap, "bash"},
         .classify = rbx_classify_bash,
+        /* Interactive: SIGINT stops the command that runs and the shell
+         * goes on to the next, as at a prompt. */
+        .kernel_argv = {"bash", "--norc", "--noprofile", "--noediting", "-i"},
+        .kernel_driver = rbx_kernel_bash,
+        .kernel_driver_size = &rbx_kernel_bash_size,
+        .kernel_dialect = RBX_KERNEL_BASH,
+        .kernel_greeting = true,
+        .kernel_interrupt_group = true,
     },
 };
 

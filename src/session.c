@@ -4,6 +4,7 @@
  * state directory. Removal renames the session into trash/ while holding
  * the lock, then deletes it without following links. */
 #include "internal.h"
+#include "kernels.h"
 #include "storage.h"
 
 #include <dirent.h>
@@ -249,7 +250,17 @@ rbx_status rbx_session_remove(rbx_engine *engine, const char *id, double wait_s,
     rbx_status status = lock_session(engine, id, wait_s, false, -1, &dir, &lock, err);
     if (status != RBX_OK)
         return status;
-    status = discard_locked(engine, id, err);
+    /* Its kernels go first (they have its directory as their home); one
+     * that another runbox process holds is that process's to stop. */
+    rbx_kernels_stop_session(engine, id, NULL);
+    int owner = rbx_kernels_foreign_owner(engine, dir);
+    if (owner)
+        status = rbx_fail(err, RBX_EBUSY,
+                          "session %s has a kernel in another runbox process (pid %d): remove it "
+                          "through that process",
+                          id, owner);
+    else
+        status = discard_locked(engine, id, err);
     close(lock);
     close(dir);
     return status;
@@ -288,6 +299,7 @@ rbx_status rbx_session_info_get(rbx_engine *engine, const char *id, rbx_session_
         close(lock);
     info->created_unix = read_created(dir);
     info->disk_bytes = rbx_storage_usage(engine, dir);
+    rbx_kernels_describe(dir, info->running, info);
     close(dir);
     return RBX_OK;
 }
@@ -375,5 +387,30 @@ rbx_status rbx_session_dir(rbx_engine *engine, const char *id, char *path, size_
     if (fstatat(engine->sessions_fd, id, &st, AT_SYMLINK_NOFOLLOW) != 0)
         return rbx_fail(err, RBX_ENOENT, "no session %s", id);
     snprintf(path, size, "%s/%s/work", engine->sessions_dir, id);
+    return RBX_OK;
+}
+
+rbx_status rbx_session_restart(rbx_engine *engine, const char *id, const char *language,
+                               size_t *stopped, rbx_error *err)
+{
+    *stopped = 0;
+    if (!rbx_session_id_valid(id))
+        return bad_id(err);
+    if (language && !rbx_runtime_canonical(language))
+        return rbx_unknown_language(err, language);
+    const char *canonical = language ? rbx_runtime_canonical(language) : NULL;
+    int dir = openat(engine->sessions_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir < 0)
+        return errno == ENOENT
+                   ? rbx_fail(err, RBX_ENOENT, "no session %s", id)
+                   : rbx_fail(err, RBX_ESYSTEM, "cannot open session %s: %s", id, strerror(errno));
+    *stopped = rbx_kernels_stop_session(engine, id, canonical);
+    int owner = rbx_kernels_foreign_owner(engine, dir);
+    close(dir);
+    if (owner)
+        return rbx_fail(err, RBX_EBUSY,
+                        "session %s has a kernel in another runbox process (pid %d): restart it "
+                        "through that process",
+                        id, owner);
     return RBX_OK;
 }

@@ -41,7 +41,10 @@
 
 #define IMAGE "sessions.img"
 #define OLD_SESSIONS "sessions.v1" /* the earlier layout's sessions, while they move */
-#define MKFS_BTRFS_PATHS {"/usr/sbin/mkfs.btrfs", "/sbin/mkfs.btrfs", "/usr/bin/mkfs.btrfs"}
+#define MKFS_BTRFS_PATHS                                                                           \
+    {                                                                                              \
+        "/usr/sbin/mkfs.btrfs", "/sbin/mkfs.btrfs", "/usr/bin/mkfs.btrfs"                          \
+    }
 #define MIN_IMAGE_BYTES (512ull << 20)
 #define MAX_DEFAULT_IMAGE_BYTES (64ull << 30)
 /* Below this much free space the storage takes no new session or run. */
@@ -123,8 +126,7 @@ static bool is_empty_dir(int dirfd, const char *name)
 static uint64_t default_image_bytes(int state_fd)
 {
     struct statvfs vfs;
-    uint64_t free_bytes =
-        fstatvfs(state_fd, &vfs) == 0 ? (uint64_t)vfs.f_bavail * vfs.f_frsize : 0;
+    uint64_t free_bytes = fstatvfs(state_fd, &vfs) == 0 ? (uint64_t)vfs.f_bavail * vfs.f_frsize : 0;
     uint64_t bytes = free_bytes / 2;
     if (bytes > MAX_DEFAULT_IMAGE_BYTES)
         bytes = MAX_DEFAULT_IMAGE_BYTES;
@@ -135,17 +137,17 @@ static uint64_t default_image_bytes(int state_fd)
  * a runbox killed meanwhile leaves no half-made image behind its name. */
 static rbx_status make_image(rbx_engine *engine, int state_fd, rbx_error *err)
 {
-    uint64_t bytes = engine->config.storage_bytes ? engine->config.storage_bytes
-                                                  : default_image_bytes(state_fd);
+    uint64_t bytes =
+        engine->config.storage_bytes ? engine->config.storage_bytes : default_image_bytes(state_fd);
     if (bytes < MIN_IMAGE_BYTES)
         return rbx_fail(err, RBX_EINVAL, "the storage size must be at least %llu MiB",
                         (unsigned long long)(MIN_IMAGE_BYTES >> 20));
     (void)unlinkat(state_fd, IMAGE ".new", 0);
-    int fd = openat(state_fd, IMAGE ".new", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW,
-                    0600);
+    int fd =
+        openat(state_fd, IMAGE ".new", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) {
-        rbx_status status = rbx_fail(err, RBX_ESYSTEM, "cannot create %s/%s: %s",
-                                     engine->state_dir, IMAGE, strerror(errno));
+        rbx_status status = rbx_fail(err, RBX_ESYSTEM, "cannot create %s/%s: %s", engine->state_dir,
+                                     IMAGE, strerror(errno));
         if (fd >= 0)
             close(fd);
         unlinkat(state_fd, IMAGE ".new", 0);
@@ -221,8 +223,8 @@ static rbx_status mount_image(rbx_engine *engine, int state_fd, rbx_error *err)
     if (loop < 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot attach %s/%s to a loop device: %s",
                         engine->state_dir, IMAGE, strerror(saved));
-    int rc = mount(device, engine->sessions_dir, "btrfs", MS_NOSUID | MS_NODEV | MS_NOATIME,
-                   "discard");
+    int rc =
+        mount(device, engine->sessions_dir, "btrfs", MS_NOSUID | MS_NODEV | MS_NOATIME, "discard");
     saved = errno;
     close(loop); /* the mount holds the device now; autoclear frees it on unmount */
     if (rc != 0)
@@ -383,9 +385,15 @@ rbx_status rbx_storage_unmount(rbx_engine *engine, rbx_error *err)
     int state_fd = open_dir_at(AT_FDCWD, engine->state_dir);
     int lock = state_fd >= 0 ? lock_state(state_fd) : -1;
     rbx_status status = RBX_OK;
+    /* A runbox that is on its way out (a daemon asked to stop) lets go
+     * within moments: it gets a few seconds. */
+    for (int tries = 0;
+         umount2(engine->sessions_dir, UMOUNT_NOFOLLOW) != 0 && errno == EBUSY && tries < 100;
+         tries++)
+        usleep(50 * 1000);
     if (umount2(engine->sessions_dir, UMOUNT_NOFOLLOW) != 0 && errno != EINVAL)
-        status = rbx_fail(err, errno == EBUSY ? RBX_EBUSY : RBX_ESYSTEM,
-                          "cannot unmount %s: %s%s", engine->sessions_dir, strerror(errno),
+        status = rbx_fail(err, errno == EBUSY ? RBX_EBUSY : RBX_ESYSTEM, "cannot unmount %s: %s%s",
+                          engine->sessions_dir, strerror(errno),
                           errno == EBUSY ? " (code still runs in a session)" : "");
     if (lock >= 0)
         close(lock);
@@ -547,9 +555,8 @@ rbx_status rbx_scratch_make(rbx_engine *engine, bool with_home, rbx_scratch *scr
     int dir = open_dir_at(engine->scratch_fd, scratch->name);
     uint64_t cap = with_home ? engine->config.disk_cap_bytes : SCRATCH_TMP_BYTES;
     if (dir < 0 || rbx_btrfs_limit(dir, cap) != 0 || make_scratch_dirs(engine, dir, with_home)) {
-        rbx_status status = rbx_fail(err, RBX_ESYSTEM,
-                                     "cannot prepare the execution's scratch space: %s",
-                                     strerror(errno));
+        rbx_status status = rbx_fail(
+            err, RBX_ESYSTEM, "cannot prepare the execution's scratch space: %s", strerror(errno));
         if (dir >= 0)
             close(dir);
         rbx_scratch_remove(engine, scratch);
@@ -593,7 +600,7 @@ static void sweep_dir(rbx_engine *engine, int dirfd)
         return;
     }
     /* Names first, removal after: removing while reading would skip some. */
-    char (*names)[128] = NULL;
+    char(*names)[128] = NULL;
     size_t count = 0, cap = 0;
     struct dirent *entry;
     while ((entry = readdir(dir))) {
@@ -609,7 +616,7 @@ static void sweep_dir(rbx_engine *engine, int dirfd)
                 break;
             names = grown;
         }
-        snprintf(names[count++], 128, "%s", entry->d_name);
+        memcpy(names[count++], entry->d_name, strlen(entry->d_name) + 1);
     }
     closedir(dir);
     for (size_t i = 0; i < count; i++)

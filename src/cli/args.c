@@ -80,6 +80,8 @@ rbx_engine *cli_engine(const cli_globals *globals, int *exit_code)
     config.max_cpus = globals->max_cpus;
     config.storage = globals->storage;
     config.storage_bytes = globals->storage_bytes;
+    config.kernel_idle_s = globals->kernel_idle_s;
+    config.max_kernels = globals->max_kernels;
     rbx_error err = {0};
     rbx_engine *engine = rbx_engine_new(&config, &err);
     if (!engine)

@@ -14,11 +14,13 @@ enum { EXIT_USAGE = 2, EXIT_SYSTEM = 1 };
 typedef struct cli_globals {
     const char *state_dir;
     const char *policy_file;
-    bool install_network_host; /* --install-network host (or RUNBOX_INSTALL_NETWORK=host) */
-    double max_cpus;           /* --max-cpus (or RUNBOX_MAX_CPUS); 0: the host's cores */
+    bool install_network_host;  /* --install-network host (or RUNBOX_INSTALL_NETWORK=host) */
+    double max_cpus;            /* --max-cpus (or RUNBOX_MAX_CPUS); 0: the host's cores */
     rbx_storage_choice storage; /* --storage (or RUNBOX_STORAGE) */
     uint64_t storage_bytes;     /* --storage-size (or RUNBOX_STORAGE_SIZE) */
-    char **argv;               /* as runbox was started, for `serve` (serve_elsewhere.c) */
+    double kernel_idle_s;       /* --kernel-idle (or RUNBOX_KERNEL_IDLE); 0: the default */
+    uint32_t max_kernels;       /* --max-kernels (or RUNBOX_MAX_KERNELS); 0: the default */
+    char **argv;                /* as runbox was started, for `serve` (serve_elsewhere.c) */
 } cli_globals;
 
 /* Where an operator installs the shipped deploy/policy.conf. */
@@ -52,12 +54,44 @@ int cli_parse_seconds(const char *text, double *seconds);
 int cli_read_file(const char *path, size_t limit, char **data, size_t *len, char *why,
                   size_t why_size);
 
+/* form.c: an execute request as JSON (HTTP's body, the local socket's
+ * messages) turned into an rbx_request; the request's strings point into
+ * body, which the form owns from then on (also on failure). */
+typedef struct cli_form {
+    json_t *body;
+    rbx_request request;
+    char **env; /* "NAME=value" entries, owned */
+    const char **requirements;
+    int stream; /* the "stream" field (HTTP): -1 when not given */
+} cli_form;
+
+typedef struct form_error {
+    char message[600];
+    bool no_memory; /* else the request was at fault */
+} form_error;
+
+bool cli_form_parse(cli_form *form, json_t *body, form_error *err);
+void cli_form_free(cli_form *form);
+
 int cli_run(cli_globals *globals, int argc, char **argv);
 int cli_sessions(cli_globals *globals, int argc, char **argv);
 int cli_check(cli_globals *globals, int argc, char **argv);
 int cli_envs(cli_globals *globals, int argc, char **argv);
 int cli_files(cli_globals *globals, int argc, char **argv);
 int cli_storage(cli_globals *globals, int argc, char **argv);
+int cli_daemon(cli_globals *globals, int argc, char **argv);
+
+/* local_client.c: the local socket (local/local.h), from the CLI. */
+/* Connects to the state directory's socket; with start, starts `runbox
+ * daemon` when nobody serves it. -1 with why on failure. */
+int cli_local_connect(const cli_globals *globals, const char *state_dir, bool start, char *why,
+                      size_t why_size);
+/* Sends one message (stolen) as a line. */
+int cli_local_send(int fd, json_t *message);
+/* One line of the answer, or NULL at its end. */
+json_t *cli_local_read(FILE *in);
+/* Prints an {"type": "error"} answer; returns the exit code for it. */
+int cli_local_error(json_t *event);
 int cli_serve(cli_globals *globals, int argc, char **argv); /* src/http/, serve_elsewhere.c */
 int cli_mcp(cli_globals *globals, int argc, char **argv);   /* src/mcp/ */
 

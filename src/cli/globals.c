@@ -8,6 +8,16 @@
 #include <string.h>
 #include <unistd.h>
 
+static int parse_count(const char *text, uint32_t *count)
+{
+    char *end;
+    unsigned long value = text[0] >= '0' && text[0] <= '9' ? strtoul(text, &end, 10) : 0;
+    if (!value || *end || value > 100000)
+        return -1;
+    *count = (uint32_t)value;
+    return 0;
+}
+
 static int storage_choice(const char *text, rbx_storage_choice *choice)
 {
     if (!strcmp(text, "auto"))
@@ -39,6 +49,12 @@ void cli_globals_init(cli_globals *globals, char **argv)
     const char *size = getenv("RUNBOX_STORAGE_SIZE");
     if (size)
         (void)cli_parse_size(size, &globals->storage_bytes);
+    const char *idle = getenv("RUNBOX_KERNEL_IDLE");
+    if (idle)
+        (void)cli_parse_seconds(idle, &globals->kernel_idle_s);
+    const char *kernels = getenv("RUNBOX_MAX_KERNELS");
+    if (kernels)
+        (void)parse_count(kernels, &globals->max_kernels);
 }
 
 /* --name VALUE or --name=VALUE; NULL when the value is missing. */
@@ -71,8 +87,9 @@ int cli_global_option(int argc, char **argv, int *i, cli_globals *globals, const
     } else if (named(arg, "--install-network")) {
         value = value_of(argc, argv, i, "--install-network");
         if (!value || (strcmp(value, "outside") && strcmp(value, "host")))
-            return cli_usage_error(command, "--install-network must be 'outside' or 'host', not "
-                                            "'%.32s'",
+            return cli_usage_error(command,
+                                   "--install-network must be 'outside' or 'host', not "
+                                   "'%.32s'",
                                    value ? value : "");
         globals->install_network_host = !strcmp(value, "host");
     } else if (named(arg, "--max-cpus")) {
@@ -85,6 +102,14 @@ int cli_global_option(int argc, char **argv, int *i, cli_globals *globals, const
         if (!value || storage_choice(value, &globals->storage) != 0)
             return cli_usage_error(command, "--storage must be auto, btrfs or plain, not '%.32s'",
                                    value ? value : "");
+    } else if (named(arg, "--kernel-idle")) {
+        value = value_of(argc, argv, i, "--kernel-idle");
+        if (!value || cli_parse_seconds(value, &globals->kernel_idle_s) != 0)
+            return cli_usage_error(command, "--kernel-idle needs a number of seconds above 0");
+    } else if (named(arg, "--max-kernels")) {
+        value = value_of(argc, argv, i, "--max-kernels");
+        if (!value || parse_count(value, &globals->max_kernels) != 0)
+            return cli_usage_error(command, "--max-kernels needs a whole number from 1 to 100000");
     } else if (named(arg, "--storage-size")) {
         value = value_of(argc, argv, i, "--storage-size");
         if (!value || cli_parse_size(value, &globals->storage_bytes) != 0)

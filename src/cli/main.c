@@ -18,6 +18,7 @@ static const char usage[] =
     "  envs list|gc                        cached dependency environments\n"
     "  files list|put|get|rm SESSION ...   a session's files\n"
     "  storage [show|unmount]              where sessions' files live, and how capped\n"
+    "  daemon                              serve stateful calls of the CLI (started on demand)\n"
     "  serve [--listen ADDR:PORT]          the HTTP API (see 'runbox serve --help')\n"
     "  mcp                                 a Model Context Protocol server on stdio\n"
     "\n"
@@ -41,6 +42,11 @@ static const char usage[] =
     "                    the size of a new state directory's image, e.g. 20G (also\n"
     "                    RUNBOX_STORAGE_SIZE; default half the host's free space, at\n"
     "                    most 64G)\n"
+    "  --kernel-idle SECONDS\n"
+    "                    stop a stateful session's kernel idle this long (its files\n"
+    "                    stay; also RUNBOX_KERNEL_IDLE; default 900)\n"
+    "  --max-kernels N   live kernels per runbox process (also RUNBOX_MAX_KERNELS;\n"
+    "                    default from the host's memory)\n"
     "  --help            this text\n"
     "  --version         runbox's version\n";
 
@@ -81,6 +87,8 @@ int main(int argc, char **argv)
         return cli_files(&globals, argc - i, argv + i);
     if (!strcmp(command, "storage"))
         return cli_storage(&globals, argc - i, argv + i);
+    if (!strcmp(command, "daemon"))
+        return cli_daemon(&globals, argc - i, argv + i);
     if (!strcmp(command, "serve"))
         return cli_serve(&globals, argc - i, argv + i);
     if (!strcmp(command, "mcp"))

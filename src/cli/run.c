@@ -28,6 +28,11 @@ static const char run_usage[] =
     "  --memory MIB        memory limit (default 512)\n"
     "  --cpus N            CPU quota in cores, e.g. 0.5 or 2 (default 1; at most the\n"
     "                      operator's --max-cpus, by default the host's cores)\n"
+    "  --stateful          run in the session's live interpreter (its kernel), which\n"
+    "                      keeps variables, imports and the working directory from one\n"
+    "                      stateful call to the next; kernels live in a runbox process\n"
+    "                      that outlives this one (runbox serve, or runbox daemon,\n"
+    "                      started here when needed)\n"
     "  --require SPEC      a package the code needs (repeatable): a PEP 508 spec for\n"
     "                      python (numpy>=1.24), an npm spec for javascript\n"
     "                      (lodash@4.17.21); installed once into a cached environment\n"
@@ -54,6 +59,7 @@ typedef struct run_options {
     int network;
     unsigned memory_mb;
     double cpus;
+    bool stateful;
 } run_options;
 
 /* The write end of the pipe that cancels the run on SIGINT or SIGTERM, so
@@ -150,6 +156,8 @@ static int parse(int argc, char **argv, run_options *opts)
             opts->network = 1;
         } else if (!strcmp(arg, "--no-network")) {
             opts->network = 0;
+        } else if (!strcmp(arg, "--stateful")) {
+            opts->stateful = true;
         } else if (is_option(arg, "--session")) {
             if (!(value = option_value(argc, argv, &i, "--session")))
                 return cli_usage_error("run", "--session needs an id");
@@ -216,6 +224,108 @@ static int render(const rbx_result *result, enum output_mode mode)
     return rc ? EXIT_SYSTEM : 0;
 }
 
+/* The request as the local socket takes it (HTTP's execute body). */
+static json_t *request_json(const rbx_request *request)
+{
+    json_t *body = json_pack("{s:s, s:s%, s:b}", "language", request->language, "code",
+                             request->code, request->code_len, "stateful", 1);
+    if (!body)
+        return NULL;
+    if (request->session_id)
+        json_object_set_new(body, "session_id", json_string(request->session_id));
+    if (request->timeout_s > 0)
+        json_object_set_new(body, "timeout", json_real(request->timeout_s));
+    if (request->network >= 0)
+        json_object_set_new(body, "network", json_boolean(request->network));
+    if (request->memory_mb)
+        json_object_set_new(body, "memory_mb", json_integer(request->memory_mb));
+    if (request->cpus > 0)
+        json_object_set_new(body, "cpus", json_real(request->cpus));
+    if (request->stdin_data)
+        json_object_set_new(body, "stdin", json_stringn(request->stdin_data, request->stdin_len));
+    json_t *env = json_object(), *requirements = json_array();
+    for (size_t i = 0; i < request->env_count; i++) {
+        const char *eq = strchr(request->env[i], '=');
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - request->env[i]) : 0, request->env[i]);
+        json_object_set_new(env, name, json_string(eq ? eq + 1 : ""));
+    }
+    for (size_t i = 0; i < request->requirement_count; i++)
+        json_array_append_new(requirements, json_string(request->requirements[i]));
+    json_object_set_new(body, "env", env);
+    json_object_set_new(body, "requirements", requirements);
+    return body;
+}
+
+/* A rich output shown live: its text (the value of a last expression,
+ * like a REPL prints it), or what it is when it has none (an image). */
+static void show_display(json_t *event)
+{
+    json_t *data = json_object_get(event, "data");
+    const char *text = json_string_value(json_object_get(data, "text/plain"));
+    if (text && !json_object_get(data, "image/png")) {
+        printf("%s\n", text);
+        fflush(stdout);
+        return;
+    }
+    const char *mime;
+    json_t *value;
+    fprintf(stderr, "[runbox: %s:", json_string_value(json_object_get(event, "kind")));
+    json_object_foreach(data, mime, value) fprintf(stderr, " %s", mime);
+    fprintf(stderr, " (see --json)]\n");
+}
+
+/* A stateful call goes to the process that holds the session's kernel. */
+static int run_stateful(const cli_globals *globals, rbx_engine *engine, const rbx_request *request,
+                        enum output_mode mode)
+{
+    char why[600];
+    const char *state_dir = rbx_engine_config(engine)->state_dir;
+    int fd = cli_local_connect(globals, state_dir, true, why, sizeof why);
+    if (fd < 0) {
+        fprintf(stderr, "runbox: %s\n", why);
+        return EXIT_SYSTEM;
+    }
+    json_t *body = request_json(request);
+    FILE *in = fdopen(fd, "r");
+    if (!body || !in ||
+        cli_local_send(fd, json_pack("{s:s, s:o}", "op", "execute", "request", body)) != 0) {
+        fprintf(stderr, "runbox: cannot reach the runbox process that holds kernels\n");
+        if (in)
+            fclose(in);
+        else
+            close(fd);
+        return EXIT_SYSTEM;
+    }
+    int rc = EXIT_SYSTEM;
+    json_t *event;
+    while ((event = cli_local_read(in))) {
+        const char *type = json_string_value(json_object_get(event, "type"));
+        const char *data = json_string_value(json_object_get(event, "data"));
+        bool last = type && (!strcmp(type, "result") || !strcmp(type, "error"));
+        if (type && !strcmp(type, "error")) {
+            rc = cli_local_error(event);
+        } else if (mode == MODE_STREAM) {
+            rc = cli_print_json(json_incref(event));
+        } else if (last) {
+            json_object_del(event, "type");
+            rc = mode == MODE_JSON ? cli_print_json(json_incref(event))
+                                   : (int)json_integer_value(json_object_get(event, "exit_code"));
+            if (mode == MODE_LIVE && json_is_true(json_object_get(event, "timed_out")))
+                fprintf(stderr, "runbox: timed out; the kernel was interrupted\n");
+        } else if (mode == MODE_LIVE && type && !strcmp(type, "display")) {
+            show_display(event);
+        } else if (mode == MODE_LIVE && data) {
+            (void)write_all(!strcmp(type, "stdout") ? stdout : stderr, data, strlen(data));
+        }
+        json_decref(event);
+        if (last)
+            break;
+    }
+    fclose(in);
+    return rc;
+}
+
 int cli_run(cli_globals *globals, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
@@ -271,6 +381,10 @@ int cli_run(cli_globals *globals, int argc, char **argv)
             goto done;
         }
         request.stdin_data = input;
+    }
+    if (opts.stateful) {
+        rc = run_stateful(globals, engine, &request, opts.mode);
+        goto done;
     }
     request.cancel_fd = cancel_pipe();
     rbx_result result;

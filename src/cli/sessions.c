@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char sessions_usage[] =
     "usage: runbox sessions COMMAND\n"
@@ -13,7 +14,40 @@ static const char sessions_usage[] =
     "  new                     create a session and print its id\n"
     "  rm ID [--wait SECONDS]  remove a session and its files (waits for a running\n"
     "                          execution up to SECONDS, default 0: refuse)\n"
-    "  gc [--idle SECONDS]     remove sessions idle longer than SECONDS (default 3600)\n";
+    "  gc [--idle SECONDS]     remove sessions idle longer than SECONDS (default 3600)\n"
+    "  restart ID [--language L]\n"
+    "                          stop the session's kernels (of one language), so that its\n"
+    "                          next stateful call starts afresh; its files stay\n"
+    "\n"
+    "rm and restart reach a kernel held by runbox serve or runbox daemon through the\n"
+    "state directory's local socket.\n";
+
+/* Asks the runbox process serving the local socket (the kernels' holder)
+ * to restart or remove the session; -1 when none serves it. */
+static int through_socket(const cli_globals *globals, rbx_engine *engine, json_t *message,
+                          const char *expected)
+{
+    char why[300];
+    int fd =
+        cli_local_connect(globals, rbx_engine_config(engine)->state_dir, false, why, sizeof why);
+    FILE *in = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!in) {
+        json_decref(message);
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    json_t *answer = cli_local_send(fd, message) == 0 ? cli_local_read(in) : NULL;
+    fclose(in);
+    const char *type = json_string_value(json_object_get(answer, "type"));
+    int rc = !type ? EXIT_SYSTEM : !strcmp(type, "error") ? cli_local_error(answer) : 0;
+    if (type && !strcmp(type, expected) && !strcmp(expected, "restarted"))
+        printf("stopped %lld kernel%s\n",
+               (long long)json_integer_value(json_object_get(answer, "stopped")),
+               json_integer_value(json_object_get(answer, "stopped")) == 1 ? "" : "s");
+    json_decref(answer);
+    return rc;
+}
 
 static int list(rbx_engine *engine, bool as_json)
 {
@@ -25,24 +59,31 @@ static int list(rbx_engine *engine, bool as_json)
     if (as_json) {
         json_t *array = json_array();
         for (size_t i = 0; i < count; i++) {
-            json_t *obj = json_object();
-            json_object_set_new(obj, "session_id", json_string(infos[i].id));
-            json_object_set_new(obj, "created", json_integer(infos[i].created_unix));
-            json_object_set_new(obj, "last_used", json_integer(infos[i].last_used_unix));
-            json_object_set_new(obj, "disk_bytes", json_integer((json_int_t)infos[i].disk_bytes));
-            json_object_set_new(obj, "running", json_boolean(infos[i].running));
-            json_array_append_new(array, obj);
+            char *text = rbx_session_info_to_json(&infos[i]);
+            json_t *obj = text ? json_loads(text, 0, NULL) : NULL;
+            free(text);
+            if (obj)
+                json_array_append_new(array, obj);
         }
         cli_print_json(array);
     } else {
-        printf("%-40s %-20s %12s %s\n", "SESSION", "LAST USED (UTC)", "DISK BYTES", "STATE");
+        printf("%-40s %-20s %12s %-8s %s\n", "SESSION", "LAST USED (UTC)", "DISK BYTES", "STATE",
+               "KERNELS");
         for (size_t i = 0; i < count; i++) {
             char when[32];
             time_t t = (time_t)infos[i].last_used_unix;
             struct tm tm;
             strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", gmtime_r(&t, &tm));
-            printf("%-40s %-20s %12llu %s\n", infos[i].id, when,
+            printf("%-40s %-20s %12llu %-8s", infos[i].id, when,
                    (unsigned long long)infos[i].disk_bytes, infos[i].running ? "running" : "idle");
+            /* Each live kernel: language, memory, idle time. */
+            for (size_t k = 0; k < infos[i].kernel_count; k++) {
+                const rbx_kernel_info *kernel = &infos[i].kernels[k];
+                printf(" %s-kernel(%llu MiB, idle %llds, pid %d)", kernel->language,
+                       (unsigned long long)(kernel->memory_bytes >> 20), (long long)kernel->idle_s,
+                       kernel->owner_pid);
+            }
+            putchar('\n');
         }
     }
     free(infos);
@@ -59,6 +100,7 @@ int cli_sessions(cli_globals *globals, int argc, char **argv)
     const char *id = NULL;
     bool as_json = false;
     double seconds = -1;
+    const char *language = NULL;
     int rc = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -71,8 +113,12 @@ int cli_sessions(cli_globals *globals, int argc, char **argv)
             if (i + 1 >= argc || cli_parse_seconds(argv[i + 1], &seconds) != 0)
                 return cli_usage_error("sessions", "%s needs a number of seconds above 0", argv[i]);
             i++;
-        } else if (argv[i][0] != '-' && !strcmp(sub, "rm") && !id) {
+        } else if (argv[i][0] != '-' && (!strcmp(sub, "rm") || !strcmp(sub, "restart")) && !id) {
             id = argv[i];
+        } else if (!strcmp(argv[i], "--language") && !strcmp(sub, "restart")) {
+            if (i + 1 >= argc || !rbx_runtime_canonical(argv[i + 1]))
+                return cli_usage_error("sessions", "--language needs python, javascript or bash");
+            language = rbx_runtime_canonical(argv[++i]);
         } else if ((rc = cli_global_option(argc, argv, &i, globals, "sessions")) !=
                    CLI_NOT_GLOBAL) {
             if (rc)
@@ -82,11 +128,12 @@ int cli_sessions(cli_globals *globals, int argc, char **argv)
                                    sub);
         }
     }
-    if (strcmp(sub, "list") && strcmp(sub, "new") && strcmp(sub, "rm") && strcmp(sub, "gc"))
-        return cli_usage_error("sessions", "unknown command '%.64s' (accepted: list, new, rm, gc)",
-                               sub);
-    if (!strcmp(sub, "rm") && !id)
-        return cli_usage_error("sessions", "rm needs a session id");
+    if (strcmp(sub, "list") && strcmp(sub, "new") && strcmp(sub, "rm") && strcmp(sub, "gc") &&
+        strcmp(sub, "restart"))
+        return cli_usage_error(
+            "sessions", "unknown command '%.64s' (accepted: list, new, rm, gc, restart)", sub);
+    if ((!strcmp(sub, "rm") || !strcmp(sub, "restart")) && !id)
+        return cli_usage_error("sessions", "%s needs a session id", sub);
     if (id && !rbx_session_id_valid(id))
         return cli_usage_error("sessions",
                                "invalid session id: it must match " RBX_SESSION_ID_PATTERN);
@@ -104,8 +151,23 @@ int cli_sessions(cli_globals *globals, int argc, char **argv)
         else
             puts(fresh);
     } else if (!strcmp(sub, "rm")) {
-        if (rbx_session_remove(engine, id, seconds > 0 ? seconds : 0, &err) != RBX_OK)
+        /* A kernel held elsewhere: that process removes the session. */
+        if (rbx_session_remove(engine, id, seconds > 0 ? seconds : 0, &err) != RBX_OK &&
+            (err.status != RBX_EBUSY ||
+             (rc = through_socket(globals, engine,
+                                  json_pack("{s:s, s:s, s:f}", "op", "remove", "session_id", id,
+                                            "wait", seconds > 0 ? seconds : 0),
+                                  "removed")) < 0))
             rc = cli_engine_error(&err);
+    } else if (!strcmp(sub, "restart")) {
+        json_t *message =
+            json_pack("{s:s, s:s, s:s?}", "op", "restart", "session_id", id, "language", language);
+        if ((rc = through_socket(globals, engine, message, "restarted")) < 0) {
+            size_t stopped = 0;
+            rc = rbx_session_restart(engine, id, language, &stopped, &err) != RBX_OK
+                     ? cli_engine_error(&err)
+                     : (printf("stopped %zu kernels\n", stopped), 0);
+        }
     } else {
         size_t removed;
         if (rbx_session_gc(engine, seconds >= 0 ? seconds : 3600, &removed, &err) != RBX_OK)

@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char storage_usage[] =
     "usage: runbox storage [show [--json] | unmount]\n"
@@ -14,6 +15,33 @@ static const char storage_usage[] =
     "  unmount         unmount the image (it stays mounted once made, so that runs do\n"
     "                  not pay for it); refused while code runs in a session. The next\n"
     "                  runbox on this state directory mounts it again\n";
+
+/* A runbox daemon holds the storage open: it is asked to go first (its
+ * kernels with it), and waited for. runbox serve is left alone: the
+ * unmount then fails, saying the storage is busy. */
+static void stop_daemon(const cli_globals *globals, const char *state_dir)
+{
+    char why[300];
+    int fd = cli_local_connect(globals, state_dir, false, why, sizeof why);
+    if (fd < 0)
+        return;
+    FILE *in = fdopen(fd, "r");
+    json_t *answer =
+        in && cli_local_send(fd, json_pack("{s:s}", "op", "stop")) == 0 ? cli_local_read(in) : NULL;
+    bool stopping = !strcmp(json_string_value(json_object_get(answer, "type")) ?: "", "stopping");
+    json_decref(answer);
+    if (in)
+        fclose(in);
+    else
+        close(fd);
+    for (int waited = 0; stopping && waited < 15000; waited += 20) {
+        int probe = cli_local_connect(globals, state_dir, false, why, sizeof why);
+        if (probe < 0)
+            return;
+        close(probe);
+        usleep(20 * 1000);
+    }
+}
 
 int cli_storage(cli_globals *globals, int argc, char **argv)
 {
@@ -26,32 +54,30 @@ int cli_storage(cli_globals *globals, int argc, char **argv)
             return 0;
         } else if (!strcmp(argv[i], "--json") && !strcmp(sub, "show")) {
             as_json = true;
-        } else if ((rc = cli_global_option(argc, argv, &i, globals, "storage")) ==
-                   CLI_NOT_GLOBAL) {
+        } else if ((rc = cli_global_option(argc, argv, &i, globals, "storage")) == CLI_NOT_GLOBAL) {
             return cli_usage_error("storage", "unexpected argument '%.64s'", argv[i]);
         } else if (rc) {
             return rc;
         }
     }
     if (strcmp(sub, "show") && strcmp(sub, "unmount"))
-        return cli_usage_error("storage", "unknown command '%.64s' (accepted: show, unmount)",
-                               sub);
+        return cli_usage_error("storage", "unknown command '%.64s' (accepted: show, unmount)", sub);
     rbx_engine *engine = cli_engine(globals, &rc);
     if (!engine)
         return rc;
     rbx_error err = {0};
     if (!strcmp(sub, "unmount")) {
+        stop_daemon(globals, rbx_engine_config(engine)->state_dir);
         if (rbx_storage_unmount(engine, &err) != RBX_OK)
             rc = cli_engine_error(&err);
     } else {
         rbx_storage_info info;
         rbx_storage_info_get(engine, &info);
         if (as_json)
-            rc = cli_print_json(json_pack("{s:s, s:b, s:s, s:I, s:I, s:s}", "layout", info.kind,
-                                          "capped", info.capped, "detail", info.detail,
-                                          "total_bytes", (json_int_t)info.total_bytes,
-                                          "used_bytes", (json_int_t)info.used_bytes, "state_dir",
-                                          rbx_engine_config(engine)->state_dir));
+            rc = cli_print_json(json_pack(
+                "{s:s, s:b, s:s, s:I, s:I, s:s}", "layout", info.kind, "capped", info.capped,
+                "detail", info.detail, "total_bytes", (json_int_t)info.total_bytes, "used_bytes",
+                (json_int_t)info.used_bytes, "state_dir", rbx_engine_config(engine)->state_dir));
         else
             printf("%s\n", info.detail);
         if (!as_json && info.capped)

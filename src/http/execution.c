@@ -39,7 +39,12 @@ execution *http_execution_new(http_request *req, json_t *body, http_error *err)
                        "out of resources for another execution");
         return NULL;
     }
-    if (!http_form_parse(&ex->form, body, err)) {
+    form_error why;
+    if (!cli_form_parse(&ex->form, body, &why)) {
+        if (why.no_memory)
+            http_error_set(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "system_error", "%s", why.message);
+        else
+            http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request", "%s", why.message);
         http_execution_free(ex);
         return NULL;
     }
@@ -232,7 +237,7 @@ void http_execution_free(execution *ex)
     if (ex->cancel_read >= 0)
         close(ex->cancel_read);
     free(ex->result);
-    http_form_free(&ex->form);
+    cli_form_free(&ex->form);
     http_queue_destroy(&ex->events);
     free(ex);
 }

@@ -259,18 +259,8 @@ char *http_stream_frame(stream_format format, const char *type, const char *json
 /* The streaming reply of an execution (which it then owns). */
 enum MHD_Result http_stream_reply(http_request *req, execution *ex);
 
-/* form.c: the body of POST /v1/execute as an rbx_request. */
-typedef struct execute_form {
-    json_t *body; /* the request's strings point into it */
-    rbx_request request;
-    char **env; /* "NAME=value" entries, owned */
-    const char **requirements;
-    int stream; /* the "stream" field: -1 when not given */
-} execute_form;
-
-/* Takes body (also on failure: http_form_free frees it). */
-bool http_form_parse(execute_form *form, json_t *body, http_error *err);
-void http_form_free(execute_form *form);
+/* The body of POST /v1/execute is parsed by the CLI's cli_form (form.c),
+ * which the local socket shares. */
 
 /* execution.c: one execution's life on the server. */
 typedef enum cancel_reason {
@@ -285,7 +275,7 @@ struct execution {
     struct MHD_Connection *connection;
     int client_fd;        /* watched for the client going away */
     uint64_t *bytes_sent; /* the request's count, for the access log */
-    execute_form form;
+    cli_form form;
     stream_format format;
     char session_id[RBX_SESSION_ID_MAX + 1]; /* "" for a one-off run */
     int cancel_read;                         /* the request's cancel_fd */
@@ -340,6 +330,7 @@ enum MHD_Result http_handle_sessions_create(http_request *req);
 enum MHD_Result http_handle_sessions_list(http_request *req);
 enum MHD_Result http_handle_session_get(http_request *req);
 enum MHD_Result http_handle_session_delete(http_request *req);
+enum MHD_Result http_handle_session_restart(http_request *req);
 enum MHD_Result http_handle_files_list(http_request *req);
 enum MHD_Result http_handle_file_put(http_request *req);
 enum MHD_Result http_handle_file_get(http_request *req);

@@ -14,6 +14,7 @@ static const route routes[] = {
     {"POST", "/v1/sessions", http_handle_sessions_create, BODY_JSON_OPTIONAL, false},
     {"GET", "/v1/sessions/{id}", http_handle_session_get, BODY_NONE, false},
     {"DELETE", "/v1/sessions/{id}", http_handle_session_delete, BODY_NONE, false},
+    {"POST", "/v1/sessions/{id}/restart", http_handle_session_restart, BODY_JSON_OPTIONAL, false},
     {"GET", "/v1/sessions/{id}/files", http_handle_files_list, BODY_NONE, false},
     {"GET", "/v1/sessions/{id}/files/{path}", http_handle_file_get, BODY_NONE, false},
     {"PUT", "/v1/sessions/{id}/files/{path}", http_handle_file_put, BODY_RAW, false},

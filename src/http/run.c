@@ -31,9 +31,9 @@ static int on_output(void *user, rbx_stream stream, const char *data, size_t len
     execution *ex = user;
     char *json = rbx_event_to_json(stream, data, len);
     size_t frame_len = 0;
-    char *frame = json ? http_stream_frame(ex->format, stream == RBX_STDOUT ? "stdout" : "stderr",
-                                           json, &frame_len)
-                       : NULL;
+    static const char *const types[] = {
+        [RBX_STDOUT] = "stdout", [RBX_STDERR] = "stderr", [RBX_DISPLAY] = "display"};
+    char *frame = json ? http_stream_frame(ex->format, types[stream], json, &frame_len) : NULL;
     free(json);
     if (frame)
         http_queue_push(&ex->events, frame, frame_len, http_execution_stop_waiting, ex);

@@ -1,5 +1,6 @@
 /* runbox serve: the HTTP API over the engine, until SIGTERM or SIGINT. */
 #include "http/http.h"
+#include "local/local.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -102,6 +103,27 @@ static void log_listening(const http_server *server, int listen_fd)
     http_log_emit(line);
 }
 
+/* The state directory's local socket, so that the CLI's stateful calls
+ * reach this server's kernels; a runbox daemon that serves it already
+ * keeps it (its kernels and this server's are apart). */
+static local_server *serve_local(rbx_engine *engine)
+{
+    char why[300];
+    int owner = 0;
+    int fd = local_listen(rbx_engine_config(engine)->state_dir, &owner, why, sizeof why);
+    local_server *local = fd >= 0 ? local_server_start(engine, fd, false) : NULL;
+    if (!local) {
+        json_t *line = http_log_event("local_socket");
+        json_object_set_new(line, "served", json_false());
+        json_object_set_new(line, "owner_pid", json_integer(owner));
+        json_object_set_new(line, "message", json_string(why));
+        http_log_emit(line);
+        if (fd >= 0)
+            close(fd);
+    }
+    return local;
+}
+
 static int serve(const cli_globals *globals, http_server *server,
                  const struct sockaddr_storage *addr, socklen_t addr_len)
 {
@@ -119,6 +141,7 @@ static int serve(const cli_globals *globals, http_server *server,
     }
     /* Before the first request: what a killed predecessor left goes now. */
     rbx_engine_recover(server->engine);
+    local_server *local = serve_local(server->engine);
     int signal_fd = shutdown_pipe();
     if (signal_fd >= 0 && http_server_start(server, listen_fd) == 0) {
         log_listening(server, listen_fd);
@@ -134,6 +157,13 @@ static int serve(const cli_globals *globals, http_server *server,
         close(signal_fd);
         close(shutdown_write_fd);
         shutdown_write_fd = -1;
+    }
+    if (local) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/" LOCAL_SOCKET,
+                 rbx_engine_config(server->engine)->state_dir);
+        unlink(path);
+        local_server_stop(local);
     }
     rbx_engine_free(server->engine);
     return rc;

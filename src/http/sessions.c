@@ -10,13 +10,10 @@
 
 static json_t *session_json(const rbx_session_info *info)
 {
-    json_t *obj = json_object();
-    json_object_set_new(obj, "session_id", json_string(info->id));
-    json_object_set_new(obj, "created", json_integer(info->created_unix));
-    json_object_set_new(obj, "last_used", json_integer(info->last_used_unix));
-    json_object_set_new(obj, "disk_bytes", json_integer((json_int_t)info->disk_bytes));
-    json_object_set_new(obj, "running", json_boolean(info->running));
-    return obj;
+    char *text = rbx_session_info_to_json(info);
+    json_t *obj = text ? json_loads(text, 0, NULL) : NULL;
+    free(text);
+    return obj ? obj : json_object();
 }
 
 /* The optional body names the session: {"session_id": "mine"}. */
@@ -98,4 +95,21 @@ enum MHD_Result http_handle_session_delete(http_request *req)
     return http_reply_json(req, MHD_HTTP_OK,
                            json_pack("{s:s, s:b}", "session_id", req->session_id, "removed", 1),
                            NULL, NULL);
+}
+
+/* Stops the session's kernels (its files stay): the next stateful call
+ * starts afresh. ?language=python restarts one. */
+enum MHD_Result http_handle_session_restart(http_request *req)
+{
+    const char *language =
+        MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "language");
+    size_t stopped = 0;
+    rbx_error err = {0};
+    if (rbx_session_restart(req->server->engine, req->session_id, language, &stopped, &err) !=
+        RBX_OK)
+        return http_reply_engine(req, &err);
+    return http_reply_json(
+        req, MHD_HTTP_OK,
+        json_pack("{s:s, s:I}", "session_id", req->session_id, "stopped", (json_int_t)stopped),
+        NULL, NULL);
 }

@@ -23,11 +23,15 @@ static void notify(mcp_progress *progress, json_t *message)
 
 int mcp_progress_on_output(void *user, rbx_stream stream, const char *data, size_t len)
 {
-    (void)stream; /* the message is the text as a terminal would show it */
     mcp_progress *progress = user;
     /* The cancel pipe stops the program too; this stops it between chunks. */
     if (atomic_load(&progress->call->cancelled))
         return 1;
+    /* Rich outputs (images as base64) are no progress text: they come with
+     * the result, as content blocks. The message is the text as a
+     * terminal would show it. */
+    if (stream == RBX_DISPLAY)
+        return 0;
     progress->bytes += len;
     if (!progress->call->progress_token || !progress->budget)
         return 0;

@@ -10,15 +10,42 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* structuredContent and the same object as a JSON text block. */
+/* A stateful call's rich outputs as content blocks a model can see:
+ * images as images, the rest as their text (Markdown, else plain). */
+static void add_rich_outputs(json_t *content, json_t *structured)
+{
+    size_t i;
+    json_t *output;
+    json_array_foreach(json_object_get(structured, "results"), i, output)
+    {
+        json_t *data = json_object_get(output, "data");
+        static const char *const images[] = {"image/png", "image/jpeg", "image/gif"};
+        bool shown = false;
+        for (size_t m = 0; m < 3 && !shown; m++) {
+            const char *b64 = json_string_value(json_object_get(data, images[m]));
+            if (b64) {
+                json_array_append_new(content, json_pack("{s:s, s:s, s:s}", "type", "image", "data",
+                                                         b64, "mimeType", images[m]));
+                shown = true;
+            }
+        }
+        const char *text = json_string_value(json_object_get(data, "text/markdown"));
+        text = text ? text : json_string_value(json_object_get(data, "text/plain"));
+        if (!shown && text)
+            json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", text));
+    }
+}
+
+/* structuredContent, the same object as a JSON text block, and the rich
+ * outputs of a stateful call. */
 static json_t *tool_result(json_t *structured, bool is_error)
 {
     char *text = json_dumps(structured, JSON_COMPACT);
-    json_t *result =
-        json_pack("{s:[{s:s, s:s}], s:o, s:b}", "content", "type", "text", "text",
-                  text ? text : "{}", "structuredContent", structured, "isError", is_error);
+    json_t *content = json_pack("[{s:s, s:s}]", "type", "text", "text", text ? text : "{}");
     free(text);
-    return result;
+    add_rich_outputs(content, structured);
+    return json_pack("{s:o, s:o, s:b}", "content", content, "structuredContent", structured,
+                     "isError", is_error);
 }
 
 json_t *mcp_tool_error(const char *message)
@@ -64,6 +91,7 @@ static json_t *execute(rbx_engine *engine, mcp_output *output, mcp_call *call)
     request.session_id = text_argument(call, "session_id");
     request.timeout_s = json_number_value(json_object_get(call->arguments, "timeout"));
     request.cpus = json_number_value(json_object_get(call->arguments, "cpus"));
+    request.stateful = json_is_true(json_object_get(call->arguments, "stateful"));
     request.cancel_fd = call->cancel_fd;
     const char **requirements = requirement_list(call, &request.requirement_count);
     if (!requirements)
@@ -96,12 +124,13 @@ static json_t *list_sessions(rbx_engine *engine, const mcp_call *call)
     if (rbx_session_list(engine, &infos, &count, &err) != RBX_OK)
         return engine_failure(call, &err);
     json_t *sessions = json_array();
-    for (size_t i = 0; i < count; i++)
-        json_array_append_new(
-            sessions, json_pack("{s:s, s:I, s:I, s:I, s:b}", "session_id", infos[i].id, "created",
-                                (json_int_t)infos[i].created_unix, "last_used",
-                                (json_int_t)infos[i].last_used_unix, "disk_bytes",
-                                (json_int_t)infos[i].disk_bytes, "running", infos[i].running));
+    for (size_t i = 0; i < count; i++) {
+        char *text = rbx_session_info_to_json(&infos[i]);
+        json_t *session = text ? json_loads(text, 0, NULL) : NULL;
+        free(text);
+        if (session)
+            json_array_append_new(sessions, session);
+    }
     free(infos);
     return rpc_result(call->id, tool_result(json_pack("{s:o}", "sessions", sessions), false));
 }

@@ -23,8 +23,9 @@ static const tool_spec specs[] = {
      "Run Python 3 code in an isolated sandbox and get back its stdout (output), stderr (error), "
      "exit_code and, when it failed, a classified error_type (SyntaxError, TimeoutError, "
      "MemoryError, ImportError, PermissionError, RuntimeError) and the exception's own name "
-     "(exception, e.g. ZeroDivisionError). Only what the code prints is shown: the value of the "
-     "last expression is not. Code with a syntax error does not run at all.",
+     "(exception, e.g. ZeroDivisionError). Without stateful, only what the code prints is "
+     "shown; with stateful, also the last expression's value, display(obj) and matplotlib "
+     "figures (as images). Code with a syntax error does not run at all.",
      "The Python program to run (any number of lines).",
      "Packages to install before the code runs, as pip requirement specifiers, e.g. "
      "[\"requests\", \"pandas>=2\"]."},
@@ -104,10 +105,14 @@ static void sessions_and_limits(const rbx_config *config, char *out, size_t size
     snprintf(out, size,
              "\n\nSessions: code runs in /home/user, its working directory and HOME. Pass the "
              "same session_id (a name you choose) to keep files there between calls of any "
-             "execute tool; only files persist: variables, imports and processes do not, as "
-             "every call starts a fresh process, so save what you need to files. Without "
-             "session_id a call gets an empty directory that is deleted afterwards. "
-             "close_session deletes a session."
+             "execute tool. Without stateful, only files persist: every call starts a fresh "
+             "process. With stateful: true, calls of one language in one session share a live "
+             "interpreter: variables, imports, functions and the working directory persist "
+             "(bash: cd, exported variables, functions, aliases), the value of a last "
+             "expression comes back in results, and plots and tables come back as images "
+             "and HTML. A stateful call without session_id starts a new session: reuse the "
+             "session_id of its result. Without session_id a stateless call gets an empty "
+             "directory that is deleted afterwards. close_session deletes a session."
              "\n\nLimits: a call is stopped after %g s (pass timeout for up to %g s), and every "
              "process it started is killed then. Memory: %u MiB. Output: %s per stream (stdout, "
              "stderr); past that the head and the tail are kept around a marker line. Network "
@@ -139,8 +144,14 @@ static json_t *execution_input(const tool_spec *spec, const rbx_config *config)
              "helps code that runs in parallel.",
              config->cpus, config->max_cpus);
     json_object_set_new(properties, "cpus",
-                        json_pack("{s:s, s:f, s:f, s:s}", "type", "number", "exclusiveMinimum",
-                                  0.0, "maximum", config->max_cpus, "description", text));
+                        json_pack("{s:s, s:f, s:f, s:s}", "type", "number", "exclusiveMinimum", 0.0,
+                                  "maximum", config->max_cpus, "description", text));
+    json_object_set_new(
+        properties, "stateful",
+        json_pack("{s:s, s:s}", "type", "boolean", "description",
+                  "Run in the session's live interpreter, which keeps variables, imports and "
+                  "the working directory from one stateful call to the next (default false: a "
+                  "fresh process every call)."));
     if (spec->requirements_text) {
         snprintf(text, sizeof text,
                  "%s Installed once into a cached environment that later calls with the same "
@@ -183,15 +194,24 @@ static const struct result_field {
     {"peak_memory_kb", "integer", false, "Peak memory used."},
     {"limits", "string", true, "What enforced the limits: cgroup-v2, cgroup-v1 or rlimits."},
     {"cpus", "number", true, "The CPU quota enforced, in cores (null where none could be)."},
+    {"stateful", "boolean", false, "The call ran in the session's live interpreter."},
+    {"results", "array", false,
+     "Rich outputs of a stateful call: {kind: execute_result (the last expression's value) or "
+     "display_data, data: {MIME type: content}}; images are base64."},
+    {"execution_count", "integer", true, "Calls the session's interpreter has run (stateful)."},
+    {"kernel_restarted", "boolean", false,
+     "The session's interpreter had to start afresh (it died, ran out of memory, ignored an "
+     "interrupt, or sat idle too long): variables from earlier calls are gone."},
     {"network", "boolean", false, "Whether the code could reach outside hosts."},
 };
 
 static json_t *truncated_schema(const char *description)
 {
     json_t *schema =
-        json_pack("{s:s, s:s, s:{s:{s:s, s:i}, s:{s:s, s:i}}, s:[s,s]}", "type", "object",
-                  "description", description, "properties", "stdout", "type", "integer", "minimum",
-                  0, "stderr", "type", "integer", "minimum", 0, "required", "stdout", "stderr");
+        json_pack("{s:s, s:s, s:{s:{s:s, s:i}, s:{s:s, s:i}, s:{s:s, s:i}}, s:[s,s]}", "type",
+                  "object", "description", description, "properties", "stdout", "type", "integer",
+                  "minimum", 0, "stderr", "type", "integer", "minimum", 0, "results", "type",
+                  "integer", "minimum", 0, "required", "stdout", "stderr");
     return schema;
 }
 
@@ -230,6 +250,12 @@ static json_t *sessions_output(void)
                   property("integer", "Disk space its files take."), "running",
                   property("boolean", "Whether code runs in it now."), "required", "session_id",
                   "created", "last_used", "disk_bytes", "running");
+    json_object_set_new(
+        json_object_get(session, "properties"), "kernels",
+        json_pack("{s:s, s:s, s:{s:s}}", "type", "array", "description",
+                  "Its live interpreters (stateful calls): language, state (busy or idle), "
+                  "owner_pid, started, idle_s, memory_bytes.",
+                  "items", "type", "object"));
     return object_schema(json_pack("{s:{s:s, s:o}}", "sessions", "type", "array", "items", session),
                          json_pack("[s]", "sessions"));
 }

@@ -541,6 +541,30 @@ fail:
     return -1;
 }
 
+int rbx_cgroup_update(rbx_cgroup *cg, const rbx_cgroup_limits *limits, char *why, size_t why_size)
+{
+    return set_limits(cg, limits, why, why_size);
+}
+
+int rbx_cgroup_memory_file(const rbx_cgroup *cg, char *path, size_t size)
+{
+    const char *mem = dir_with(cg, CTL_MEMORY);
+    if (!mem)
+        return -1;
+    return path_join(path, size, mem, cg->v2 ? "memory.current" : "memory.usage_in_bytes");
+}
+
+uint64_t rbx_cgroup_oom_kills(const rbx_cgroup *cg)
+{
+    uint64_t kills = 0;
+    const char *mem = dir_with(cg, CTL_MEMORY);
+    if (cg->v2)
+        (void)read_value(mem, "memory.events", "oom_kill", &kills);
+    else
+        (void)read_value(mem, "memory.oom_control", "oom_kill", &kills);
+    return kills;
+}
+
 int rbx_cgroup_enter_fds(const rbx_cgroup *cg, int *fds, size_t max)
 {
     size_t n = 0;

@@ -71,6 +71,16 @@ typedef struct rbx_cgroup_stats {
  * Returns 0, or -1 with errno when a file could not be read. */
 int rbx_cgroup_stats_read(const rbx_cgroup *cg, rbx_cgroup_stats *stats);
 
+/* Sets the limits again (a kernel's call may ask for others). Lowering the
+ * memory limit below what is in use may fail (v1) or kill (v2). Returns 0,
+ * or -1 with a message in why. */
+int rbx_cgroup_update(rbx_cgroup *cg, const rbx_cgroup_limits *limits, char *why, size_t why_size);
+/* The file that says how much memory the cgroup uses now (v2
+ * memory.current, v1 memory.usage_in_bytes), for readers elsewhere. */
+int rbx_cgroup_memory_file(const rbx_cgroup *cg, char *path, size_t size);
+/* How many times the OOM killer acted in the cgroup so far. */
+uint64_t rbx_cgroup_oom_kills(const rbx_cgroup *cg);
+
 /* Kills every process still in the cgroup, waits (up to about 5 s) until it
  * is empty, removes the directories created for it and frees cg. Never
  * signals a process outside it. NULL is allowed. */

@@ -60,6 +60,7 @@ static const char *const default_paths[] = {
     "/etc/pip.conf",
     "/etc/xdg/pip",
     "/etc/matplotlibrc",
+    "/etc/fonts", /* fontconfig's, for matplotlib's text */
     NULL,
 };
 
@@ -74,20 +75,20 @@ static const char group_text[] = "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n";
 static const struct device {
     const char *name;
     unsigned major, minor;
-} devices[] = {{"null", 1, 3},    {"zero", 1, 5}, {"full", 1, 7},
-               {"random", 1, 8},  {"urandom", 1, 9}, {"tty", 5, 0}};
+} devices[] = {{"null", 1, 3},   {"zero", 1, 5},    {"full", 1, 7},
+               {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}};
 #define DEVICE_COUNT (sizeof devices / sizeof devices[0])
 
 /* What of /proc is covered (see rbx_proc_mask), Docker's masked paths
  * among them. What runtimes read stays: cpuinfo, meminfo, stat, uptime,
  * loadavg, version, filesystems, self, net (the sandbox's own), sys. */
 static const char *const proc_masked[] = {
-    "cmdline",     "config.gz",     "modules",    "kallsyms",      "partitions",  "diskstats",
-    "swaps",       "locks",         "interrupts", "devices",       "consoles",    "timer_list",
-    "sched_debug", "keys",          "key-users",  "bootconfig",    "softirqs",    "iomem",
-    "ioports",     "misc",          "dma",        "mtrr",          "latency_stats", "timer_stats",
-    "kcore",       "sysrq-trigger", "acpi",       "scsi",          "asound",      "bus",
-    "driver",      "tty",           "irq",        "fs",            "pressure",    NULL,
+    "cmdline",     "config.gz",     "modules",    "kallsyms",   "partitions",    "diskstats",
+    "swaps",       "locks",         "interrupts", "devices",    "consoles",      "timer_list",
+    "sched_debug", "keys",          "key-users",  "bootconfig", "softirqs",      "iomem",
+    "ioports",     "misc",          "dma",        "mtrr",       "latency_stats", "timer_stats",
+    "kcore",       "sysrq-trigger", "acpi",       "scsi",       "asound",        "bus",
+    "driver",      "tty",           "irq",        "fs",         "pressure",      NULL,
 };
 
 static void plan_proc_masks(rbx_root_plan *plan)
@@ -315,7 +316,8 @@ static int copy_tree_raw(const char *src, const char *dst, int depth, tree_budge
                 continue;
             char from[RBX_ROOT_PATH_MAX * 2], to[RBX_ROOT_PATH_MAX * 2];
             if (!join(from, sizeof from, src, "/") || !join(to, sizeof to, dst, "/") ||
-                strlen(from) + strlen(name) >= sizeof from || strlen(to) + strlen(name) >= sizeof to) {
+                strlen(from) + strlen(name) >= sizeof from ||
+                strlen(to) + strlen(name) >= sizeof to) {
                 errno = ENAMETOOLONG;
                 rc = -1;
                 break;
@@ -480,7 +482,8 @@ static int mask_proc(const rbx_root_plan *plan, const char *root, const char **s
 {
     char proc[RBX_ROOT_PATH_MAX], dev_null[RBX_ROOT_PATH_MAX];
     char dst[RBX_ROOT_PATH_MAX + 32], empty[RBX_ROOT_PATH_MAX + 32] = "";
-    if (!join(proc, sizeof proc, root, "/proc") || !join(dev_null, sizeof dev_null, root, "/dev/null"))
+    if (!join(proc, sizeof proc, root, "/proc") ||
+        !join(dev_null, sizeof dev_null, root, "/dev/null"))
         return -1;
     for (size_t i = 0; i < plan->mask_count; i++) {
         const rbx_proc_mask *mask = &plan->masks[i];
@@ -569,13 +572,14 @@ static int mount_own_parts(const rbx_root_plan *plan, const rbx_root_request *re
      * the sandbox. */
     if (request->home_tree >= 0 || dirs->home >= 0
             ? attach(request->home_tree, dirs->home, dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
-            : mount_sized_tmpfs("runbox-home", dst, "mode=0700,uid=1000,gid=1000,size=",
-                                plan->home_size_mb))
+            : mount_sized_tmpfs("runbox-home", dst,
+                                "mode=0700,uid=1000,gid=1000,size=", plan->home_size_mb))
         return -1;
     for (size_t i = 0; i < request->bind_count; i++) {
         const rbx_bind *b = &request->binds[i];
         *step = b->inside;
-        unsigned attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b->writable ? 0 : MOUNT_ATTR_RDONLY);
+        unsigned attrs =
+            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b->writable ? 0 : MOUNT_ATTR_RDONLY);
         if (!join(dst, sizeof dst, root, b->inside) ||
             attach(request->bind_trees[i], dirs->binds[i], dst, attrs) != 0)
             return -1;
@@ -664,8 +668,8 @@ int rbx_root_prepare_template(const rbx_root_plan *plan, const char **step)
     *step = "mount the new root";
     if (mount("runbox-root", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m") != 0)
         return -1;
-    if (build_skeleton(plan, NULL, step) || build_system(plan, true, step) ||
-        seal_system(step) || build_dev(true, step) || pivot(step))
+    if (build_skeleton(plan, NULL, step) || build_system(plan, true, step) || seal_system(step) ||
+        build_dev(true, step) || pivot(step))
         return -1;
     /* A proc the sandboxes' own can be mounted over (the kernel lets a
      * user namespace mount proc only where one is fully visible), mounted

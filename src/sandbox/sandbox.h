@@ -20,6 +20,7 @@ typedef struct rbx_sandbox_spec {
     rbx_root_request root_request; /* the session, binds, and who builds the root */
     int code_fd;                   /* becomes fd 3 of the program */
     bool with_stdin;               /* else stdin is /dev/null */
+    bool stdin_is_code_fd;         /* a kernel that reads its commands on stdin (bash) */
     rbx_net_mode network;
     rbx_cgroup_limits limits; /* enforced by a cgroup where there is one, else rlimits */
     uint64_t file_size_max;   /* RLIMIT_FSIZE */

@@ -241,9 +241,9 @@ static void close_others(const child_plan *plan)
     int keep[16 + RBX_CGROUP_MAX_FDS + RBX_MAX_BINDS];
     size_t n = 0;
     const rbx_root_request *root = &plan->spec->root_request;
-    int fixed[] = {plan->sync_fd,   plan->stdin_fd,  plan->stdout_fd,      plan->stderr_fd,
-                   plan->report_fd, plan->status_fd, plan->spec->code_fd,  root->home_tree,
-                   root->tmp_tree};
+    int fixed[] = {plan->sync_fd,       plan->stdin_fd,  plan->stdout_fd,
+                   plan->stderr_fd,     plan->report_fd, plan->status_fd,
+                   plan->spec->code_fd, root->home_tree, root->tmp_tree};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         if (fixed[i] >= 0)
             keep[n++] = fixed[i];
@@ -405,13 +405,17 @@ static void close_channels(channels *c)
         close_fd(all[i]);
 }
 
-static rbx_status open_channels(channels *c, bool with_stdin, rbx_error *err)
+static rbx_status open_channels(channels *c, bool with_stdin, int stdin_from, rbx_error *err)
 {
     if (pipe2(c->sync, O_CLOEXEC) || pipe2(c->out, O_CLOEXEC) || pipe2(c->err, O_CLOEXEC) ||
         pipe2(c->report, O_CLOEXEC) || pipe2(c->status, O_CLOEXEC))
         return rbx_fail(err, RBX_ESYSTEM, "cannot create pipes for the sandbox: %s",
                         strerror(errno));
-    if (with_stdin) {
+    if (stdin_from >= 0) {
+        if ((c->in[0] = fcntl(stdin_from, F_DUPFD_CLOEXEC, 3)) < 0)
+            return rbx_fail(err, RBX_ESYSTEM, "cannot pass the kernel's channel: %s",
+                            strerror(errno));
+    } else if (with_stdin) {
         /* A socket, so that writing to a program that stopped reading gives
          * EPIPE without raising SIGPIPE in the caller (MSG_NOSIGNAL). */
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, c->in) != 0)
@@ -550,7 +554,8 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
         own.root_request.bind_trees[i] = -1;
     spec = &own;
     child_plan plan = {.spec = spec};
-    rbx_status status = open_channels(&c, spec->with_stdin, err);
+    rbx_status status =
+        open_channels(&c, spec->with_stdin, spec->stdin_is_code_fd ? spec->code_fd : -1, err);
     if (status == RBX_OK && spec->template_ns >= 0 &&
         rbx_template_detach_dirs(&own.root_request) != 0)
         status = rbx_fail(err, RBX_ESYSTEM, "cannot detach the session's directories: %s",

@@ -3,6 +3,7 @@
  * loop sleeps in poll() only; no timers, no busy waiting. It returns when
  * init has exited and both output pipes are closed, which means no process
  * of the execution is left. */
+#include "sandbox/output.h"
 #include "sandbox/sandbox.h"
 
 #include <errno.h>
@@ -16,13 +17,6 @@
 
 enum { P_OUT, P_ERR, P_REPORT, P_INIT, P_STDIN, P_CANCEL, P_KILL, P_COUNT };
 
-typedef struct stream_state {
-    rbx_stream stream;
-    rbx_capture *capture;
-    char carry[4]; /* an unfinished UTF-8 sequence held for the next chunk */
-    size_t carry_len;
-} stream_state;
-
 static void close_fd(int *fd)
 {
     if (*fd >= 0)
@@ -30,58 +24,19 @@ static void close_fd(int *fd)
     *fd = -1;
 }
 
-static int emit(rbx_watch *watch, stream_state *state, const char *data, size_t len)
-{
-    return len ? watch->on_output(watch->user, state->stream, data, len) : 0;
-}
-
-/* Passes a chunk on, whole characters only, so each callback can be
- * rendered as valid UTF-8 on its own. Returns non-zero to cancel. */
-static int deliver(rbx_watch *watch, stream_state *state, const char *data, size_t len)
-{
-    rbx_capture_add(state->capture, data, len);
-    if (!watch->on_output)
-        return 0;
-    size_t i = 0;
-    if (state->carry_len) {
-        /* Complete the character held back from the previous chunk. */
-        bool complete = false;
-        while (!complete && state->carry_len < sizeof state->carry && i < len) {
-            state->carry[state->carry_len++] = data[i++];
-            complete = rbx_utf8_complete_prefix(state->carry, state->carry_len) == state->carry_len;
-        }
-        if (!complete && state->carry_len < sizeof state->carry)
-            return 0;
-        size_t held = state->carry_len;
-        state->carry_len = 0;
-        if (emit(watch, state, state->carry, held) != 0)
-            return -1;
-    }
-    size_t whole = i + rbx_utf8_complete_prefix(data + i, len - i);
-    state->carry_len = len - whole;
-    memcpy(state->carry, data + whole, state->carry_len);
-    return emit(watch, state, data + i, whole - i);
-}
-
 /* Reads what is there. Returns 1 on data, 0 at end of stream, -1 to cancel. */
-static int drain(rbx_watch *watch, stream_state *state, int *fd, char *buf)
+static int drain(rbx_watch *watch, rbx_output *output, int *fd, char *buf)
 {
     ssize_t n = read(*fd, buf, READ_CHUNK);
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
         return 1;
     if (n <= 0) {
         close_fd(fd);
-        if (state->carry_len && watch->on_output) {
-            size_t len = state->carry_len;
-            state->carry_len = 0;
-            if (watch->on_output(watch->user, state->stream, state->carry, len) != 0)
-                return -1;
-        }
-        return 0;
+        return rbx_output_flush(output) != 0 ? -1 : 0;
     }
     if (watch->trace && !watch->trace->at_us[RBX_PHASE_FIRST_BYTE])
         rbx_trace_mark(watch->trace, RBX_PHASE_FIRST_BYTE);
-    return deliver(watch, state, buf, (size_t)n) != 0 ? -1 : 1;
+    return rbx_output_deliver(output, buf, (size_t)n) != 0 ? -1 : 1;
 }
 
 static void read_report(rbx_watch *watch, int *fd)
@@ -123,8 +78,14 @@ static void stop(rbx_sandbox *sandbox, bool *killed)
 bool rbx_supervise(rbx_sandbox *sandbox, rbx_watch *watch, rbx_exit_report *report)
 {
     char *buf = malloc(READ_CHUNK);
-    stream_state out = {.stream = RBX_STDOUT, .capture = watch->out};
-    stream_state err = {.stream = RBX_STDERR, .capture = watch->err};
+    rbx_output out = {.stream = RBX_STDOUT,
+                      .capture = watch->out,
+                      .on_output = watch->on_output,
+                      .user = watch->user};
+    rbx_output err = {.stream = RBX_STDERR,
+                      .capture = watch->err,
+                      .on_output = watch->on_output,
+                      .user = watch->user};
     int64_t deadline = rbx_now_us() + (int64_t)(watch->timeout_s * 1e6);
     bool killed = false, init_alive = true;
     size_t sent = 0;

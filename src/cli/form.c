@@ -1,52 +1,63 @@
-/* The body of POST /v1/execute turned into an rbx_request: every field
- * checked for its type, unknown fields refused, so that the server
- * answers 400 before anything runs. */
-#include "http/http.h"
+/* An execute request as JSON (the body of HTTP's POST /v1/execute, a
+ * message on the local socket) turned into an rbx_request: every field
+ * checked for its type, unknown fields refused, so that the front end
+ * answers before anything runs. */
+#include "cli/cli.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static bool wrong_type(http_error *err, const char *field, const char *expected,
-                       const json_t *value)
+__attribute__((format(printf, 2, 3))) static bool invalid(form_error *err, const char *fmt, ...)
 {
-    http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request", "'%s' must be %s, not %s", field,
-                   expected, cli_json_type_name(value));
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    err->no_memory = false;
     return false;
 }
 
-static bool out_of_memory(http_error *err)
+static bool wrong_type(form_error *err, const char *field, const char *expected,
+                       const json_t *value)
 {
-    http_error_set(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "system_error", "out of memory");
+    return invalid(err, "'%s' must be %s, not %s", field, expected, cli_json_type_name(value));
+}
+
+static bool out_of_memory(form_error *err)
+{
+    snprintf(err->message, sizeof err->message, "out of memory");
+    err->no_memory = true;
     return false;
 }
 
 /* A string that ends up as a C string may not hide a NUL. */
-static bool c_string(const json_t *value, const char *field, const char **out, http_error *err)
+static bool c_string(const json_t *value, const char *field, const char **out, form_error *err)
 {
     if (!json_is_string(value))
         return wrong_type(err, field, "a string", value);
     *out = json_string_value(value);
     if (strlen(*out) != json_string_length(value)) {
-        http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request",
-                       "'%s' must not contain a NUL character", field);
+        invalid(err, "'%s' must not contain a NUL character", field);
         return false;
     }
     return true;
 }
 
-static bool parse_language(execute_form *form, json_t *value, http_error *err)
+static bool parse_language(cli_form *form, json_t *value, form_error *err)
 {
     return c_string(value, "language", &form->request.language, err);
 }
 
-static bool parse_session_id(execute_form *form, json_t *value, http_error *err)
+static bool parse_session_id(cli_form *form, json_t *value, form_error *err)
 {
     return c_string(value, "session_id", &form->request.session_id, err);
 }
 
 /* code and stdin are bytes, NUL included (the engine judges code). */
-static bool parse_code(execute_form *form, json_t *value, http_error *err)
+static bool parse_code(cli_form *form, json_t *value, form_error *err)
 {
     if (!json_is_string(value))
         return wrong_type(err, "code", "a string", value);
@@ -55,7 +66,7 @@ static bool parse_code(execute_form *form, json_t *value, http_error *err)
     return true;
 }
 
-static bool parse_stdin(execute_form *form, json_t *value, http_error *err)
+static bool parse_stdin(cli_form *form, json_t *value, form_error *err)
 {
     if (!json_is_string(value))
         return wrong_type(err, "stdin", "a string", value);
@@ -64,52 +75,49 @@ static bool parse_stdin(execute_form *form, json_t *value, http_error *err)
     return true;
 }
 
-static bool parse_timeout(execute_form *form, json_t *value, http_error *err)
+static bool parse_timeout(cli_form *form, json_t *value, form_error *err)
 {
     if (!json_is_number(value))
         return wrong_type(err, "timeout", "a number of seconds", value);
     double seconds = json_number_value(value);
     /* 0 would mean "the default" to the engine: say so instead. */
     if (!isfinite(seconds) || seconds <= 0) {
-        http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request",
-                       "'timeout' must be more than 0 seconds (leave it out for the default)");
+        invalid(err, "'timeout' must be more than 0 seconds (leave it out for the default)");
         return false;
     }
     form->request.timeout_s = seconds;
     return true;
 }
 
-static bool parse_memory(execute_form *form, json_t *value, http_error *err)
+static bool parse_memory(cli_form *form, json_t *value, form_error *err)
 {
     if (!json_is_integer(value))
         return wrong_type(err, "memory_mb", "a whole number of MiB", value);
     json_int_t mib = json_integer_value(value);
     if (mib <= 0 || mib > UINT32_MAX) {
-        http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request",
-                       "'memory_mb' must be a positive number of MiB (leave it out for the "
-                       "default)");
+        invalid(err, "'memory_mb' must be a positive number of MiB (leave it out for the "
+                     "default)");
         return false;
     }
     form->request.memory_mb = (uint32_t)mib;
     return true;
 }
 
-static bool parse_cpus(execute_form *form, json_t *value, http_error *err)
+static bool parse_cpus(cli_form *form, json_t *value, form_error *err)
 {
     if (!json_is_number(value))
         return wrong_type(err, "cpus", "a number of cores", value);
     double cores = json_number_value(value);
     /* 0 would mean "the default" to the engine: say so instead. */
     if (!isfinite(cores) || cores <= 0) {
-        http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request",
-                       "'cpus' must be more than 0 cores (leave it out for the default)");
+        invalid(err, "'cpus' must be more than 0 cores (leave it out for the default)");
         return false;
     }
     form->request.cpus = cores;
     return true;
 }
 
-static bool parse_network(execute_form *form, json_t *value, http_error *err)
+static bool parse_network(cli_form *form, json_t *value, form_error *err)
 {
     if (!json_is_boolean(value))
         return wrong_type(err, "network", "a boolean", value);
@@ -117,7 +125,7 @@ static bool parse_network(execute_form *form, json_t *value, http_error *err)
     return true;
 }
 
-static bool parse_stream(execute_form *form, json_t *value, http_error *err)
+static bool parse_stream(cli_form *form, json_t *value, form_error *err)
 {
     if (!json_is_boolean(value))
         return wrong_type(err, "stream", "a boolean", value);
@@ -125,7 +133,15 @@ static bool parse_stream(execute_form *form, json_t *value, http_error *err)
     return true;
 }
 
-static bool parse_trace(execute_form *form, json_t *value, http_error *err)
+static bool parse_stateful(cli_form *form, json_t *value, form_error *err)
+{
+    if (!json_is_boolean(value))
+        return wrong_type(err, "stateful", "a boolean", value);
+    form->request.stateful = json_is_true(value);
+    return true;
+}
+
+static bool parse_trace(cli_form *form, json_t *value, form_error *err)
 {
     if (!json_is_boolean(value))
         return wrong_type(err, "trace", "a boolean", value);
@@ -133,7 +149,7 @@ static bool parse_trace(execute_form *form, json_t *value, http_error *err)
     return true;
 }
 
-static bool parse_requirements(execute_form *form, json_t *value, http_error *err)
+static bool parse_requirements(cli_form *form, json_t *value, form_error *err)
 {
     if (!json_is_array(value))
         return wrong_type(err, "requirements", "an array of strings", value);
@@ -153,7 +169,7 @@ static bool parse_requirements(execute_form *form, json_t *value, http_error *er
 }
 
 /* {"NAME": "value"} becomes "NAME=value" entries; the engine checks names. */
-static bool parse_env(execute_form *form, json_t *value, http_error *err)
+static bool parse_env(cli_form *form, json_t *value, form_error *err)
 {
     if (!json_is_object(value))
         return wrong_type(err, "env", "an object of strings", value);
@@ -171,8 +187,7 @@ static bool parse_env(execute_form *form, json_t *value, http_error *err)
         if (!c_string(item, field, &text, err))
             return false;
         if (strchr(name, '=')) {
-            http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request",
-                           "'%s' is not a variable name: names cannot contain '='", field);
+            invalid(err, "'%s' is not a variable name: names cannot contain '='", field);
             return false;
         }
         size_t len = strlen(name) + strlen(text) + 2;
@@ -185,7 +200,7 @@ static bool parse_env(execute_form *form, json_t *value, http_error *err)
     return true;
 }
 
-typedef bool (*field_parser)(execute_form *form, json_t *value, http_error *err);
+typedef bool (*field_parser)(cli_form *form, json_t *value, form_error *err);
 
 static const struct field {
     const char *name;
@@ -203,11 +218,12 @@ static const struct field {
     {"stdin", parse_stdin},
     {"stream", parse_stream},
     {"trace", parse_trace},
+    {"stateful", parse_stateful},
 };
 
-bool http_form_parse(execute_form *form, json_t *body, http_error *err)
+bool cli_form_parse(cli_form *form, json_t *body, form_error *err)
 {
-    *form = (execute_form){.body = body, .stream = -1};
+    *form = (cli_form){.body = body, .stream = -1};
     rbx_request_init(&form->request);
     const char *name;
     json_t *value;
@@ -218,10 +234,11 @@ bool http_form_parse(execute_form *form, json_t *body, http_error *err)
             if (!strcmp(fields[i].name, name))
                 field = &fields[i];
         if (!field) {
-            http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request",
-                           "unknown field '%.100s' (accepted: language, code, timeout, "
-                           "session_id, requirements, memory_mb, network, env, stdin, stream)",
-                           name);
+            invalid(err,
+                    "unknown field '%.100s' (accepted: language, code, timeout, "
+                    "session_id, requirements, memory_mb, cpus, network, env, stdin, "
+                    "stream, trace, stateful)",
+                    name);
             return false;
         }
         /* null is the same as leaving the field out */
@@ -231,7 +248,7 @@ bool http_form_parse(execute_form *form, json_t *body, http_error *err)
     return true;
 }
 
-void http_form_free(execute_form *form)
+void cli_form_free(cli_form *form)
 {
     for (size_t i = 0; form->env && i < form->request.env_count; i++)
         free(form->env[i]);

@@ -1,0 +1,91 @@
+/* runbox daemon: serves a state directory's local socket (local/local.h)
+ * so that stateful calls from the short-lived CLI reach kernels that
+ * outlive it. The CLI starts it on demand; it exits once it has no kernel
+ * and no connection left (its kernels are stopped after --kernel-idle), so
+ * nothing lingers when stateful sessions are not in use. */
+#include "cli/cli.h"
+#include "local/local.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* How long it stays with nothing to do, after its last connection. */
+#define LINGER_MS 5000
+
+static volatile sig_atomic_t stopping;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stopping = 1;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int cli_daemon(cli_globals *globals, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            puts("usage: runbox daemon [options]\n\nServes the state directory's local socket "
+                 "(<state>/" LOCAL_SOCKET ") for\nstateful calls from the CLI, which starts "
+                 "it on demand; it exits once its\nlast kernel is stopped.");
+            return 0;
+        }
+        int rc = cli_global_option(argc, argv, &i, globals, "daemon");
+        if (rc == CLI_NOT_GLOBAL)
+            return cli_usage_error("daemon", "unexpected argument '%.64s'", argv[i]);
+        if (rc)
+            return rc;
+    }
+    int rc = 0;
+    rbx_engine *engine = cli_engine(globals, &rc);
+    if (!engine)
+        return rc;
+    rbx_engine_recover(engine);
+    const char *state_dir = rbx_engine_config(engine)->state_dir;
+    char why[300];
+    int owner = 0;
+    int fd = local_listen(state_dir, &owner, why, sizeof why);
+    if (fd < 0) {
+        rbx_engine_free(engine);
+        /* Another runbox serves it: the CLI that started this one finds it. */
+        if (owner)
+            return 0;
+        fprintf(stderr, "runbox daemon: %s\n", why);
+        return EXIT_SYSTEM;
+    }
+    local_server *server = local_server_start(engine, fd, true);
+    if (!server) {
+        fprintf(stderr, "runbox daemon: cannot start serving: %s\n", strerror(errno));
+        close(fd);
+        rbx_engine_free(engine);
+        return EXIT_SYSTEM;
+    }
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    while (!stopping && !local_server_stop_asked(server)) {
+        struct timespec second = {.tv_sec = 1};
+        nanosleep(&second, NULL);
+        int64_t since;
+        if (local_server_idle(server, &since) && rbx_kernel_count(engine) == 0 &&
+            now_ms() - since > LINGER_MS)
+            break;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" LOCAL_SOCKET, state_dir);
+    unlink(path); /* before the last kernel's session can be used again */
+    local_server_stop(server);
+    rbx_engine_free(engine);
+    return 0;
+}

@@ -1,0 +1,44 @@
+/* What runbox speaks with a kernel's driver (src/kernels/): how a call is
+ * asked for and how its events come back, in the runtime's dialect. JSON:
+ * one request per line ({"id", "code", "env"}), events one per line
+ * ({"type": "display", "kind", "data"}, then {"type": "done", ...}). Bash:
+ * two lines of shell per call, the code quoted byte for byte, and "D ID
+ * STATUS" or "S ID" back. */
+#ifndef RBX_KERNEL_WIRE_H
+#define RBX_KERNEL_WIRE_H
+
+#include "internal.h"
+
+#include <jansson.h>
+
+/* The bytes that ask the driver to run code with env ("NAME=value"
+ * entries) for the call numbered id; malloc'ed, *len set. */
+char *rbx_kernel_wire_request(rbx_kernel_dialect dialect, int64_t id, const char *code,
+                              size_t code_len, const char *const *env, size_t env_count,
+                              size_t *len);
+
+typedef enum rbx_kernel_status {
+    RBX_KERNEL_OK,
+    RBX_KERNEL_ERROR,       /* an uncaught exception, or a command that failed */
+    RBX_KERNEL_SYNTAX,      /* nothing ran */
+    RBX_KERNEL_INTERRUPTED, /* it stopped at SIGINT */
+    RBX_KERNEL_EXIT,        /* sys.exit(N) and the like: the kernel lives on */
+} rbx_kernel_status;
+
+typedef struct rbx_kernel_event {
+    enum { RBX_KERNEL_EVENT_DISPLAY, RBX_KERNEL_EVENT_DONE, RBX_KERNEL_EVENT_OTHER } type;
+    json_t *output; /* display: {"kind": ..., "data": {...}} (owned) */
+    int64_t id;
+    rbx_kernel_status status; /* done */
+    int exit_code;            /* done: the status of bash's command, or sys.exit's */
+    char exception[64];       /* done: the language's error name, or "" */
+    int64_t execution_count;  /* done: the driver's count; 0 where it keeps none */
+} rbx_kernel_event;
+
+/* Reads one line from the driver; false when it is not one of the above
+ * (a driver that user code broke): the caller stops the kernel. */
+bool rbx_kernel_wire_parse(rbx_kernel_dialect dialect, const char *line, size_t len,
+                           rbx_kernel_event *event);
+void rbx_kernel_event_free(rbx_kernel_event *event);
+
+#endif

@@ -1,0 +1,52 @@
+/* The local socket: how a short-lived `runbox` reaches the kernels of a
+ * long-lived one (stateful sessions). Each state directory has one,
+ * <state>/runbox.sock, a Unix socket that only its owner's uid may open
+ * (mode 0600, and the peer's credentials are checked), served by a
+ * running `runbox serve` or else by `runbox daemon`, which the CLI starts
+ * on demand and which exits once its last kernel is gone.
+ *
+ * One request per connection, a line of JSON; the answer is lines of JSON:
+ *   {"op": "execute", "request": {...as HTTP's POST /v1/execute...}}
+ *       -> the stream's events ({"type": "stdout" | "stderr" | "display"}),
+ *          then {"type": "result", ...} or {"type": "error", ...}
+ *   {"op": "restart", "session_id": ID, "language": L or null}
+ *       -> {"type": "restarted", "stopped": N}
+ *   {"op": "remove", "session_id": ID, "wait": SECONDS}
+ *       -> {"type": "removed"}
+ *   {"op": "ping"} -> {"type": "pong", "pid": N}
+ *   {"op": "stop"} -> {"type": "stopping"}: a daemon exits (its kernels go);
+ *       runbox serve refuses (stop it as a server)
+ * Errors: {"type": "error", "status": "invalid" | "not_found" | "busy" |
+ * "system" | "no_space", "message": ...}. The client hanging up cancels
+ * its execution. */
+#ifndef RBX_LOCAL_H
+#define RBX_LOCAL_H
+
+#include "runbox.h"
+
+#include <stdbool.h>
+
+#define LOCAL_SOCKET "runbox.sock"
+/* The longest request line: a program of 1 MiB, escaped as JSON. */
+#define LOCAL_MAX_LINE ((size_t)8 << 20)
+
+typedef struct local_server local_server;
+
+/* Binds <state_dir>/runbox.sock unless a live runbox owns it already
+ * (then returns -1 and sets *owner_pid to its pid, or 0 when unknown).
+ * A socket left by a runbox that died is replaced. */
+int local_listen(const char *state_dir, int *owner_pid, char *why, size_t why_size);
+/* Serves the socket on a thread of its own (one more per connection). */
+local_server *local_server_start(rbx_engine *engine, int listen_fd, bool stoppable);
+/* Whether a "stop" came (for a daemon). */
+bool local_server_stop_asked(local_server *server);
+/* Connections served now, and when the last one ended (monotonic ms). */
+bool local_server_idle(local_server *server, int64_t *since_ms);
+/* Stops accepting, cancels what runs, waits for its connections. */
+void local_server_stop(local_server *server);
+
+/* What a status is called on the socket, and back. */
+const char *local_status_name(rbx_status status);
+rbx_status local_status_from_name(const char *name);
+
+#endif
