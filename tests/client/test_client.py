@@ -183,6 +183,27 @@ def test_session_object_runs_uploads_downloads_and_cleans_up(transport):
     assert sid not in [x["session_id"] for x in runbox.list_sessions()]
 
 
+def test_stateful_session_keeps_the_interpreter_and_restart_clears_it(transport):
+    seen = []
+    with Session(stateful=True) as s:
+        assert s.python("import math\nradius = 2")["stateful"] is True
+        area = s.python("print('computing')\nround(math.pi * radius ** 2, 2)",
+                        on_output=lambda stream, text: seen.append((stream, text)))
+        assert area["output"] == "computing\n" and area["execution_count"] == 2, area
+        assert area["results"] == [{"kind": "execute_result", "data": {"text/plain": "12.57"}}]
+        assert "".join(text for stream, text in seen if stream == "stdout") == "computing\n"
+        assert ("display", {"text/plain": "12.57"}) in seen, seen  # rich outputs as they come
+        assert s.bash("cd /tmp; N=3")["success"]
+        assert s.bash("echo $PWD $N")["output"] == "/tmp 3\n"
+        assert s.python("print('radius' in dir())", stateful=False)["output"] == "False\n"
+        s.restart("python")
+        assert s.python("'radius' in dir()")["results"][0]["data"]["text/plain"] == "False"
+        assert s.bash("echo $N")["output"] == "3\n"  # only Python's was restarted
+        with pytest.raises(runbox.RequestRejected) as refused:
+            s.restart("cobol")
+        assert "python, javascript" in str(refused.value)  # what is accepted
+
+
 def test_close_session(transport):
     sid = _ensure("closing-1")
     runbox.close_session(sid)

@@ -13,7 +13,8 @@ from conftest import processes_matching, wait_gone
 
 RESULT_FIELDS = {"success", "output", "error", "exit_code", "duration_ms", "session_id",
                  "language", "error_type", "exception", "timed_out", "cancelled", "truncated",
-                 "signal", "cpu_ms", "peak_memory_kb", "limits", "cpus", "network", "install"}
+                 "signal", "cpu_ms", "peak_memory_kb", "limits", "cpus", "network", "install",
+                 "stateful", "results", "execution_count", "kernel_restarted"}
 
 HELLO = {
     "python": "print('Hello, World!')",
@@ -34,7 +35,7 @@ def test_hello_world_gives_exactly_the_result_fields(runbox, language):
     assert result["exit_code"] == 0
     assert result["error_type"] is None
     assert result["timed_out"] is False
-    assert result["truncated"] == {"stdout": 0, "stderr": 0}
+    assert result["truncated"] == {"stdout": 0, "stderr": 0, "results": 0}
     assert result["install"] is None  # no requirements
     assert result["language"] == language
     assert isinstance(result["duration_ms"], int) and result["duration_ms"] >= 0

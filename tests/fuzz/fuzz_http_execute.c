@@ -12,7 +12,7 @@
 static rbx_engine engine; /* validation reads only the configuration */
 
 /* What the form promises the engine about a request it accepted. */
-static void check_form(const execute_form *form, const json_t *body)
+static void check_form(const cli_form *form, const json_t *body)
 {
     const rbx_request *r = &form->request;
     json_t *code = json_object_get(body, "code");
@@ -90,10 +90,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     FUZZ_CHECK(json_is_object(body));
-    execute_form form;
-    if (!http_form_parse(&form, body, &err)) {
-        FUZZ_CHECK(err.status == MHD_HTTP_BAD_REQUEST && err.message[0]);
-        http_form_free(&form);
+    cli_form form;
+    form_error why;
+    if (!cli_form_parse(&form, body, &why)) {
+        FUZZ_CHECK(!why.no_memory && why.message[0]);
+        cli_form_free(&form);
         return 0;
     }
     check_form(&form, body);
@@ -106,6 +107,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         FUZZ_CHECK(engine_err.status == RBX_EINVAL && engine_err.message[0]);
     }
-    http_form_free(&form);
+    cli_form_free(&form);
     return 0;
 }

@@ -75,3 +75,41 @@ def test_every_documented_path_is_answered(server):
         response = server.request(method.upper(), concrete, json_body=bodies.get(method))
         assert response.status != 404, (method, path, response)
         assert response.status < 400, (method, path, response)
+
+
+def schema_validator(name):
+    """A validator of what the server answers against the document's schema `name`."""
+    import jsonschema
+    doc = json.loads(load_doc())
+    resolver = jsonschema.RefResolver.from_schema(doc)
+    return jsonschema.Draft202012Validator({"$ref": f"#/components/schemas/{name}"},
+                                           resolver=resolver)
+
+
+def test_live_answers_match_their_schemas(server):
+    """What the server sends (plain, stateful with rich outputs, streamed, a session with its
+    kernel) is what the document says; each schema is also shown to reject a wrong object."""
+    result, event, session = (schema_validator(n) for n in ("Result", "StreamEvent", "Session"))
+    plain = server.execute(language="bash", code="echo hi", session_id="doc")
+    rich = server.execute(language="python", session_id="doc", stateful=True,
+                          code="display({'text/html': '<b>x</b>'}, raw=True)\n6 * 7")
+    for answer in (plain, rich):
+        result.validate(answer)
+    assert len(rich["results"]) == 2
+    conn = server.connection()
+    conn.request("POST", "/v1/execute", body=json.dumps(
+        {"language": "python", "session_id": "doc", "stateful": True, "stream": True,
+         "code": "print(1)\n'value'"}).encode(), headers=server.headers(json_body=True))
+    events = [json.loads(line) for line in conn.getresponse()]
+    conn.close()
+    assert {e["type"] for e in events} == {"stdout", "display", "result"}
+    for e in events:
+        event.validate(e)
+    described = server.request("GET", "/v1/sessions/doc").json()
+    session.validate(described)
+    assert described["kernels"][0]["language"] == "python"
+    restarted = server.request("POST", "/v1/sessions/doc/restart").json()
+    assert restarted == {"session_id": "doc", "stopped": 1}
+    assert not result.is_valid(dict(plain, results=[{"kind": "nonsense", "data": {}}]))
+    assert not session.is_valid({k: v for k, v in described.items() if k != "kernels"})
+    assert not event.is_valid({"type": "display", "data": {}})

@@ -14,7 +14,7 @@ import {
 
 const RESULT_FIELDS = ['success', 'output', 'error', 'exit_code', 'duration_ms', 'session_id', 'language',
   'error_type', 'exception', 'timed_out', 'cancelled', 'truncated', 'signal', 'cpu_ms', 'peak_memory_kb',
-  'limits', 'network'];
+  'limits', 'cpus', 'stateful', 'results', 'execution_count', 'kernel_restarted', 'network'];
 
 describe('runbox mcp with the SDK client', { timeout: 180000 }, () => {
   const stateDir = newStateDir();
@@ -65,13 +65,14 @@ describe('runbox mcp with the SDK client', { timeout: 180000 }, () => {
       }
     }
     const python = tools.find((t) => t.name === 'execute_python');
-    assert.deepEqual(Object.keys(python.inputSchema.properties), ['code', 'timeout', 'session_id', 'requirements']);
+    assert.deepEqual(Object.keys(python.inputSchema.properties),
+      ['code', 'timeout', 'session_id', 'cpus', 'stateful', 'requirements']);
     assert.deepEqual(python.inputSchema.required, ['code']);
     assert.deepEqual(python.outputSchema.required, RESULT_FIELDS);
     assert.deepEqual(python.outputSchema.properties.error_type.type, ['string', 'null']);
     assert.equal(python.annotations.readOnlyHint, false);
     const bash = tools.find((t) => t.name === 'execute_bash');
-    assert.deepEqual(Object.keys(bash.inputSchema.properties), ['command', 'timeout', 'session_id']);
+    assert.deepEqual(Object.keys(bash.inputSchema.properties), ['command', 'timeout', 'session_id', 'cpus', 'stateful']);
     // What a model must know before its first call is in the description.
     for (const fact of ['/home/user', 'session_id', '30 s', '300 s', '512 MiB', '1 MiB', 'head and the tail', 'Network']) {
       assert.ok(python.description.includes(fact), `execute_python's description mentions ${fact}`);
@@ -126,7 +127,12 @@ describe('runbox mcp with the SDK client', { timeout: 180000 }, () => {
   });
 
   it('hands requirements to the engine, whose install result the schema covers', async () => {
-    const result = await call('execute_python', { code: 'print(1)', requirements: ['not a spec!!'] });
+    const malformed = await call('execute_python', { code: 'print(1)', requirements: ['not a spec!!'] });
+    assert.equal(malformed.isError, true);
+    assert.match(malformed.content[0].text, /requirement/);
+    const result = await call('execute_python', {
+      code: 'print(1)', requirements: ['runbox-surely-no-such-package-xyzzy==0.0.1'],
+    });
     assert.equal(result.isError, true);
     const failed = structured(result);
     assert.equal(failed.error_type, 'ImportError');
@@ -200,6 +206,28 @@ describe('runbox mcp with the SDK client', { timeout: 180000 }, () => {
     const again = await call('close_session', { session_id });
     assert.equal(again.isError, true);
     assert.match(again.content[0].text, /no session/);
+  });
+
+  it('keeps a live interpreter with stateful and shows a plot as an image', async () => {
+    const session_id = uniqueSessionId('sdk-stateful');
+    const first = structured(await call('execute_python', { session_id, stateful: true, code: 'x = 41' }));
+    assert.equal(first.stateful, true);
+    const second = await call('execute_python', { session_id, stateful: true, code: 'x + 1' });
+    assert.equal(structured(second).execution_count, 2);
+    assert.deepEqual(second.content[1], { type: 'text', text: '42' });
+    const plot = await call('execute_python', {
+      session_id, stateful: true,
+      code: "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nplt.plot([3, 1, 2]);",
+    });
+    const image = plot.content.find((c) => c.type === 'image');
+    assert.equal(image.mimeType, 'image/png');
+    assert.equal(Buffer.from(image.data, 'base64').subarray(1, 4).toString(), 'PNG');
+    const listed = structured(await call('list_sessions', {})).sessions.find((s) => s.session_id === session_id);
+    assert.deepEqual(listed.kernels.map((k) => k.language), ['python']);
+    assert.deepEqual(structured(await call('close_session', { session_id })), { session_id, closed: true });
+    const fresh = await call('execute_python', { session_id, stateful: true, code: "'x' in dir()" });
+    assert.deepEqual(fresh.content[1], { type: 'text', text: 'False' });
+    await call('close_session', { session_id });
   });
 
   it('answers ping', async () => {

@@ -86,6 +86,10 @@ class HttpTransport:
     def close_session(self, session_id: str) -> None:
         self.request("DELETE", f"/v1/sessions/{_quote(session_id)}")
 
+    def restart_session(self, session_id: str, language: Optional[str]) -> None:
+        query = f"?language={_quote(language)}" if language else ""
+        self.request("POST", f"/v1/sessions/{_quote(session_id)}/restart{query}")
+
     def upload(self, session_id: str, path: str, data: bytes) -> None:
         self.request("PUT", f"/v1/sessions/{_quote(session_id)}/files/{_quote_path(path)}",
                      raw=data)

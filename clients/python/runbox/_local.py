@@ -42,6 +42,8 @@ class LocalTransport:
             args += ["--memory", str(body["memory_mb"])]
         if body.get("cpus") is not None:
             args += ["--cpus", str(body["cpus"])]
+        if body.get("stateful"):
+            args.append("--stateful")
         if body.get("network") is not None:
             args.append("--network" if body["network"] else "--no-network")
         for spec in body.get("requirements") or []:
@@ -87,6 +89,9 @@ class LocalTransport:
 
     def close_session(self, session_id: str) -> None:
         self._run("sessions", "rm", session_id, "--wait", "30")
+
+    def restart_session(self, session_id: str, language: Optional[str]) -> None:
+        self._run("sessions", "restart", session_id, *(["--language", language] if language else []))
 
     def upload(self, session_id: str, path: str, data: bytes) -> None:
         self._run("files", "put", session_id, path, stdin=data)

@@ -33,16 +33,20 @@ class Client:
     def execute(self, language: str, code: str, *, timeout: Optional[float] = None,
                 session_id: Optional[str] = None, requirements: Optional[Sequence[str]] = None,
                 memory_mb: Optional[int] = None, cpus: Optional[float] = None,
-                network: Optional[bool] = None,
+                network: Optional[bool] = None, stateful: Optional[bool] = None,
                 env: Optional[Dict[str, str]] = None, stdin: Optional[str] = None,
                 on_output: Optional[OutputCallback] = None) -> Result:
         """Runs code; returns the result object (a failing program is a result, not an
-        exception). on_output(stream, text) receives output as it is produced."""
+        exception). on_output(stream, text) receives output as it is produced ("stdout" and
+        "stderr" with text; "display" with a rich output's MIME bundle, a dict). stateful=True
+        runs it in the session's live interpreter, which keeps variables, imports and the
+        working directory between calls; its rich outputs (the last expression's value,
+        display(), plots) are in result["results"]."""
         body: Dict[str, Any] = {"language": language, "code": code}
         optional = {"timeout": timeout, "session_id": session_id,
                     "requirements": list(requirements) if requirements is not None else None,
                     "memory_mb": memory_mb, "cpus": cpus, "network": network, "env": env,
-                    "stdin": stdin}
+                    "stdin": stdin, "stateful": stateful}
         body.update({k: v for k, v in optional.items() if v is not None})
         delay = 0.5
         for attempt in range(self.retries + 1):
@@ -90,8 +94,13 @@ class Client:
     def list_files(self, session_id: str) -> List[Dict[str, Any]]:
         return self._transport.list_files(session_id)
 
-    def session(self, session_id: Optional[str] = None) -> "Session":
-        return Session(client=self, session_id=session_id)
+    def restart_session(self, session_id: str, language: Optional[str] = None) -> None:
+        """Stops the session's live interpreters (of one language): its next stateful call
+        starts afresh. Its files stay."""
+        self._transport.restart_session(session_id, language)
+
+    def session(self, session_id: Optional[str] = None, stateful: bool = False) -> "Session":
+        return Session(client=self, session_id=session_id, stateful=stateful)
 
 
 class Session:
@@ -100,12 +109,19 @@ class Session:
         with runbox.Session() as s:
             s.upload("data.csv", b"a,b\\n1,2\\n")
             s.python("import pandas as pd; print(pd.read_csv('data.csv'))")
+
+    With stateful=True its calls share a live interpreter per language:
+
+        with runbox.Session(stateful=True) as s:
+            s.python("import pandas as pd; df = pd.read_csv('data.csv')")
+            s.python("df.describe()")["results"]    # the table, as text/plain and text/html
     """
 
     def __init__(self, session_id: Optional[str] = None, *, client: Optional[Client] = None,
-                 **client_options: Any):
+                 stateful: bool = False, **client_options: Any):
         self.client = client or Client(**client_options)
         self.id = session_id or self.client.new_session()
+        self.stateful = stateful
 
     def __enter__(self) -> "Session":
         return self
@@ -117,13 +133,19 @@ class Session:
         self.client.close_session(self.id)
 
     def python(self, code: str, **options: Any) -> Result:
+        options.setdefault("stateful", self.stateful)
         return self.client.execute("python", code, session_id=self.id, **options)
 
     def javascript(self, code: str, **options: Any) -> Result:
+        options.setdefault("stateful", self.stateful)
         return self.client.execute("javascript", code, session_id=self.id, **options)
 
     def bash(self, command: str, **options: Any) -> Result:
+        options.setdefault("stateful", self.stateful)
         return self.client.execute("bash", command, session_id=self.id, **options)
+
+    def restart(self, language: Optional[str] = None) -> None:
+        self.client.restart_session(self.id, language)
 
     def upload(self, path: str, data: bytes) -> None:
         self.client.upload(self.id, path, data)

@@ -1,0 +1,299 @@
+"""Stateful sessions through the CLI: a live interpreter per session and language, reached
+through the state directory's local socket (runbox daemon, started on demand), with rich
+outputs, interrupts that keep state, and kernels that go when they must, leaving nothing."""
+import base64
+import json
+import os
+import struct
+import subprocess
+import time
+
+import pytest
+
+from conftest import execution_cgroups, processes_matching, sandbox_processes, unique_marker
+
+
+def started(marker, seconds=5.0):
+    """The processes whose command line holds marker, once one has appeared: a background job
+    is forked before the call returns, but may not have exec'd yet."""
+    deadline = time.time() + seconds
+    while not processes_matching(marker) and time.time() < deadline:
+        time.sleep(0.02)
+    return processes_matching(marker)
+
+
+def call(runbox, language, code, session="st", *args, env=None):
+    return runbox.run(language, code, "--stateful", "--session", session, "--no-network", *args,
+                      env=env)
+
+
+def values(result):
+    """The text of each rich output."""
+    return [r["data"].get("text/plain") for r in result["results"]]
+
+
+def png_size(b64):
+    """Width and height of a PNG, from its IHDR chunk: proof the bytes are a real PNG."""
+    data = base64.b64decode(b64)
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", data[:16]
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.fixture
+def kernels(runbox):
+    """The daemon holding kernels is stopped with the test (storage unmount asks it to)."""
+    yield runbox
+
+
+# --- state persists ------------------------------------------------------------------------
+
+def test_python_keeps_globals_imports_definitions_and_the_working_directory(kernels):
+    assert call(kernels, "python", "import os, math\nx = 40\ndef twice(v): return 2 * v")["success"]
+    assert call(kernels, "python", "os.chdir('/tmp'); x += 2")["success"]
+    result = call(kernels, "python", "print(os.getcwd(), math.pi > 3)\ntwice(x)")
+    assert result["output"] == "/tmp True\n"
+    assert values(result) == ["84"] and result["results"][0]["kind"] == "execute_result"
+    assert result["stateful"] is True and result["execution_count"] == 3
+
+
+def test_javascript_keeps_top_level_declarations_and_awaits(kernels):
+    call(kernels, "javascript", "const base = 40; let count = 1; function add(a) { return base + a }")
+    call(kernels, "javascript", "count += 1; const later = await Promise.resolve(count)")
+    result = call(kernels, "javascript", "add(later)")
+    assert values(result) == ["42"], result
+    imported = call(kernels, "javascript", "import path from 'path'; import { sep } from 'node:path'\n"
+                                          "path.join('a', 'b') + sep")
+    assert values(imported) == ["'a/b/'"], imported
+
+
+def test_bash_keeps_cwd_exports_functions_and_aliases(kernels):
+    call(kernels, "bash", "cd /tmp && export GREETING=hello\nf() { echo \"f:$1\"; }\nalias ll='ls -d'")
+    result = call(kernels, "bash", "pwd; echo $GREETING; f x; ll /")
+    assert result["output"] == "/tmp\nhello\nf:x\n/\n", result
+
+
+def test_files_persist_and_stateless_runs_work_beside_the_kernel(kernels):
+    call(kernels, "python", "secret = 7\nopen('shared.txt', 'w').write('from the kernel')")
+    plain = kernels.run("bash", "cat shared.txt", "--session", "st", "--no-network")
+    assert plain["output"] == "from the kernel" and plain["stateful"] is False
+    assert call(kernels, "python", "secret")["results"][0]["data"]["text/plain"] == "7"
+
+
+def test_two_sessions_never_see_each_others_variables(kernels):
+    call(kernels, "python", "mine = 'a'", "one")
+    call(kernels, "python", "mine = 'b'", "two")
+    assert values(call(kernels, "python", "mine", "one")) == ["'a'"]
+    assert values(call(kernels, "python", "mine", "two")) == ["'b'"]
+    pids = [call(kernels, "python", "import os; os.getpid(), open('/proc/self/cgroup').read()",
+                 s)["results"][0]["data"]["text/plain"] for s in ("one", "two")]
+    assert pids[0] == pids[1]  # each is PID 2 of a namespace of its own, as seen inside
+
+
+# --- rich outputs --------------------------------------------------------------------------
+
+def test_a_matplotlib_plot_is_a_png_without_show(kernels):
+    result = call(kernels, "python", "import matplotlib.pyplot as plt\nplt.plot([1, 4, 9])\nNone")
+    assert result["success"], result["error"]
+    images = [r for r in result["results"] if "image/png" in r["data"]]
+    assert len(images) == 1 and images[0]["kind"] == "display_data"
+    width, height = png_size(images[0]["data"]["image/png"])
+    assert width > 100 and height > 100
+    assert "Fontconfig" not in result["error"]
+
+
+def test_matplotlib_imports_in_a_stateless_run_too(kernels):
+    result = kernels.run("python", "import matplotlib\nimport matplotlib.pyplot as plt\n"
+                                   "plt.plot([1, 2]); plt.savefig('p.png'); print('ok')",
+                         "--no-network")
+    assert result["output"] == "ok\n", result["error"]
+
+
+def test_a_dataframe_gives_html_and_text(kernels):
+    result = call(kernels, "python", "import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': [3, 4]})")
+    data = result["results"][0]["data"]
+    assert result["results"][0]["kind"] == "execute_result"
+    assert "<table" in data["text/html"] and "a" in data["text/plain"]
+
+
+def test_repr_methods_mimebundle_and_display(kernels):
+    code = ("class Rich:\n"
+            "    def _repr_html_(self): return '<b>rich</b>'\n"
+            "    def _repr_markdown_(self): return '**rich**'\n"
+            "    def _repr_png_(self): return b'\\x89PNG fake'\n"
+            "class Bundle:\n"
+            "    def _repr_mimebundle_(self, **kw): return {'application/json': {'k': 1}, 'text/plain': 'B'}\n"
+            "display(Rich())\n"
+            "display(Bundle())\n"
+            "Rich()")
+    result = call(kernels, "python", code)
+    first, second, last = result["results"]
+    assert first["kind"] == "display_data" and first["data"]["text/html"] == "<b>rich</b>"
+    assert first["data"]["text/markdown"] == "**rich**"
+    assert base64.b64decode(first["data"]["image/png"]) == b"\x89PNG fake"
+    assert second["data"] == {"application/json": {"k": 1}, "text/plain": "B"}
+    assert last["kind"] == "execute_result"
+
+
+def test_results_are_bounded_and_the_cut_is_reported(kernels):
+    result = call(kernels, "python", "for i in range(12):\n    display({'text/plain': 'x' * 1000000}, raw=True)")
+    kept = sum(len(r["data"]["text/plain"]) for r in result["results"])
+    assert kept <= 8 * 1024 * 1024 and result["truncated"]["results"] > 0, result["truncated"]
+
+
+# --- failures keep state -------------------------------------------------------------------
+
+def test_an_exception_keeps_the_kernel_and_its_state(kernels):
+    call(kernels, "python", "kept = 'still here'")
+    failed = call(kernels, "python", "1 / 0")
+    assert failed["exception"] == "ZeroDivisionError" and failed["error_type"] == "RuntimeError"
+    assert "ZeroDivisionError: division by zero" in failed["error"]
+    assert "<string>" not in failed["error"]  # no frame of the kernel's own
+    after = call(kernels, "python", "kept")
+    assert values(after) == ["'still here'"] and after["kernel_restarted"] is False
+
+
+def test_a_syntax_error_runs_nothing_and_keeps_state(kernels):
+    call(kernels, "python", "n = 1")
+    bad = call(kernels, "python", "n = 2\nif True print('x')")
+    assert bad["error_type"] == "SyntaxError"
+    assert values(call(kernels, "python", "n")) == ["1"]
+
+
+@pytest.mark.parametrize("language,loop,check", [
+    ("python", "x = 'kept'\nwhile True: pass", "x"),
+    ("javascript", "var x = 'kept'; for (;;) {}", "x"),
+    ("bash", "x=kept; while :; do :; done", "echo $x"),
+])
+def test_a_timeout_interrupts_and_state_survives(kernels, language, loop, check):
+    result = call(kernels, language, loop, "st", "--timeout", "2")
+    assert result["error_type"] == "TimeoutError" and result["timed_out"] is True, result
+    assert result["kernel_restarted"] is False and "keeps its state" in result["error"]
+    after = call(kernels, language, check)
+    assert "kept" in (after["output"] + "".join(v or "" for v in values(after))), after
+
+
+@pytest.mark.parametrize("code", [
+    "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nx = 1\nwhile True: pass",
+    "import itertools\nx = 1\nmax(itertools.repeat(1))",  # a loop in C that never checks for signals
+])
+def test_code_that_ignores_the_interrupt_is_killed_and_the_kernel_restarts(kernels, code):
+    started = time.monotonic()
+    result = call(kernels, "python", code, "st", "--timeout", "1")
+    assert time.monotonic() - started < 10
+    assert result["error_type"] == "TimeoutError" and result["kernel_restarted"] is True, result
+    assert "state is lost" in result["error"]
+    fresh = call(kernels, "python", "'x' in dir()")
+    assert values(fresh) == ["False"] and fresh["execution_count"] == 1
+
+
+def test_a_memory_bomb_is_a_memory_error_and_the_kernel_comes_back_fresh(kernels):
+    call(kernels, "python", "y = 1", "st", "--memory", "128")
+    bomb = call(kernels, "python", "a = []\nwhile True: a.append(bytearray(10**7))", "st",
+                "--memory", "128", "--timeout", "30")
+    assert bomb["error_type"] == "MemoryError" and bomb["kernel_restarted"] is True, bomb
+    fresh = call(kernels, "python", "'y' in dir()", "st", "--memory", "128")
+    assert values(fresh) == ["False"]
+
+
+def test_a_kernel_that_exits_is_reported_and_replaced(kernels):
+    call(kernels, "python", "z = 1")
+    gone = call(kernels, "python", "import os; os._exit(3)")
+    assert gone["kernel_restarted"] is True and gone["exit_code"] == 3, gone
+    assert values(call(kernels, "python", "'z' in dir()")) == ["False"]
+
+
+# --- lifecycle -----------------------------------------------------------------------------
+
+def test_sessions_list_shows_the_kernel_and_restart_stops_it(kernels):
+    call(kernels, "python", "a = 1")
+    listed = json.loads(kernels.cli("sessions", "list", "--json").stdout)
+    kernel = listed[0]["kernels"][0]
+    assert kernel["language"] == "python" and kernel["state"] == "idle"
+    assert kernel["memory_bytes"] > 1 << 20 and kernel["idle_s"] >= 0 and kernel["owner_pid"] > 0
+    restarted = kernels.cli("sessions", "restart", "st")
+    assert restarted.returncode == 0 and b"stopped 1 kernel" in restarted.stdout, restarted
+    assert json.loads(kernels.cli("sessions", "list", "--json").stdout)[0]["kernels"] == []
+    after = call(kernels, "python", "'a' in dir()")
+    assert values(after) == ["False"] and after["kernel_restarted"] is False
+
+
+def test_removing_the_session_stops_its_kernel_and_keeps_nothing(kernels):
+    marker = unique_marker()
+    call(kernels, "bash", f"sleep {marker} &")
+    assert started(marker)
+    removed = kernels.cli("sessions", "rm", "st")
+    assert removed.returncode == 0, removed.stderr
+    deadline = time.time() + 10
+    while processes_matching(marker) and time.time() < deadline:
+        time.sleep(0.05)
+    assert processes_matching(marker) == []  # the kernel's background job went with it
+
+
+def test_an_idle_kernel_is_reaped_and_nothing_of_it_is_left(runbox):
+    before = execution_cgroups()
+    marker = unique_marker()
+    env = {"RUNBOX_KERNEL_IDLE": "1"}
+    call(runbox, "bash", f"export KEEP=1; sleep {marker} &", env=env)
+    names = {os.path.basename(p) for p in execution_cgroups() - before}
+    assert started(marker) and len(names) == 1, names  # one cgroup, in each hierarchy
+    deadline = time.time() + 20
+    while (processes_matching(marker) or execution_cgroups() - before) and time.time() < deadline:
+        time.sleep(0.2)
+    assert processes_matching(marker) == [] and execution_cgroups() - before == set()
+    listed = json.loads(runbox.cli("sessions", "list", "--json").stdout)
+    assert listed[0]["kernels"] == []  # its files stay, the kernel is gone
+    after = call(runbox, "bash", "echo ${KEEP:-gone}", env=env)
+    assert after["output"] == "gone\n" and after["kernel_restarted"] is True
+
+
+def test_the_kernel_cap_evicts_the_least_recently_used(runbox):
+    env = {"RUNBOX_MAX_KERNELS": "1"}
+    call(runbox, "python", "v = 1", "first", env=env)
+    call(runbox, "python", "v = 2", "second", env=env)  # the first one's kernel makes room
+    back = call(runbox, "python", "'v' in dir()", "first", env=env)
+    assert values(back) == ["False"] and back["kernel_restarted"] is True
+
+
+def test_stateful_refuses_stdin_clearly(runbox, tmp_path):
+    data = tmp_path / "in.txt"
+    data.write_text("x")
+    proc = runbox.cli("run", "python", "-c", "pass", "--stateful", "--session", "s",
+                      "--input", str(data))
+    assert proc.returncode == 2 and b"stdin is not taken by a stateful call" in proc.stderr
+
+
+def test_a_stateful_call_without_a_session_starts_one_it_keeps(runbox):
+    first = runbox.run("python", "k = 'new'", "--stateful", "--no-network")
+    session = first["session_id"]
+    assert values(call(runbox, "python", "k", session)) == ["'new'"]
+
+
+def test_the_local_socket_is_the_owners_alone(runbox):
+    call(runbox, "python", "pass")
+    path = os.path.join(runbox.state_dir, "runbox.sock")
+    assert oct(os.stat(path).st_mode & 0o777) == "0o600"
+    probe = subprocess.run(["su", "nobody", "-s", "/bin/sh", "-c",
+                            f"python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); "
+                            f"s.connect('{path}'); print('connected')\""],
+                           capture_output=True, text=True)
+    assert "connected" not in probe.stdout
+
+
+# --- isolation of kernels ------------------------------------------------------------------
+
+def test_a_kernel_is_a_sandbox_like_any_other(kernels):
+    result = call(kernels, "bash", "id -u; hostname; cat /proc/self/status | grep -E '^(CapEff|NoNewPrivs|Seccomp):'; "
+                                   "ls /proc | grep -c '^[0-9]'")
+    lines = result["output"].split("\n")
+    assert lines[0] == "1000" and lines[1] == "runbox"
+    status = dict(line.split(":\t") for line in lines[2:5])
+    assert int(status["CapEff"], 16) == 0 and status["NoNewPrivs"] == "1" and status["Seccomp"] == "2"
+    assert int(lines[5]) < 10  # its own PID namespace
+
+
+def test_kill_minus_9_minus_1_in_a_kernel_harms_nothing_outside_it(kernels):
+    call(kernels, "python", "w = 1")
+    result = call(kernels, "bash", "kill -9 -1; echo after")
+    assert subprocess.run(["true"]).returncode == 0
+    assert values(call(kernels, "python", "w")) == ["1"]  # another kernel of the session lives on
+    assert result["kernel_restarted"] or result["output"] == "after\n"

@@ -1,0 +1,159 @@
+"""Stateful sessions over HTTP: the `stateful` field, rich outputs streamed as `display` events,
+the restart route, kernels in the session's JSON, and one kernel shared with the CLI through
+the state directory's local socket."""
+import base64
+import json
+import os
+import subprocess
+import threading
+import time
+
+from http_helpers import RUNBOX, processes_matching, unique_marker, wait_gone
+
+PLOT = ("import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+        "print('before', flush=True)\nplt.plot([1, 2, 3])\n")
+
+
+def stateful(server, code, session="web", language="python", expect=200, **fields):
+    return server.execute(expect=expect, language=language, code=code, session_id=session,
+                          stateful=True, **fields)
+
+
+def started(marker, seconds=5.0):
+    deadline = time.time() + seconds
+    while not processes_matching(marker) and time.time() < deadline:
+        time.sleep(0.02)
+    return processes_matching(marker)
+
+
+def stream(server, body, accept):
+    conn = server.connection()
+    conn.request("POST", "/v1/execute", body=json.dumps(body).encode(),
+                 headers=server.headers({"Accept": accept}, json_body=True))
+    response = conn.getresponse()
+    assert response.status == 200
+    return conn, response
+
+
+def test_state_persists_across_requests_and_the_result_says_so(server):
+    first = stateful(server, "import math\nx = 40")
+    assert first["stateful"] is True and first["execution_count"] == 1 and first["results"] == []
+    second = stateful(server, "x + 2")
+    assert second["execution_count"] == 2 and second["kernel_restarted"] is False
+    assert second["results"] == [{"kind": "execute_result", "data": {"text/plain": "42"}}]
+    plain = server.execute(language="python", code="print('x' in dir())", session_id="web")
+    assert plain["stateful"] is False and plain["output"] == "False\n"  # a fresh interpreter
+
+
+def test_ndjson_streams_a_plot_after_the_text_before_it_and_before_the_result(server):
+    conn, response = stream(server, {"language": "python", "code": PLOT, "session_id": "web",
+                                     "stateful": True}, "application/x-ndjson")
+    events = [json.loads(line) for line in response]
+    conn.close()
+    kinds = [e["type"] for e in events]
+    assert kinds[-1] == "result" and "display" in kinds, kinds
+    assert kinds.index("stdout") < kinds.index("display"), kinds  # in the order it happened
+    assert events[kinds.index("display")]["kind"] == "execute_result"  # plot()'s value, then the figure
+    display = next(e for e in events if e["type"] == "display" and "image/png" in e["data"])
+    png = base64.b64decode(display["data"]["image/png"])
+    assert display["kind"] == "display_data" and png.startswith(b"\x89PNG\r\n\x1a\n")
+    assert events[-1]["results"][1]["data"]["image/png"] == display["data"]["image/png"]
+
+
+def test_sse_names_the_display_event(server):
+    conn, response = stream(server, {"language": "javascript", "session_id": "web",
+                                     "stateful": True,
+                                     "code": "display({'text/html': '<b>hi</b>'}, {raw: true})"},
+                            "text/event-stream")
+    body = response.read().decode()
+    conn.close()
+    frames = [f for f in body.split("\n\n") if f.strip()]
+    names = [line.split(": ", 1)[1] for f in frames for line in f.splitlines()
+             if line.startswith("event: ")]
+    assert names[-1] == "result" and "display" in names, body
+    data = [json.loads(line[len("data: "):]) for f in frames for line in f.splitlines()
+            if line.startswith("data: ")]
+    assert {"type": "display", "kind": "display_data", "data": {"text/html": "<b>hi</b>"}} in data
+
+
+def test_the_session_lists_its_kernel_and_restart_stops_it(server):
+    stateful(server, "kept = 1")
+    stateful(server, "X=1", language="bash")
+    session = server.request("GET", "/v1/sessions/web").json()
+    kernels = {k["language"]: k for k in session["kernels"]}
+    assert set(kernels) == {"python", "bash"} and kernels["python"]["state"] == "idle", session
+    assert kernels["python"]["owner_pid"] == server.proc.pid and kernels["python"]["memory_bytes"] > 0
+    one = server.request("POST", "/v1/sessions/web/restart?language=bash")
+    assert one.status == 200 and one.json() == {"session_id": "web", "stopped": 1}, one
+    rest = server.request("POST", "/v1/sessions/web/restart")
+    assert rest.json()["stopped"] == 1
+    assert server.request("GET", "/v1/sessions/web").json()["kernels"] == []
+    after = stateful(server, "'kept' in dir()")
+    assert after["results"][0]["data"]["text/plain"] == "False"
+    assert after["kernel_restarted"] is False  # asked for: not a loss to report
+
+
+def test_restart_refuses_what_it_cannot_do(server):
+    assert server.request("POST", "/v1/sessions/nope/restart").status == 404
+    stateful(server, "pass")
+    bad = server.request("POST", "/v1/sessions/web/restart?language=cobol")
+    assert bad.status == 400 and b"python" in bad.body, bad
+    hostile = server.request("POST", "/v1/sessions/..%2Fetc/restart")
+    assert hostile.status in (400, 404), hostile
+
+
+def test_hostile_stateful_fields_get_clear_errors(server):
+    for value in ("yes", 1, 0.5, [], {}):  # null is leaving it out
+        bad = server.request("POST", "/v1/execute", json_body={"language": "python", "code": "1",
+                                                               "stateful": value})
+        assert bad.status == 400 and b"stateful" in bad.body and b"boolean" in bad.body, bad
+    both = server.request("POST", "/v1/execute", json_body={"language": "python", "code": "1",
+                                                            "stateful": True, "stdin": "x"})
+    assert both.status == 400 and b"stdin" in both.body, both
+
+
+def test_deleting_the_session_stops_its_kernel(server):
+    marker = unique_marker()
+    stateful(server, f"sleep {marker} &", language="bash")
+    assert started(marker)
+    assert server.request("DELETE", "/v1/sessions/web").status == 200
+    assert wait_gone(marker, 10) == []
+
+
+def test_a_timeout_interrupts_and_the_state_stays(server):
+    stateful(server, "total = 5")
+    slow = stateful(server, "import time\nwhile True: time.sleep(0.05)", timeout=1)
+    assert slow["error_type"] == "TimeoutError" and slow["kernel_restarted"] is False, slow
+    assert "KeyboardInterrupt" in slow["error"] and "keeps its state" in slow["error"]
+    assert stateful(server, "total")["results"][0]["data"]["text/plain"] == "5"
+
+
+def test_calls_on_one_session_wait_their_turn(server):
+    """One kernel runs one call at a time: two at once do not interleave in it."""
+    stateful(server, "import time\nlog = []")
+    results = []
+
+    def worker(tag):
+        results.append(stateful(server, f"log.append('{tag}+')\ntime.sleep(0.5)\n"
+                                        f"log.append('{tag}-')"))
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r["success"] for r in results), results
+    log = stateful(server, "log")["results"][0]["data"]["text/plain"]
+    assert log in ("['a+', 'a-', 'b+', 'b-']", "['b+', 'b-', 'a+', 'a-']"), log
+
+
+def test_the_cli_reaches_the_servers_kernel_through_the_local_socket(server):
+    stateful(server, "shared = 'from http'")
+    socket_path = os.path.join(server.state_dir, "runbox.sock")
+    assert os.stat(socket_path).st_mode & 0o777 == 0o600
+    proc = subprocess.run([RUNBOX, "--state-dir", server.state_dir, "run", "python", "-c",
+                           "print(shared)", "--stateful", "--session", "web", "--json"],
+                          capture_output=True, env=server.cli.env(None), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["output"] == "from http\n" and result["execution_count"] == 2, result
