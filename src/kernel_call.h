@@ -28,7 +28,8 @@ typedef struct rbx_kernel {
     char work_path[4400];
     rbx_scratch scratch;
     rbx_kernel_box box;
-    int lock_fd; /* <session>/kernel-<language>.lock, held while it lives */
+    int lock_fd;   /* <session>/kernel-<language>.lock, held while it lives */
+    bool was_lost; /* the lock file said the session's last kernel went unasked */
     pthread_t keeper;
     bool keeper_started;
     int wake[2];             /* closing wake[1] tells the keeper to stop the kernel */

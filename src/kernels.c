@@ -28,13 +28,6 @@ struct rbx_kernels {
     size_t count;
     pthread_t reaper;
     bool reaper_started, closing;
-    /* Sessions whose kernel went against their will (it died, was killed
-     * at an interrupt's end, reaped, evicted): their next call says so. */
-    struct tombstone {
-        struct tombstone *next;
-        char session_id[RBX_SESSION_ID_MAX + 1];
-        const rbx_runtime *runtime;
-    } * lost;
 };
 
 rbx_kernels *rbx_kernels_new(void)
@@ -48,6 +41,12 @@ rbx_kernels *rbx_kernels_new(void)
 }
 
 /* --- one kernel's life ---------------------------------------------------------------- */
+
+/* What a lock file holds once its kernel went against the session's will
+ * (it died, was killed at an interrupt's end, reaped, evicted, or its
+ * runbox stopped): a tombstone, so that the session's next call says its
+ * state is gone, whichever runbox process makes it. */
+#define LOST_RECORD "{\"lost\":true}"
 
 static void lock_file_name(char *out, size_t size, const rbx_runtime *runtime)
 {
@@ -79,6 +78,9 @@ static rbx_status claim(rbx_engine *engine, rbx_kernel *k, rbx_error *err)
                         "(pid %d): send its stateful calls there",
                         k->runtime->name, k->session_id, pid);
     }
+    char previous[64] = "";
+    ssize_t n = pread(k->lock_fd, previous, sizeof previous - 1, 0);
+    k->was_lost = n > 0 && strstr(previous, LOST_RECORD) != NULL;
     return RBX_OK;
 }
 
@@ -264,35 +266,32 @@ static void unlink_kernel(rbx_kernels *kernels, rbx_kernel *k)
         }
 }
 
-/* Remembers (under the lock) that the session's kernel went against its
- * will, so that its next call says its state is gone. */
-static void bury(rbx_kernels *kernels, const rbx_kernel *k)
+/* Leaves the kernel's tombstone in its lock file (see LOST_RECORD). */
+static void bury(const rbx_kernel *k)
 {
-    struct tombstone *t = calloc(1, sizeof *t);
-    if (!t)
-        return;
-    snprintf(t->session_id, sizeof t->session_id, "%s", k->session_id);
-    t->runtime = k->runtime;
-    t->next = kernels->lost;
-    kernels->lost = t;
+    if (k->lock_fd >= 0 && ftruncate(k->lock_fd, 0) == 0)
+        (void)!pwrite(k->lock_fd, LOST_RECORD, strlen(LOST_RECORD), 0);
 }
 
-/* Whether the session's kernel went against its will since its last call
- * (and forgets it). Under the lock. */
-static bool exhume(rbx_kernels *kernels, const char *session_id, const rbx_runtime *runtime)
+/* Forgets the tombstones of the session's kernels (of one language): a
+ * restart that was asked for is no surprise to the next call. A lock file
+ * another process holds is its live kernel's, and left alone. */
+static void forget_lost(rbx_engine *engine, const char *session_id, const char *language)
 {
-    bool found = false;
-    for (struct tombstone **at = &kernels->lost; *at;) {
-        struct tombstone *t = *at;
-        if (!strcmp(t->session_id, session_id) && (!runtime || t->runtime == runtime)) {
-            *at = t->next;
-            free(t);
-            found = true;
-        } else {
-            at = &t->next;
-        }
+    for (size_t i = 0; i < rbx_runtime_count(); i++) {
+        const rbx_runtime *runtime = rbx_runtime_find(rbx_runtime_name(i));
+        if (language && strcmp(runtime->name, language))
+            continue;
+        char rel[RBX_SESSION_ID_MAX + 64], name[48];
+        lock_file_name(name, sizeof name, runtime);
+        snprintf(rel, sizeof rel, "%s/%s", session_id, name);
+        int fd = openat(engine->sessions_fd, rel, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+            (void)!ftruncate(fd, 0);
+        close(fd);
     }
-    return found;
 }
 
 static void *reaper(void *arg);
@@ -334,7 +333,7 @@ static rbx_status take(rbx_engine *engine, const rbx_kernel_call *call, rbx_kern
         k = k->next;
     if (k && !fits(engine, k, call)) {
         if (k->dead || !rbx_kernel_box_alive(&k->box))
-            bury(kernels, k);
+            bury(k);
         unlink_kernel(kernels, k);
         pthread_mutex_unlock(&kernels->lock);
         destroy(engine, k);
@@ -342,7 +341,6 @@ static rbx_status take(rbx_engine *engine, const rbx_kernel_call *call, rbx_kern
         pthread_mutex_lock(&kernels->lock);
         k = NULL;
     }
-    *restarted |= exhume(kernels, call->session->id, call->runtime);
     if (k) {
         k->busy = true;
         pthread_mutex_unlock(&kernels->lock);
@@ -362,7 +360,7 @@ static rbx_status take(rbx_engine *engine, const rbx_kernel_call *call, rbx_kern
                             "--max-kernels",
                             count);
         }
-        bury(kernels, victim);
+        bury(victim);
         unlink_kernel(kernels, victim);
     }
     k = kernel_new(engine, call);
@@ -386,6 +384,7 @@ static rbx_status take(rbx_engine *engine, const rbx_kernel_call *call, rbx_kern
         destroy(engine, k);
         return status;
     }
+    *restarted |= k->was_lost;
     *out = k;
     return RBX_OK;
 }
@@ -447,13 +446,13 @@ size_t rbx_kernels_stop_session(rbx_engine *engine, const char *session_id, cons
             at = &k->next;
         }
     }
-    (void)exhume(kernels, session_id, NULL); /* asked for: the next call is no surprise */
     pthread_mutex_unlock(&kernels->lock);
     while (gone) {
         rbx_kernel *next = gone->next;
         destroy(engine, gone);
         gone = next;
     }
+    forget_lost(engine, session_id, language);
     return n;
 }
 
@@ -477,7 +476,7 @@ static void *reaper(void *arg)
                 (dead || now - k->last_used_ms > idle_ms)) {
                 *at = k->next;
                 kernels->count--;
-                bury(kernels, k);
+                bury(k);
                 k->next = gone;
                 gone = k;
             } else {
@@ -512,13 +511,9 @@ void rbx_kernels_free(rbx_engine *engine)
         pthread_join(kernels->reaper, NULL);
     while (list) {
         rbx_kernel *next = list->next;
+        bury(list); /* runbox stops, and its kernels with it: their sessions did not ask */
         destroy(engine, list);
         list = next;
-    }
-    while (kernels->lost) {
-        struct tombstone *next = kernels->lost->next;
-        free(kernels->lost);
-        kernels->lost = next;
     }
     pthread_mutex_destroy(&kernels->lock);
     pthread_cond_destroy(&kernels->changed);

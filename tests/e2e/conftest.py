@@ -231,3 +231,8 @@ def live_helpers():
         except OSError:
             pass
     return helpers
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "kernel_too: the case runs against a session's kernel too "
+                                       "(stateful calls), not only fresh runs")

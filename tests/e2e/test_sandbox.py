@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 
-from conftest import (ROOT, execution_cgroups, existing, live_helpers, planted_cgroups,
+from conftest import (ROOT, Runbox, execution_cgroups, existing, live_helpers, planted_cgroups,
                       processes_matching, remove_cgroups_left_since, sandbox_processes,
                       unique_marker, wait_gone)
 
@@ -28,6 +28,40 @@ TRY_SYSCALL = os.environ.get("RUNBOX_TRY_SYSCALL",
                              os.path.join(os.path.dirname(os.path.abspath(
                                  os.environ.get("RUNBOX_BIN", os.path.join(ROOT, "build", "runbox")))),
                                  "try-syscall"))
+
+
+# --- the same cases against a session's kernel ----------------------------------------------
+# A stateful session's kernel is a sandbox like any other: each case marked kernel_too runs
+# twice, as fresh runs and as stateful calls into a session's live interpreter.
+
+kernel_too = pytest.mark.kernel_too
+
+
+class KernelRunbox(Runbox):
+    """runbox.run() as a stateful call, in the session the case names or in one of its own."""
+
+    def run(self, language, code, *args, env=None, timeout=120):
+        if "--session" not in args:
+            args = (*args, "--session", "adversary")
+        return super().run(language, code, "--stateful", *args, env=env, timeout=timeout)
+
+    def popen(self, *args, env=None):
+        if args and args[0] == "run":
+            args = (*args, "--stateful")
+        return super().popen(*args, env=env)
+
+
+def pytest_generate_tests(metafunc):
+    if metafunc.definition.get_closest_marker("kernel_too") and "runbox" in metafunc.fixturenames:
+        metafunc.parametrize("runbox", ["fresh", "kernel"], indirect=True)
+
+
+@pytest.fixture
+def runbox(request, tmp_path):
+    kind = KernelRunbox if getattr(request, "param", "fresh") == "kernel" else Runbox
+    box = kind(str(tmp_path / "state"))
+    yield box
+    box.remove_all_sessions()
 
 
 # --- proof of isolation, established once per run before anything destructive ------------
@@ -94,6 +128,33 @@ def test_fork_bomb_is_contained_and_leaves_nothing(runbox, proven, language, cod
 
 
 @pytest.mark.parametrize("language,code", [
+    ("bash", ":(){ :|:& };:; sleep 10"),
+    ("python", "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass"),
+    ("javascript", "const cp=require('child_process'); for(;;){ try { cp.spawn('sleep',['100']) } catch(e) {} }"),
+])
+def test_fork_bomb_in_a_kernel_is_contained_and_goes_with_its_session(proven, tmp_path, language,
+                                                                       code):
+    """In a kernel what the code starts may outlive the call (within the kernel's limits), so
+    the bomb may tick on in the background: it is bounded, and removing the session ends it."""
+    proven.require()
+    box = KernelRunbox(str(tmp_path / "state"))
+    try:
+        start = time.time()
+        result = box.run(language, code, "--timeout", "3", "--no-network", timeout=60)
+        assert time.time() - start < 30, result  # the result came back
+        assert result["error_type"] == "TimeoutError", result["error"][-300:]
+        assert subprocess.run(["/bin/true"], timeout=5).returncode == 0  # the host still forks
+        assert len(sandbox_processes(result["session_id"])) <= 256  # the kernel's pids limit
+        removed = box.cli("sessions", "rm", result["session_id"], "--wait", "30")
+        assert removed.returncode == 0, removed.stderr
+        assert wait_gone("sleep100", 10) == []
+        assert sandbox_processes(result["session_id"]) == []
+    finally:
+        box.remove_all_sessions()
+
+
+@kernel_too
+@pytest.mark.parametrize("language,code", [
     ("python", "a = []\nwhile True: a.append(bytearray(10**7))"),
     ("javascript", "const a = []; for (;;) a.push(Buffer.alloc(1e7, 1));"),
     ("bash", "x=a; while true; do x=$x$x; done"),
@@ -106,6 +167,7 @@ def test_memory_bomb_is_a_memory_error(runbox, proven, language, code):
     assert sandbox_processes(result["session_id"]) == []
 
 
+@kernel_too
 @pytest.mark.parametrize("language,code", [
     ("python", "while True: pass"),
     ("javascript", "for(;;){}"),
@@ -221,6 +283,7 @@ def test_filling_tmp_or_a_one_off_home_is_a_full_disk_not_a_memory_error(runbox,
 
 # --- escape ------------------------------------------------------------------------------
 
+@kernel_too
 @pytest.mark.parametrize("path", ["/etc/passwd", "/etc/runbox-x", "/usr/bin/runbox-x", "/root/x",
                                   "/x", "/proc/sys/kernel/hostname"])
 @pytest.mark.parametrize("language", ["python", "javascript", "bash"])
@@ -241,6 +304,7 @@ def test_writes_outside_the_session_and_tmp_are_refused(runbox, language, path):
         assert not os.path.exists(path)
 
 
+@kernel_too
 @pytest.mark.parametrize("language,code", [
     ("python", "print(open('/etc/shadow').read())"),
     ("javascript", "console.log(require('fs').readFileSync('/etc/shadow','utf8'))"),
@@ -252,6 +316,7 @@ def test_etc_shadow_cannot_be_read(runbox, language, code):
     assert "root:" not in result["output"]
 
 
+@kernel_too
 def test_host_directories_are_not_visible(runbox):
     top = set(runbox.run("bash", "ls /", "--no-network")["output"].split())
     # /opt/runbox/env and /node_modules: where dependency environments appear, empty without.
@@ -263,6 +328,7 @@ def test_host_directories_are_not_visible(runbox):
     assert "shadow" not in etc and "passwd" in etc and "sudoers" not in etc
 
 
+@kernel_too
 def test_another_sessions_files_and_the_state_dir_are_unreachable(runbox):
     secret = uuid.uuid4().hex
     runbox.run("bash", f"echo {secret} > secret.txt", "--session", "victim")
@@ -278,6 +344,7 @@ def test_another_sessions_files_and_the_state_dir_are_unreachable(runbox):
     assert runbox.run("bash", "cat secret.txt", "--session", "victim")["output"] == secret + "\n"
 
 
+@kernel_too
 def test_proc_shows_only_the_executions_own_processes(runbox):
     marker = "5353.5353"
     host = subprocess.Popen(["sleep", marker])
@@ -293,6 +360,7 @@ def test_proc_shows_only_the_executions_own_processes(runbox):
         host.wait()
 
 
+@kernel_too
 def test_host_environment_cannot_be_read_through_proc(runbox):
     secret = "hunter" + uuid.uuid4().hex
     result = runbox.run("bash", "cat /proc/1/environ /proc/1/cmdline /proc/*/environ 2>/dev/null "
@@ -410,6 +478,7 @@ def test_a_sandbox_cannot_use_up_roots_per_user_kernel_limits(runbox, proven, wh
 
 # --- what the sandbox can learn about the host ----------------------------------------------
 
+@kernel_too
 def test_the_host_name_is_the_sandboxs_own(runbox):
     result = runbox.run("python", "import os, socket\nprint(socket.gethostname(), os.uname().nodename,"
                                   " open('/etc/hostname').read().strip(),"
@@ -419,6 +488,7 @@ def test_the_host_name_is_the_sandboxs_own(runbox):
     assert os.uname().nodename not in ("runbox",)  # the host's own name differs, so this tests it
 
 
+@kernel_too
 @pytest.mark.parametrize("path", ["/proc/cmdline", "/proc/config.gz", "/proc/partitions",
                                   "/proc/diskstats", "/proc/modules", "/proc/kallsyms",
                                   "/proc/interrupts", "/proc/swaps", "/proc/locks",
@@ -435,6 +505,7 @@ def test_host_describing_proc_files_read_empty(runbox, path):
     assert result["output"].strip() == "0", (path, result)
 
 
+@kernel_too
 @pytest.mark.parametrize("path", ["/proc/bus", "/proc/fs", "/proc/driver", "/proc/irq",
                                   "/proc/tty", "/proc/pressure", "/proc/acpi"])
 def test_host_describing_proc_directories_are_empty(runbox, path):
@@ -444,6 +515,7 @@ def test_host_describing_proc_directories_are_empty(runbox, path):
     assert result["output"].strip() == "0", (path, result)
 
 
+@kernel_too
 @root_only
 def test_the_mount_table_does_not_name_the_hosts_block_devices(runbox):
     """As root the sandbox's root comes from the prepared namespace: /usr is an overlay, /etc's
@@ -462,6 +534,7 @@ def test_the_mount_table_does_not_name_the_hosts_block_devices(runbox):
         assert fields[2] not in host_devices and fields[fields.index("-") + 2] not in host_devices, line
 
 
+@kernel_too
 def test_proc_sys_is_read_only_and_what_runtimes_read_remains(runbox):
     result = runbox.run("bash", "echo x > /proc/sys/kernel/hostname; echo rc=$?; "
                                 "head -c 9 /proc/cpuinfo /proc/meminfo /proc/stat >/dev/null && "
@@ -472,6 +545,7 @@ def test_proc_sys_is_read_only_and_what_runtimes_read_remains(runbox):
     assert lines[1] == "readable" and int(lines[2]) >= 1 and int(lines[3]) >= 1, result
 
 
+@kernel_too
 def test_kill_minus_9_minus_1_kills_only_the_sandboxs_own_processes(runbox, proven):
     proven.require()
     marker = "5454.5454"
@@ -542,12 +616,14 @@ def test_tiocsti_is_refused_even_with_high_bits(proven, try_syscall_in):
     assert verdicts == {"tiocsti": "EPERM", "tiocsti_highbits": "EPERM"}
 
 
+@kernel_too
 def test_there_is_no_controlling_terminal(runbox):
     result = runbox.run("python", "import os\ntry:\n    os.open('/dev/tty', os.O_RDWR)\n    print('opened')\n"
                                   "except OSError as e:\n    print(e.errno)", "--no-network")
     assert result["output"].strip() in ("6", "2")  # ENXIO: no controlling tty (or no device)
 
 
+@kernel_too
 def test_no_capabilities_and_no_new_privs(runbox):
     result = runbox.run("bash", "grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' "
                                 "/proc/self/status", "--no-network")
@@ -557,6 +633,7 @@ def test_no_capabilities_and_no_new_privs(runbox):
     assert status["NoNewPrivs"] == "1" and status["Seccomp"] == "2"
 
 
+@kernel_too
 def test_mounts_are_nosuid_and_nodev_and_the_root_is_read_only(runbox):
     result = runbox.run("bash", "cat /proc/self/mountinfo", "--no-network")
     for line in result["output"].splitlines():
@@ -577,6 +654,7 @@ def test_mounts_are_nosuid_and_nodev_and_the_root_is_read_only(runbox):
             assert options.startswith("ro"), line
 
 
+@kernel_too
 def test_dev_holds_only_harmless_devices_and_no_device_can_be_made(runbox):
     result = runbox.run("python", "import os, stat\n"
                                   "for name in sorted(os.listdir('/dev')):\n"
@@ -697,6 +775,7 @@ def connect_from_sandbox(runbox, network_flag, *targets):
     return {line.split()[0]: line.split()[1] for line in result["output"].splitlines()}
 
 
+@kernel_too
 def test_network_off_reaches_neither_host_loopback_nor_outside(runbox, loopback_server, outside_host):
     seen = connect_from_sandbox(runbox, "--no-network", f"127.0.0.1:{loopback_server.port}",
                                 f"10.0.2.2:{loopback_server.port}", f"{outside_host}:8099")
@@ -704,6 +783,7 @@ def test_network_off_reaches_neither_host_loopback_nor_outside(runbox, loopback_
     assert loopback_server.accepted == 0
 
 
+@kernel_too
 @root_only
 def test_network_on_reaches_outside_but_not_host_loopback(runbox, loopback_server, outside_host):
     seen = connect_from_sandbox(runbox, "--network", f"{outside_host}:8099",
@@ -712,6 +792,7 @@ def test_network_on_reaches_outside_but_not_host_loopback(runbox, loopback_serve
     assert loopback_server.accepted == 0
 
 
+@kernel_too
 def test_abstract_unix_sockets_do_not_cross_sessions(runbox):
     name = "rbx-" + uuid.uuid4().hex[:8]
     listen = (f"import socket,time\ns=socket.socket(socket.AF_UNIX)\ns.bind('\\0{name}')\n"
@@ -749,6 +830,7 @@ def test_cgroups_left_by_a_killed_runbox_are_swept_and_live_ones_kept(runbox):
         assert existing(owned) == owned
 
 
+@kernel_too
 def test_the_cgroup_namespace_shows_the_execution_its_own_cgroup_as_root(runbox):
     """Nothing of the host's cgroup tree, runbox's name for the execution included, shows."""
     result = runbox.run("bash", "cat /proc/self/cgroup", "--no-network")

@@ -22,6 +22,20 @@ def started(marker, seconds=5.0):
     return processes_matching(marker)
 
 
+def daemons(state_dir):
+    """The `runbox daemon` processes serving state_dir."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv[1:4] == [b"daemon", b"--state-dir", state_dir.encode()]:
+            found.append(int(pid))
+    return found
+
+
 def call(runbox, language, code, session="st", *args, env=None):
     return runbox.run(language, code, "--stateful", "--session", session, "--no-network", *args,
                       env=env)
@@ -234,6 +248,7 @@ def test_an_idle_kernel_is_reaped_and_nothing_of_it_is_left(runbox):
     marker = unique_marker()
     env = {"RUNBOX_KERNEL_IDLE": "1"}
     call(runbox, "bash", f"export KEEP=1; sleep {marker} &", env=env)
+    assert len(daemons(runbox.state_dir)) == 1  # started on demand
     names = {os.path.basename(p) for p in execution_cgroups() - before}
     assert started(marker) and len(names) == 1, names  # one cgroup, in each hierarchy
     deadline = time.time() + 20
@@ -242,6 +257,11 @@ def test_an_idle_kernel_is_reaped_and_nothing_of_it_is_left(runbox):
     assert processes_matching(marker) == [] and execution_cgroups() - before == set()
     listed = json.loads(runbox.cli("sessions", "list", "--json").stdout)
     assert listed[0]["kernels"] == []  # its files stay, the kernel is gone
+    # The daemon the CLI started goes too, once it has no kernel left (like gpg-agent).
+    deadline = time.time() + 20
+    while daemons(runbox.state_dir) and time.time() < deadline:
+        time.sleep(0.2)
+    assert daemons(runbox.state_dir) == []
     after = call(runbox, "bash", "echo ${KEEP:-gone}", env=env)
     assert after["output"] == "gone\n" and after["kernel_restarted"] is True
 

@@ -35,12 +35,13 @@ def start_server(tmp_path):
 
     yield start
     failures = []
-    for server in servers:
-        try:
+    try:
+        for server in servers:  # all of them first: a live one keeps the storage busy
             code = server.stop()
             if code != server.expected_exit:
                 failures.append(f"runbox serve exited {code}: {server.log_text()[-3000:]}")
-        finally:
+    finally:
+        for server in servers:
             server.cleanup()
     assert not failures, failures
 

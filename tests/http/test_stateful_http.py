@@ -157,3 +157,14 @@ def test_the_cli_reaches_the_servers_kernel_through_the_local_socket(server):
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["output"] == "from http\n" and result["execution_count"] == 2, result
+
+
+def test_a_kernel_lost_with_its_server_is_reported_by_the_next_server(start_server):
+    first = start_server()
+    stateful(first, "kept = 1")
+    assert first.stop() == 0
+    second = start_server()
+    after = stateful(second, "'kept' in dir()")
+    assert after["results"][0]["data"]["text/plain"] == "False"
+    assert after["kernel_restarted"] is True  # the state went without the session asking
+    assert stateful(second, "1")["kernel_restarted"] is False  # said once
