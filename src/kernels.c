@@ -356,8 +356,8 @@ static rbx_status take(rbx_engine *engine, const rbx_kernel_call *call, rbx_kern
             size_t count = kernels->count;
             pthread_mutex_unlock(&kernels->lock);
             return rbx_fail(err, RBX_EBUSY,
-                            "all %zu kernels are running calls: try again, or raise "
-                            "--max-kernels",
+                            "each of the %zu kernels this runbox may keep is running a call: "
+                            "try again when one is done, or raise --max-kernels",
                             count);
         }
         bury(victim);

@@ -79,8 +79,8 @@ static int list(rbx_engine *engine, bool as_json)
             /* Each live kernel: language, memory, idle time. */
             for (size_t k = 0; k < infos[i].kernel_count; k++) {
                 const rbx_kernel_info *kernel = &infos[i].kernels[k];
-                printf(" %s-kernel(%llu MiB, idle %llds, pid %d)", kernel->language,
-                       (unsigned long long)(kernel->memory_bytes >> 20), (long long)kernel->idle_s,
+                printf(" %s-kernel(%.1f MiB, idle %llds, pid %d)", kernel->language,
+                       (double)kernel->memory_bytes / (1 << 20), (long long)kernel->idle_s,
                        kernel->owner_pid);
             }
             putchar('\n');

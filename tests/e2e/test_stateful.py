@@ -4,6 +4,7 @@ outputs, interrupts that keep state, and kernels that go when they must, leaving
 import base64
 import json
 import os
+import re
 import struct
 import subprocess
 import time
@@ -224,6 +225,9 @@ def test_sessions_list_shows_the_kernel_and_restart_stops_it(kernels):
     kernel = listed[0]["kernels"][0]
     assert kernel["language"] == "python" and kernel["state"] == "idle"
     assert kernel["memory_bytes"] > 1 << 20 and kernel["idle_s"] >= 0 and kernel["owner_pid"] > 0
+    text = kernels.cli("sessions", "list").stdout.decode()
+    assert re.search(r"^st .* idle +python-kernel\(\d+\.\d MiB, idle \d+s, pid \d+\)$", text,
+                     re.M), text
     restarted = kernels.cli("sessions", "restart", "st")
     assert restarted.returncode == 0 and b"stopped 1 kernel" in restarted.stdout, restarted
     assert json.loads(kernels.cli("sessions", "list", "--json").stdout)[0]["kernels"] == []

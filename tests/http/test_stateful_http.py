@@ -168,3 +168,19 @@ def test_a_kernel_lost_with_its_server_is_reported_by_the_next_server(start_serv
     assert after["results"][0]["data"]["text/plain"] == "False"
     assert after["kernel_restarted"] is True  # the state went without the session asking
     assert stateful(second, "1")["kernel_restarted"] is False  # said once
+
+
+def test_when_every_kernel_is_busy_a_new_one_gets_a_clear_error(start_server):
+    server = start_server(global_args=("--max-kernels", "1"))
+    holder = threading.Thread(target=stateful, args=(server, "import time\ntime.sleep(3)", "a"))
+    holder.start()
+    deadline = time.time() + 10
+    while not server.request("GET", "/v1/sessions/a").json().get("kernels") and \
+            time.time() < deadline:
+        time.sleep(0.05)
+    refused = server.request("POST", "/v1/execute", json_body={
+        "language": "python", "code": "1", "session_id": "b", "stateful": True})
+    holder.join()
+    assert refused.status == 409, refused
+    assert b"each of the 1 kernels this runbox may keep is running a call" in refused.body and b"--max-kernels" in refused.body
+    assert stateful(server, "2", "b")["results"][0]["data"]["text/plain"] == "2"  # then it fits
