@@ -209,8 +209,16 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
     const char *use_template = getenv("RUNBOX_TEMPLATE");
     if (engine->is_root && !(use_template && !strcmp(use_template, "0"))) {
         engine->template = calloc(1, sizeof *engine->template);
-        if (engine->template)
+        if (engine->template) {
             engine->template->ns_fd = -1;
+            /* Too long a path: each process builds its own. */
+            static const char sub[] = "/templates";
+            size_t len = strlen(engine->state_dir);
+            if (len + sizeof sub <= sizeof engine->template->pin_dir) {
+                memcpy(engine->template->pin_dir, engine->state_dir, len);
+                memcpy(engine->template->pin_dir + len, sub, sizeof sub);
+            }
+        }
     }
     if (engine->config.policy_file &&
         !(engine->policy = rbx_policy_load(engine->config.policy_file, err))) {

@@ -20,6 +20,8 @@
 #include "storage.h"
 #include "btrfs.h"
 #include "owner.h"
+#include "sandbox/template.h"
+#include "sandbox/template_pin.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -379,6 +381,10 @@ void rbx_storage_info_get(rbx_engine *engine, rbx_storage_info *info)
 
 rbx_status rbx_storage_unmount(rbx_engine *engine, rbx_error *err)
 {
+    /* The prepared namespaces pinned for this state directory go too: the
+     * next runbox on it builds and pins them again. */
+    if (engine->template)
+        rbx_template_unpin(engine->template->pin_dir, NULL);
     if (engine->storage != RBX_STORAGE_BTRFS)
         return RBX_OK;
     rbx_storage_close(engine);

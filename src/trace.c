@@ -7,8 +7,9 @@
 #include <time.h>
 
 static const char *const phase_names[RBX_PHASE_COUNT] = {
-    "start",     "validate_us", "env_us",  "session_us",    "clone_us", "release_us",  "cgroup_us",
-    "mounts_us", "fork_us",     "exec_us", "first_byte_us", "exit_us",  "teardown_us",
+    "start",       "validate_us", "env_us",        "session_us", "scratch_us",
+    "template_us", "clone_us",    "release_us",    "cgroup_us",  "mounts_us",
+    "fork_us",     "exec_us",     "first_byte_us", "exit_us",    "teardown_us",
 };
 
 rbx_trace *rbx_trace_new(void)

@@ -11,7 +11,9 @@ typedef enum rbx_phase {
     RBX_PHASE_START,      /* rbx_execute called */
     RBX_PHASE_VALIDATED,  /* request, policy and requirements checked */
     RBX_PHASE_ENV,        /* dependency environment found or installed */
-    RBX_PHASE_SESSION,    /* session locked (and its disk mounted) */
+    RBX_PHASE_SESSION,    /* session locked */
+    RBX_PHASE_SCRATCH,    /* the execution's scratch subvolume made (/tmp, a one-off home) */
+    RBX_PHASE_TEMPLATE,   /* the prepared mount namespace found (or built) */
     RBX_PHASE_CLONED,     /* namespaces created: clone3 returned */
     RBX_PHASE_RELEASED,   /* users mapped, network up, init told to go */
     RBX_PHASE_CGROUP,     /* init: in the execution's cgroup */

@@ -1,6 +1,8 @@
 /* The prepared mount namespace (see template.h). */
 #include "sandbox/template.h"
+#include "runbox.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/template_pin.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,8 +20,13 @@
 /* Installing or removing packages changes these directories' times: the
  * namespace holds copies of /etc's files, and overlayfs wants its lower
  * layer left alone, so a change means a new namespace. */
-static const char *const stamps[] = {"/usr", "/usr/bin", "/usr/lib", "/usr/lib/x86_64-linux-gnu",
-                                     "/usr/lib/aarch64-linux-gnu", "/etc", "/etc/ssl/certs",
+static const char *const stamps[] = {"/usr",
+                                     "/usr/bin",
+                                     "/usr/lib",
+                                     "/usr/lib/x86_64-linux-gnu",
+                                     "/usr/lib/aarch64-linux-gnu",
+                                     "/etc",
+                                     "/etc/ssl/certs",
                                      "/etc/alternatives"};
 #define CHECK_EVERY_MS 1000
 
@@ -74,8 +81,8 @@ static int build(const rbx_root_plan *plan, char *why, size_t why_size)
     }
     /* A plain clone: a copy of a multi-threaded server runs no atfork
      * handlers, and the builder calls only system calls. */
-    pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | SIGCHLD, NULL, NULL, NULL,
-                               NULL);
+    pid_t pid =
+        (pid_t)syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | SIGCHLD, NULL, NULL, NULL, NULL);
     if (pid == 0)
         _exit(builder(plan, ready[1], go[0]));
     close(ready[1]);
@@ -105,6 +112,52 @@ static int build(const rbx_root_plan *plan, char *why, size_t why_size)
     return ns;
 }
 
+/* Bumped when what a template holds changes, so that a runbox of another
+ * version never uses one it did not build. */
+#define TEMPLATE_LAYOUT 1
+
+/* The pinned namespace's name: the host's stamp, then a hash (FNV-1a) of
+ * the plan (plain data, zeroed before it was filled), the version and the
+ * layout. */
+static void pin_name(char *out, size_t size, time_t stamp, const rbx_root_plan *plan)
+{
+    uint64_t hash = 1469598103934665603ull;
+    const unsigned char *bytes = (const unsigned char *)plan;
+    for (size_t i = 0; i < sizeof *plan; i++)
+        hash = (hash ^ bytes[i]) * 1099511628211ull;
+    const char *version = RBX_VERSION;
+    for (const char *c = version; *c; c++)
+        hash = (hash ^ (unsigned char)*c) * 1099511628211ull;
+    hash = (hash ^ TEMPLATE_LAYOUT) * 1099511628211ull;
+    snprintf(out, size, "mnt-%lld-%016llx", (long long)stamp, (unsigned long long)hash);
+}
+
+/* The pinned namespace, else one built here (and pinned, when it can be:
+ * a runbox that cannot still uses its own). */
+static int pinned_or_built(rbx_template *t, const rbx_root_plan *plan, time_t stamp)
+{
+    if (!t->pin_dir[0])
+        return build(plan, t->why, sizeof t->why);
+    char name[96], stamp_prefix[40];
+    pin_name(name, sizeof name, stamp, plan);
+    int ns = rbx_template_pin_open(t->pin_dir, name);
+    if (ns >= 0)
+        return ns;
+    int lock = rbx_template_pin_lock(t->pin_dir);
+    ns = rbx_template_pin_open(t->pin_dir, name); /* another built it meanwhile */
+    if (ns < 0) {
+        ns = build(plan, t->why, sizeof t->why);
+        if (ns >= 0 && lock >= 0 && rbx_template_pin(t->pin_dir, name, ns) == 0) {
+            /* Built for system paths that are gone: nobody needs those. */
+            snprintf(stamp_prefix, sizeof stamp_prefix, "mnt-%lld-", (long long)stamp);
+            rbx_template_unpin(t->pin_dir, stamp_prefix);
+        }
+    }
+    if (lock >= 0)
+        close(lock);
+    return ns;
+}
+
 int rbx_template_ready(rbx_template *t, const rbx_root_plan *plan)
 {
     int64_t now = rbx_now_ms();
@@ -116,7 +169,7 @@ int rbx_template_ready(rbx_template *t, const rbx_root_plan *plan)
     t->checked = now;
     if (t->ns_fd >= 0 && stamp == t->stamp)
         return t->ns_fd;
-    int fresh = build(plan, t->why, sizeof t->why);
+    int fresh = pinned_or_built(t, plan, stamp);
     if (fresh < 0)
         return t->ns_fd; /* the one we had, if any, still serves */
     if (t->ns_fd >= 0)
@@ -216,7 +269,8 @@ int rbx_template_detach_dirs(rbx_root_request *request)
     request->home_tree = request->tmp_tree = -1;
     for (size_t i = 0; i < RBX_MAX_BINDS; i++)
         request->bind_trees[i] = -1;
-    if ((request->session_path && (request->home_tree = detach(request->session_path, common)) < 0) ||
+    if ((request->session_path &&
+         (request->home_tree = detach(request->session_path, common)) < 0) ||
         (request->tmp_path && (request->tmp_tree = detach(request->tmp_path, common)) < 0))
         goto fail;
     for (size_t i = 0; i < request->bind_count; i++) {

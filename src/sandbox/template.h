@@ -20,11 +20,15 @@ typedef struct rbx_template {
     time_t stamp;    /* what the host's system paths looked like when it was built */
     int64_t checked; /* when that was last compared (monotonic ms) */
     char why[200];   /* why there is none, for runbox check */
+    /* Where namespaces are pinned for every runbox process on the state
+     * directory (template_pin.h); "" to build one per process. */
+    char pin_dir[4096];
 } rbx_template;
 
-/* Builds the namespace (a child of runbox, root on the host, in new mount
- * and PID namespaces, builds the root and pivots into it), or builds it
- * again when the host's system paths changed since (a package was
+/* The namespace: the one pinned in t->pin_dir for this plan and these
+ * system paths, else built (a child of runbox, root on the host, in new
+ * mount and PID namespaces, builds the root and pivots into it) and pinned;
+ * built again when the host's system paths changed since (a package was
  * installed). Returns the namespace's fd, or -1 with t->why. Call with the
  * engine's lock held. */
 int rbx_template_ready(rbx_template *t, const rbx_root_plan *plan);

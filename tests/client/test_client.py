@@ -56,9 +56,10 @@ def no_storage_left_mounted(tmp_path):
     yield
     with open("/proc/self/mountinfo") as f:
         targets = [line.split()[4] for line in f]
-    for target in targets:
-        if target.startswith(str(tmp_path) + "/") and target.endswith("/sessions"):
-            subprocess.run(["umount", target], capture_output=True)
+    for target in sorted(targets, reverse=True):
+        if target.startswith(str(tmp_path) + "/") and (target.endswith("/sessions") or
+                                                       "/templates" in target):
+            subprocess.run(["umount", "-l", target], capture_output=True)
 
 
 @pytest.fixture(params=["http", "local"])

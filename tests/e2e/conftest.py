@@ -66,18 +66,19 @@ class Runbox:
 
 
 def unmount_storage_below(path):
-    """Unmounts the storage images (mounted once per state directory, as root) of every state
-    directory a test made below path: tests that make state directories of their own leave
-    no mount behind. Returns what was still mounted."""
+    """Unmounts the storage images and pinned prepared namespaces (each mounted once per state
+    directory, as root) of every state directory a test made below path: tests that make state
+    directories of their own leave no mount behind. Returns what was still mounted."""
     left = []
     with open("/proc/self/mountinfo") as f:
         for line in f:
             fields = line.split()
             target = fields[4].replace("\\040", " ")
-            if target.startswith(str(path) + "/") and target.endswith("/sessions"):
+            if target.startswith(str(path) + "/") and (target.endswith("/sessions") or
+                                                         "/templates" in target):
                 left.append(target)
-    for target in left:
-        subprocess.run(["umount", target], capture_output=True)
+    for target in sorted(left, reverse=True):  # a pinned namespace before its directory
+        subprocess.run(["umount", "-l", target], capture_output=True)
     return left
 
 

@@ -60,6 +60,22 @@ def test_sessions_add_nothing_to_the_hosts_mount_table_nor_loop_devices(runbox):
 
 
 @root_only
+def test_runs_share_one_pinned_prepared_namespace_and_unmount_takes_it(runbox):
+    """A CLI run is one execution: it uses the prepared namespace the first run pinned in the
+    state directory instead of building its own (the same namespace, run after run)."""
+    pinned = lambda: [line for line in mount_lines() if f"{runbox.state_dir}/templates/" in line]
+    runbox.run("bash", "true", "--no-network")
+    first = pinned()
+    assert len(first) == 1 and " nsfs " in first[0] and "mnt:[" in first[0], first
+    for _ in range(3):
+        assert runbox.run("bash", "echo hi", "--no-network")["output"] == "hi\n"
+    assert pinned() == first
+    assert runbox.cli("storage", "unmount").returncode == 0
+    assert [line for line in mount_lines() if f"{runbox.state_dir}/templates" in line] == []
+    assert runbox.run("bash", "echo again", "--no-network")["output"] == "again\n"  # pinned anew
+
+
+@root_only
 def test_an_idle_session_costs_the_host_at_most_64_kib(runbox):
     image = os.path.join(runbox.state_dir, "sessions.img")
     runbox.run("bash", "true", "--session", "warm", "--no-network")

@@ -1,0 +1,28 @@
+/* Prepared mount namespaces pinned in the state directory, so that every
+ * runbox process on it uses one instead of building its own: a CLI run is
+ * one execution, and building the namespace (the /usr overlay, copies of
+ * /etc's files) costs it more than the execution. A namespace outlives its
+ * processes while its nsfs file is bind-mounted somewhere: here, on a file
+ * in <state>/templates (itself a private bind mount, since the kernel
+ * refuses such mounts where they would propagate). The host's mount table
+ * gains those two lines per state directory, whatever the load. */
+#ifndef RBX_TEMPLATE_PIN_H
+#define RBX_TEMPLATE_PIN_H
+
+/* The pinned namespace named name in dir, opened; -1 when there is none
+ * (or what is there is not a mount namespace). */
+int rbx_template_pin_open(const char *dir, const char *name);
+
+/* Serializes the builders of dir's namespaces across processes: returns a
+ * lock fd to close when done, or -1 (then build without it). */
+int rbx_template_pin_lock(const char *dir);
+
+/* Pins ns_fd as dir/name. Returns 0, or -1 with errno. */
+int rbx_template_pin(const char *dir, const char *name, int ns_fd);
+
+/* Unpins every namespace in dir whose name does not start with keep (all
+ * of them when keep is NULL); with keep NULL the directory's own private
+ * mount goes too. Processes that hold one keep it. */
+void rbx_template_unpin(const char *dir, const char *keep);
+
+#endif
