@@ -169,6 +169,15 @@ char *rbx_utf8_sanitize(const char *data, size_t len, size_t *out_len)
     return out;
 }
 
+size_t rbx_utf8_valid_prefix(const char *data, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)data;
+    size_t i = 0, bad;
+    for (int n; i < len && (n = utf8_sequence(s + i, len - i, &bad)) > 0;)
+        i += (size_t)n;
+    return i;
+}
+
 size_t rbx_utf8_complete_prefix(const char *data, size_t len)
 {
     /* Only the last three bytes can start an unfinished sequence. */

@@ -22,7 +22,7 @@
  * request's own variables. Nothing is inherited from runbox's environment. */
 static const char *const fixed_env[] = {
     "PATH=/usr/local/bin:/usr/bin:/bin",
-    "HOME=" RBX_SANDBOX_HOME,
+    ("HOME=" RBX_SANDBOX_HOME), /* one element: parenthesized for clang */
     "LANG=C.UTF-8",
     "TERM=dumb",
     "TMPDIR=/tmp",
@@ -112,16 +112,28 @@ static void append_note(rbx_result *result, const char *note)
 
 /* A NUL byte cannot be part of valid source in any of our languages, and
  * bash could not even see past it: refuse it as a syntax error. */
-static bool find_nul(const rbx_request *request, size_t *offset, size_t *line)
+/* The first byte that code cannot hold, or NULL: a NUL (no interpreter
+ * takes one), or in a stateful call to a JSON-speaking kernel a byte that
+ * is not UTF-8 (JSON holds text; Python would refuse the source anyway). */
+static const char *unrunnable(const rbx_request *request, const rbx_runtime *runtime,
+                              size_t *offset, size_t *line, const char **what)
 {
-    const char *nul = memchr(request->code, 0, request->code_len);
-    if (!nul)
-        return false;
-    *offset = (size_t)(nul - request->code);
+    const char *bad = memchr(request->code, 0, request->code_len);
+    *what = "a NUL byte";
+    if (!bad && request->stateful && runtime->kernel_dialect == RBX_KERNEL_JSON) {
+        size_t valid = rbx_utf8_valid_prefix(request->code, request->code_len);
+        if (valid < request->code_len) {
+            bad = request->code + valid;
+            *what = "a byte that is not UTF-8 (a stateful call's code must be UTF-8)";
+        }
+    }
+    if (!bad)
+        return NULL;
+    *offset = (size_t)(bad - request->code);
     *line = 1;
-    for (const char *p = request->code; p < nul; p++)
+    for (const char *p = request->code; p < bad; p++)
         *line += *p == '\n';
-    return true;
+    return bad;
 }
 
 static void fill_exit(rbx_result *result, const rbx_outcome *outcome)
@@ -383,6 +395,7 @@ static rbx_status run_in_sandbox(const execution *x, rbx_result *result, rbx_err
         spec.code_fd = code_fd;
         result->network = spec.network == RBX_NET_OUTSIDE;
         spec.template_ns = rbx_engine_template_ns(x->engine);
+        rbx_trace_mark(x->trace, RBX_PHASE_TEMPLATE);
         status = rbx_sandbox_start(&spec, &sandbox, err);
         if (spec.template_ns >= 0)
             close(spec.template_ns);
@@ -441,12 +454,12 @@ static rbx_status policy_result(const char *rule, rbx_result *result)
     return result->output && result->error ? RBX_OK : RBX_ESYSTEM;
 }
 
-static rbx_status syntax_result(const rbx_runtime *runtime, size_t offset, size_t line,
-                                rbx_result *result)
+static rbx_status syntax_result(const rbx_runtime *runtime, const char *what, size_t offset,
+                                size_t line, rbx_result *result)
 {
-    char message[160];
+    char message[200];
     snprintf(message, sizeof message,
-             "SyntaxError: the code contains a NUL byte at offset %zu (line %zu)\n", offset, line);
+             "SyntaxError: the code contains %s at offset %zu (line %zu)\n", what, offset, line);
     result->output = strdup("");
     result->error = strdup(message);
     result->error_len = strlen(message);
@@ -505,6 +518,7 @@ static rbx_status run_in_session(execution *x, rbx_result *result, rbx_error *er
     } else {
         rbx_scratch scratch;
         status = rbx_scratch_make(x->engine, session.one_off, &scratch, err);
+        rbx_trace_mark(x->trace, RBX_PHASE_SCRATCH);
         x->scratch = &scratch;
         if (status == RBX_OK)
             status = run_in_sandbox(x, result, err);
@@ -517,22 +531,22 @@ static rbx_status run_in_session(execution *x, rbx_result *result, rbx_error *er
     return status;
 }
 
-/* Refusals that need no session and run nothing: a NUL byte in the code,
- * or the operator's policy. Returns true when the result is one of those. */
+/* Refusals that need no session and run nothing: a byte the code cannot
+ * hold (see unrunnable), or the operator's policy. Returns true when the result is one of those. */
 static bool refused(const rbx_engine *engine, const rbx_request *request,
                     const rbx_runtime *runtime, rbx_result *result, rbx_status *status)
 {
-    size_t nul_offset, nul_line;
-    const char *rule = NULL;
-    if (!find_nul(request, &nul_offset, &nul_line) &&
+    size_t bad_offset, bad_line;
+    const char *rule = NULL, *what = NULL;
+    if (!unrunnable(request, runtime, &bad_offset, &bad_line, &what) &&
         !(rule = rbx_policy_match(engine->policy, runtime->name, request->code)))
         return false;
     if (request->session_id)
         snprintf(result->session_id, sizeof result->session_id, "%s", request->session_id);
     else
         rbx_session_id_new(result->session_id);
-    *status =
-        rule ? policy_result(rule, result) : syntax_result(runtime, nul_offset, nul_line, result);
+    *status = rule ? policy_result(rule, result)
+                   : syntax_result(runtime, what, bad_offset, bad_line, result);
     return true;
 }
 

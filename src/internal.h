@@ -141,6 +141,8 @@ void rbx_capture_free(rbx_capture *capture);
 
 /* utf8.c helpers (in capture.c): replace invalid sequences by U+FFFD. */
 char *rbx_utf8_sanitize(const char *data, size_t len, size_t *out_len);
+/* Length of the longest prefix of data that is valid UTF-8. */
+size_t rbx_utf8_valid_prefix(const char *data, size_t len);
 /* Length of the longest prefix of data that does not end inside a
  * multi-byte sequence that could still be completed by more bytes. */
 size_t rbx_utf8_complete_prefix(const char *data, size_t len);

@@ -53,20 +53,6 @@ static void drop_stale(rbx_kernel *k)
         ;
 }
 
-static int send_all(int fd, const char *data, size_t len)
-{
-    while (len) {
-        ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        data += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 static void on_event(call_state *s, rbx_kernel_event *event)
 {
     if (event->type == RBX_KERNEL_EVENT_DISPLAY) {
@@ -241,12 +227,14 @@ static void notes(call_state *s, rbx_result *result, bool lost, bool oom)
     note(result, text);
 }
 
-/* The driver's end, read from init's report once init is gone. */
+/* The driver's end, from init's report. The driver's channel can close
+ * (the interpreter exited) a moment before init has reported and gone:
+ * init gets a moment for that, so that os._exit(3) says 3, not a kill. */
 static void read_report(call_state *s)
 {
     int fd = s->k->box.sandbox.status_fd;
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    if (fd >= 0 && poll(&p, 1, 200) > 0)
+    if (fd >= 0 && poll(&p, 1, 500) > 0)
         s->reported = read(fd, &s->report, sizeof s->report) == (ssize_t)sizeof s->report;
 }
 
@@ -343,7 +331,7 @@ rbx_status rbx_kernel_call_run(rbx_engine *engine, rbx_kernel *k, const rbx_kern
         rbx_kernel_wire_request(k->runtime->kernel_dialect, s.id, request->code, request->code_len,
                                 request->env, request->env_count, &len);
     rbx_trace_mark(call->trace, RBX_PHASE_RELEASED);
-    if (!bytes || send_all(k->box.channel, bytes, len) != 0)
+    if (!bytes || rbx_kernel_box_send(&k->box, bytes, len) != 0)
         s.broken = true;
     free(bytes);
     if (!s.broken)
@@ -351,7 +339,7 @@ rbx_status rbx_kernel_call_run(rbx_engine *engine, rbx_kernel *k, const rbx_kern
     *lost = !s.done;
     if (*lost) {
         k->dead = true;
-        if (s.died)
+        if (s.died || s.broken)
             read_report(&s);
     } else {
         drain_output(&s);

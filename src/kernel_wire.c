@@ -96,7 +96,12 @@ static char *json_request(int64_t id, const char *code, size_t code_len, const c
         const char *eq = strchr(env[i], '=');
         char name[256];
         snprintf(name, sizeof name, "%.*s", (int)(eq - env[i]), env[i]);
-        json_object_set_new(vars, name, json_string(eq + 1));
+        /* JSON holds text: a value that is not UTF-8 goes with U+FFFD. */
+        size_t clean_len;
+        char *clean = rbx_utf8_sanitize(eq + 1, strlen(eq + 1), &clean_len);
+        if (clean)
+            json_object_set_new(vars, name, json_stringn(clean, clean_len));
+        free(clean);
     }
     json_t *request =
         json_pack("{s:I, s:s%, s:o}", "id", (json_int_t)id, "code", code, code_len, "env", vars);

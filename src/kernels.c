@@ -199,6 +199,16 @@ static void destroy(rbx_engine *engine, rbx_kernel *k)
     free(k);
 }
 
+/* Stops each kernel of a chain taken out of the registry (by next). */
+static void destroy_chain(rbx_engine *engine, rbx_kernel *gone)
+{
+    while (gone) {
+        rbx_kernel *next = gone->next;
+        destroy(engine, gone);
+        gone = next;
+    }
+}
+
 static rbx_kernel *kernel_new(rbx_engine *engine, const rbx_kernel_call *call)
 {
     rbx_kernel *k = calloc(1, sizeof *k);
@@ -447,11 +457,7 @@ size_t rbx_kernels_stop_session(rbx_engine *engine, const char *session_id, cons
         }
     }
     pthread_mutex_unlock(&kernels->lock);
-    while (gone) {
-        rbx_kernel *next = gone->next;
-        destroy(engine, gone);
-        gone = next;
-    }
+    destroy_chain(engine, gone);
     forget_lost(engine, session_id, language);
     return n;
 }
@@ -484,11 +490,7 @@ static void *reaper(void *arg)
             }
         }
         pthread_mutex_unlock(&kernels->lock);
-        while (gone) {
-            rbx_kernel *next = gone->next;
-            destroy(engine, gone);
-            gone = next;
-        }
+        destroy_chain(engine, gone);
         pthread_mutex_lock(&kernels->lock);
     }
     pthread_mutex_unlock(&kernels->lock);

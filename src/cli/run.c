@@ -1,5 +1,6 @@
 /* runbox run: one execution from the command line. */
 #include "cli/cli.h"
+#include "local/local.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -227,10 +228,17 @@ static int render(const rbx_result *result, enum output_mode mode)
 /* The request as the local socket takes it (HTTP's execute body). */
 static json_t *request_json(const rbx_request *request)
 {
-    json_t *body = json_pack("{s:s, s:s%, s:b}", "language", request->language, "code",
-                             request->code, request->code_len, "stateful", 1);
-    if (!body)
+    json_t *body = json_pack("{s:s, s:b}", "language", request->language, "stateful", 1);
+    json_t *code = json_stringn(request->code, request->code_len);
+    bool text = code != NULL; /* UTF-8: else its bytes go as code_bytes */
+    if (!code)
+        code = local_bytes_to_json(request->code, request->code_len);
+    if (!body || !code) {
+        json_decref(body);
+        json_decref(code);
         return NULL;
+    }
+    json_object_set_new(body, text ? "code" : "code_bytes", code);
     if (request->session_id)
         json_object_set_new(body, "session_id", json_string(request->session_id));
     if (request->timeout_s > 0)
@@ -287,9 +295,13 @@ static int run_stateful(const cli_globals *globals, rbx_engine *engine, const rb
         return EXIT_SYSTEM;
     }
     json_t *body = request_json(request);
+    if (!body) {
+        fprintf(stderr, "runbox: out of memory\n");
+        close(fd);
+        return EXIT_SYSTEM;
+    }
     FILE *in = fdopen(fd, "r");
-    if (!body || !in ||
-        cli_local_send(fd, json_pack("{s:s, s:o}", "op", "execute", "request", body)) != 0) {
+    if (!in || cli_local_send(fd, json_pack("{s:s, s:o}", "op", "execute", "request", body)) != 0) {
         fprintf(stderr, "runbox: cannot reach the runbox process that holds kernels\n");
         if (in)
             fclose(in);

@@ -7,6 +7,7 @@
  *
  * One request per connection, a line of JSON; the answer is lines of JSON:
  *   {"op": "execute", "request": {...as HTTP's POST /v1/execute...}}
+ *       (code that is not UTF-8 as "code_bytes", see below)
  *       -> the stream's events ({"type": "stdout" | "stderr" | "display"}),
  *          then {"type": "result", ...} or {"type": "error", ...}
  *   {"op": "restart", "session_id": ID, "language": L or null}
@@ -24,6 +25,7 @@
 
 #include "runbox.h"
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #define LOCAL_SOCKET "runbox.sock"
@@ -44,6 +46,14 @@ bool local_server_stop_asked(local_server *server);
 bool local_server_idle(local_server *server, int64_t *since_ms);
 /* Stops accepting, cancels what runs, waits for its connections. */
 void local_server_stop(local_server *server);
+
+/* Code that is not UTF-8 on the socket: "code_bytes" in the request, a
+ * string of code points U+0000 to U+00FF, one per byte (bytes.c). From
+ * JSON, a string holding the bytes themselves (jansson keeps any bytes in
+ * a string made without its UTF-8 check), or NULL when value is not such
+ * a string. */
+json_t *local_bytes_to_json(const char *data, size_t len);
+json_t *local_bytes_from_json(json_t *value);
 
 /* What a status is called on the socket, and back. */
 const char *local_status_name(rbx_status status);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -222,6 +223,20 @@ static void execute(local_server *server, int fd, json_t *message)
         send_error(fd, RBX_EINVAL, "'request' must be an object, as HTTP's POST /v1/execute");
         return;
     }
+    json_t *raw = json_object_get(body, "code_bytes");
+    if (raw) {
+        json_t *code = local_bytes_from_json(raw);
+        if (!code || json_object_get(body, "code")) {
+            json_decref(code);
+            json_decref(body);
+            send_error(fd, RBX_EINVAL,
+                       "'code_bytes' must be a string of code points U+0000 to U+00FF, one per "
+                       "byte, instead of 'code'");
+            return;
+        }
+        json_object_set_new(body, "code", code);
+        json_object_del(body, "code_bytes");
+    }
     cli_form form;
     form_error why;
     if (!cli_form_parse(&form, body, &why)) {
@@ -270,8 +285,14 @@ static void restart_or_remove(local_server *server, int fd, json_t *message, boo
         send_json(fd, json_pack("{s:s, s:I}", "type", "restarted", "stopped", (json_int_t)stopped));
 }
 
+/* How long a client may take to send its request line: a connection that
+ * says nothing must not hold one of the server's threads for good. */
+#define REQUEST_TIMEOUT_S 10
+
 static void serve_one(local_server *server, int fd)
 {
+    struct timeval limit = {.tv_sec = REQUEST_TIMEOUT_S};
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
     size_t len;
     char *line = read_line(fd, &len);
     json_t *message = line ? json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL) : NULL;

@@ -84,7 +84,8 @@ json_t *rpc_result(json_t *id, json_t *result)
     return response;
 }
 
-static json_t *error_message(json_t *id, int code, const char *fmt, va_list ap)
+__attribute__((format(printf, 3, 0))) static json_t *error_message(json_t *id, int code,
+                                                                   const char *fmt, va_list ap)
 {
     char text[1024];
     vsnprintf(text, sizeof text, fmt, ap);

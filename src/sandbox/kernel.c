@@ -12,10 +12,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static int write_all(int fd, const char *data, size_t len)
+int rbx_kernel_box_send(rbx_kernel_box *box, const char *data, size_t len)
 {
     while (len) {
-        ssize_t n = write(fd, data, len);
+        /* MSG_NOSIGNAL: a driver that is gone is an error here, not SIGPIPE. */
+        ssize_t n = send(box->channel, data, len, MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -113,7 +114,7 @@ rbx_status rbx_kernel_box_start(const rbx_sandbox_spec *spec, const char *greeti
         return status;
     }
     box->channel = pair[0];
-    if (greeting && write_all(box->channel, greeting, greeting_len) != 0)
+    if (greeting && rbx_kernel_box_send(box, greeting, greeting_len) != 0)
         status = rbx_fail(err, RBX_ESYSTEM, "cannot start the kernel: %s", strerror(errno));
     if (status == RBX_OK)
         status = await_ready(box, ready_s, err);

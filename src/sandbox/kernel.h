@@ -23,6 +23,8 @@ typedef struct rbx_kernel_box {
 rbx_status rbx_kernel_box_start(const rbx_sandbox_spec *spec, const char *greeting,
                                 size_t greeting_len, double ready_s, rbx_kernel_box *box,
                                 rbx_error *err);
+/* Sends all of data to the driver. Returns 0, or -1 when it is gone. */
+int rbx_kernel_box_send(rbx_kernel_box *box, const char *data, size_t len);
 /* SIGINT to the driver (with group: to its whole process group, the
  * shell's foreground job among them). Returns 0 or -1. */
 int rbx_kernel_box_interrupt(const rbx_kernel_box *box, bool group);

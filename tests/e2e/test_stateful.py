@@ -5,8 +5,11 @@ import base64
 import json
 import os
 import re
+import shutil
+import socket
 import struct
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -167,6 +170,19 @@ def test_an_exception_keeps_the_kernel_and_its_state(kernels):
     assert values(after) == ["'still here'"] and after["kernel_restarted"] is False
 
 
+def test_code_that_is_not_utf8_is_a_syntax_error_and_keeps_state(kernels):
+    call(kernels, "python", "kept = 3")
+    proc = kernels.cli("run", "python", "-c", b"print('ok')\nx = '\xff'", "--stateful",
+                       "--session", "st", "--json", "--no-network")
+    result = json.loads(proc.stdout)
+    assert result["error_type"] == "SyntaxError" and "not UTF-8" in result["error"], result
+    assert "offset 17 (line 2)" in result["error"] and result["output"] == ""  # nothing ran
+    assert values(call(kernels, "python", "kept")) == ["3"]
+    shell = kernels.cli("run", "bash", "-c", b"printf '%s' '\xff' | od -An -tx1", "--stateful",
+                        "--session", "st", "--json", "--no-network")
+    assert json.loads(shell.stdout)["output"].split() == ["ff"]  # bash takes any byte
+
+
 def test_a_syntax_error_runs_nothing_and_keeps_state(kernels):
     call(kernels, "python", "n = 1")
     bad = call(kernels, "python", "n = 2\nif True print('x')")
@@ -296,11 +312,73 @@ def test_the_local_socket_is_the_owners_alone(runbox):
     call(runbox, "python", "pass")
     path = os.path.join(runbox.state_dir, "runbox.sock")
     assert oct(os.stat(path).st_mode & 0o777) == "0o600"
-    probe = subprocess.run(["su", "nobody", "-s", "/bin/sh", "-c",
-                            f"python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); "
-                            f"s.connect('{path}'); print('connected')\""],
-                           capture_output=True, text=True)
-    assert "connected" not in probe.stdout
+    assert os.stat(runbox.state_dir).st_mode & 0o066 == 0  # no one else lists or writes it
+
+
+def test_the_local_socket_answers_hostile_messages_with_clear_errors(kernels):
+    call(kernels, "python", "kept = 1")  # the daemon serves the socket now
+    path = os.path.join(kernels.state_dir, "runbox.sock")
+
+    def ask(data, timeout=30):
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(timeout)
+            s.connect(path)
+            try:
+                s.sendall(data)
+            except OSError:
+                pass  # it may answer and hang up before it has read it all
+            reply = b""
+            try:
+                while chunk := s.recv(65536):
+                    reply += chunk
+            except ConnectionResetError:
+                pass  # it hung up with what we sent still unread
+            return reply
+
+    assert b"expected a line of JSON with 'op'" in ask(b"not json\n")
+    assert b"expected a line of JSON with 'op'" in ask(b'{"op": 7}\n')
+    assert b"unknown op (accepted: execute" in ask(b'{"op": "format-disk"}\n')
+    assert b"'session_id' must be a string" in ask(b'{"op": "restart", "session_id": []}\n')
+    assert b"invalid session id" in ask(b'{"op": "remove", "session_id": "../../etc"}\n')
+    assert b"'request' must be an object" in ask(b'{"op": "execute", "code": "1"}\n')
+    assert b"unknown field 'bogus'" in ask(
+        b'{"op": "execute", "request": {"language": "python", "code": "1", "bogus": 1}}\n')
+    assert b"'code_bytes' must be a string of code points U+0000 to U+00FF" in ask(
+        b'{"op": "execute", "request": {"language": "bash", "code_bytes": "\\u0100"}}\n')
+    huge = ask(b"{" + b" " * (9 << 20))  # past the 8 MiB line cap: an error, or a hang-up
+    assert huge == b"" or b"expected a line of JSON" in huge, huge[:200]
+    started = time.monotonic()
+    assert b"expected a line of JSON" in ask(b'{"op": "ping"', timeout=60)  # never finishes
+    assert time.monotonic() - started < 30  # the server let go of the silent client
+    assert values(call(kernels, "python", "kept")) == ["1"]  # and still serves, state intact
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="trying it as another user needs root")
+def test_the_local_socket_refuses_another_user_even_when_opened_up():
+    """Past the modes (opened up here on purpose), the server checks each peer's uid."""
+    from conftest import Runbox
+    state = tempfile.mkdtemp(prefix="runbox-socket-")
+    box = Runbox(os.path.join(state, "state"))
+    try:
+        call(box, "python", "pass")
+        path = os.path.join(box.state_dir, "runbox.sock")
+        os.chmod(state, 0o755)
+        os.chmod(box.state_dir, 0o755)
+        os.chmod(path, 0o666)
+        code = ("import socket\ns = socket.socket(socket.AF_UNIX)\nprint('trying', flush=True)\n"
+                f"s.connect({path!r})\ns.sendall(b'{{\"op\": \"ping\"}}\\n')\n"
+                "print('answer', s.recv(4096))")
+        probe = subprocess.run(["su", "nobody", "-s", "/usr/bin/python3", "-c", code],
+                               capture_output=True, text=True, timeout=30)
+        assert "trying" in probe.stdout, probe.stderr  # it ran as nobody and got that far
+        assert "pong" not in probe.stdout, probe.stdout
+        mine = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, text=True,
+                              timeout=30)
+        assert "pong" in mine.stdout, (mine.stdout, mine.stderr)  # the owner is answered
+    finally:
+        os.chmod(box.state_dir, 0o700)
+        box.remove_all_sessions()
+        shutil.rmtree(state, ignore_errors=True)
 
 
 # --- isolation of kernels ------------------------------------------------------------------

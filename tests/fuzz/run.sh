@@ -18,7 +18,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # parsers get what their own limits allow, with room past them.
 max_len() {
     case $1 in
-    http_execute | mcp_jsonrpc | mcp_arguments | capture | json_text) echo 65536 ;;
+    http_execute | mcp_jsonrpc | mcp_arguments | capture | json_text | kernel_wire) echo 65536 ;;
     policy_file | classify) echo 16384 ;;
     http_route | session_path | cli_values) echo 4096 ;;
     deps_spec) echo 512 ;;
@@ -28,7 +28,7 @@ max_len() {
 
 dict() {
     case $1 in
-    http_execute | mcp_jsonrpc | mcp_arguments) echo "$here/dict/json.dict" ;;
+    http_execute | mcp_jsonrpc | mcp_arguments | kernel_wire) echo "$here/dict/json.dict" ;;
     *) [ -f "$here/dict/$1.dict" ] && echo "$here/dict/$1.dict" ;;
     esac
 }
