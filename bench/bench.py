@@ -10,13 +10,12 @@ and as ratios to the bare interpreter and to bubblewrap.
 """
 import argparse
 import datetime
-import http.client
+import glob
 import json
 import os
 import platform
 import resource
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,92 +23,15 @@ import tempfile
 import threading
 import time
 
+import sessions_scale
+import stateful
+from common import Server, percentile, program_env, summary, timed
+
 PROGRAMS = {
     "python": ("/usr/bin/python3", ["-c", "print('hi')"], "print('hi')"),
     "javascript": ("/usr/bin/node", ["-e", "console.log('hi')"], "console.log('hi')"),
     "bash": ("/bin/bash", ["-c", "echo hi"], "echo hi"),
 }
-
-
-def percentile(values, p):
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * p / 100
-    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
-
-
-def summary(samples):
-    return {"median_ms": round(statistics.median(samples), 2),
-            "p90_ms": round(percentile(samples, 90), 2),
-            "p99_ms": round(percentile(samples, 99), 2), "n": len(samples)}
-
-
-def timed(cmd, env=None, cwd=None):
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd)
-    elapsed = (time.perf_counter() - start) * 1000
-    if proc.returncode != 0:
-        raise RuntimeError(f"{cmd[:4]} failed: {proc.stderr.decode()[-300:]}")
-    return elapsed, proc.stdout
-
-
-class Server:
-    """runbox serve on a free loopback port, with one keep-alive client."""
-
-    def __init__(self, runbox, state_dir):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.proc = subprocess.Popen([runbox, "--state-dir", state_dir, "serve", "--listen",
-                                      f"127.0.0.1:{self.port}", "--max-running", "16",
-                                      "--max-queue", "256"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                if self.request("GET", "/healthz")[0] == 200:
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("runbox serve did not start")
-
-    def connection(self):
-        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-
-    def request(self, method, path, body=None, conn=None):
-        own = conn is None
-        conn = conn or self.connection()
-        headers = {"Content-Type": "application/json"} if body is not None else {}
-        conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                     headers=headers)
-        response = conn.getresponse()
-        data = response.read()
-        if own:
-            conn.close()
-        return response.status, data
-
-    def rss_kb(self):
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        return 0
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-
-def program_env(home):
-    """The environment runbox gives a program, for the bare and bubblewrap variants too: what
-    the bench itself runs with (NODE_EXTRA_CA_CERTS here, which costs node ~40 ms) must not
-    count for one side only."""
-    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8",
-            "TERM": "dumb", "TMPDIR": "/tmp", "USER": "runbox", "LOGNAME": "runbox",
-            "PYTHONUNBUFFERED": "1"}
 
 
 def bwrap_command(work, interpreter, args):
@@ -409,7 +331,19 @@ def targets(results):
     if "server_memory" in results:
         idle = results["server_memory"]["idle_rss_kb"]
         rows.append(("server RSS idle <= 10 MiB", f"{idle} KiB", idle <= 10 * 1024))
-    return rows
+    return rows + stateful.targets(results) + sessions_scale.targets(results)
+
+
+def recorded(out_dir):
+    """The figures of `make soak` and `make fuzz` (issue 12), which take too long to run with
+    every benchmark: their latest tables, as those targets left them in bench/out."""
+    lines = []
+    for name, title in (("soak.md", "Soak"), ("fuzz.md", "Fuzzing (libFuzzer, ASan and UBSan)")):
+        path = os.path.join(out_dir, "out", name)
+        if os.path.exists(path):
+            with open(path) as f:
+                lines += ["", f"## {title}", "", f.read().rstrip()]
+    return lines
 
 
 def write_markdown(results, path, command):
@@ -478,12 +412,15 @@ def write_markdown(results, path, command):
         lines += ["", "## Server memory", "",
                   f"Idle: {s['idle_rss_kb']} KiB RSS; with 100 idle sessions: "
                   f"{s['with_100_sessions_rss_kb']} KiB."]
+    lines += stateful.markdown(results)
+    lines += sessions_scale.markdown(results)
+    lines += recorded(os.path.dirname(path))
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
 
 SECTIONS = ("latency", "trace", "overhead", "startup", "cpu", "throughput", "memory", "output",
-            "dependencies")
+            "dependencies", "stateful", "sessions")
 
 
 def main():
@@ -503,7 +440,8 @@ def main():
         server = None
         help_text = subprocess.run([runbox, "serve", "--help"], capture_output=True).stdout
         if b"usage" in help_text:
-            server = Server(runbox, os.path.join(work, "server-state"))
+            server_state = os.path.join(work, "server-state")
+            server = Server(runbox, server_state)
         try:
             if "latency" in wanted:
                 results["latency"] = latency(runbox, args.runs, server, work)
@@ -523,9 +461,20 @@ def main():
                 results["output"] = output_drain(runbox, work)
             if "dependencies" in wanted:
                 results["dependencies"] = dependencies(runbox, work)
+            if server and "stateful" in wanted:
+                results["stateful"] = stateful.run(server, server_state, work, args.runs)
+            if "sessions" in wanted:
+                scale = sessions_scale.run(runbox, work, args.runs)
+                if scale:
+                    results["sessions_scale"] = scale
         finally:
             if server:
                 server.stop()
+            # As root each state directory's storage is a mounted image: unmount before the
+            # temporary directory goes.
+            for state in glob.glob(os.path.join(work, "*state")):
+                subprocess.run([runbox, "--state-dir", state, "storage", "unmount"],
+                               capture_output=True)
     results["targets"] = [{"target": name, "measured": value, "met": met}
                           for name, value, met in targets(results)]
     os.makedirs(args.out, exist_ok=True)

@@ -19,13 +19,21 @@ fuzz-build:
 	CC=clang cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRBX_FUZZ=ON >/dev/null
 	cmake --build $(FUZZ_BUILD) --target fuzz-harnesses
 
+# The table also goes to bench/out/fuzz.md, which make bench puts into
+# bench/RESULTS.md.
 fuzz: fuzz-build
-	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_WORK)
+	mkdir -p bench/out
+	{ echo "\`make fuzz\`, $(FUZZ_SECONDS) s a harness, $$(date -u '+%Y-%m-%d %H:%M UTC'), main $$(git rev-parse --short HEAD 2>/dev/null):"; \
+	  echo; tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_WORK); } > bench/out/fuzz.md.new; \
+	status=$$?; cat bench/out/fuzz.md.new; mv bench/out/fuzz.md.new bench/out/fuzz.md; exit $$status
 
 # Both halves run, whatever the first found; then it fails if either did.
 fuzz-ci: fuzz-build
 	status=0; tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_CI_SECONDS) $(FUZZ_WORK) || status=1; \
 	$(MAKE) fuzz-api || status=1; exit $$status
+
+# CI runs every harness briefly under ASan and UBSan, and schemathesis.
+test: fuzz-ci
 
 # schemathesis from PyPI in a venv of its own (the 4.x line runs on Debian's
 # Python 3.11), against runbox-serve of the normal build on a free loopback

@@ -351,6 +351,12 @@ def main():
     if args.out:
         with open(args.out, "w") as f:
             json.dump(report, f, indent=1)
+        # The same table beside it, for make bench to put into bench/RESULTS.md.
+        with open(os.path.splitext(args.out)[0] + ".md", "w") as f:
+            f.write(f"`make soak`, {report['started']}: {args.executions} executions through "
+                    f"`runbox serve` at concurrency 8 ({'stateless and stateful' if args.stateful else 'stateless'}, "
+                    f"mixed languages, half in sessions), {args.mcp_executions} through `runbox mcp`; "
+                    "each checked for its own output.\n\n" + markdown(report, problems) + "\n")
     return 1 if problems else 0
 
 

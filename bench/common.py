@@ -1,0 +1,88 @@
+"""What the benchmark's sections share: timing, summaries, and a runbox serve to drive."""
+import http.client
+import json
+import socket
+import statistics
+import subprocess
+import time
+
+
+def percentile(values, p):
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * p / 100
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def summary(samples):
+    return {"median_ms": round(statistics.median(samples), 2),
+            "p90_ms": round(percentile(samples, 90), 2),
+            "p99_ms": round(percentile(samples, 99), 2), "n": len(samples)}
+
+
+def timed(cmd, env=None, cwd=None):
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    elapsed = (time.perf_counter() - start) * 1000
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd[:4]} failed: {proc.stderr.decode()[-300:]}")
+    return elapsed, proc.stdout
+
+
+class Server:
+    """runbox serve on a free loopback port, with one keep-alive client."""
+
+    def __init__(self, runbox, state_dir):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.proc = subprocess.Popen([runbox, "--state-dir", state_dir, "serve", "--listen",
+                                      f"127.0.0.1:{self.port}", "--max-running", "16",
+                                      "--max-queue", "256"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                if self.request("GET", "/healthz")[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("runbox serve did not start")
+
+    def connection(self):
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+
+    def request(self, method, path, body=None, conn=None):
+        own = conn is None
+        conn = conn or self.connection()
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        conn.request(method, path, body=json.dumps(body) if body is not None else None,
+                     headers=headers)
+        response = conn.getresponse()
+        data = response.read()
+        if own:
+            conn.close()
+        return response.status, data
+
+    def rss_kb(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def program_env(home):
+    """The environment runbox gives a program, for the bare and bubblewrap variants too: what
+    the bench itself runs with (NODE_EXTRA_CA_CERTS here, which costs node ~40 ms) must not
+    count for one side only."""
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8",
+            "TERM": "dumb", "TMPDIR": "/tmp", "USER": "runbox", "LOGNAME": "runbox",
+            "PYTHONUNBUFFERED": "1"}

@@ -1,0 +1,154 @@
+"""Session storage at scale (issue 13): what one one-off `echo hi` costs while 0, 1,000 and
+10,000 idle sessions exist (each ran once), and after they are gone; what the host's mount
+table, loop devices and disk hold meanwhile; the prepared template namespace against building
+each sandbox's root from the host's table (RUNBOX_TEMPLATE=0), with and without 300 extra host
+mounts (a Kubernetes node has hundreds)."""
+import concurrent.futures
+import os
+import subprocess
+import tempfile
+
+from common import Server, summary, timed
+
+STAGES = (0, 1000, 10000)
+
+
+def _host_figures(state_dir):
+    with open("/proc/self/mountinfo") as f:
+        mounts = sum(1 for _ in f)
+    loops = sum(1 for name in os.listdir("/sys/block") if name.startswith("loop") and
+                os.path.exists(f"/sys/block/{name}/loop/backing_file"))
+    image = os.path.join(state_dir, "sessions.img")
+    disk = os.stat(image).st_blocks * 512 if os.path.exists(image) else 0
+    return {"host_mounts": mounts, "loop_devices": loops, "image_disk_bytes": disk}
+
+
+def _one_off(runbox, state_dir, runs, template_too=False):
+    """Medians of a one-off CLI `echo hi`, interleaved with RUNBOX_TEMPLATE=0 when asked."""
+    env = {"PATH": "/usr/bin:/bin", "RUNBOX_STATE_DIR": state_dir}
+    cmd = [runbox, "run", "bash", "-c", "echo hi", "--json", "--no-network"]
+    variants = {"template": env}
+    if template_too:
+        variants["no_template"] = dict(env, RUNBOX_TEMPLATE="0")
+    samples = {name: [] for name in variants}
+    for e in variants.values():
+        timed(cmd, env=e)
+    for _ in range(runs):
+        for name, e in variants.items():
+            samples[name].append(timed(cmd, env=e)[0])
+    return {name: summary(values) for name, values in samples.items()}
+
+
+def _grow(runbox, state_dir, start, stop):
+    """Sessions scale-START .. scale-STOP-1, each made by one execution through a server."""
+    server = Server(runbox, state_dir)
+    try:
+        def one(n):
+            conn = server.connection()
+            status, body = server.request("POST", "/v1/execute", {
+                "language": "bash", "code": "echo $RANDOM > f", "network": False,
+                "session_id": f"scale-{n}"}, conn=conn)
+            conn.close()
+            if status != 200:
+                raise RuntimeError(f"HTTP {status}: {body[:200]}")
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            list(pool.map(one, range(start, stop)))
+    finally:
+        server.stop()
+
+
+def _remove_all(runbox, state_dir, count):
+    server = Server(runbox, state_dir)
+    try:
+        def one(n):
+            status, body = server.request("DELETE", f"/v1/sessions/scale-{n}")
+            if status != 200:
+                raise RuntimeError(f"HTTP {status}: {body[:200]}")
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            list(pool.map(one, range(count)))
+    finally:
+        server.stop()
+
+
+def _extra_host_mounts(where, count):
+    made = []
+    for i in range(count):
+        path = os.path.join(where, f"m{i}")
+        os.mkdir(path)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "bench", path], check=True)
+        made.append(path)
+    return made
+
+
+def run(runbox, work, runs):
+    if os.geteuid() != 0:
+        return None  # sessions are plain directories without root: nothing to scale
+    state_dir = os.path.join(work, "scale-state")
+    results = {"stages": []}
+    made = 0
+    for stage in STAGES:
+        _grow(runbox, state_dir, made, stage)
+        made = stage
+        row = {"sessions": stage, **_host_figures(state_dir)}
+        row.update(_one_off(runbox, state_dir, runs)["template"])
+        results["stages"].append(row)
+    _remove_all(runbox, state_dir, made)
+    row = {"sessions": "after removal", **_host_figures(state_dir)}
+    row.update(_one_off(runbox, state_dir, runs)["template"])
+    results["stages"].append(row)
+    first, busiest = results["stages"][0]["median_ms"], results["stages"][-2]["median_ms"]
+    results["ratio_10000_to_0"] = round(busiest / first, 3)
+    # The template against the host's table, with the host's own mounts and with 300 more.
+    results["template"] = {"host": _one_off(runbox, state_dir, runs, template_too=True)}
+    mounts_dir = tempfile.mkdtemp(prefix="runbox-bench-mounts-")
+    extra = []
+    try:
+        extra = _extra_host_mounts(mounts_dir, 300)
+        results["template"]["host_plus_300_mounts"] = _one_off(runbox, state_dir, runs,
+                                                               template_too=True)
+    finally:
+        for path in reversed(extra):
+            subprocess.run(["umount", path])
+            os.rmdir(path)
+        os.rmdir(mounts_dir)
+    return results
+
+
+def targets(results):
+    s = results.get("sessions_scale")
+    if not s:
+        return []
+    ratio = s["ratio_10000_to_0"]
+    stages = s["stages"]
+    grew = stages[2]["host_mounts"] - stages[0]["host_mounts"]
+    return [("one-off `echo hi` with 10,000 idle sessions within 10% of none", f"{ratio} x",
+             ratio <= 1.1),
+             ("... and the host's mount table did not grow with them", f"{grew} lines",
+              grew <= 0)]
+
+
+def markdown(results):
+    s = results.get("sessions_scale")
+    if not s:
+        return []
+    lines = ["", "## Execution cost against idle sessions (issue 13; one-off `runbox run bash -c "
+             "'echo hi' --no-network`, ms)", "",
+             "Each session ran once (`echo $RANDOM > f`) through `runbox serve`, which is stopped "
+             "while the CLI is measured.", "",
+             "| idle sessions | median | p90 | p99 | host mount table lines | loop devices | "
+             "storage image on disk |", "|---|---|---|---|---|---|---|"]
+    for row in s["stages"]:
+        lines.append(f"| {row['sessions']} | {row['median_ms']} | {row['p90_ms']} | "
+                     f"{row['p99_ms']} | {row['host_mounts']} | {row['loop_devices']} | "
+                     f"{round(row['image_disk_bytes'] / 2**20, 1)} MiB |")
+    lines += ["", f"10,000 sessions against none: {s['ratio_10000_to_0']} x.", "",
+              "The prepared template namespace against building each sandbox's root from the "
+              "host's mount table (`RUNBOX_TEMPLATE=0`), interleaved:", "",
+              "| host mounts | template, median | no template, median | ratio |", "|---|---|---|---|"]
+    for name, label in (("host", "the host's own"), ("host_plus_300_mounts", "300 more")):
+        row = s["template"].get(name)
+        if row:
+            lines.append(f"| {label} | {row['template']['median_ms']} | "
+                         f"{row['no_template']['median_ms']} | "
+                         f"{round(row['template']['median_ms'] / row['no_template']['median_ms'], 3)} |")
+    return lines
