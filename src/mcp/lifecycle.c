@@ -21,14 +21,16 @@ static const char *negotiate(const char *requested)
 
 static json_t *instructions(const rbx_config *config)
 {
-    char text[1200];
+    char text[1500];
     snprintf(text, sizeof text,
              "runbox runs code in an isolated sandbox on this machine: execute_python, "
-             "execute_javascript (Node.js) and execute_bash. Each call starts a fresh process "
-             "in /home/user and returns its stdout, stderr, exit code and a classified error. "
-             "Files persist between calls that pass the same session_id (a name you choose, "
-             "e.g. \"analysis\"); variables and processes do not, so keep intermediate results "
-             "in files. Call close_session when a session's files are no longer needed; "
+             "execute_javascript (Node.js) and execute_bash. Each call returns its stdout, "
+             "stderr, exit code and a classified error. Files in /home/user persist between "
+             "calls that pass the same session_id (a name you choose, e.g. \"analysis\"). By "
+             "default every call starts a fresh process; with stateful: true, calls of one "
+             "language in one session share a live interpreter, so variables, imports and the "
+             "working directory persist, and the last expression's value and plots come back "
+             "(plots as images). Call close_session when a session's files are no longer needed; "
              "list_sessions shows the sessions that exist. Per call: %g s unless timeout says "
              "otherwise (at most %g s), %u MiB of memory, %g MiB of output per stream (head "
              "and tail kept), network access %s. Up to %d calls run at once.",
