@@ -89,8 +89,10 @@ static void record_owner(rbx_kernel *k)
     char memory[4200] = "";
     if (k->box.sandbox.cgroup)
         rbx_cgroup_memory_file(k->box.sandbox.cgroup, memory, sizeof memory);
-    json_t *meta = json_pack("{s:i, s:I, s:s}", "pid", (int)getpid(), "started",
-                             (json_int_t)time(NULL), "memory", memory);
+    /* Without a cgroup, the driver's resident memory stands in (program). */
+    json_t *meta =
+        json_pack("{s:i, s:I, s:s, s:i}", "pid", (int)getpid(), "started", (json_int_t)time(NULL),
+                  "memory", memory, "program", (int)k->box.program);
     char *text = meta ? json_dumps(meta, JSON_COMPACT) : NULL;
     json_decref(meta);
     if (text && ftruncate(k->lock_fd, 0) == 0)
@@ -546,6 +548,21 @@ static uint64_t read_number(const char *path)
     return n > 0 ? strtoull(buf, NULL, 10) : 0;
 }
 
+/* A process's resident memory, from /proc/PID/statm (0 when unknown). */
+static uint64_t resident_bytes(int pid)
+{
+    char path[64], buf[128] = "";
+    snprintf(path, sizeof path, "/proc/%d/statm", pid);
+    int fd = pid > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    unsigned long long size, resident;
+    if (n <= 0 || sscanf(buf, "%llu %llu", &size, &resident) != 2)
+        return 0;
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
 void rbx_kernels_describe(int session_dirfd, bool session_busy, rbx_session_info *info)
 {
     for (size_t i = 0; i < rbx_runtime_count() && info->kernel_count < RBX_SESSION_KERNELS_MAX;
@@ -568,7 +585,8 @@ void rbx_kernels_describe(int session_dirfd, bool session_busy, rbx_session_info
             k->started_unix = json_integer_value(json_object_get(meta, "started"));
             k->idle_s = session_busy ? 0 : (int64_t)time(NULL) - st.st_mtim.tv_sec;
             const char *memory = json_string_value(json_object_get(meta, "memory"));
-            k->memory_bytes = memory ? read_number(memory) : 0;
+            int program = (int)json_integer_value(json_object_get(meta, "program"));
+            k->memory_bytes = memory && memory[0] ? read_number(memory) : resident_bytes(program);
             k->busy = session_busy;
             json_decref(meta);
         }

@@ -166,6 +166,13 @@ static void enter_program(const child_plan *plan)
     step = "set resource limits";
     if (set_limits(plan) != 0)
         goto fail;
+    /* A write past the file-size limit (the disk cap, all that bounds a
+     * file where there are no quotas) fails with EFBIG, "File too large",
+     * instead of killing the program with SIGXFSZ: the program can say what
+     * happened, as Python arranges for itself. */
+    step = "ignore SIGXFSZ";
+    if (signal(SIGXFSZ, SIG_IGN) == SIG_ERR)
+        goto fail;
     step = "drop the capability bounding set";
     if (drop_bounding_set() != 0)
         goto fail;

@@ -242,8 +242,10 @@ def test_10_gib_output_flood_is_drained_with_bounded_memory(runbox, proven):
 
 
 def disk_full(text):
-    """What a program prints when its write hits its disk's end or its quota."""
-    return "No space left on device" in text or "Disk quota exceeded" in text
+    """What a program prints when its write hits its disk's end or its quota (or, unprivileged,
+    where there are no quotas, the file-size limit that stands in for them)."""
+    return ("No space left on device" in text or "Disk quota exceeded" in text or
+            (not IS_ROOT and "File too large" in text))
 
 
 @root_only

@@ -221,9 +221,15 @@ def test_a_memory_bomb_is_a_memory_error_and_the_kernel_comes_back_fresh(kernels
     call(kernels, "python", "y = 1", "st", "--memory", "128")
     bomb = call(kernels, "python", "a = []\nwhile True: a.append(bytearray(10**7))", "st",
                 "--memory", "128", "--timeout", "30")
+    after = call(kernels, "python", "'y' in dir()", "st", "--memory", "128")
+    if bomb["limits"] == "rlimits":
+        # Unprivileged, an address-space limit stands in for the cgroup's: Python raises
+        # MemoryError itself, the driver catches it like any exception, and the kernel lives.
+        assert bomb["error_type"] == "MemoryError" and bomb["kernel_restarted"] is False, bomb
+        assert values(after) == ["True"]
+        return
     assert bomb["error_type"] == "MemoryError" and bomb["kernel_restarted"] is True, bomb
-    fresh = call(kernels, "python", "'y' in dir()", "st", "--memory", "128")
-    assert values(fresh) == ["False"]
+    assert values(after) == ["False"]  # the cgroup's kill took the kernel: a fresh one
 
 
 def test_a_kernel_that_exits_is_reported_and_replaced(kernels):
@@ -270,7 +276,9 @@ def test_an_idle_kernel_is_reaped_and_nothing_of_it_is_left(runbox):
     call(runbox, "bash", f"export KEEP=1; sleep {marker} &", env=env)
     assert len(daemons(runbox.state_dir)) == 1  # started on demand
     names = {os.path.basename(p) for p in execution_cgroups() - before}
-    assert started(marker) and len(names) == 1, names  # one cgroup, in each hierarchy
+    assert started(marker)
+    if os.geteuid() == 0:
+        assert len(names) == 1, names  # one cgroup, in each hierarchy
     deadline = time.time() + 20
     while (processes_matching(marker) or execution_cgroups() - before) and time.time() < deadline:
         time.sleep(0.2)
