@@ -29,14 +29,15 @@ fetch() {
     [ -d "$kernel" ]
 }
 
-cached=$(ls -d "$cache"/linux-image-*-amd64 2>/dev/null | tail -n 1)
-package=$(current_package)
+# (|| true: with pipefail, an empty cache or no package would end the script here.)
+cached=$(ls -d "$cache"/linux-image-*-amd64 2>/dev/null | tail -n 1 || true)
+package=$(current_package || true)
 if [ -n "$package" ] && [ ! -d "$cache/$package" ]; then
     echo "fetch-kernel: downloading $package" >&2
     # Package lists older than the archive name a version it no longer has.
     if ! fetch "$package"; then
         apt-get update -qq >&2 || true
-        package=$(current_package)
+        package=$(current_package || true)
         [ -n "$package" ] && fetch "$package" || package=
     fi
     if [ -n "$package" ]; then
