@@ -8,9 +8,10 @@ DEBIAN_PACKAGES += qemu-system-x86 busybox-static cpio
 
 .PHONY: test-cgroup2
 
-# try-syscall, the e2e suite's syscall probe, is built by `build` with runbox.
+# try-syscall, the e2e suite's syscall probe, and cgroup-selftest are built
+# by `build` with runbox.
 test-cgroup2: build
-	cmake --build $(BUILD) --target runbox try-syscall
+	cmake --build $(BUILD) --target runbox try-syscall cgroup-selftest
 	tests/cgroup2/run-vm.sh $(BUILD) $(CGROUP2_DIR)
 
 test: test-cgroup2

@@ -75,9 +75,7 @@ step() {
 }
 
 selftest() {
-    gcc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Isrc -Iinclude \
-        src/sandbox/cgroup.c tests/probe/cgroup_selftest.c -lpthread -o /tmp/cgroup_selftest &&
-        /tmp/cgroup_selftest
+    "$BUILD/cgroup-selftest"
 }
 
 cd "$REPO" || poweroff_now

@@ -115,9 +115,14 @@ if __name__ == "__main__":
     RUNBOX = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
         state = os.path.join(tmp, "state")
-        the_host_is_pure_cgroup_v2()
-        runbox_check_says_v2(state)
-        an_execution_is_accounted_by_cgroup_v2(state)
-        the_execution_cgroup_has_the_limits(state)
+        try:
+            the_host_is_pure_cgroup_v2()
+            runbox_check_says_v2(state)
+            an_execution_is_accounted_by_cgroup_v2(state)
+            the_execution_cgroup_has_the_limits(state)
+        finally:
+            # The state directory's storage and prepared namespace are mounts: they go first.
+            subprocess.run([RUNBOX, "--state-dir", state, "storage", "unmount"],
+                           capture_output=True)
     print(f"{failures} failed" if failures else "all passed")
     sys.exit(1 if failures else 0)

@@ -1,7 +1,6 @@
 /* Checks src/sandbox/cgroup.c on the machine it runs on.
  *
- *   gcc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Isrc -Iinclude \
- *       src/sandbox/cgroup.c tests/probe/cgroup_selftest.c -lpthread -o /tmp/cgroup_selftest
+ *   make build && build/cgroup-selftest
  *
  * As root: a 64 MiB limit that gets a 256 MiB program OOM-killed, a 32-pid
  * limit that makes forks fail with EAGAIN, a destroy that kills the
