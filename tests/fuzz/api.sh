@@ -30,8 +30,9 @@ stop() {
         /usr/bin/python3 -c 'import json, sys; print(*(s["session_id"] for s in json.load(sys.stdin)))'); do
         "$build/runbox" --state-dir "$state" sessions rm "$id" --wait 30 >/dev/null 2>&1
     done
-    # runbox mounts the sessions' filesystem image (as root) and keeps it.
-    mountpoint -q "$state/sessions" && umount "$state/sessions"
+    # runbox keeps the sessions' filesystem image mounted (as root) and its
+    # template namespace pinned; it undoes both itself.
+    "$build/runbox" --state-dir "$state" storage unmount >/dev/null 2>&1
     rm -rf "$state"
 }
 trap stop EXIT
