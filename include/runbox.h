@@ -19,6 +19,8 @@ extern "C" {
 
 #define RBX_VERSION "0.1.0"
 #define RBX_SESSION_ID_MAX 64
+/* The longest working directory a kernel may be asked to start in. */
+#define RBX_KERNEL_CWD_MAX 1024
 
 /* Why a call failed before any code ran. Front ends map these to exit
  * codes (CLI: 2) and statuses (HTTP: 400, 404, 409, 500). */
@@ -130,6 +132,11 @@ typedef struct rbx_request {
      * (variables, imports, the working directory) from call to call. A
      * stateful request without a session gets a new one, which it keeps. */
     bool stateful;
+    /* Stateful only: where a kernel that this call starts has its working
+     * directory (an absolute path inside the sandbox, such as
+     * /home/user/project); a kernel already running keeps its own. NULL:
+     * the session's directory, /home/user. */
+    const char *kernel_cwd;
 } rbx_request;
 
 /* Fills the request with its defaults (notably cancel_fd = -1). */

@@ -324,12 +324,15 @@ rbx_status rbx_kernel_call_run(rbx_engine *engine, rbx_kernel *k, const rbx_kern
     result->cpus = cg ? (double)k->limits.cpu_quota_us / RBX_CPU_PERIOD_US : 0;
 
     drop_stale(k);
-    s.id = ++k->calls;
-    size_t len;
     const rbx_request *request = call->request;
-    char *bytes =
-        rbx_kernel_wire_request(k->runtime->kernel_dialect, s.id, request->code, request->code_len,
-                                request->env, request->env_count, &len);
+    rbx_kernel_wire_call wire = {.id = s.id = ++k->calls,
+                                 .code = request->code,
+                                 .code_len = request->code_len,
+                                 .env = request->env,
+                                 .env_count = request->env_count,
+                                 .cwd = k->calls == 1 ? request->kernel_cwd : NULL};
+    size_t len;
+    char *bytes = rbx_kernel_wire_request(k->runtime->kernel_dialect, &wire, &len);
     rbx_trace_mark(call->trace, RBX_PHASE_RELEASED);
     if (!bytes || rbx_kernel_box_send(&k->box, bytes, len) != 0)
         s.broken = true;

@@ -57,11 +57,18 @@ static void put_bash_quoted(buffer *b, const char *data, size_t len)
     put_text(b, "'");
 }
 
-static char *bash_request(int64_t id, const char *code, size_t code_len, const char *const *env,
-                          size_t env_count, size_t *len)
+static char *bash_request(const rbx_kernel_wire_call *call, size_t *len)
 {
     buffer b = {0};
     char number[32];
+    const char *const *env = call->env;
+    size_t env_count = call->env_count;
+    if (call->cwd) {
+        /* Before the call begins, so that a failure shows on its stderr. */
+        put_text(&b, "builtin cd -- ");
+        put_bash_quoted(&b, call->cwd, strlen(call->cwd));
+        put_text(&b, "\n");
+    }
     if (env_count) {
         put_text(&b, "__rbx_env_set");
         for (size_t i = 0; i < env_count; i++) {
@@ -73,10 +80,10 @@ static char *bash_request(int64_t id, const char *code, size_t code_len, const c
         }
         put_text(&b, "\n");
     }
-    snprintf(number, sizeof number, "%lld ", (long long)id);
+    snprintf(number, sizeof number, "%lld ", (long long)call->id);
     put_text(&b, "__rbx_begin ");
     put_text(&b, number);
-    put_bash_quoted(&b, code, code_len);
+    put_bash_quoted(&b, call->code, call->code_len);
     put_text(&b, "\n[[ $__rbx_ok ]] && { eval \"$__rbx_code\"; } </dev/null\n");
     if (env_count)
         put_text(&b, "__rbx_env_restore\n");
@@ -88,14 +95,14 @@ static char *bash_request(int64_t id, const char *code, size_t code_len, const c
     return b.data;
 }
 
-static char *json_request(int64_t id, const char *code, size_t code_len, const char *const *env,
-                          size_t env_count, size_t *len)
+static char *json_request(const rbx_kernel_wire_call *call, size_t *len)
 {
     json_t *vars = json_object();
-    for (size_t i = 0; i < env_count; i++) {
-        const char *eq = strchr(env[i], '=');
+    for (size_t i = 0; i < call->env_count; i++) {
+        const char *entry = call->env[i];
+        const char *eq = strchr(entry, '=');
         char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)(eq - env[i]), env[i]);
+        snprintf(name, sizeof name, "%.*s", (int)(eq - entry), entry);
         /* JSON holds text: a value that is not UTF-8 goes with U+FFFD. */
         size_t clean_len;
         char *clean = rbx_utf8_sanitize(eq + 1, strlen(eq + 1), &clean_len);
@@ -103,8 +110,10 @@ static char *json_request(int64_t id, const char *code, size_t code_len, const c
             json_object_set_new(vars, name, json_stringn(clean, clean_len));
         free(clean);
     }
-    json_t *request =
-        json_pack("{s:I, s:s%, s:o}", "id", (json_int_t)id, "code", code, code_len, "env", vars);
+    json_t *request = json_pack("{s:I, s:s%, s:o}", "id", (json_int_t)call->id, "code",
+                                call->code, call->code_len, "env", vars);
+    if (request && call->cwd)
+        json_object_set_new(request, "cwd", json_string(call->cwd));
     char *text = request ? json_dumps(request, JSON_COMPACT) : NULL;
     json_decref(request);
     if (!text)
@@ -121,12 +130,10 @@ static char *json_request(int64_t id, const char *code, size_t code_len, const c
     return line;
 }
 
-char *rbx_kernel_wire_request(rbx_kernel_dialect dialect, int64_t id, const char *code,
-                              size_t code_len, const char *const *env, size_t env_count,
+char *rbx_kernel_wire_request(rbx_kernel_dialect dialect, const rbx_kernel_wire_call *call,
                               size_t *len)
 {
-    return dialect == RBX_KERNEL_BASH ? bash_request(id, code, code_len, env, env_count, len)
-                                      : json_request(id, code, code_len, env, env_count, len);
+    return dialect == RBX_KERNEL_BASH ? bash_request(call, len) : json_request(call, len);
 }
 
 static bool parse_bash(const char *line, rbx_kernel_event *event)

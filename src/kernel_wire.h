@@ -11,10 +11,18 @@
 
 #include <jansson.h>
 
-/* The bytes that ask the driver to run code with env ("NAME=value"
- * entries) for the call numbered id; malloc'ed, *len set. */
-char *rbx_kernel_wire_request(rbx_kernel_dialect dialect, int64_t id, const char *code,
-                              size_t code_len, const char *const *env, size_t env_count,
+/* One call as the driver gets it. */
+typedef struct rbx_kernel_wire_call {
+    int64_t id; /* the call's number */
+    const char *code;
+    size_t code_len;
+    const char *const *env; /* "NAME=value", set for this call only */
+    size_t env_count;
+    const char *cwd; /* a fresh kernel's first call: go there first; else NULL */
+} rbx_kernel_wire_call;
+
+/* The bytes that ask the driver to run the call; malloc'ed, *len set. */
+char *rbx_kernel_wire_request(rbx_kernel_dialect dialect, const rbx_kernel_wire_call *call,
                               size_t *len);
 
 typedef enum rbx_kernel_status {

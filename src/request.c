@@ -122,6 +122,15 @@ rbx_status rbx_request_validate(const rbx_engine *engine, const rbx_request *req
         return rbx_fail(err, RBX_EINVAL,
                         "stdin is not taken by a stateful call (its kernel reads no input): "
                         "write the data to a file in the session instead");
+    if (request->kernel_cwd) {
+        size_t len = strlen(request->kernel_cwd);
+        if (!request->stateful || request->kernel_cwd[0] != '/' || len > RBX_KERNEL_CWD_MAX ||
+            rbx_utf8_valid_prefix(request->kernel_cwd, len) != len)
+            return rbx_fail(err, RBX_EINVAL,
+                            "a kernel's working directory must be an absolute path in UTF-8 of at "
+                            "most %d bytes, for a stateful call",
+                            RBX_KERNEL_CWD_MAX);
+    }
     if (request->stdin_len && !request->stdin_data)
         return rbx_fail(err, RBX_EINVAL, "stdin length given without data");
     return validate_env(request, err);

@@ -77,6 +77,19 @@ bool http_auth_ok(const http_server *server, struct MHD_Connection *connection)
     return same_secret(header, server->token);
 }
 
+bool http_auth_ok_headers(const http_server *server, struct MHD_Connection *connection,
+                          const char *const *headers)
+{
+    if (!server->token || http_auth_ok(server, connection))
+        return true;
+    for (const char *const *name = headers; *name; name++) {
+        const char *given = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, *name);
+        if (given && same_secret(given, server->token))
+            return true;
+    }
+    return false;
+}
+
 bool http_address_is_loopback(const struct sockaddr *addr)
 {
     if (addr->sa_family == AF_INET) {

@@ -101,7 +101,10 @@ static void finish(execution *ex)
 {
     char *frame = NULL;
     size_t frame_len = 0;
-    if (ex->format != STREAM_NONE) {
+    if (ex->dialect) {
+        frame = ex->has_result ? strdup(ex->result) : ex->dialect->end(NULL, &ex->error, &frame_len);
+        frame_len = frame ? strlen(frame) : 0;
+    } else if (ex->format != STREAM_NONE) {
         char *json = last_event(ex);
         if (json)
             frame = http_stream_frame(ex->format, ex->has_result ? "result" : "error", json,
@@ -237,6 +240,7 @@ void http_execution_free(execution *ex)
     if (ex->cancel_read >= 0)
         close(ex->cancel_read);
     free(ex->result);
+    free(ex->kernel_cwd);
     cli_form_free(&ex->form);
     http_queue_destroy(&ex->events);
     free(ex);

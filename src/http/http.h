@@ -13,7 +13,9 @@
  * execution (its life on the server), run (through the engine), stream
  * (streaming responses), execute, sessions, files, metrics, log, watchdog (slow
  * clients); GET /openapi.json serves docs/openapi.json, embedded at build
- * time. */
+ * time. With --e2b-listen a second listener speaks E2B's code-interpreter
+ * protocol over the same engine and limits: e2b (its routes and events)
+ * and e2b_contexts (its contexts, which are sessions with a kernel). */
 #ifndef RBX_HTTP_H
 #define RBX_HTTP_H
 
@@ -58,6 +60,7 @@ typedef struct serve_options {
     size_t max_download;       /* file downloads, default 100 MiB */
     double grace_s;            /* how long running work may finish on SIGTERM, default 30 */
     unsigned client_timeout_s; /* idle or trickling clients are dropped, default 30 */
+    const char *e2b_listen;    /* ADDR:PORT for E2B's protocol; NULL: not served */
 } serve_options;
 
 /* Parses argv; returns -1 to go on, else the exit code (--help, usage error). */
@@ -119,13 +122,37 @@ void http_watchdog_connection(watchdog *w, struct MHD_Connection *connection, vo
 void http_watchdog_request(struct MHD_Connection *connection, bool started);
 
 typedef struct execution execution;
+typedef struct http_server http_server;
+typedef struct e2b_contexts e2b_contexts;
+struct route;
 
-/* server.c: the daemon, and what every handler shares. */
-typedef struct http_server {
+/* One listener's API: its routes, and how its clients show the token. */
+typedef struct http_api {
+    const char *name; /* "runbox" or "e2b", for the log */
+    const struct route *routes;
+    size_t route_count;
+    bool (*authorized)(const http_server *server, struct MHD_Connection *connection);
+    const char *unauthorized; /* what to send instead */
+} http_api;
+
+extern const http_api http_runbox_api; /* routes.c */
+extern const http_api http_e2b_api;    /* e2b.c */
+
+/* What a daemon's callbacks get: the server, and the API it speaks. */
+typedef struct http_listener {
+    http_server *server;
+    const http_api *api;
+    struct MHD_Daemon *daemon;
+} http_listener;
+
+/* server.c: the daemons, and what every handler shares. */
+struct http_server {
     rbx_engine *engine;
     serve_options options;
     char *token; /* NULL: no token required (loopback only) */
-    struct MHD_Daemon *daemon;
+    http_listener listener;     /* runbox's API */
+    http_listener e2b_listener; /* E2B's protocol, when asked for */
+    e2b_contexts *contexts;     /* E2B's contexts (NULL without it) */
     admission admission;
     metrics *metrics;
     watchdog *watchdog;
@@ -138,10 +165,11 @@ typedef struct http_server {
     execution *executions;
     unsigned live;
     unsigned requests_active;
-} http_server;
+};
 
-/* Sets up what the server shares and starts the daemon on listen_fd. */
-int http_server_start(http_server *server, int listen_fd);
+/* Sets up what the server shares and starts the daemon on listen_fd, and
+ * one for E2B's protocol on e2b_fd unless it is -1. */
+int http_server_start(http_server *server, int listen_fd, int e2b_fd);
 /* Stops accepting, lets work finish within the grace period, cancels the
  * rest, and stops the daemon. */
 void http_server_shutdown(http_server *server);
@@ -153,11 +181,10 @@ typedef struct http_body {
     bool too_large;
 } http_body;
 
-struct route;
-
 /* One HTTP request, from its headers to its end (MHD's con_cls). */
 typedef struct http_request {
     http_server *server;
+    const http_api *api;
     struct MHD_Connection *connection;
     char method[16];
     char *path; /* decoded, for routing and the access log */
@@ -183,11 +210,11 @@ typedef struct route {
     bool open; /* answered without the token */
 } route;
 
-/* routes.c: finds the route for req (and its {id} and {path}); on a miss
- * queues 404 or 405 and returns false. */
+/* routes.c: finds the route for req in its API (and its {id} and
+ * {path}); on a miss queues 404 or 405 and returns false. */
 bool http_route(http_request *req, enum MHD_Result *queued);
-/* True for a path that needs no token (checked before routing). */
-bool http_route_is_open(const char *path);
+/* True for a path of the API that needs no token (checked before routing). */
+bool http_route_is_open(const http_api *api, const char *path);
 
 /* reply.c: every response goes through here (status and size are logged). */
 typedef struct http_error {
@@ -229,7 +256,12 @@ json_t *http_json_parse(const char *text, size_t len, http_error *err);
 
 /* auth.c */
 int http_auth_load(const serve_options *options, char **token, char *why, size_t why_size);
+/* Authorization: Bearer TOKEN (runbox's API). */
 bool http_auth_ok(const http_server *server, struct MHD_Connection *connection);
+/* The token in any of these headers (E2B's SDK sends X-Access-Token on
+ * executions, E2B-Traffic-Access-Token elsewhere), or Bearer. */
+bool http_auth_ok_headers(const http_server *server, struct MHD_Connection *connection,
+                          const char *const *headers);
 bool http_address_is_loopback(const struct sockaddr *addr);
 
 /* stream.c: the bounded queue between an execution and its client. */
@@ -254,6 +286,19 @@ size_t http_queue_take(event_queue *q, char *buf, size_t max, bool *finished);
 bool http_queue_has_data(event_queue *q);
 
 typedef enum stream_format { STREAM_NONE, STREAM_NDJSON, STREAM_SSE } stream_format;
+
+/* How a stream is written for a client that speaks another protocol than
+ * runbox's own events (e2b.c); malloc'ed frames, *len set. */
+typedef struct stream_dialect {
+    /* A chunk of output, or a rich output's JSON (RBX_DISPLAY). */
+    char *(*output)(rbx_stream stream, const char *data, size_t len, size_t *frame_len);
+    /* The end of the stream: from the result, or (result NULL) from why
+     * there is none. */
+    char *(*end)(const rbx_result *result, const http_error *err, size_t *frame_len);
+    const char *keepalive; /* sent after keepalive_ms of silence */
+    int keepalive_ms;
+    const char *content_type;
+} stream_dialect;
 /* One event framed for the wire: an NDJSON line or an SSE message. */
 char *http_stream_frame(stream_format format, const char *type, const char *json, size_t *len);
 /* The streaming reply of an execution (which it then owns). */
@@ -277,6 +322,9 @@ struct execution {
     uint64_t *bytes_sent; /* the request's count, for the access log */
     cli_form form;
     stream_format format;
+    const stream_dialect *dialect;           /* NULL: runbox's own events */
+    char *kernel_cwd;                        /* the request's, owned */
+    int64_t last_sent_us;                    /* for the dialect's keepalive */
     char session_id[RBX_SESSION_ID_MAX + 1]; /* "" for a one-off run */
     int cancel_read;                         /* the request's cancel_fd */
     atomic_int cancel_fd;                    /* its pipe's write end: closed to cancel */
@@ -338,6 +386,34 @@ enum MHD_Result http_handle_file_delete(http_request *req);
 enum MHD_Result http_handle_health(http_request *req);
 enum MHD_Result http_handle_metrics(http_request *req);
 enum MHD_Result http_handle_openapi(http_request *req);
+
+/* e2b_contexts.c: E2B's contexts. Each is a session of its own (files
+ * apart) whose kernel of its language starts in its cwd; the default one
+ * of each language serves calls that name no context. They are kept in
+ * <state>/e2b-contexts.json, so a restarted server knows them (their
+ * kernels start afresh, as after any restart). */
+#define E2B_CONTEXTS_MAX 1024
+/* The session's directory inside the sandbox: E2B's /home/user too. */
+#define E2B_DEFAULT_CWD "/home/user"
+
+typedef struct e2b_context {
+    char id[RBX_SESSION_ID_MAX + 1]; /* also its session's id */
+    char language[16];               /* runbox's canonical name */
+    char cwd[RBX_KERNEL_CWD_MAX + 1];
+} e2b_context;
+
+e2b_contexts *e2b_contexts_open(const char *state_dir, char *why, size_t why_size);
+void e2b_contexts_free(e2b_contexts *contexts);
+/* Context id, or the default one of language (made when missing). */
+bool e2b_contexts_find(e2b_contexts *contexts, const char *id, e2b_context *out);
+bool e2b_contexts_default(e2b_contexts *contexts, const char *language, e2b_context *out);
+/* A new context; false and why when there is no room or it cannot be kept. */
+bool e2b_contexts_add(e2b_contexts *contexts, const char *language, const char *cwd,
+                      e2b_context *out, char *why, size_t why_size);
+bool e2b_contexts_remove(e2b_contexts *contexts, const char *id);
+/* All of them, as E2B lists them: [{id, language, cwd}]. */
+json_t *e2b_contexts_list(e2b_contexts *contexts);
+json_t *e2b_context_json(const e2b_context *context);
 
 /* docs/openapi.json, embedded at build time (cmake/embed.cmake). */
 extern const char http_openapi_json[];

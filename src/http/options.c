@@ -25,6 +25,9 @@ static const char serve_usage[] =
     "                          finish before they are cancelled (default 30)\n"
     "  --client-timeout SECONDS  how long a client may take to send a request\n"
     "                          (headers and body), or stay idle (default 30)\n"
+    "  --e2b-listen ADDR:PORT  also serve E2B's code-interpreter protocol there, for\n"
+    "                          the unmodified e2b-code-interpreter SDK (its debug mode\n"
+    "                          expects 127.0.0.1:49999); default off\n"
     "\n"
     "Logs go to stderr, one JSON object per line (one per request).\n";
 
@@ -63,6 +66,9 @@ static int parse_option(int argc, char **argv, int *i, serve_options *o)
     if (is_option(arg, "--listen")) {
         if (!(o->listen = option_value(argc, argv, i)) || !*o->listen)
             return cli_usage_error("serve", "--listen needs ADDR:PORT, e.g. 127.0.0.1:8080");
+    } else if (is_option(arg, "--e2b-listen")) {
+        if (!(o->e2b_listen = option_value(argc, argv, i)) || !*o->e2b_listen)
+            return cli_usage_error("serve", "--e2b-listen needs ADDR:PORT, e.g. 127.0.0.1:49999");
     } else if (is_option(arg, "--max-running")) {
         if (parse_count(option_value(argc, argv, i), 1, 100000, &n))
             return cli_usage_error("serve", "--max-running needs a whole number from 1");

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const route routes[] = {
+static const route runbox_routes[] = {
     {"GET", "/healthz", http_handle_health, BODY_NONE, true},
     {"GET", "/metrics", http_handle_metrics, BODY_NONE, false},
     {"GET", "/openapi.json", http_handle_openapi, BODY_NONE, false},
@@ -21,7 +21,13 @@ static const route routes[] = {
     {"DELETE", "/v1/sessions/{id}/files/{path}", http_handle_file_delete, BODY_NONE, false},
 };
 
-#define ROUTE_COUNT (sizeof routes / sizeof *routes)
+const http_api http_runbox_api = {
+    .name = "runbox",
+    .routes = runbox_routes,
+    .route_count = sizeof runbox_routes / sizeof *runbox_routes,
+    .authorized = http_auth_ok,
+    .unauthorized = "'Authorization: Bearer TOKEN'",
+};
 
 typedef struct span {
     const char *start;
@@ -69,7 +75,8 @@ static enum MHD_Result not_allowed(http_request *req, const char *allow)
 bool http_route(http_request *req, enum MHD_Result *queued)
 {
     char allow[64] = "";
-    for (size_t i = 0; i < ROUTE_COUNT; i++) {
+    const route *routes = req->api->routes;
+    for (size_t i = 0; i < req->api->route_count; i++) {
         span id = {0}, rest = {0};
         if (!match(routes[i].pattern, req->path, &id, &rest))
             continue;
@@ -92,14 +99,15 @@ bool http_route(http_request *req, enum MHD_Result *queued)
         *queued = not_allowed(req, allow);
     else
         *queued = http_reply_fail(req, MHD_HTTP_NOT_FOUND, "not_found",
-                                  "no such route: %.200s (see /openapi.json)", req->path);
+                                  "no such route: %.200s%s", req->path,
+                                  req->api == &http_runbox_api ? " (see /openapi.json)" : "");
     return false;
 }
 
-bool http_route_is_open(const char *path)
+bool http_route_is_open(const http_api *api, const char *path)
 {
-    for (size_t i = 0; i < ROUTE_COUNT; i++)
-        if (routes[i].open && !strcmp(routes[i].pattern, path))
+    for (size_t i = 0; i < api->route_count; i++)
+        if (api->routes[i].open && !strcmp(api->routes[i].pattern, path))
             return true;
     return false;
 }

@@ -29,12 +29,17 @@ int http_run_prepare(execution *ex)
 static int on_output(void *user, rbx_stream stream, const char *data, size_t len)
 {
     execution *ex = user;
-    char *json = rbx_event_to_json(stream, data, len);
     size_t frame_len = 0;
-    static const char *const types[] = {
-        [RBX_STDOUT] = "stdout", [RBX_STDERR] = "stderr", [RBX_DISPLAY] = "display"};
-    char *frame = json ? http_stream_frame(ex->format, types[stream], json, &frame_len) : NULL;
-    free(json);
+    char *frame;
+    if (ex->dialect) {
+        frame = ex->dialect->output(stream, data, len, &frame_len);
+    } else {
+        static const char *const types[] = {
+            [RBX_STDOUT] = "stdout", [RBX_STDERR] = "stderr", [RBX_DISPLAY] = "display"};
+        char *json = rbx_event_to_json(stream, data, len);
+        frame = json ? http_stream_frame(ex->format, types[stream], json, &frame_len) : NULL;
+        free(json);
+    }
     if (frame)
         http_queue_push(&ex->events, frame, frame_len, http_execution_stop_waiting, ex);
     free(frame);
@@ -55,7 +60,11 @@ void http_run(execution *ex)
     }
     http_metrics_execution(ex->server->metrics, result.language ? result.language : "unknown",
                            result.error_type ? result.error_type : "ok", result.duration_ms);
-    ex->result = streaming ? rbx_result_event_to_json(&result) : rbx_result_to_json(&result);
+    size_t len;
+    if (ex->dialect) /* the stream's last frames, whole */
+        ex->result = ex->dialect->end(&result, NULL, &len);
+    else
+        ex->result = streaming ? rbx_result_event_to_json(&result) : rbx_result_to_json(&result);
     ex->has_result = ex->result != NULL;
     if (!ex->has_result)
         http_error_set(&ex->error, MHD_HTTP_INTERNAL_SERVER_ERROR, "system_error",

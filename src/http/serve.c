@@ -37,8 +37,8 @@ static int shutdown_pipe(void)
 }
 
 /* ADDR:PORT, [IPv6]:PORT or HOST:PORT, resolved to one address. */
-static int resolve_listen(const char *listen, struct sockaddr_storage *addr, socklen_t *len,
-                          char *why, size_t why_size)
+static int resolve_listen(const char *option, const char *listen, struct sockaddr_storage *addr,
+                          socklen_t *len, char *why, size_t why_size)
 {
     const char *colon = strrchr(listen, ':');
     char host[256];
@@ -47,7 +47,7 @@ static int resolve_listen(const char *listen, struct sockaddr_storage *addr, soc
     unsigned long port = colon ? strtoul(colon + 1, &end, 10) : 0;
     if (!colon || colon == listen || !isdigit((unsigned char)colon[1]) || *end || port > 65535 ||
         (size_t)(colon - listen) >= sizeof host) {
-        snprintf(why, why_size, "--listen needs ADDR:PORT, e.g. 127.0.0.1:8080, not '%.64s'",
+        snprintf(why, why_size, "%s needs ADDR:PORT, e.g. 127.0.0.1:8080, not '%.64s'", option,
                  listen);
         return -1;
     }
@@ -84,8 +84,8 @@ static int open_listener(const struct sockaddr_storage *addr, socklen_t len)
 }
 
 /* The first log line says where the server listens (the port, too, when
- * it was 0). */
-static void log_listening(const http_server *server, int listen_fd)
+ * it was 0); with E2B's protocol a second one says where that is. */
+static void log_listening(const http_server *server, int listen_fd, const char *api)
 {
     struct sockaddr_storage addr;
     socklen_t len = sizeof addr;
@@ -96,6 +96,7 @@ static void log_listening(const http_server *server, int listen_fd)
     snprintf(where, sizeof where, addr.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
     json_t *line = http_log_event("listening");
     json_object_set_new(line, "listen", json_string(where));
+    json_object_set_new(line, "api", json_string(api));
     json_object_set_new(line, "max_running", json_integer(server->options.max_running));
     json_object_set_new(line, "max_queue", json_integer(server->options.max_queue));
     json_object_set_new(line, "token", json_boolean(server->token != NULL));
@@ -124,27 +125,59 @@ static local_server *serve_local(rbx_engine *engine)
     return local;
 }
 
-static int serve(const cli_globals *globals, http_server *server,
-                 const struct sockaddr_storage *addr, socklen_t addr_len)
+/* A listening socket, or -1 with errno's message on stderr. */
+static int listen_on(const char *listen, const struct sockaddr_storage *addr, socklen_t len)
 {
-    int listen_fd = open_listener(addr, addr_len);
-    if (listen_fd < 0) {
-        fprintf(stderr, "runbox: cannot listen on %s: %s\n", server->options.listen,
-                strerror(errno));
+    int fd = open_listener(addr, len);
+    if (fd < 0)
+        fprintf(stderr, "runbox: cannot listen on %s: %s\n", listen, strerror(errno));
+    return fd;
+}
+
+/* E2B's contexts, when its protocol is served; false when they cannot be
+ * read. */
+static bool open_contexts(http_server *server)
+{
+    if (!server->options.e2b_listen)
+        return true;
+    char why[600];
+    server->contexts = e2b_contexts_open(rbx_engine_config(server->engine)->state_dir, why,
+                                         sizeof why);
+    if (!server->contexts)
+        fprintf(stderr, "runbox: %s\n", why);
+    return server->contexts != NULL;
+}
+
+static int serve(const cli_globals *globals, http_server *server, const struct sockaddr_storage *addr,
+                 socklen_t addr_len, const struct sockaddr_storage *e2b_addr, socklen_t e2b_len)
+{
+    int listen_fd = listen_on(server->options.listen, addr, addr_len);
+    if (listen_fd < 0)
+        return EXIT_SYSTEM;
+    int e2b_fd = -1;
+    if (server->options.e2b_listen &&
+        (e2b_fd = listen_on(server->options.e2b_listen, e2b_addr, e2b_len)) < 0) {
+        close(listen_fd);
         return EXIT_SYSTEM;
     }
     int rc = 0;
     server->engine = cli_engine(globals, &rc);
-    if (!server->engine) {
+    if (!server->engine || !open_contexts(server)) {
         close(listen_fd);
-        return rc;
+        if (e2b_fd >= 0)
+            close(e2b_fd);
+        if (server->engine)
+            rbx_engine_free(server->engine);
+        return server->engine ? EXIT_SYSTEM : rc;
     }
     /* Before the first request: what a killed predecessor left goes now. */
     rbx_engine_recover(server->engine);
     local_server *local = serve_local(server->engine);
     int signal_fd = shutdown_pipe();
-    if (signal_fd >= 0 && http_server_start(server, listen_fd) == 0) {
-        log_listening(server, listen_fd);
+    if (signal_fd >= 0 && http_server_start(server, listen_fd, e2b_fd) == 0) {
+        log_listening(server, listen_fd, "runbox");
+        if (e2b_fd >= 0)
+            log_listening(server, e2b_fd, "e2b");
         struct pollfd wake = {.fd = signal_fd, .events = POLLIN};
         while (poll(&wake, 1, -1) < 0 && errno == EINTR)
             continue;
@@ -165,6 +198,7 @@ static int serve(const cli_globals *globals, http_server *server,
         unlink(path);
         local_server_stop(local);
     }
+    e2b_contexts_free(server->contexts);
     rbx_engine_free(server->engine);
     return rc;
 }
@@ -176,18 +210,24 @@ int cli_serve(cli_globals *globals, int argc, char **argv)
     if (rc >= 0)
         return rc;
     char why[600];
-    struct sockaddr_storage addr;
-    socklen_t addr_len;
-    if (resolve_listen(server.options.listen, &addr, &addr_len, why, sizeof why) != 0 ||
+    struct sockaddr_storage addr, e2b_addr = {0};
+    socklen_t addr_len, e2b_len = 0;
+    const char *e2b = server.options.e2b_listen;
+    if (resolve_listen("--listen", server.options.listen, &addr, &addr_len, why, sizeof why) != 0 ||
+        (e2b && resolve_listen("--e2b-listen", e2b, &e2b_addr, &e2b_len, why, sizeof why) != 0) ||
         http_auth_load(&server.options, &server.token, why, sizeof why) != 0)
         return cli_usage_error("serve", "%s", why);
-    if (!server.token && !http_address_is_loopback((const struct sockaddr *)&addr))
+    const char *exposed =
+        !http_address_is_loopback((const struct sockaddr *)&addr) ? server.options.listen
+        : e2b && !http_address_is_loopback((const struct sockaddr *)&e2b_addr) ? e2b
+                                                                               : NULL;
+    if (!server.token && exposed)
         return cli_usage_error("serve",
                                "refusing to listen on %s without a token: anyone who can reach "
                                "it could run code on this host (give --token-file FILE or set "
                                "RUNBOX_TOKEN, or listen on 127.0.0.1)",
-                               server.options.listen);
-    rc = serve(globals, &server, &addr, addr_len);
+                               exposed);
+    rc = serve(globals, &server, &addr, addr_len, &e2b_addr, e2b_len);
     free(server.token);
     return rc;
 }

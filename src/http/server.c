@@ -1,6 +1,7 @@
-/* The daemon, and the life of a request: its headers are checked before
- * any body is read (shutdown, token, route, content type, size), the body
- * comes in bounded, the route's handler answers, and its end is logged. */
+/* The daemons (runbox's API, and E2B's protocol when asked for), and the
+ * life of a request: its headers are checked before any body is read
+ * (shutdown, token, route, content type, size), the body comes in
+ * bounded, the route's handler answers, and its end is logged. */
 #include "http/http.h"
 
 #include <stdlib.h>
@@ -13,15 +14,18 @@
 /* Connections beyond those that executions can occupy. */
 #define SPARE_CONNECTIONS 256
 
-static http_request *request_new(http_server *server, struct MHD_Connection *connection,
-                                 const char *url, const char *method)
+static http_request *request_new(const http_listener *listener,
+                                 struct MHD_Connection *connection, const char *url,
+                                 const char *method)
 {
+    http_server *server = listener->server;
     http_request *req = calloc(1, sizeof *req);
     if (!req || !(req->path = strdup(url))) {
         free(req);
         return NULL;
     }
     req->server = server;
+    req->api = listener->api;
     req->connection = connection;
     snprintf(req->method, sizeof req->method, "%s", method);
     req->started_us = http_now_us();
@@ -63,9 +67,9 @@ static enum MHD_Result request_begin(http_request *req)
     if (has_control(req->path))
         return http_reply_fail(req, MHD_HTTP_BAD_REQUEST, "invalid_path",
                                "the path contains a control character or an encoded NUL");
-    if (!http_route_is_open(req->path) && !http_auth_ok(server, req->connection))
+    if (!http_route_is_open(req->api, req->path) && !req->api->authorized(server, req->connection))
         return http_reply_fail(req, MHD_HTTP_UNAUTHORIZED, "unauthorized",
-                               "this server needs its token: send 'Authorization: Bearer TOKEN'");
+                               "this server needs its token: send %s", req->api->unauthorized);
     enum MHD_Result queued;
     if (!http_route(req, &queued))
         return queued;
@@ -116,7 +120,7 @@ static void log_access(const http_request *req, enum MHD_RequestTerminationCode 
 static void on_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    http_server *server = cls;
+    http_server *server = ((http_listener *)cls)->server;
     http_request *req = *con_cls;
     if (!req)
         return;
@@ -131,7 +135,7 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
 static void on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
-    http_server *server = cls;
+    http_server *server = ((http_listener *)cls)->server;
     http_watchdog_connection(server->watchdog, connection, socket_context, code);
 }
 
@@ -167,7 +171,26 @@ static void release(http_server *server)
     pthread_mutex_destroy(&server->lock);
 }
 
-int http_server_start(http_server *server, int listen_fd)
+/* A thread per connection: handlers may block for an execution, and a
+ * slow client holds only its own thread. */
+static bool start_daemon(http_listener *listener, http_server *server, const http_api *api,
+                         int listen_fd)
+{
+    const serve_options *o = &server->options;
+    *listener = (http_listener){.server = server, .api = api};
+    listener->daemon = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
+            MHD_USE_ERROR_LOG,
+        0, NULL, NULL, on_request, listener, MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL,
+        MHD_OPTION_LISTEN_SOCKET, listen_fd, MHD_OPTION_CONNECTION_TIMEOUT, o->client_timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, o->max_running + o->max_queue + SPARE_CONNECTIONS,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, listener, MHD_OPTION_NOTIFY_CONNECTION, on_connection, listener,
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
+    return listener->daemon != NULL;
+}
+
+int http_server_start(http_server *server, int listen_fd, int e2b_fd)
 {
     const serve_options *o = &server->options;
     pthread_mutex_init(&server->lock, NULL);
@@ -175,26 +198,27 @@ int http_server_start(http_server *server, int listen_fd)
     http_admission_init(&server->admission, o->max_running, o->max_queue);
     server->metrics = http_metrics_new();
     server->watchdog = http_watchdog_start(o->client_timeout_s);
-    if (!server->metrics || !server->watchdog) {
+    if (!server->metrics || !server->watchdog ||
+        !start_daemon(&server->listener, server, &http_runbox_api, listen_fd)) {
         release(server);
         return -1;
     }
-    /* A thread per connection: handlers may block for an execution, and a
-     * slow client holds only its own thread. */
-    server->daemon = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
-            MHD_USE_ERROR_LOG,
-        0, NULL, NULL, on_request, server, MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL,
-        MHD_OPTION_LISTEN_SOCKET, listen_fd, MHD_OPTION_CONNECTION_TIMEOUT, o->client_timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, o->max_running + o->max_queue + SPARE_CONNECTIONS,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, server, MHD_OPTION_NOTIFY_CONNECTION, on_connection, server,
-        MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
-    if (!server->daemon) {
+    if (e2b_fd >= 0 && !start_daemon(&server->e2b_listener, server, &http_e2b_api, e2b_fd)) {
+        MHD_stop_daemon(server->listener.daemon);
         release(server);
         return -1;
     }
     return 0;
+}
+
+/* No new connections: the listening sockets close. */
+static void quiesce(http_listener *listener)
+{
+    if (!listener->daemon)
+        return;
+    MHD_socket socket = MHD_quiesce_daemon(listener->daemon);
+    if (socket != MHD_INVALID_SOCKET)
+        close(socket);
 }
 
 static void log_shutdown(http_server *server, const char *stage)
@@ -220,9 +244,8 @@ static void wait_requests(http_server *server, int64_t deadline_us)
 void http_server_shutdown(http_server *server)
 {
     atomic_store(&server->draining, true);
-    MHD_socket listener = MHD_quiesce_daemon(server->daemon);
-    if (listener != MHD_INVALID_SOCKET)
-        close(listener);
+    quiesce(&server->listener);
+    quiesce(&server->e2b_listener);
     http_admission_close(&server->admission);
     log_shutdown(server, "draining");
     int64_t grace_end = http_now_us() + (int64_t)(server->options.grace_s * 1e6);
@@ -232,7 +255,9 @@ void http_server_shutdown(http_server *server)
         http_executions_wait_idle(server, INT64_MAX);
     }
     wait_requests(server, http_now_us() + (int64_t)server->options.client_timeout_s * 1000000);
-    MHD_stop_daemon(server->daemon);
+    MHD_stop_daemon(server->listener.daemon);
+    if (server->e2b_listener.daemon)
+        MHD_stop_daemon(server->e2b_listener.daemon);
     log_shutdown(server, "stopped");
     release(server);
 }

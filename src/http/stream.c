@@ -143,10 +143,19 @@ char *http_stream_frame(stream_format format, const char *type, const char *json
 static ssize_t read_events(void *cls, uint64_t pos, char *buf, size_t max)
 {
     execution *ex = cls;
+    const stream_dialect *dialect = ex->dialect;
+    int wait_ms = dialect && dialect->keepalive_ms ? dialect->keepalive_ms : -1;
     for (;;) {
         bool finished;
         size_t n = http_queue_take(&ex->events, buf, max, &finished);
+        if (!n && !finished && wait_ms > 0 &&
+            http_now_us() - ex->last_sent_us >= (int64_t)wait_ms * 1000 &&
+            strlen(dialect->keepalive) <= max) {
+            n = strlen(dialect->keepalive);
+            memcpy(buf, dialect->keepalive, n);
+        }
         if (n) {
+            ex->last_sent_us = http_now_us();
             *ex->bytes_sent += n;
             return (ssize_t)n;
         }
@@ -156,7 +165,7 @@ static ssize_t read_events(void *cls, uint64_t pos, char *buf, size_t max)
             http_release_connection(ex->server, ex->connection);
             return MHD_CONTENT_READER_END_OF_STREAM;
         }
-        if (!http_execution_wait(ex, -1))
+        if (!http_execution_wait(ex, wait_ms))
             return MHD_CONTENT_READER_END_WITH_ERROR;
     }
 }
@@ -197,9 +206,11 @@ enum MHD_Result http_stream_reply(http_request *req, execution *ex)
         http_execution_free(ex);
         return MHD_NO;
     }
+    ex->last_sent_us = http_now_us();
     MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE,
-                            ex->format == STREAM_SSE ? "text/event-stream"
-                                                     : "application/x-ndjson");
+                            ex->dialect                ? ex->dialect->content_type
+                            : ex->format == STREAM_SSE ? "text/event-stream"
+                                                       : "application/x-ndjson");
     MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     /* Proxies such as nginx would otherwise buffer the stream. */
     MHD_add_response_header(response, "X-Accel-Buffering", "no");

@@ -95,6 +95,13 @@
   const execute = async (request) => {
     count += 1;
     const done = { type: 'done', id: request.id, execution_count: count, status: 'ok', exception: null };
+    if (request.cwd) {  // a fresh kernel's first call: where it was asked to start
+      try {
+        process.chdir(request.cwd);
+      } catch (error) {
+        process.stderr.write(`[runbox: cannot start in ${request.cwd}: ${error.code || error.message}]\n`);
+      }
+    }
     const env = request.env || {};
     const saved = Object.fromEntries(Object.keys(env).map((name) => [name, process.env[name]]));
     Object.assign(process.env, env);

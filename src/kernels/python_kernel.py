@@ -20,6 +20,11 @@ requests = channel.makefile("rb")
 main = types.ModuleType("__main__")
 main.__dict__["__builtins__"] = builtins
 sys.modules["__main__"] = main
+# Whole lines reach runbox as one chunk (print writes its text and its end
+# apart, which PYTHONUNBUFFERED would pass on as two), as Jupyter's streams
+# do; send() and the end of each call flush what is left of a line.
+for _stream in (sys.stdout, sys.stderr):
+    _stream.reconfigure(line_buffering=True, write_through=False)
 count = 0
 running = False
 REPRS = (("_repr_html_", "text/html"), ("_repr_markdown_", "text/markdown"),
@@ -154,6 +159,11 @@ def execute(request):
     count += 1
     done = {"type": "done", "id": request.get("id"), "execution_count": count,
             "status": "ok", "exception": None}
+    if request.get("cwd"):  # a fresh kernel's first call: where it was asked to start
+        try:
+            os.chdir(request["cwd"])
+        except OSError as exc:
+            sys.stderr.write(f"[runbox: cannot start in {request['cwd']}: {exc.strerror}]\n")
     saved = {name: os.environ.get(name) for name in request.get("env", {})}
     os.environ.update(request.get("env", {}))
     try:

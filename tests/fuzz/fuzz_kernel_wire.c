@@ -62,7 +62,8 @@ static void check_request(rbx_kernel_dialect dialect, const uint8_t *data, size_
 {
     const char *code = (const char *)data;
     size_t len = 0;
-    char *request = rbx_kernel_wire_request(dialect, 7, code, size, NULL, 0, &len);
+    rbx_kernel_wire_call call = {.id = 7, .code = code, .code_len = size};
+    char *request = rbx_kernel_wire_request(dialect, &call, &len);
     if (dialect == RBX_KERNEL_JSON) {
         if (!fuzz_utf8_valid(code, size) || memchr(code, 0, size)) {
             free(request);

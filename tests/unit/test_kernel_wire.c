@@ -10,7 +10,9 @@ static void json_request_is_one_line_with_code_and_env(void **state)
     (void)state;
     const char *env[] = {"GREETING=hi", "EMPTY="};
     size_t len;
-    char *line = rbx_kernel_wire_request(RBX_KERNEL_JSON, 5, "print('a\nb')", 12, env, 2, &len);
+    rbx_kernel_wire_call call = {
+        .id = 5, .code = "print('a\nb')", .code_len = 12, .env = env, .env_count = 2};
+    char *line = rbx_kernel_wire_request(RBX_KERNEL_JSON, &call, &len);
     assert_non_null(line);
     assert_int_equal(line[len - 1], '\n');
     assert_ptr_equal(memchr(line, '\n', len), line + len - 1);
@@ -20,8 +22,27 @@ static void json_request_is_one_line_with_code_and_env(void **state)
     json_t *vars = json_object_get(back, "env");
     assert_string_equal(json_string_value(json_object_get(vars, "GREETING")), "hi");
     assert_string_equal(json_string_value(json_object_get(vars, "EMPTY")), "");
+    assert_null(json_object_get(back, "cwd")); /* only a fresh kernel's first call has one */
     json_decref(back);
     free(line);
+}
+
+static void a_fresh_kernel_is_told_where_to_start(void **state)
+{
+    (void)state;
+    size_t len;
+    rbx_kernel_wire_call call = {.id = 1, .code = "x", .code_len = 1, .cwd = "/home/user/it's"};
+    char *line = rbx_kernel_wire_request(RBX_KERNEL_JSON, &call, &len);
+    json_t *back = json_loadb(line, len - 1, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(back, "cwd")), "/home/user/it's");
+    json_decref(back);
+    free(line);
+    char *text = rbx_kernel_wire_request(RBX_KERNEL_BASH, &call, &len);
+    assert_non_null(text);
+    /* First, quoted byte for byte, before the call begins. */
+    const char *want = "builtin cd -- $'/home/user/it\\x27s'\n__rbx_begin 1 ";
+    assert_memory_equal(text, want, strlen(want));
+    free(text);
 }
 
 static void bash_request_quotes_every_unsafe_byte(void **state)
@@ -29,7 +50,8 @@ static void bash_request_quotes_every_unsafe_byte(void **state)
     (void)state;
     const char code[] = "echo 'x'\n$(rm -rf /)\xff";
     size_t len;
-    char *text = rbx_kernel_wire_request(RBX_KERNEL_BASH, 9, code, sizeof code - 1, NULL, 0, &len);
+    rbx_kernel_wire_call call = {.id = 9, .code = code, .code_len = sizeof code - 1};
+    char *text = rbx_kernel_wire_request(RBX_KERNEL_BASH, &call, &len);
     assert_non_null(text);
     assert_string_equal(text, "__rbx_begin 9 $'echo \\x27x\\x27\\x0a\\x24(rm -rf /)\\xff'\n"
                               "[[ $__rbx_ok ]] && { eval \"$__rbx_code\"; } </dev/null\n");
@@ -41,7 +63,8 @@ static void bash_request_sets_and_restores_env(void **state)
     (void)state;
     const char *env[] = {"A=1 2"};
     size_t len;
-    char *text = rbx_kernel_wire_request(RBX_KERNEL_BASH, 1, "true", 4, env, 1, &len);
+    rbx_kernel_wire_call call = {.id = 1, .code = "true", .code_len = 4, .env = env, .env_count = 1};
+    char *text = rbx_kernel_wire_request(RBX_KERNEL_BASH, &call, &len);
     assert_non_null(strstr(text, "__rbx_env_set $'A' $'1 2'\n"));
     assert_non_null(strstr(text, "__rbx_env_restore\n"));
     free(text);
@@ -99,6 +122,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(json_request_is_one_line_with_code_and_env),
+        cmocka_unit_test(a_fresh_kernel_is_told_where_to_start),
         cmocka_unit_test(bash_request_quotes_every_unsafe_byte),
         cmocka_unit_test(bash_request_sets_and_restores_env),
         cmocka_unit_test(display_and_done_events_parse),

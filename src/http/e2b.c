@@ -1,0 +1,415 @@
+/* E2B's code-interpreter protocol (../shared/E2B-PROTOCOL.md, checked
+ * against the released e2b-code-interpreter SDK): POST /execute streams
+ * NDJSON lines (stdout, stderr, result, error, number_of_executions,
+ * end_of_execution, keepalive) from a stateful call into a context's
+ * kernel; /contexts creates, lists, restarts and removes contexts. The
+ * execution is runbox's own (limits, isolation, admission, interrupt when
+ * the client leaves); only its events are written in E2B's words. */
+#include "http/http.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+/* --- the stream in E2B's words ------------------------------------------------------- */
+
+static char *line_of(json_t *object, size_t *len)
+{
+    char *json = object ? json_dumps(object, JSON_COMPACT) : NULL;
+    json_decref(object);
+    if (!json)
+        return NULL;
+    size_t n = strlen(json);
+    char *line = realloc(json, n + 2);
+    if (!line) {
+        free(json);
+        return NULL;
+    }
+    memcpy(line + n, "\n", 2);
+    *len = n + 1;
+    return line;
+}
+
+static json_int_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (json_int_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* E2B's result fields for Jupyter's MIME types; others go to "extra". */
+static const char *const mime_fields[][2] = {
+    {"text/plain", "text"},         {"text/html", "html"},
+    {"text/markdown", "markdown"},  {"image/svg+xml", "svg"},
+    {"image/png", "png"},           {"image/jpeg", "jpeg"},
+    {"application/pdf", "pdf"},     {"text/latex", "latex"},
+    {"application/json", "json"},   {"application/javascript", "javascript"},
+};
+
+/* E2B shows a string's repr without its quotes: 'abc' is text abc. */
+static json_t *plain_text(json_t *value)
+{
+    const char *text = json_string_value(value);
+    size_t len = json_string_length(value);
+    if (text && len >= 2 && (text[0] == '\'' || text[0] == '"') && text[len - 1] == text[0])
+        return json_stringn(text + 1, len - 2);
+    return json_incref(value);
+}
+
+/* A rich output ({"kind", "data": {MIME: value}}) as a "result" line. */
+static json_t *result_line(const char *data, size_t len)
+{
+    json_t *output = json_loadb(data, len, 0, NULL);
+    json_t *bundle = json_object_get(output, "data");
+    if (!json_is_object(bundle)) {
+        json_decref(output);
+        return NULL;
+    }
+    const char *kind = json_string_value(json_object_get(output, "kind"));
+    json_t *line = json_pack("{s:s, s:b}", "type", "result", "is_main_result",
+                             kind && !strcmp(kind, "execute_result"));
+    json_t *extra = json_object();
+    const char *mime;
+    json_t *value;
+    json_object_foreach(bundle, mime, value)
+    {
+        const char *field = NULL;
+        for (size_t i = 0; i < sizeof mime_fields / sizeof *mime_fields && !field; i++)
+            if (!strcmp(mime_fields[i][0], mime))
+                field = mime_fields[i][1];
+        if (!field)
+            json_object_set(extra, mime, value);
+        else if (!strcmp(field, "text"))
+            json_object_set_new(line, field, plain_text(value));
+        else
+            json_object_set(line, field, value);
+    }
+    if (json_object_size(extra))
+        json_object_set(line, "extra", extra);
+    json_decref(extra);
+    json_decref(output);
+    return line;
+}
+
+static char *e2b_output(rbx_stream stream, const char *data, size_t len, size_t *frame_len)
+{
+    if (stream == RBX_DISPLAY)
+        return line_of(result_line(data, len), frame_len);
+    return line_of(json_pack("{s:s, s:o, s:I}", "type", stream == RBX_STDOUT ? "stdout" : "stderr",
+                             "text", http_json_text(data, len), "timestamp", now_ns()),
+                   frame_len);
+}
+
+/* The error's message: on the line that starts with its name (Python
+ * prints it last, Node first), else runbox's own last line. */
+static json_t *error_value(const char *name, const char *text, size_t len)
+{
+    size_t name_len = strlen(name);
+    const char *found = NULL, *found_end = NULL, *last = NULL, *last_end = NULL;
+    for (const char *line = text; line < text + len;) {
+        const char *end = memchr(line, '\n', (size_t)(text + len - line));
+        if (!end)
+            end = text + len;
+        if ((size_t)(end - line) > name_len + 1 && !strncmp(line, name, name_len) &&
+            line[name_len] == ':' && line[name_len + 1] == ' ') {
+            found = line + name_len + 2;
+            found_end = end;
+        }
+        if (end > line) {
+            last = line;
+            last_end = end;
+        }
+        line = end + 1;
+    }
+    if (found)
+        return http_json_text(found, (size_t)(found_end - found));
+    return last ? http_json_text(last, (size_t)(last_end - last)) : json_string("");
+}
+
+static char *e2b_end(const rbx_result *result, const http_error *err, size_t *frame_len)
+{
+    json_t *lines = json_array();
+    if (!result) {
+        json_array_append_new(lines, json_pack("{s:s, s:s, s:s, s:s}", "type", "error", "name",
+                                               err->code, "value", err->message, "traceback",
+                                               err->message));
+    } else {
+        if (result->error_type) {
+            const char *name = result->exception ? result->exception : result->error_type;
+            json_array_append_new(
+                lines, json_pack("{s:s, s:s, s:o, s:o}", "type", "error", "name", name, "value",
+                                 error_value(name, result->error, result->error_len),
+                                 "traceback", http_json_text(result->error, result->error_len)));
+        }
+        json_array_append_new(lines, json_pack("{s:s, s:I}", "type", "number_of_executions",
+                                               "execution_count",
+                                               (json_int_t)result->execution_count));
+    }
+    json_array_append_new(lines, json_pack("{s:s}", "type", "end_of_execution"));
+    /* One frame of whole lines. */
+    char *frame = NULL;
+    size_t total = 0, i;
+    json_t *line;
+    json_array_foreach(lines, i, line)
+    {
+        size_t n;
+        char *text = line_of(json_incref(line), &n);
+        char *grown = text ? realloc(frame, total + n + 1) : NULL;
+        if (!grown) {
+            free(text);
+            free(frame);
+            json_decref(lines);
+            return NULL;
+        }
+        frame = grown;
+        memcpy(frame + total, text, n + 1);
+        total += n;
+        free(text);
+    }
+    json_decref(lines);
+    *frame_len = total;
+    return frame;
+}
+
+/* The SDK notices a dropped connection by these, and ignores them. */
+static const stream_dialect e2b_dialect = {
+    .output = e2b_output,
+    .end = e2b_end,
+    .keepalive = "{\"type\":\"keepalive\"}\n",
+    .keepalive_ms = 5000,
+    .content_type = "application/x-ndjson",
+};
+
+/* --- languages and contexts ---------------------------------------------------------- */
+
+/* E2B's names: TypeScript runs as JavaScript (types are not stripped). */
+static const char *language_of(const char *name)
+{
+    static const char *const aliases[][2] = {
+        {"typescript", "javascript"}, {"ts", "javascript"}, {"sh", "bash"}};
+    for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
+        if (!strcasecmp(name, aliases[i][0]))
+            return aliases[i][1];
+    return rbx_runtime_canonical(name);
+}
+
+static enum MHD_Result unknown_language(http_request *req, const char *name)
+{
+    return http_reply_fail(req, MHD_HTTP_BAD_REQUEST, "invalid_request",
+                           "language '%.64s' is not served here (accepted: python, javascript "
+                           "(js, typescript, ts), bash (sh))",
+                           name);
+}
+
+static enum MHD_Result no_context(http_request *req, const char *id)
+{
+    return http_reply_fail(req, MHD_HTTP_NOT_FOUND, "not_found", "context %.80s not found", id);
+}
+
+/* A string field, or NULL when absent or null; false when it is another type. */
+static bool optional_string(json_t *body, const char *name, const char **value)
+{
+    json_t *field = body ? json_object_get(body, name) : NULL;
+    *value = json_string_value(field);
+    return !field || json_is_null(field) || *value;
+}
+
+/* --- POST /execute ------------------------------------------------------------------- */
+
+/* The context the request names, or its language's default one. */
+static bool context_for(http_request *req, json_t *body, e2b_context *context,
+                        enum MHD_Result *queued)
+{
+    const char *id, *language;
+    if (!optional_string(body, "context_id", &id) || !optional_string(body, "language", &language)) {
+        *queued = http_reply_fail(req, MHD_HTTP_BAD_REQUEST, "invalid_request",
+                                  "'context_id' and 'language' must be strings");
+        return false;
+    }
+    if (id && language) {
+        *queued = http_reply_fail(req, MHD_HTTP_BAD_REQUEST, "invalid_request",
+                                  "give 'context_id' or 'language', not both: a context has its "
+                                  "language");
+        return false;
+    }
+    if (id) {
+        if (!e2b_contexts_find(req->server->contexts, id, context)) {
+            *queued = no_context(req, id);
+            return false;
+        }
+        return true;
+    }
+    const char *canonical = language_of(language ? language : "python");
+    if (!canonical) {
+        *queued = unknown_language(req, language);
+        return false;
+    }
+    if (!e2b_contexts_default(req->server->contexts, canonical, context)) {
+        *queued = http_reply_fail(req, MHD_HTTP_INTERNAL_SERVER_ERROR, "system_error",
+                                  "cannot keep the default %s context", canonical);
+        return false;
+    }
+    return true;
+}
+
+/* runbox's own execute request for it: a stateful call in the context's
+ * session, with the longest timeout the operator allows (E2B's clients
+ * keep their own and disconnect, which interrupts the code). */
+static json_t *runbox_request(const http_server *server, json_t *body, const e2b_context *context,
+                              http_error *err)
+{
+    json_t *code = json_object_get(body, "code");
+    json_t *env = json_object_get(body, "env_vars");
+    if (!json_is_string(code)) {
+        http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request",
+                       "'code' is required: the code to run, a string");
+        return NULL;
+    }
+    json_t *request = json_pack("{s:s, s:O, s:s, s:b, s:f}", "language", context->language, "code",
+                                code, "session_id", context->id, "stateful", 1, "timeout",
+                                rbx_engine_config(server->engine)->max_timeout_s);
+    if (request && env && !json_is_null(env))
+        json_object_set(request, "env", env);
+    if (!request)
+        http_error_set(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "system_error", "out of memory");
+    return request;
+}
+
+static enum MHD_Result handle_execute(http_request *req)
+{
+    json_t *body;
+    http_error err;
+    if (!http_body_json(req, &body, &err))
+        return http_reply_error(req, &err);
+    e2b_context context;
+    enum MHD_Result queued;
+    if (!context_for(req, body, &context, &queued)) {
+        json_decref(body);
+        return queued;
+    }
+    json_t *request = runbox_request(req->server, body, &context, &err);
+    json_decref(body);
+    if (!request)
+        return http_reply_error(req, &err);
+    execution *ex = http_execution_new(req, request, &err);
+    if (!ex)
+        return http_reply_error(req, &err);
+    if (strcmp(context.cwd, E2B_DEFAULT_CWD)) {
+        if (!(ex->kernel_cwd = strdup(context.cwd))) {
+            http_execution_free(ex);
+            return MHD_NO;
+        }
+        ex->form.request.kernel_cwd = ex->kernel_cwd;
+    }
+    ex->format = STREAM_NDJSON;
+    ex->dialect = &e2b_dialect;
+    if (http_execution_start(ex) == ADMIT_FULL) {
+        http_execution_free(ex);
+        return http_reply_fail(req, MHD_HTTP_TOO_MANY_REQUESTS, "queue_full",
+                               "%u executions are running and %u waiting, the most this "
+                               "server takes; retry later",
+                               req->server->options.max_running, req->server->options.max_queue);
+    }
+    http_hold_connection(req->connection);
+    return http_stream_reply(req, ex);
+}
+
+/* --- /contexts ----------------------------------------------------------------------- */
+
+static enum MHD_Result handle_contexts_list(http_request *req)
+{
+    return http_reply_json(req, MHD_HTTP_OK, e2b_contexts_list(req->server->contexts), NULL, NULL);
+}
+
+static enum MHD_Result handle_context_create(http_request *req)
+{
+    json_t *body;
+    http_error err;
+    if (!http_body_json(req, &body, &err))
+        return http_reply_error(req, &err);
+    const char *language, *cwd;
+    bool typed = optional_string(body, "language", &language) && optional_string(body, "cwd", &cwd);
+    const char *canonical = typed ? language_of(language ? language : "python") : NULL;
+    char why[300];
+    e2b_context context;
+    enum MHD_Result queued;
+    if (!typed) {
+        queued = http_reply_fail(req, MHD_HTTP_BAD_REQUEST, "invalid_request",
+                                 "'language' and 'cwd' must be strings");
+    } else if (!canonical) {
+        queued = unknown_language(req, language);
+    } else if (cwd && (cwd[0] != '/' || strlen(cwd) > RBX_KERNEL_CWD_MAX)) {
+        queued = http_reply_fail(req, MHD_HTTP_BAD_REQUEST, "invalid_request",
+                                 "'cwd' must be an absolute path of at most %d bytes, such as "
+                                 "/home/user/project",
+                                 RBX_KERNEL_CWD_MAX);
+    } else if (!e2b_contexts_add(req->server->contexts, canonical, cwd ? cwd : E2B_DEFAULT_CWD,
+                                 &context, why, sizeof why)) {
+        queued = http_reply_fail(req, MHD_HTTP_SERVICE_UNAVAILABLE, "no_room", "%s", why);
+    } else {
+        queued = http_reply_json(req, MHD_HTTP_OK, e2b_context_json(&context), NULL, NULL);
+    }
+    json_decref(body);
+    return queued;
+}
+
+/* Its kernel stops; its files stay. A context whose session never ran
+ * has nothing to stop. */
+static enum MHD_Result handle_context_restart(http_request *req)
+{
+    e2b_context context;
+    if (!e2b_contexts_find(req->server->contexts, req->session_id, &context))
+        return no_context(req, req->session_id);
+    size_t stopped = 0;
+    rbx_error err = {0};
+    if (rbx_session_restart(req->server->engine, context.id, context.language, &stopped, &err) !=
+            RBX_OK &&
+        err.status != RBX_ENOENT)
+        return http_reply_engine(req, &err);
+    return http_reply_json(req, MHD_HTTP_OK, e2b_context_json(&context), NULL, NULL);
+}
+
+/* What runs in it is stopped, then its session and files go. */
+static enum MHD_Result handle_context_delete(http_request *req)
+{
+    e2b_context context;
+    if (!e2b_contexts_find(req->server->contexts, req->session_id, &context))
+        return no_context(req, req->session_id);
+    http_executions_cancel_session(req->server, context.id);
+    rbx_error err = {0};
+    if (rbx_session_remove(req->server->engine, context.id, 10.0, &err) != RBX_OK &&
+        err.status != RBX_ENOENT)
+        return http_reply_engine(req, &err);
+    e2b_contexts_remove(req->server->contexts, context.id);
+    return http_reply_json(req, MHD_HTTP_OK, json_pack("{s:s, s:b}", "id", context.id, "removed", 1),
+                           NULL, NULL);
+}
+
+static enum MHD_Result handle_health(http_request *req)
+{
+    return http_reply_json(req, MHD_HTTP_OK, json_pack("{s:s}", "status", "ok"), NULL, NULL);
+}
+
+static const route e2b_routes[] = {
+    {"GET", "/health", handle_health, BODY_NONE, true},
+    {"POST", "/execute", handle_execute, BODY_JSON, false},
+    {"GET", "/contexts", handle_contexts_list, BODY_NONE, false},
+    {"POST", "/contexts", handle_context_create, BODY_JSON_OPTIONAL, false},
+    {"POST", "/contexts/{id}/restart", handle_context_restart, BODY_JSON_OPTIONAL, false},
+    {"DELETE", "/contexts/{id}", handle_context_delete, BODY_NONE, false},
+};
+
+static bool e2b_authorized(const http_server *server, struct MHD_Connection *connection)
+{
+    static const char *const headers[] = {"X-Access-Token", "E2B-Traffic-Access-Token", NULL};
+    return http_auth_ok_headers(server, connection, headers);
+}
+
+const http_api http_e2b_api = {
+    .name = "e2b",
+    .routes = e2b_routes,
+    .route_count = sizeof e2b_routes / sizeof *e2b_routes,
+    .authorized = e2b_authorized,
+    .unauthorized = "'X-Access-Token: TOKEN'",
+};

@@ -1,0 +1,226 @@
+/* E2B's contexts (see http.h): a list in memory, written whole to
+ * <state>/e2b-contexts.json (a new file renamed over the old one) at each
+ * change, so that a restarted server, or one killed while writing, finds
+ * the last complete list. */
+#include "http/http.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#define CONTEXTS_FILE "e2b-contexts.json"
+/* The default context of a language is the session "e2b-<language>". */
+#define DEFAULT_PREFIX "e2b-"
+
+struct e2b_contexts {
+    pthread_mutex_t lock;
+    char *path;
+    e2b_context *list;
+    size_t count;
+};
+
+json_t *e2b_context_json(const e2b_context *context)
+{
+    return json_pack("{s:s, s:s, s:s}", "id", context->id, "language", context->language, "cwd",
+                     context->cwd);
+}
+
+static bool valid_entry(json_t *entry, e2b_context *out)
+{
+    const char *id = json_string_value(json_object_get(entry, "id"));
+    const char *language = json_string_value(json_object_get(entry, "language"));
+    const char *cwd = json_string_value(json_object_get(entry, "cwd"));
+    if (!id || !language || !cwd || !rbx_session_id_valid(id) ||
+        !rbx_runtime_canonical(language) || cwd[0] != '/' || strlen(cwd) > RBX_KERNEL_CWD_MAX)
+        return false;
+    snprintf(out->id, sizeof out->id, "%s", id);
+    snprintf(out->language, sizeof out->language, "%s", rbx_runtime_canonical(language));
+    snprintf(out->cwd, sizeof out->cwd, "%s", cwd);
+    return true;
+}
+
+/* Entries that do not make sense are skipped, not fatal: the file is
+ * runbox's own, and a context lost is a 404 the SDK understands. */
+static bool load(e2b_contexts *c, char *why, size_t why_size)
+{
+    json_error_t error;
+    json_t *root = json_load_file(c->path, 0, &error);
+    if (!root) {
+        if (access(c->path, F_OK) != 0 && errno == ENOENT)
+            return true;
+        snprintf(why, why_size, "cannot read %s: %s", c->path, error.text);
+        return false;
+    }
+    json_t *list = json_object_get(root, "contexts");
+    size_t i;
+    json_t *entry;
+    c->list = calloc(E2B_CONTEXTS_MAX, sizeof *c->list);
+    if (!c->list) {
+        json_decref(root);
+        snprintf(why, why_size, "out of memory");
+        return false;
+    }
+    json_array_foreach(list, i, entry)
+    {
+        if (c->count < E2B_CONTEXTS_MAX && valid_entry(entry, &c->list[c->count]))
+            c->count++;
+    }
+    json_decref(root);
+    return true;
+}
+
+static bool save(e2b_contexts *c)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; i < c->count; i++)
+        json_array_append_new(list, e2b_context_json(&c->list[i]));
+    json_t *root = json_pack("{s:o}", "contexts", list);
+    char temp[4200];
+    snprintf(temp, sizeof temp, "%s.new", c->path);
+    int fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    bool ok = fd >= 0 && root && json_dumpfd(root, fd, JSON_COMPACT) == 0 && fsync(fd) == 0;
+    if (fd >= 0)
+        close(fd);
+    json_decref(root);
+    ok = ok && rename(temp, c->path) == 0;
+    if (!ok)
+        unlink(temp);
+    return ok;
+}
+
+e2b_contexts *e2b_contexts_open(const char *state_dir, char *why, size_t why_size)
+{
+    e2b_contexts *c = calloc(1, sizeof *c);
+    if (!c || asprintf(&c->path, "%s/" CONTEXTS_FILE, state_dir) < 0) {
+        free(c);
+        snprintf(why, why_size, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    if (!load(c, why, why_size)) {
+        e2b_contexts_free(c);
+        return NULL;
+    }
+    if (!c->list && !(c->list = calloc(E2B_CONTEXTS_MAX, sizeof *c->list))) {
+        e2b_contexts_free(c);
+        snprintf(why, why_size, "out of memory");
+        return NULL;
+    }
+    /* E2B lists a default Python and JavaScript context from the start. */
+    e2b_context unused;
+    if (!e2b_contexts_default(c, "python", &unused) ||
+        !e2b_contexts_default(c, "javascript", &unused)) {
+        snprintf(why, why_size, "cannot write %s: %s", c->path, strerror(errno));
+        e2b_contexts_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void e2b_contexts_free(e2b_contexts *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_destroy(&c->lock);
+    free(c->list);
+    free(c->path);
+    free(c);
+}
+
+static e2b_context *find(e2b_contexts *c, const char *id)
+{
+    for (size_t i = 0; i < c->count; i++)
+        if (!strcmp(c->list[i].id, id))
+            return &c->list[i];
+    return NULL;
+}
+
+bool e2b_contexts_find(e2b_contexts *c, const char *id, e2b_context *out)
+{
+    pthread_mutex_lock(&c->lock);
+    e2b_context *found = find(c, id);
+    if (found)
+        *out = *found;
+    pthread_mutex_unlock(&c->lock);
+    return found != NULL;
+}
+
+/* Adds a context under the lock; false when full or not kept. */
+static bool add(e2b_contexts *c, const e2b_context *context)
+{
+    if (c->count >= E2B_CONTEXTS_MAX)
+        return false;
+    c->list[c->count++] = *context;
+    if (save(c))
+        return true;
+    c->count--;
+    return false;
+}
+
+bool e2b_contexts_default(e2b_contexts *c, const char *language, e2b_context *out)
+{
+    e2b_context wanted = {.cwd = E2B_DEFAULT_CWD};
+    snprintf(wanted.id, sizeof wanted.id, DEFAULT_PREFIX "%s", language);
+    snprintf(wanted.language, sizeof wanted.language, "%s", language);
+    pthread_mutex_lock(&c->lock);
+    e2b_context *found = find(c, wanted.id);
+    bool ok = found || add(c, &wanted);
+    *out = found ? *found : wanted;
+    pthread_mutex_unlock(&c->lock);
+    return ok;
+}
+
+bool e2b_contexts_add(e2b_contexts *c, const char *language, const char *cwd, e2b_context *out,
+                      char *why, size_t why_size)
+{
+    unsigned char random[12];
+    if (getrandom(random, sizeof random, 0) != (ssize_t)sizeof random) {
+        snprintf(why, why_size, "no randomness for a context id");
+        return false;
+    }
+    e2b_context context = {0};
+    int n = snprintf(context.id, sizeof context.id, DEFAULT_PREFIX "ctx-");
+    for (size_t i = 0; i < sizeof random; i++)
+        n += snprintf(context.id + n, sizeof context.id - (size_t)n, "%02x", random[i]);
+    snprintf(context.language, sizeof context.language, "%s", language);
+    snprintf(context.cwd, sizeof context.cwd, "%s", cwd);
+    pthread_mutex_lock(&c->lock);
+    size_t count = c->count;
+    bool ok = add(c, &context);
+    pthread_mutex_unlock(&c->lock);
+    if (!ok && count >= E2B_CONTEXTS_MAX)
+        snprintf(why, why_size,
+                 "there are %d contexts, the most this server keeps: remove one first",
+                 E2B_CONTEXTS_MAX);
+    else if (!ok)
+        snprintf(why, why_size, "cannot write the contexts' list: %s", strerror(errno));
+    else
+        *out = context;
+    return ok;
+}
+
+bool e2b_contexts_remove(e2b_contexts *c, const char *id)
+{
+    pthread_mutex_lock(&c->lock);
+    e2b_context *found = find(c, id);
+    if (found) {
+        *found = c->list[--c->count];
+        (void)save(c); /* gone from memory either way, as its session is */
+    }
+    pthread_mutex_unlock(&c->lock);
+    return found != NULL;
+}
+
+json_t *e2b_contexts_list(e2b_contexts *c)
+{
+    json_t *list = json_array();
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->count; i++)
+        json_array_append_new(list, e2b_context_json(&c->list[i]));
+    pthread_mutex_unlock(&c->lock);
+    return list;
+}
