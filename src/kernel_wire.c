@@ -110,8 +110,8 @@ static char *json_request(const rbx_kernel_wire_call *call, size_t *len)
             json_object_set_new(vars, name, json_stringn(clean, clean_len));
         free(clean);
     }
-    json_t *request = json_pack("{s:I, s:s%, s:o}", "id", (json_int_t)call->id, "code",
-                                call->code, call->code_len, "env", vars);
+    json_t *request = json_pack("{s:I, s:s%, s:o}", "id", (json_int_t)call->id, "code", call->code,
+                                call->code_len, "env", vars);
     if (request && call->cwd)
         json_object_set_new(request, "cwd", json_string(call->cwd));
     char *text = request ? json_dumps(request, JSON_COMPACT) : NULL;

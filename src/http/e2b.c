@@ -40,11 +40,11 @@ static json_int_t now_ns(void)
 
 /* E2B's result fields for Jupyter's MIME types; others go to "extra". */
 static const char *const mime_fields[][2] = {
-    {"text/plain", "text"},         {"text/html", "html"},
-    {"text/markdown", "markdown"},  {"image/svg+xml", "svg"},
-    {"image/png", "png"},           {"image/jpeg", "jpeg"},
-    {"application/pdf", "pdf"},     {"text/latex", "latex"},
-    {"application/json", "json"},   {"application/javascript", "javascript"},
+    {"text/plain", "text"},        {"text/html", "html"},
+    {"text/markdown", "markdown"}, {"image/svg+xml", "svg"},
+    {"image/png", "png"},          {"image/jpeg", "jpeg"},
+    {"application/pdf", "pdf"},    {"text/latex", "latex"},
+    {"application/json", "json"},  {"application/javascript", "javascript"},
 };
 
 /* E2B shows a string's repr without its quotes: 'abc' is text abc. */
@@ -131,20 +131,20 @@ static char *e2b_end(const rbx_result *result, const http_error *err, size_t *fr
 {
     json_t *lines = json_array();
     if (!result) {
-        json_array_append_new(lines, json_pack("{s:s, s:s, s:s, s:s}", "type", "error", "name",
-                                               err->code, "value", err->message, "traceback",
-                                               err->message));
+        json_array_append_new(lines,
+                              json_pack("{s:s, s:s, s:s, s:s}", "type", "error", "name", err->code,
+                                        "value", err->message, "traceback", err->message));
     } else {
         if (result->error_type) {
             const char *name = result->exception ? result->exception : result->error_type;
             json_array_append_new(
                 lines, json_pack("{s:s, s:s, s:o, s:o}", "type", "error", "name", name, "value",
-                                 error_value(name, result->error, result->error_len),
-                                 "traceback", http_json_text(result->error, result->error_len)));
+                                 error_value(name, result->error, result->error_len), "traceback",
+                                 http_json_text(result->error, result->error_len)));
         }
-        json_array_append_new(lines, json_pack("{s:s, s:I}", "type", "number_of_executions",
-                                               "execution_count",
-                                               (json_int_t)result->execution_count));
+        json_array_append_new(lines,
+                              json_pack("{s:s, s:I}", "type", "number_of_executions",
+                                        "execution_count", (json_int_t)result->execution_count));
     }
     json_array_append_new(lines, json_pack("{s:s}", "type", "end_of_execution"));
     /* One frame of whole lines. */
@@ -222,7 +222,8 @@ static bool context_for(http_request *req, json_t *body, e2b_context *context,
                         enum MHD_Result *queued)
 {
     const char *id, *language;
-    if (!optional_string(body, "context_id", &id) || !optional_string(body, "language", &language)) {
+    if (!optional_string(body, "context_id", &id) ||
+        !optional_string(body, "language", &language)) {
         *queued = http_reply_fail(req, MHD_HTTP_BAD_REQUEST, "invalid_request",
                                   "'context_id' and 'language' must be strings");
         return false;
@@ -382,8 +383,8 @@ static enum MHD_Result handle_context_delete(http_request *req)
         err.status != RBX_ENOENT)
         return http_reply_engine(req, &err);
     e2b_contexts_remove(req->server->contexts, context.id);
-    return http_reply_json(req, MHD_HTTP_OK, json_pack("{s:s, s:b}", "id", context.id, "removed", 1),
-                           NULL, NULL);
+    return http_reply_json(req, MHD_HTTP_OK,
+                           json_pack("{s:s, s:b}", "id", context.id, "removed", 1), NULL, NULL);
 }
 
 static enum MHD_Result handle_health(http_request *req)

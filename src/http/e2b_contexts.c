@@ -34,8 +34,8 @@ static bool valid_entry(json_t *entry, e2b_context *out)
     const char *id = json_string_value(json_object_get(entry, "id"));
     const char *language = json_string_value(json_object_get(entry, "language"));
     const char *cwd = json_string_value(json_object_get(entry, "cwd"));
-    if (!id || !language || !cwd || !rbx_session_id_valid(id) ||
-        !rbx_runtime_canonical(language) || cwd[0] != '/' || strlen(cwd) > RBX_KERNEL_CWD_MAX)
+    if (!id || !language || !cwd || !rbx_session_id_valid(id) || !rbx_runtime_canonical(language) ||
+        cwd[0] != '/' || strlen(cwd) > RBX_KERNEL_CWD_MAX)
         return false;
     snprintf(out->id, sizeof out->id, "%s", id);
     snprintf(out->language, sizeof out->language, "%s", rbx_runtime_canonical(language));

@@ -102,7 +102,8 @@ static void finish(execution *ex)
     char *frame = NULL;
     size_t frame_len = 0;
     if (ex->dialect) {
-        frame = ex->has_result ? strdup(ex->result) : ex->dialect->end(NULL, &ex->error, &frame_len);
+        frame =
+            ex->has_result ? strdup(ex->result) : ex->dialect->end(NULL, &ex->error, &frame_len);
         frame_len = frame ? strlen(frame) : 0;
     } else if (ex->format != STREAM_NONE) {
         char *json = last_event(ex);

@@ -149,7 +149,7 @@ typedef struct http_listener {
 struct http_server {
     rbx_engine *engine;
     serve_options options;
-    char *token; /* NULL: no token required (loopback only) */
+    char *token;                /* NULL: no token required (loopback only) */
     http_listener listener;     /* runbox's API */
     http_listener e2b_listener; /* E2B's protocol, when asked for */
     e2b_contexts *contexts;     /* E2B's contexts (NULL without it) */

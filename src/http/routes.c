@@ -98,9 +98,9 @@ bool http_route(http_request *req, enum MHD_Result *queued)
     if (allow[0])
         *queued = not_allowed(req, allow);
     else
-        *queued = http_reply_fail(req, MHD_HTTP_NOT_FOUND, "not_found",
-                                  "no such route: %.200s%s", req->path,
-                                  req->api == &http_runbox_api ? " (see /openapi.json)" : "");
+        *queued =
+            http_reply_fail(req, MHD_HTTP_NOT_FOUND, "not_found", "no such route: %.200s%s",
+                            req->path, req->api == &http_runbox_api ? " (see /openapi.json)" : "");
     return false;
 }
 

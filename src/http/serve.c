@@ -141,15 +141,16 @@ static bool open_contexts(http_server *server)
     if (!server->options.e2b_listen)
         return true;
     char why[600];
-    server->contexts = e2b_contexts_open(rbx_engine_config(server->engine)->state_dir, why,
-                                         sizeof why);
+    server->contexts =
+        e2b_contexts_open(rbx_engine_config(server->engine)->state_dir, why, sizeof why);
     if (!server->contexts)
         fprintf(stderr, "runbox: %s\n", why);
     return server->contexts != NULL;
 }
 
-static int serve(const cli_globals *globals, http_server *server, const struct sockaddr_storage *addr,
-                 socklen_t addr_len, const struct sockaddr_storage *e2b_addr, socklen_t e2b_len)
+static int serve(const cli_globals *globals, http_server *server,
+                 const struct sockaddr_storage *addr, socklen_t addr_len,
+                 const struct sockaddr_storage *e2b_addr, socklen_t e2b_len)
 {
     int listen_fd = listen_on(server->options.listen, addr, addr_len);
     if (listen_fd < 0)

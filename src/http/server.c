@@ -14,9 +14,8 @@
 /* Connections beyond those that executions can occupy. */
 #define SPARE_CONNECTIONS 256
 
-static http_request *request_new(const http_listener *listener,
-                                 struct MHD_Connection *connection, const char *url,
-                                 const char *method)
+static http_request *request_new(const http_listener *listener, struct MHD_Connection *connection,
+                                 const char *url, const char *method)
 {
     http_server *server = listener->server;
     http_request *req = calloc(1, sizeof *req);

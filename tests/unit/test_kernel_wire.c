@@ -63,7 +63,8 @@ static void bash_request_sets_and_restores_env(void **state)
     (void)state;
     const char *env[] = {"A=1 2"};
     size_t len;
-    rbx_kernel_wire_call call = {.id = 1, .code = "true", .code_len = 4, .env = env, .env_count = 1};
+    rbx_kernel_wire_call call = {
+        .id = 1, .code = "true", .code_len = 4, .env = env, .env_count = 1};
     char *text = rbx_kernel_wire_request(RBX_KERNEL_BASH, &call, &len);
     assert_non_null(strstr(text, "__rbx_env_set $'A' $'1 2'\n"));
     assert_non_null(strstr(text, "__rbx_env_restore\n"));
@@ -78,9 +79,8 @@ static void display_and_done_events_parse(void **state)
                           "\"data\": {\"text/plain\": \"42\"}}";
     assert_true(rbx_kernel_wire_parse(RBX_KERNEL_JSON, display, strlen(display), &e));
     assert_int_equal(e.type, RBX_KERNEL_EVENT_DISPLAY);
-    assert_string_equal(json_string_value(json_object_get(json_object_get(e.output, "data"),
-                                                          "text/plain")),
-                        "42");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(e.output, "data"), "text/plain")), "42");
     rbx_kernel_event_free(&e);
     const char *done = "{\"type\": \"done\", \"id\": 3, \"status\": \"error\", "
                        "\"exception\": \"ZeroDivisionError\", \"execution_count\": 7}";
@@ -103,7 +103,10 @@ static void anything_else_is_refused(void **state)
 {
     (void)state;
     static const char *const bad_json[] = {
-        "", "not json", "[]", "{\"type\": \"display\", \"kind\": \"other\", \"data\": {}}",
+        "",
+        "not json",
+        "[]",
+        "{\"type\": \"display\", \"kind\": \"other\", \"data\": {}}",
         "{\"type\": \"display\", \"kind\": \"display_data\", \"data\": \"text\"}",
         "{\"type\": \"done\", \"status\": \"exploded\"}",
         "{\"type\": \"done\", \"status\": \"ok\", \"status\": \"error\"}", /* duplicate key */
