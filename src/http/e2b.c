@@ -305,14 +305,9 @@ static enum MHD_Result handle_execute(http_request *req)
     }
     ex->format = STREAM_NDJSON;
     ex->dialect = &e2b_dialect;
-    if (http_execution_start(ex) == ADMIT_FULL) {
-        http_execution_free(ex);
-        return http_reply_fail(req, MHD_HTTP_TOO_MANY_REQUESTS, "queue_full",
-                               "%u executions are running and %u waiting, the most this "
-                               "server takes; retry later",
-                               req->server->options.max_running, req->server->options.max_queue);
-    }
-    http_hold_connection(req->connection);
+    enum MHD_Result refused;
+    if (!http_execution_admit(req, ex, &refused))
+        return refused;
     return http_stream_reply(req, ex);
 }
 

@@ -47,13 +47,8 @@ enum MHD_Result http_handle_execute(http_request *req)
     if (!ex)
         return http_reply_error(req, &err);
     ex->format = wanted_format(req->connection, ex->form.stream);
-    if (http_execution_start(ex) == ADMIT_FULL) {
-        http_execution_free(ex);
-        return http_reply_fail(req, MHD_HTTP_TOO_MANY_REQUESTS, "queue_full",
-                               "%u executions are running and %u waiting, the most this "
-                               "server takes; retry later",
-                               req->server->options.max_running, req->server->options.max_queue);
-    }
-    http_hold_connection(req->connection);
+    enum MHD_Result refused;
+    if (!http_execution_admit(req, ex, &refused))
+        return refused;
     return ex->format == STREAM_NONE ? plain_reply(req, ex) : http_stream_reply(req, ex);
 }

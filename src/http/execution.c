@@ -167,6 +167,21 @@ admission_verdict http_execution_start(execution *ex)
     return verdict;
 }
 
+bool http_execution_admit(http_request *req, execution *ex, enum MHD_Result *refused)
+{
+    if (http_execution_start(ex) == ADMIT_FULL) {
+        http_execution_free(ex);
+        *refused =
+            http_reply_fail(req, MHD_HTTP_TOO_MANY_REQUESTS, "queue_full",
+                            "%u executions are running and %u waiting, the most this "
+                            "server takes; retry later",
+                            req->server->options.max_running, req->server->options.max_queue);
+        return false;
+    }
+    http_hold_connection(req->connection);
+    return true;
+}
+
 bool http_execution_wait(execution *ex, int timeout_ms)
 {
     struct pollfd fds[2] = {

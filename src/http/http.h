@@ -345,6 +345,10 @@ struct execution {
 execution *http_execution_new(http_request *req, json_t *body, http_error *err);
 /* Starts it unless admission refuses (ADMIT_FULL: not started). */
 admission_verdict http_execution_start(execution *ex);
+/* Starts it for the request and holds the connection for its length; or,
+ * when the queue is full, frees it, queues 429 in *refused and returns
+ * false. */
+bool http_execution_admit(http_request *req, execution *ex, enum MHD_Result *refused);
 /* Waits up to timeout_ms (-1: no limit) for news: output or the end. False
  * when the client went away; the execution is then cancelled. */
 bool http_execution_wait(execution *ex, int timeout_ms);

@@ -53,16 +53,7 @@ def start_e2b(tmp_path):
         return server
 
     yield start
-    failures = []
-    try:
-        for server in servers:
-            code = server.stop()
-            if code != server.expected_exit:
-                failures.append(f"runbox serve exited {code}: {server.log_text()[-3000:]}")
-    finally:
-        for server in servers:
-            server.cleanup()
-    assert not failures, failures
+    http_helpers.stop_all(servers)
 
 
 @pytest.fixture(params=["sandbox_url", "debug"])

@@ -34,16 +34,7 @@ def start_server(tmp_path):
         return server
 
     yield start
-    failures = []
-    try:
-        for server in servers:  # all of them first: a live one keeps the storage busy
-            code = server.stop()
-            if code != server.expected_exit:
-                failures.append(f"runbox serve exited {code}: {server.log_text()[-3000:]}")
-    finally:
-        for server in servers:
-            server.cleanup()
-    assert not failures, failures
+    http_helpers.stop_all(servers)
 
 
 @pytest.fixture

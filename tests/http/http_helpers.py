@@ -46,6 +46,21 @@ def unique_marker():
     return f"{random.randint(1000, 9999)}.{random.randint(100000, 999999)}"
 
 
+def stop_all(servers):
+    """Stops servers (all of them first: a live one keeps the storage busy), then removes
+    their sessions; fails when one did not exit as expected or reported a sanitizer error."""
+    failures = []
+    try:
+        for server in servers:
+            code = server.stop()
+            if code != server.expected_exit:
+                failures.append(f"runbox serve exited {code}: {server.log_text()[-3000:]}")
+    finally:
+        for server in servers:
+            server.cleanup()
+    assert not failures, failures
+
+
 class Response:
     def __init__(self, status, headers, body):
         self.status = status
