@@ -1,7 +1,8 @@
 /* A request's path as the server routes it: percent-decoded by
  * libmicrohttpd (with %00 kept from cutting it short, as server.c does),
- * refused with a control character, then matched against the route table,
- * whose {id} and {path} go on to the engine's session and file checks.
+ * refused with a control character, then matched against the route table
+ * of runbox's API or of E2B's protocol, whose {id} and {path} go on to the
+ * engine's session and file checks (or E2B's context lookup).
  * Routing needs no connection: a miss queues its 404 or 405 on a NULL one,
  * which libmicrohttpd declines, so the reply is built but never sent. */
 #include "fuzz.h"
@@ -70,15 +71,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_input in = {data, size};
     const char *method = methods[fuzz_byte(&in) % (sizeof methods / sizeof *methods)];
+    const http_api *api = fuzz_byte(&in) & 1 ? &http_e2b_api : &http_runbox_api;
     char *url = fuzz_cstring(in.data, in.size);
     for (char *p = strstr(url, "%00"); p; p = strstr(p + 3, "%00"))
         p[2] = '1';
     url[MHD_http_unescape(url)] = 0;
-    http_request req = {.path = url};
+    http_request req = {.path = url, .api = api};
     snprintf(req.method, sizeof req.method, "%s", method);
     if (!has_control(url)) {
-        if (http_route_is_open(url))
-            FUZZ_CHECK(!strcmp(url, "/healthz"));
+        if (http_route_is_open(api, url))
+            FUZZ_CHECK(!strcmp(url, api == &http_e2b_api ? "/health" : "/healthz"));
         enum MHD_Result queued = MHD_YES;
         if (http_route(&req, &queued)) {
             FUZZ_CHECK(req.route &&
