@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 
+import e2b
 import sessions_scale
 import stateful
 from common import Server, percentile, program_env, summary, timed
@@ -414,13 +415,14 @@ def write_markdown(results, path, command):
                   f"{s['with_100_sessions_rss_kb']} KiB."]
     lines += stateful.markdown(results)
     lines += sessions_scale.markdown(results)
+    lines += e2b.markdown(results)
     lines += recorded(os.path.dirname(path))
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
 
 SECTIONS = ("latency", "trace", "overhead", "startup", "cpu", "throughput", "memory", "output",
-            "dependencies", "stateful", "sessions")
+            "dependencies", "stateful", "sessions", "e2b")
 
 
 def main():
@@ -463,6 +465,8 @@ def main():
                 results["dependencies"] = dependencies(runbox, work)
             if server and "stateful" in wanted:
                 results["stateful"] = stateful.run(server, server_state, work, args.runs)
+            if "e2b" in wanted:
+                results["e2b"] = e2b.run(runbox, work, args.runs)
             if "sessions" in wanted:
                 scale = sessions_scale.run(runbox, work, args.runs)
                 if scale:

@@ -29,16 +29,24 @@ def timed(cmd, env=None, cwd=None):
     return elapsed, proc.stdout
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class Server:
     """runbox serve on a free loopback port, with one keep-alive client."""
 
-    def __init__(self, runbox, state_dir):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+    def __init__(self, runbox, state_dir, e2b=False):
+        self.port = free_port()
+        extra = []
+        if e2b:  # E2B's protocol on a second port
+            self.e2b_port = free_port()
+            extra = ["--e2b-listen", f"127.0.0.1:{self.e2b_port}"]
         self.proc = subprocess.Popen([runbox, "--state-dir", state_dir, "serve", "--listen",
                                       f"127.0.0.1:{self.port}", "--max-running", "16",
-                                      "--max-queue", "256"],
+                                      "--max-queue", "256", *extra],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 10
         while time.time() < deadline:

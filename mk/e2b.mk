@@ -25,3 +25,4 @@ test-e2b-asan: asan e2b-sdk
 
 test-build: test-e2b
 test-asan: test-e2b-asan
+bench: e2b-sdk

@@ -1,0 +1,103 @@
+"""E2B's protocol on runbox (issue 18): a call through `runbox serve --e2b-listen` (POST
+/execute, NDJSON, the default Python context) against the same stateful call through runbox's
+own API, interleaved over keep-alive connections; and, where `make e2b-sdk` installed it, E2B's
+released SDK calling `run_code` (it opens a new connection per call)."""
+import http.client
+import json
+import os
+import subprocess
+import time
+
+from common import Server, summary
+
+SDK_PYTHON = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "build", "e2b-venv", "bin", "python")
+
+SDK_SCRIPT = """
+import json, os, sys, time
+from e2b_code_interpreter import Sandbox
+sbx = Sandbox.create()
+assert sbx.run_code("print('hi')").logs.stdout == ["hi\\n"]
+samples = []
+for _ in range(int(sys.argv[1])):
+    start = time.perf_counter()
+    execution = sbx.run_code("print('hi')")
+    samples.append((time.perf_counter() - start) * 1000)
+    assert execution.logs.stdout == ["hi\\n"], execution
+print(json.dumps(samples))
+"""
+
+
+def _timed_post(conn, path, body, check):
+    start = time.perf_counter()
+    conn.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+    response = conn.getresponse()
+    data = response.read()
+    elapsed = (time.perf_counter() - start) * 1000
+    if response.status != 200 or not check(data):
+        raise RuntimeError(f"HTTP {response.status}: {data[:300]}")
+    return elapsed
+
+
+def run(runbox, work, runs):
+    server = Server(runbox, os.path.join(work, "e2b-state"), e2b=True)
+    try:
+        runbox_conn = server.connection()
+        e2b_conn = http.client.HTTPConnection("127.0.0.1", server.e2b_port, timeout=60)
+        variants = {
+            "runbox_http_stateful": lambda: _timed_post(
+                runbox_conn, "/v1/execute",
+                {"language": "python", "code": "print('hi')", "session_id": "bench-e2b",
+                 "stateful": True},
+                lambda data: json.loads(data)["output"] == "hi\n"),
+            "e2b_execute": lambda: _timed_post(
+                e2b_conn, "/execute", {"code": "print('hi')", "context_id": None,
+                                       "language": None, "env_vars": None},
+                lambda data: b'"text":"hi\\n"' in data and data.endswith(
+                    b'{"type":"end_of_execution"}\n')),
+        }
+        samples = {name: [] for name in variants}
+        for call in variants.values():  # starts each kernel, not counted
+            call()
+        for _ in range(runs):
+            for name, call in variants.items():
+                samples[name].append(call())
+        results = {name: summary(values) for name, values in samples.items()}
+        if os.path.exists(SDK_PYTHON):
+            env = dict(os.environ, E2B_DEBUG="true",
+                       E2B_SANDBOX_URL=f"http://127.0.0.1:{server.e2b_port}")
+            done = subprocess.run([SDK_PYTHON, "-c", SDK_SCRIPT, str(runs)], env=env,
+                                  capture_output=True, text=True, timeout=600)
+            if done.returncode == 0:
+                results["e2b_sdk_run_code"] = summary(json.loads(done.stdout))
+            else:
+                results["e2b_sdk_error"] = done.stderr[-500:]
+        base = results["runbox_http_stateful"]["median_ms"]
+        for name, s in results.items():
+            if isinstance(s, dict):
+                s["ratio_to_runbox_stateful"] = round(s["median_ms"] / base, 3)
+        return results
+    finally:
+        server.stop()
+        subprocess.run([runbox, "--state-dir", os.path.join(work, "e2b-state"), "storage",
+                        "unmount"], capture_output=True)
+
+
+def markdown(results):
+    e = results.get("e2b")
+    if not e:
+        return []
+    lines = ["", "## E2B's protocol (issue 18; python `print('hi')` in a live kernel, ms)", "",
+             "The same stateful call through runbox's API and through `runbox serve "
+             "--e2b-listen` (NDJSON lines as E2B's SDK reads them), interleaved over keep-alive "
+             "connections; then E2B's released SDK (`Sandbox.run_code`, which opens a "
+             "connection per call) against the same server.", "",
+             "| variant | median | p90 | p99 | x runbox stateful |", "|---|---|---|---|---|"]
+    for name in ("runbox_http_stateful", "e2b_execute", "e2b_sdk_run_code"):
+        s = e.get(name)
+        if s:
+            lines.append(f"| {name} | {s['median_ms']} | {s['p90_ms']} | {s['p99_ms']} | "
+                         f"{s['ratio_to_runbox_stateful']} |")
+    if e.get("e2b_sdk_error"):
+        lines += ["", f"The SDK run failed: `{e['e2b_sdk_error']}`"]
+    return lines
