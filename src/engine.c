@@ -18,30 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 
-rbx_status rbx_fail(rbx_error *err, rbx_status status, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->message, sizeof err->message, fmt, ap);
-        va_end(ap);
-        err->status = status;
-    }
-    return status;
-}
-
-int64_t rbx_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-int64_t rbx_now_ms(void)
-{
-    return rbx_now_us() / 1000;
-}
-
 void rbx_config_defaults(rbx_config *config)
 {
     memset(config, 0, sizeof *config);

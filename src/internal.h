@@ -43,7 +43,7 @@ struct rbx_engine {
     struct rbx_kernels *kernels; /* stateful sessions' kernels (kernels.h) */
 };
 
-/* error.c idiom: fill err and return its status, so callers can write
+/* error.c: fill err and return its status, so callers can write
  * `return rbx_fail(err, RBX_EINVAL, "...")`. */
 rbx_status rbx_fail(rbx_error *err, rbx_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
