@@ -51,12 +51,6 @@ execution *http_execution_new(http_request *req, json_t *body, http_error *err)
     return ex;
 }
 
-bool http_execution_stop_waiting(void *arg)
-{
-    execution *ex = arg;
-    return atomic_load(&ex->cancelled) != CANCEL_NONE || http_now_us() >= ex->deadline_us;
-}
-
 static void run(execution *ex)
 {
     const rbx_config *config = rbx_engine_config(ex->server->engine);

@@ -8,14 +8,15 @@
  * cancels its execution at once.
  *
  * One file per concern: serve (the command), options, server (the daemon
- * and the life of a request), routes, reply (JSON and errors), body, form
- * (the execute request), auth, admission (the limit and the queue),
- * execution (its life on the server), run (through the engine), stream
- * (streaming responses), execute, sessions, files, metrics, log, watchdog (slow
- * clients); GET /openapi.json serves docs/openapi.json, embedded at build
- * time. With --e2b-listen a second listener speaks E2B's code-interpreter
- * protocol over the same engine and limits: e2b (its routes and events)
- * and e2b_contexts (its contexts, which are sessions with a kernel). */
+ * and the life of a request), routes, reply (JSON and errors), body, auth,
+ * admission (the limit and the queue), execution (its life on the server),
+ * run (through the engine), events (the queue of its events), stream
+ * (streaming responses), execute, sessions, files, metrics, log, watchdog
+ * (slow clients); GET /openapi.json serves docs/openapi.json, embedded at
+ * build time. With --e2b-listen a second listener speaks E2B's
+ * code-interpreter protocol over the same engine and limits: e2b (its
+ * routes and events) and e2b_contexts (its contexts, which are sessions
+ * with a kernel). */
 #ifndef RBX_HTTP_H
 #define RBX_HTTP_H
 
@@ -264,7 +265,7 @@ bool http_auth_ok_headers(const http_server *server, struct MHD_Connection *conn
                           const char *const *headers);
 bool http_address_is_loopback(const struct sockaddr *addr);
 
-/* stream.c: the bounded queue between an execution and its client. */
+/* events.c: the bounded queue between an execution and its client. */
 typedef struct event_queue {
     pthread_mutex_t lock;
     pthread_cond_t room;
@@ -299,9 +300,9 @@ typedef struct stream_dialect {
     int keepalive_ms;
     const char *content_type;
 } stream_dialect;
-/* One event framed for the wire: an NDJSON line or an SSE message. */
+/* events.c: one event framed for the wire: an NDJSON line or an SSE message. */
 char *http_stream_frame(stream_format format, const char *type, const char *json, size_t *len);
-/* The streaming reply of an execution (which it then owns). */
+/* stream.c: the streaming reply of an execution (which it then owns). */
 enum MHD_Result http_stream_reply(http_request *req, execution *ex);
 
 /* The body of POST /v1/execute is parsed by the CLI's cli_form (form.c),
@@ -357,9 +358,6 @@ bool http_execution_done(execution *ex);
 bool http_execution_succeeded(execution *ex, http_error *err);
 /* After the end: the result's JSON (the caller frees it). */
 char *http_execution_take_result(execution *ex);
-/* While it waits for a slow client, output gives up at the deadline or
- * once the execution is cancelled. */
-bool http_execution_stop_waiting(void *ex);
 void http_execution_cancel(execution *ex, cancel_reason reason);
 /* Cancels the execution if it still runs, waits for it, frees it. */
 void http_execution_free(execution *ex);

@@ -23,6 +23,14 @@ int http_run_prepare(execution *ex)
     return 0;
 }
 
+/* While it waits for a slow client, output gives up at the execution's
+ * deadline or once the execution is cancelled. */
+static bool stop_waiting(void *arg)
+{
+    execution *ex = arg;
+    return atomic_load(&ex->cancelled) != CANCEL_NONE || http_now_us() >= ex->deadline_us;
+}
+
 /* Streams one chunk to the client. While the client is slow this waits,
  * and so does the program on its own output; once the execution is
  * cancelled the engine is told to stop. */
@@ -41,7 +49,7 @@ static int on_output(void *user, rbx_stream stream, const char *data, size_t len
         free(json);
     }
     if (frame)
-        http_queue_push(&ex->events, frame, frame_len, http_execution_stop_waiting, ex);
+        http_queue_push(&ex->events, frame, frame_len, stop_waiting, ex);
     free(frame);
     return atomic_load(&ex->cancelled) != CANCEL_NONE;
 }
