@@ -102,8 +102,9 @@ static char *e2b_output(rbx_stream stream, const char *data, size_t len, size_t 
 }
 
 /* The error's message: on the line that starts with its name (Python
- * prints it last, Node first), else runbox's own last line. */
-static json_t *error_value(const char *name, const char *text, size_t len)
+ * prints it last, Node first), else the last line printed, else the exit
+ * code (a failed shell command, sys.exit). */
+static json_t *error_value(const char *name, const char *text, size_t len, int exit_code)
 {
     size_t name_len = strlen(name);
     const char *found = NULL, *found_end = NULL, *last = NULL, *last_end = NULL;
@@ -124,7 +125,11 @@ static json_t *error_value(const char *name, const char *text, size_t len)
     }
     if (found)
         return http_json_text(found, (size_t)(found_end - found));
-    return last ? http_json_text(last, (size_t)(last_end - last)) : json_string("");
+    if (last)
+        return http_json_text(last, (size_t)(last_end - last));
+    char code[32];
+    snprintf(code, sizeof code, "exit code %d", exit_code);
+    return json_string(code);
 }
 
 static char *e2b_end(const rbx_result *result, const http_error *err, size_t *frame_len)
@@ -138,9 +143,10 @@ static char *e2b_end(const rbx_result *result, const http_error *err, size_t *fr
         if (result->error_type) {
             const char *name = result->exception ? result->exception : result->error_type;
             json_array_append_new(
-                lines, json_pack("{s:s, s:s, s:o, s:o}", "type", "error", "name", name, "value",
-                                 error_value(name, result->error, result->error_len), "traceback",
-                                 http_json_text(result->error, result->error_len)));
+                lines,
+                json_pack("{s:s, s:s, s:o, s:o}", "type", "error", "name", name, "value",
+                          error_value(name, result->error, result->error_len, result->exit_code),
+                          "traceback", http_json_text(result->error, result->error_len)));
         }
         json_array_append_new(lines,
                               json_pack("{s:s, s:I}", "type", "number_of_executions",

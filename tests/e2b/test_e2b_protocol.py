@@ -87,6 +87,13 @@ def test_hostile_context_requests_get_a_clear_error(e2b_server, method, path, bo
     assert says in text.decode(), text[:300]
 
 
+def test_a_failed_shell_command_is_an_error_with_its_exit_code(e2b_server):
+    lines = ndjson(execute(e2b_server, {"code": "echo hi; (exit 3)", "language": "bash"})[1])
+    errors = [line for line in lines if line["type"] == "error"]
+    assert errors and errors[0]["value"] == "exit code 3", lines
+    assert lines[0] == {"type": "stdout", "text": "hi\n", "timestamp": lines[0]["timestamp"]}
+
+
 def test_a_context_with_a_missing_cwd_says_so_and_still_runs(e2b_server):
     status, body = e2b_server.e2b_request("POST", "/contexts", b'{"cwd": "/home/user/absent"}',
                                           {"Content-Type": "application/json"})
