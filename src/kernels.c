@@ -47,6 +47,10 @@ rbx_kernels *rbx_kernels_new(void)
  * runbox stopped): a tombstone, so that the session's next call says its
  * state is gone, whichever runbox process makes it. */
 #define LOST_RECORD "{\"lost\":true}"
+/* rbx_kernels_describe looks at a lock file by taking a shared lock for an
+ * instant (any runbox process listing sessions does): a claim that meets
+ * one tries again for this long before it takes the lock for an owner's. */
+#define CLAIM_WAIT_MS 250
 
 static void lock_file_name(char *out, size_t size, const rbx_runtime *runtime)
 {
@@ -65,7 +69,12 @@ static rbx_status claim(rbx_engine *engine, rbx_kernel *k, rbx_error *err)
     if (k->lock_fd < 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot claim the kernel of session %s: %s",
                         k->session_id, strerror(errno));
-    if (flock(k->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    int64_t give_up = rbx_now_ms() + CLAIM_WAIT_MS;
+    int locked;
+    while ((locked = flock(k->lock_fd, LOCK_EX | LOCK_NB)) != 0 && errno == EWOULDBLOCK &&
+           rbx_now_ms() < give_up)
+        usleep(2000);
+    if (locked != 0) {
         char owner[64] = "";
         ssize_t n = pread(k->lock_fd, owner, sizeof owner - 1, 0);
         json_t *meta = n > 0 ? json_loadb(owner, (size_t)n, 0, NULL) : NULL;
@@ -73,10 +82,13 @@ static rbx_status claim(rbx_engine *engine, rbx_kernel *k, rbx_error *err)
         json_decref(meta);
         close(k->lock_fd);
         k->lock_fd = -1;
+        char who[32] = "";
+        if (pid > 0)
+            snprintf(who, sizeof who, " (pid %d)", pid);
         return rbx_fail(err, RBX_EBUSY,
-                        "the %s kernel of session %s is held by another runbox process "
-                        "(pid %d): send its stateful calls there",
-                        k->runtime->name, k->session_id, pid);
+                        "the %s kernel of session %s is held by another runbox process%s: send "
+                        "its stateful calls there",
+                        k->runtime->name, k->session_id, who);
     }
     char previous[64] = "";
     ssize_t n = pread(k->lock_fd, previous, sizeof previous - 1, 0);

@@ -184,3 +184,34 @@ def test_when_every_kernel_is_busy_a_new_one_gets_a_clear_error(start_server):
     assert refused.status == 409, refused
     assert b"each of the 1 kernels this runbox may keep is running a call" in refused.body and b"--max-kernels" in refused.body
     assert stateful(server, "2", "b")["results"][0]["data"]["text/plain"] == "2"  # then it fits
+
+
+def test_a_glance_at_the_kernels_lock_file_does_not_pass_for_its_owner(server):
+    """Listing sessions looks at each kernel's lock file by holding a shared lock for an
+    instant, in any runbox process; a kernel starting meanwhile must wait for it, not report
+    the session's kernel as held by another process (the full soak once met that)."""
+    import fcntl
+    stateful(server, "x = 1", session="glance")
+    server.request("POST", "/v1/sessions/glance/restart")
+    lock_path = os.path.join(server.state_dir, "sessions", "glance", "kernel-python.lock")
+    with open(lock_path) as glance:
+        fcntl.flock(glance, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        release = threading.Timer(0.1, fcntl.flock, (glance, fcntl.LOCK_UN))
+        release.start()
+        result = stateful(server, "y = 2; y", session="glance")
+        release.join()
+    assert result["results"][0]["data"]["text/plain"] == "2", result
+
+
+def test_a_lock_held_for_long_is_another_owner_with_a_clear_error(server):
+    import fcntl
+    stateful(server, "x = 1", session="owned")
+    server.request("POST", "/v1/sessions/owned/restart")
+    lock_path = os.path.join(server.state_dir, "sessions", "owned", "kernel-python.lock")
+    with open(lock_path) as held:
+        fcntl.flock(held, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        refused = server.execute(expect=409, language="python", code="1", session_id="owned",
+                                 stateful=True)
+    assert "held by another runbox process" in refused["error"]["message"], refused
+    assert "pid 0" not in refused["error"]["message"]
+    assert stateful(server, "2 + 2", session="owned")["results"][0]["data"]["text/plain"] == "4"
