@@ -30,8 +30,8 @@ static rbx_request python_request(void)
     return request;
 }
 
-static rbx_status validate(const rbx_request *request, const rbx_runtime **runtime,
-                           double *timeout, rbx_error *err)
+static rbx_status validate(const rbx_request *request, const rbx_runtime **runtime, double *timeout,
+                           rbx_error *err)
 {
     memset(err, 0, sizeof *err);
     return rbx_request_validate(&engine, request, runtime, timeout, err);
@@ -143,11 +143,11 @@ static void language_aliases_resolve_case_insensitively(void **state)
     static const struct {
         const char *given, *canonical;
     } cases[] = {
-        {"python", "python"},     {"py", "python"},     {"python3", "python"},
-        {"PY", "python"},         {"Python3", "python"}, {"javascript", "javascript"},
+        {"python", "python"},     {"py", "python"},       {"python3", "python"},
+        {"PY", "python"},         {"Python3", "python"},  {"javascript", "javascript"},
         {"js", "javascript"},     {"node", "javascript"}, {"nodejs", "javascript"},
-        {"NodeJS", "javascript"}, {"JS", "javascript"}, {"bash", "bash"},
-        {"sh", "bash"},           {"shell", "bash"},    {"SHELL", "bash"},
+        {"NodeJS", "javascript"}, {"JS", "javascript"},   {"bash", "bash"},
+        {"sh", "bash"},           {"shell", "bash"},      {"SHELL", "bash"},
         {"Bash", "bash"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -279,8 +279,8 @@ static void hostile_session_ids_are_rejected(void **state)
     char too_long[66];
     memset(too_long, 'a', 65);
     too_long[65] = 0;
-    const char *hostile[] = {"..",   "../x", "a/b",       "",      too_long, ".hidden", "-rf",
-                             "_x",   "a\nb", "caf\xc3\xa9", "a b",   "/abs",   "a\\b",   "*",
+    const char *hostile[] = {"..",    "../x", "a/b",         "",    too_long, ".hidden", "-rf",
+                             "_x",    "a\nb", "caf\xc3\xa9", "a b", "/abs",   "a\\b",    "*",
                              "$(id)", "a;b"};
     for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
         rbx_request request = python_request();
@@ -411,11 +411,37 @@ static void env_name_validity_bounds(void **state)
     assert_false(rbx_env_name_valid("AB-C", 3));
 }
 
+/* A kernel's starting directory: absolute, UTF-8, bounded, and only for a
+ * stateful call (a one-off run has no kernel to start). */
+static void kernel_cwd_is_checked(void **state)
+{
+    (void)state;
+    rbx_request request = python_request();
+    request.stateful = true;
+    request.kernel_cwd = "/home/user/project";
+    assert_accepted(&request);
+    request.kernel_cwd = "relative/dir";
+    assert_rejected(&request, "absolute path", NULL);
+    request.kernel_cwd = "/home/\xff";
+    assert_rejected(&request, "UTF-8", NULL);
+    char *long_path = malloc(RBX_KERNEL_CWD_MAX + 2);
+    memset(long_path, 'a', RBX_KERNEL_CWD_MAX + 1);
+    long_path[0] = '/';
+    long_path[RBX_KERNEL_CWD_MAX + 1] = 0;
+    request.kernel_cwd = long_path;
+    assert_rejected(&request, "at most", NULL);
+    free(long_path);
+    request.stateful = false;
+    request.kernel_cwd = "/tmp";
+    assert_rejected(&request, "stateful", NULL);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup(f, setup)
     const struct CMUnitTest tests[] = {
         T(request_init_sets_the_defaults),
+        T(kernel_cwd_is_checked),
         T(minimal_request_is_accepted_with_default_timeout),
         T(unknown_language_is_rejected_listing_accepted_languages),
         T(missing_language_is_rejected_listing_accepted_languages),
