@@ -7,7 +7,7 @@ DEBIAN_PACKAGES = build-essential cmake ninja-build pkg-config libjansson-dev li
                   libseccomp-dev libmicrohttpd-dev python3 python3-pytest python3-numpy \
                   python3-pandas python3-pip python3-venv \
                   python3-matplotlib python3-jsonschema nodejs bubblewrap slirp4netns uidmap curl iproute2 procps \
-                  e2fsprogs btrfs-progs
+                  e2fsprogs btrfs-progs libnftnl-dev libmnl-dev nftables dnsmasq-base
 
 .PHONY: all build asan deps test test-build test-asan test-unprivileged clean run bench mcp-sdk
 

@@ -21,6 +21,10 @@ extern "C" {
 #define RBX_SESSION_ID_MAX 64
 /* The longest working directory a kernel may be asked to start in. */
 #define RBX_KERNEL_CWD_MAX 1024
+/* How many refused destinations a result names. */
+#define RBX_EGRESS_REPORT_MAX 8
+/* The most destinations a request's egress_allow may list. */
+#define RBX_EGRESS_ALLOW_MAX 64
 
 /* Why a call failed before any code ran. Front ends map these to exit
  * codes (CLI: 2) and statuses (HTTP: 400, 404, 409, 500). */
@@ -79,6 +83,20 @@ typedef struct rbx_config {
     double kernel_idle_s;        /* a stateful session's kernel idle this long is stopped
                                     (its memory returned, its files kept); default 900 */
     uint32_t max_kernels;        /* live kernels per process; default from the host's memory */
+    /* Egress, for executions with the network on (see rbx_egress_*): lists
+     * of CIDRs, addresses and domain names ("pypi.org", "*.example.com"),
+     * separated by commas or spaces. Deny wins over allow; the host's own
+     * addresses are always denied. */
+    const char *egress_allow;   /* reachable beyond the default (a private mirror) */
+    const char *egress_deny;    /* never reachable */
+    bool egress_allowlist_only; /* only egress_allow is reachable (default: the public
+                                   internet, never private, link-local, loopback,
+                                   multicast or the host's own addresses) */
+    const char *egress_resolver; /* where sandboxes' names are resolved, "ADDR" or
+                                    "ADDR:PORT" ("[V6]:PORT"); default: the host's
+                                    /etc/resolv.conf */
+    const char *egress_file;     /* lines "allow X", "deny X", "default public|none",
+                                    "resolver ADDR"; '#' comments; NULL: none */
 } rbx_config;
 
 void rbx_config_defaults(rbx_config *config);
@@ -137,6 +155,12 @@ typedef struct rbx_request {
      * /home/user/project); a kernel already running keeps its own. NULL:
      * the session's directory, /home/user. */
     const char *kernel_cwd;
+    /* Narrows the operator's egress policy for this execution: only these
+     * destinations (CIDRs, addresses, domain names) and only where the
+     * operator allows them. NULL: the operator's policy as it is; a list
+     * of none (egress_allow_count 0, egress_allow not NULL): nothing. */
+    const char *const *egress_allow;
+    size_t egress_allow_count;
 } rbx_request;
 
 /* Fills the request with its defaults (notably cancel_fd = -1). */
@@ -173,6 +197,12 @@ typedef struct rbx_result {
     const char *limits;   /* what enforced the limits: "cgroup-v1", "cgroup-v2", "rlimits" */
     double cpus;          /* the CPU quota enforced, in cores; 0 when none could be (rlimits) */
     bool network;         /* whether the code could reach outside hosts */
+    /* Connection attempts (packets) the egress policy refused, and the
+     * first few destinations: "ADDR:PORT", "[V6]:PORT", or a domain name
+     * that the policy kept from resolving. */
+    uint64_t egress_denied;
+    size_t egress_denied_count;
+    char egress_denied_to[RBX_EGRESS_REPORT_MAX][128];
     bool has_install;     /* the execution had requirements: the install_* fields apply */
     char install_env[64]; /* the environment's name */
     bool install_reused;  /* it existed already: nothing was installed */

@@ -1,5 +1,6 @@
 /* The engine object: operator configuration and the state directory. */
 #include "internal.h"
+#include "egress.h"
 #include "kernels.h"
 #include "policy.h"
 #include "sandbox/cgroup.h"
@@ -121,6 +122,11 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
         if (config->kernel_idle_s > 0)
             engine->config.kernel_idle_s = config->kernel_idle_s;
         engine->config.max_kernels = config->max_kernels;
+        engine->config.egress_allow = config->egress_allow;
+        engine->config.egress_deny = config->egress_deny;
+        engine->config.egress_allowlist_only = config->egress_allowlist_only;
+        engine->config.egress_resolver = config->egress_resolver;
+        engine->config.egress_file = config->egress_file;
     }
     if (engine->config.default_timeout_s > engine->config.max_timeout_s)
         engine->config.default_timeout_s = engine->config.max_timeout_s;
@@ -201,6 +207,15 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
         rbx_engine_free(engine);
         return NULL;
     }
+    if (!(engine->egress = calloc(1, sizeof *engine->egress)) ||
+        rbx_egress_policy_load(engine->egress, &engine->config, err) != RBX_OK) {
+        if (!engine->egress)
+            rbx_fail(err, RBX_ESYSTEM, "out of memory");
+        free(engine->egress);
+        engine->egress = NULL;
+        rbx_engine_free(engine);
+        return NULL;
+    }
     if (rbx_storage_open(engine, err) != RBX_OK) {
         rbx_engine_free(engine);
         return NULL;
@@ -240,6 +255,9 @@ void rbx_engine_free(rbx_engine *engine)
     }
     free(engine->root_plan);
     rbx_policy_free(engine->policy);
+    if (engine->egress)
+        rbx_egress_policy_free(engine->egress);
+    free(engine->egress);
     pthread_mutex_destroy(&engine->running_lock);
     free(engine);
 }

@@ -2,6 +2,8 @@
  * take the session, start the sandbox, watch it, classify what happened,
  * release the session. Nothing of the code runs before its syntax passed. */
 #include "deps.h"
+#include "egress.h"
+#include "sandbox/egress_rules.h"
 #include "kernels.h"
 #include "policy.h"
 #include "sandbox/sandbox.h"
@@ -144,6 +146,15 @@ static void fill_exit(rbx_result *result, const rbx_outcome *outcome)
     result->cancelled = outcome->cancelled;
     result->success = outcome->exit_code == 0 && !outcome->signal && !outcome->timed_out &&
                       !outcome->cancelled && !outcome->syntax_error && !outcome->oom_killed;
+}
+
+void rbx_execution_egress_result(rbx_sandbox *sandbox, rbx_result *result)
+{
+    rbx_egress_report report = {0};
+    rbx_sandbox_egress_report(sandbox, &report);
+    result->egress_denied = report.refused;
+    result->egress_denied_count = report.count;
+    memcpy(result->egress_denied_to, report.to, sizeof report.to);
 }
 
 /* An explicit --network where none can be had is an error; the default
@@ -367,6 +378,7 @@ static rbx_status watch_sandbox(const execution *x, rbx_sandbox *sandbox, rbx_wa
     result->limits = limits_name(sandbox->cgroup != NULL);
     if (sandbox->cgroup)
         result->cpus = x->request->cpus > 0 ? x->request->cpus : x->engine->config.cpus;
+    rbx_execution_egress_result(sandbox, result);
     rbx_sandbox_close(sandbox);
     result->duration_ms = (rbx_now_us() - started + 500) / 1000;
     rbx_outcome outcome = read_outcome(watch, reported, &report, measured && usage.oom_killed);
@@ -389,11 +401,17 @@ static rbx_status run_in_sandbox(const execution *x, rbx_result *result, rbx_err
     const char *argv[sizeof x->runtime->argv / sizeof x->runtime->argv[0]];
     char env_dir[4500];
     rbx_sandbox sandbox;
+    rbx_egress_plan egress = {0};
     if (status == RBX_OK) {
         build_spec(x, &spec, argv, env_dir, sizeof env_dir);
         spec.envp = envp;
         spec.code_fd = code_fd;
         result->network = spec.network == RBX_NET_OUTSIDE;
+        if (result->network &&
+            (status = rbx_egress_plan_make(&egress, x->engine->egress, x->request, err)) == RBX_OK)
+            spec.egress = &egress;
+    }
+    if (status == RBX_OK) {
         spec.template_ns = rbx_engine_template_ns(x->engine);
         rbx_trace_mark(x->trace, RBX_PHASE_TEMPLATE);
         status = rbx_sandbox_start(&spec, &sandbox, err);
@@ -418,6 +436,7 @@ static rbx_status run_in_sandbox(const execution *x, rbx_result *result, rbx_err
     rbx_capture_free(&out);
     rbx_capture_free(&errc);
     free(watch);
+    rbx_egress_plan_free(&egress); /* the sandbox, which used it, is gone */
     return status;
 }
 

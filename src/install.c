@@ -2,6 +2,8 @@
  * its own, with only the new environment's directory writable and its own
  * network setting, then the directory is renamed into place. */
 #include "deps.h"
+#include "egress.h"
+#include "sandbox/egress_rules.h"
 #include "sandbox/sandbox.h"
 
 #include <errno.h>
@@ -90,6 +92,20 @@ static rbx_status run_installer(rbx_engine *engine, const rbx_runtime *runtime,
         .file_size_max = engine->config.disk_cap_bytes,
     };
     spec.root_request.nameserver = spec.network == RBX_NET_OUTSIDE;
+    /* Installs follow the operator's egress policy (not a request's
+     * narrowing: the package index is the operator's to allow); a mirror
+     * on a private address is allowed with --egress-allow, or reached
+     * with --install-network host. */
+    rbx_egress_plan egress = {0};
+    if (spec.network == RBX_NET_OUTSIDE) {
+        if (rbx_egress_plan_make(&egress, engine->egress, NULL, err) != RBX_OK) {
+            if (null_fd >= 0)
+                close(null_fd);
+            free_env(envp);
+            return err->status;
+        }
+        spec.egress = &egress;
+    }
     spec.template_ns = rbx_engine_template_ns(engine);
     rbx_capture out;
     rbx_capture_init(&out, engine->config.install_output_cap);
@@ -111,7 +127,21 @@ static rbx_status run_installer(rbx_engine *engine, const rbx_runtime *runtime,
                              .err = &out};
         rbx_exit_report report;
         bool reported = rbx_supervise(&sandbox, watch, &report);
+        rbx_egress_report refused = {0};
+        rbx_sandbox_egress_report(&sandbox, &refused);
         rbx_sandbox_close(&sandbox);
+        if (refused.refused) {
+            char note[RBX_EGRESS_REPORT_MAX * 130 + 120];
+            size_t n = (size_t)snprintf(note, sizeof note,
+                                        "\nrunbox: the egress policy refused %llu connection "
+                                        "attempts or lookups of the installer:",
+                                        (unsigned long long)refused.refused);
+            for (size_t i = 0; i < refused.count && n < sizeof note; i++)
+                n += (size_t)snprintf(note + n, sizeof note - n, " %s", refused.to[i]);
+            if (n < sizeof note)
+                n += (size_t)snprintf(note + n, sizeof note - n, "\n");
+            rbx_capture_add(&out, note, n < sizeof note ? n : sizeof note - 1);
+        }
         *ok = reported && !watch->timed_out && WIFEXITED(report.wait_status) &&
               WEXITSTATUS(report.wait_status) == 0;
         uint64_t dropped;
@@ -123,6 +153,7 @@ static rbx_status run_installer(rbx_engine *engine, const rbx_runtime *runtime,
     }
     rbx_capture_free(&out);
     free(watch);
+    rbx_egress_plan_free(&egress);
     return status;
 }
 

@@ -38,6 +38,7 @@ struct rbx_engine {
     struct rbx_template *template;   /* the prepared mount namespace, as root (template.h) */
     pthread_mutex_t template_lock;
     struct rbx_policy *policy; /* the operator's deny patterns, or NULL */
+    struct rbx_egress_policy *egress; /* where the network may lead (egress.h) */
     pthread_mutex_t running_lock;
     struct rbx_running *running; /* executions in progress, for cancellation */
     struct rbx_kernels *kernels; /* stateful sessions' kernels (kernels.h) */
@@ -206,6 +207,9 @@ char **rbx_execution_env(const rbx_request *request, const rbx_session *session,
 void rbx_execution_env_free(char **envp);
 /* Whether the request's code may reach outside hosts. */
 bool rbx_execution_wants_network(const rbx_engine *engine, const rbx_request *request);
+/* The result's egress_denied fields, from what the sandbox's policy refused. */
+struct rbx_sandbox;
+void rbx_execution_egress_result(struct rbx_sandbox *sandbox, rbx_result *result);
 struct rbx_cgroup_limits rbx_execution_limits(const rbx_engine *engine, const rbx_request *request);
 
 /* execute.c: executions running in this engine, so a session's can be

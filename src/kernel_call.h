@@ -7,6 +7,7 @@
 #define RBX_KERNEL_CALL_H
 
 #include "kernels.h"
+#include "egress.h"
 #include "sandbox/kernel.h"
 #include "storage.h"
 
@@ -19,6 +20,8 @@ typedef struct rbx_kernel {
     char env_key[64]; /* the requirements' environment it runs with, or "" */
     int env_use_fd;   /* holds that environment while the kernel lives */
     bool network;     /* started with the outside reachable */
+    rbx_egress_plan egress; /* ... under this policy */
+    char *egress_key;       /* the request's egress_allow it was started with, or NULL */
     rbx_cgroup_limits limits;
     /* Its sandbox, and what its spec points into. */
     rbx_sandbox_spec spec;

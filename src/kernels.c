@@ -125,6 +125,9 @@ static rbx_status prepare(rbx_engine *engine, rbx_kernel *k, const rbx_kernel_ca
     k->envp = rbx_execution_env(NULL, call->session, "MPLBACKEND=Agg");
     if (!k->envp)
         return rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    if (k->network && (status = rbx_egress_plan_make(&k->egress, engine->egress, call->request,
+                                                     err)) != RBX_OK)
+        return status;
     snprintf(k->work_path, sizeof k->work_path, "%s", call->session->work_path);
     k->spec = (rbx_sandbox_spec){
         .interpreter = runtime->interpreter,
@@ -135,6 +138,7 @@ static rbx_status prepare(rbx_engine *engine, rbx_kernel *k, const rbx_kernel_ca
                          .become_root = engine->is_root,
                          .nameserver = k->network},
         .network = k->network ? RBX_NET_OUTSIDE : RBX_NET_LOOPBACK,
+        .egress = k->network ? &k->egress : NULL,
         .limits = k->limits,
         .file_size_max = engine->config.disk_cap_bytes,
         .is_root = engine->is_root,
@@ -210,6 +214,8 @@ static void destroy(rbx_engine *engine, rbx_kernel *k)
     if (k->env_use_fd >= 0)
         close(k->env_use_fd);
     rbx_execution_env_free(k->envp);
+    rbx_egress_plan_free(&k->egress); /* its sandbox is gone */
+    free(k->egress_key);
     free(k);
 }
 
@@ -223,6 +229,30 @@ static void destroy_chain(rbx_engine *engine, rbx_kernel *gone)
     }
 }
 
+/* A request's egress_allow as one string, to tell whether a kernel was
+ * started with the same narrowing (NULL: none asked). */
+static char *egress_key(const rbx_request *request)
+{
+    if (!request->egress_allow)
+        return NULL;
+    size_t len = 2;
+    for (size_t i = 0; i < request->egress_allow_count; i++)
+        len += strlen(request->egress_allow[i]) + 1;
+    char *key = malloc(len);
+    if (!key)
+        return NULL;
+    size_t n = 0;
+    key[n++] = '=';
+    for (size_t i = 0; i < request->egress_allow_count; i++) {
+        size_t part = strlen(request->egress_allow[i]);
+        memcpy(key + n, request->egress_allow[i], part);
+        n += part;
+        key[n++] = '\n';
+    }
+    key[n] = 0;
+    return key;
+}
+
 static rbx_kernel *kernel_new(rbx_engine *engine, const rbx_kernel_call *call)
 {
     rbx_kernel *k = calloc(1, sizeof *k);
@@ -234,6 +264,7 @@ static rbx_kernel *kernel_new(rbx_engine *engine, const rbx_kernel_call *call)
     k->lock_fd = k->env_use_fd = -1;
     k->wake[0] = k->wake[1] = -1;
     k->network = rbx_execution_wants_network(engine, call->request);
+    k->egress_key = egress_key(call->request);
     k->start_status = -1; /* starting */
     k->limits = rbx_execution_limits(engine, call->request);
     return k;
@@ -335,6 +366,12 @@ static bool fits(rbx_engine *engine, rbx_kernel *k, const rbx_kernel_call *call)
     const char *key = call->env ? call->env->key : "";
     if (k->dead || !rbx_kernel_box_alive(&k->box) || strcmp(k->env_key, key) ||
         k->network != rbx_execution_wants_network(engine, call->request))
+        return false;
+    char *narrowing = egress_key(call->request);
+    bool same = (!narrowing && !k->egress_key) ||
+                (narrowing && k->egress_key && !strcmp(narrowing, k->egress_key));
+    free(narrowing);
+    if (!same)
         return false;
     rbx_cgroup_limits wanted = rbx_execution_limits(engine, call->request);
     if (!memcmp(&wanted, &k->limits, sizeof wanted))

@@ -1,5 +1,6 @@
 /* Validation of a request, before anything touches the disk or spawns. */
 #include "internal.h"
+#include "egress.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -77,6 +78,19 @@ rbx_status rbx_unknown_language(rbx_error *err, const char *language)
                     language, names);
 }
 
+/* The request's narrowing of the egress policy, checked before anything
+ * runs (the network may be off: a wrong list is wrong anyway). */
+static rbx_status validate_egress(const rbx_request *request, rbx_error *err)
+{
+    if (!request->egress_allow)
+        return RBX_OK;
+    rbx_egress_list list = {0};
+    if (rbx_egress_narrowing_parse(&list, request, err) != RBX_OK)
+        return err->status;
+    rbx_egress_list_free(&list);
+    return RBX_OK;
+}
+
 rbx_status rbx_request_validate(const rbx_engine *engine, const rbx_request *request,
                                 const rbx_runtime **runtime, double *timeout_s, rbx_error *err)
 {
@@ -118,6 +132,8 @@ rbx_status rbx_request_validate(const rbx_engine *engine, const rbx_request *req
                         "cpus %g is out of bounds (accepted: %g to %g cores; the operator's "
                         "maximum is --max-cpus)",
                         request->cpus, RBX_CPUS_MIN, config->max_cpus);
+    if (validate_egress(request, err) != RBX_OK)
+        return err->status;
     if (request->stateful && request->stdin_data)
         return rbx_fail(err, RBX_EINVAL,
                         "stdin is not taken by a stateful call (its kernel reads no input): "

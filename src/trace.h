@@ -28,6 +28,9 @@ typedef enum rbx_phase {
 
 typedef struct rbx_trace {
     int64_t at_us[RBX_PHASE_COUNT]; /* CLOCK_MONOTONIC, 0 when not reached */
+    /* Part of release_us: installing the egress policy's rules and
+     * starting its resolver (network on only; "egress_us"). */
+    int64_t egress_us;
 } rbx_trace;
 
 /* A page shared with the sandbox's processes, or NULL when not tracing. */

@@ -443,10 +443,11 @@ static int build_skeleton(const rbx_root_plan *plan, const rbx_root_request *req
         make_file(NEW_ROOT "/etc/group", group_text) != 0 ||
         make_file(NEW_ROOT "/etc/hostname", RBX_SANDBOX_HOSTNAME "\n") != 0)
         return -1;
-    /* The host's resolver may be on its loopback, which the sandbox cannot
-     * reach: names go to the network helper's forwarder instead. (The
-     * prepared namespace serves both kinds: without the network, the
-     * forwarder is unreachable at once.) */
+    /* Names go to runbox's resolver on the sandbox's own loopback, which
+     * applies the egress policy (the host's resolver may be on the host's
+     * loopback anyway, which the sandbox cannot reach). The prepared
+     * namespace serves both kinds: without the network, nothing listens
+     * there and a lookup fails at once. */
     *step = "/etc/resolv.conf";
     if ((!request || request->nameserver) &&
         make_file(NEW_ROOT "/etc/resolv.conf", "nameserver " RBX_SANDBOX_NAMESERVER "\n") != 0)

@@ -92,7 +92,7 @@ typedef struct rbx_root_request {
     rbx_bind binds[RBX_MAX_BINDS];
     size_t bind_count;
     bool become_root; /* switch to the namespace's uid 0 once host paths are open */
-    bool nameserver;  /* /etc/resolv.conf names the network helper's forwarder */
+    bool nameserver;  /* /etc/resolv.conf names runbox's resolver */
     /* With a prepared namespace (template.c): the above as mounts the
      * parent detached from the host (open_tree), -1 where there is none.
      * The child moves them into place: no host path is opened in it. */

@@ -1,5 +1,6 @@
 /* Network namespaces and the user-mode network helper. */
 #include "sandbox/net.h"
+#include "sandbox/template.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,7 +10,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,6 +42,37 @@ bool rbx_net_helper_available(void)
 {
     /* Rootless, slirp4netns needs the tun device; some hosts make it 0600. */
     return access(RBX_SLIRP4NETNS, X_OK) == 0 && access("/dev/net/tun", R_OK | W_OK) == 0;
+}
+
+/* slirp4netns --enable-sandbox makes a mount namespace of its own, pivots
+ * into a small root and detaches the old one. Started by root, that
+ * namespace is a copy of the host's in the same user namespace, so the
+ * host's shared mounts stay shared, and detaching the old root unmounts
+ * their peers on the host: every network-on execution removed the host's
+ * `ip netns` mounts under /run/netns, for one. The helper starts instead
+ * in a namespace of runbox's own, made once per process, where every
+ * mount is a slave of the host's: what the host unmounts goes away here
+ * too (nothing is pinned), what is unmounted here stays here. (Without
+ * root the helper's namespace is in a user namespace of its own, where
+ * the kernel makes shared mounts slaves anyway.) */
+static int helper_ns = -1;
+static int helper_ns_error;
+static pthread_once_t helper_ns_once = PTHREAD_ONCE_INIT;
+
+static void *make_helper_ns(void *unused)
+{
+    if (unshare(CLONE_FS | CLONE_NEWNS) != 0 ||
+        mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0 ||
+        (helper_ns = open("/proc/thread-self/ns/mnt", O_RDONLY | O_CLOEXEC)) < 0)
+        helper_ns_error = errno;
+    return NULL;
+}
+
+static void start_helper_ns(void)
+{
+    pthread_t thread;
+    if ((helper_ns_error = pthread_create(&thread, NULL, make_helper_ns, NULL)) == 0)
+        pthread_join(thread, NULL);
 }
 
 static void close_pair(int fds[2])
@@ -83,7 +117,18 @@ rbx_status rbx_net_helper_start(pid_t sandbox_pid, rbx_net_helper *helper, rbx_e
     char *envp[] = {"PATH=/usr/bin:/bin", NULL};
     int pass[] = {ready[1], quit[0]}; /* --ready-fd=3, --exit-fd=4 */
     pid_t pid;
-    int rc = rbx_spawn_helper(RBX_SLIRP4NETNS, argv, envp, pass, 2, &pid);
+    rbx_ns_switch ns = {0};
+    int rc = 0;
+    if (geteuid() == 0) {
+        pthread_once(&helper_ns_once, start_helper_ns);
+        if (helper_ns < 0)
+            rc = helper_ns_error ? helper_ns_error : EINVAL;
+        else if (rbx_template_enter(helper_ns, &ns) != 0)
+            rc = errno;
+    }
+    if (rc == 0)
+        rc = rbx_spawn_helper(RBX_SLIRP4NETNS, argv, envp, pass, 2, &pid);
+    rbx_template_leave(&ns);
     close(ready[1]);
     close(quit[0]);
     if (rc != 0) {

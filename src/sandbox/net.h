@@ -8,8 +8,9 @@
 #include "internal.h"
 
 #define RBX_SLIRP4NETNS "/usr/bin/slirp4netns"
-/* slirp4netns's built-in DNS forwarder, as seen from inside. */
-#define RBX_SANDBOX_NAMESERVER "10.0.2.3"
+/* runbox's resolver (sandbox/egress_dns.h), on the sandbox's own loopback:
+ * names are resolved under the egress policy, not by the network helper. */
+#define RBX_SANDBOX_NAMESERVER "127.0.0.53"
 
 typedef enum rbx_net_mode {
     RBX_NET_LOOPBACK, /* a network namespace with only loopback */

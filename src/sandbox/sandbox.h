@@ -12,6 +12,10 @@
 
 #include <sys/resource.h>
 
+struct rbx_egress_plan;
+struct rbx_egress_guard;
+struct rbx_egress_report;
+
 typedef struct rbx_sandbox_spec {
     const char *interpreter; /* absolute path */
     char *const *argv;
@@ -22,6 +26,9 @@ typedef struct rbx_sandbox_spec {
     bool with_stdin;               /* else stdin is /dev/null */
     bool stdin_is_code_fd;         /* a kernel that reads its commands on stdin (bash) */
     rbx_net_mode network;
+    /* With the network outside: the egress policy the sandbox enforces
+     * (sandbox/egress_rules.h); it must outlive the sandbox. NULL: none. */
+    const struct rbx_egress_plan *egress;
     rbx_cgroup_limits limits; /* enforced by a cgroup where there is one, else rlimits */
     uint64_t file_size_max;   /* RLIMIT_FSIZE */
     rbx_trace *trace;         /* NULL unless tracing */
@@ -38,6 +45,7 @@ typedef struct rbx_sandbox {
     int report_fd;            /* the bootstrap's R/S report, or E<message> from setup */
     int status_fd;            /* init writes rbx_exit_report here */
     rbx_net_helper net;       /* the network helper, when the network is on */
+    struct rbx_egress_guard *egress; /* its policy's rules and resolver, or NULL */
     rbx_cgroup *cgroup;       /* NULL where cgroups are not available */
 } rbx_sandbox;
 
@@ -53,6 +61,9 @@ void rbx_sandbox_kill(rbx_sandbox *sandbox);
 /* Reaps init; fills report and returns true when init reported the program's end. */
 bool rbx_sandbox_reap(rbx_sandbox *sandbox, rbx_exit_report *report);
 void rbx_sandbox_close(rbx_sandbox *sandbox);
+/* Adds what the egress policy refused since the last call (nothing when
+ * the sandbox has no policy). */
+void rbx_sandbox_egress_report(rbx_sandbox *sandbox, struct rbx_egress_report *report);
 
 /* Credentials in the child, as raw system calls: glibc's setresuid() and
  * setgroups() signal every thread the parent had, which a copy of a

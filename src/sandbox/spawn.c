@@ -6,13 +6,16 @@
  * from a multi-threaded server: it must not allocate or take locks, so all
  * it needs is prepared here beforehand and it calls only system calls. */
 #include "sandbox/sandbox.h"
+#include "sandbox/egress_dns.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/template.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <linux/netlink.h>
 #include <linux/sched.h>
 #include <linux/securebits.h>
 #include <poll.h>
@@ -41,7 +44,9 @@ typedef struct child_plan {
     int stdout_fd, stderr_fd;
     int report_fd;                      /* write end */
     int status_fd;                      /* write end */
-    int parent_ends[6];                 /* the parent's ends, closed in the child */
+    int egress_fd;                      /* where init hands over the egress policy's
+                                           sockets (egress_dns.h), or -1 */
+    int parent_ends[7];                 /* the parent's ends, closed in the child */
     int cgroup_fds[RBX_CGROUP_MAX_FDS]; /* cgroup.procs of the execution's cgroup */
     size_t cgroup_count;                /* to join; 0 when born into it (v2) */
     bool in_cgroup;                     /* else rlimits stand in for its limits */
@@ -250,7 +255,7 @@ static void close_others(const child_plan *plan)
     const rbx_root_request *root = &plan->spec->root_request;
     int fixed[] = {plan->sync_fd,       plan->stdin_fd,  plan->stdout_fd,
                    plan->stderr_fd,     plan->report_fd, plan->status_fd,
-                   plan->spec->code_fd, root->home_tree, root->tmp_tree};
+                   plan->spec->code_fd, root->home_tree, root->tmp_tree, plan->egress_fd};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         if (fixed[i] >= 0)
             keep[n++] = fixed[i];
@@ -275,11 +280,50 @@ static void close_others(const child_plan *plan)
     syscall(SYS_close_range, from, ~0U, 0);
 }
 
+/* The egress policy is spoken to through sockets of the sandbox's own
+ * network namespace, opened here while init still holds every capability
+ * there (port 53 and nftables need them): a netlink socket for its rules
+ * and the resolver's socket on the sandbox's loopback. runbox uses them
+ * from outside; the program never holds either. */
+static int hand_over_egress_sockets(int channel, const char **step)
+{
+    *step = "open the egress policy's sockets";
+    int nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+    int dns = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    struct sockaddr_in at = {.sin_family = AF_INET, .sin_port = htons(53)};
+    int rc = -1;
+    if (nl >= 0 && dns >= 0 && inet_pton(AF_INET, RBX_SANDBOX_NAMESERVER, &at.sin_addr) == 1 &&
+        bind(dns, (struct sockaddr *)&at, sizeof at) == 0) {
+        int fds[2] = {nl, dns};
+        char control[CMSG_SPACE(sizeof fds)];
+        memset(control, 0, sizeof control);
+        struct iovec iov = {.iov_base = "e", .iov_len = 1};
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = control,
+                             .msg_controllen = sizeof control};
+        struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+        cmsg->cmsg_level = SOL_SOCKET;
+        cmsg->cmsg_type = SCM_RIGHTS;
+        cmsg->cmsg_len = CMSG_LEN(sizeof fds);
+        memcpy(CMSG_DATA(cmsg), fds, sizeof fds);
+        rc = sendmsg(channel, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
+    }
+    int error = errno;
+    if (nl >= 0)
+        close(nl);
+    if (dns >= 0)
+        close(dns);
+    close(channel);
+    errno = error;
+    return rc;
+}
+
 static int sandbox_init(const child_plan *plan)
 {
     forget_runbox_args();
     close_others(plan);
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 7; i++)
         if (plan->parent_ends[i] >= 0)
             close(plan->parent_ends[i]);
     /* Init never writes to runbox's own stdout or stderr (an MCP server's
@@ -322,6 +366,7 @@ static int sandbox_init(const child_plan *plan)
     }
     const char *step = "bring up loopback";
     if ((plan->spec->network != RBX_NET_HOST && rbx_net_loopback_up() != 0) ||
+        (plan->egress_fd >= 0 && hand_over_egress_sockets(plan->egress_fd, &step) != 0) ||
         rbx_root_enter(plan->spec->root, &plan->spec->root_request, &step) != 0) {
         report_error(plan->report_fd, step, errno);
         _exit(1);
@@ -400,14 +445,15 @@ static void close_fd(int *fd)
 
 /* The pipes between runbox and a sandbox: [0] is the read end, [1] the write end. */
 typedef struct channels {
-    int sync[2], out[2], err[2], report[2], status[2], in[2];
+    int sync[2], out[2], err[2], report[2], status[2], in[2], egress[2];
 } channels;
 
 static void close_channels(channels *c)
 {
     int *all[] = {&c->sync[0],   &c->sync[1],   &c->out[0],    &c->out[1],
                   &c->err[0],    &c->err[1],    &c->report[0], &c->report[1],
-                  &c->status[0], &c->status[1], &c->in[0],     &c->in[1]};
+                  &c->status[0], &c->status[1], &c->in[0],     &c->in[1],
+                  &c->egress[0], &c->egress[1]};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         close_fd(all[i]);
 }
@@ -524,19 +570,72 @@ static pid_t clone_init(child_plan *plan, int *pidfd, int cgroup_dirfd)
  * mapped. With the network on, the helper starts at the same time, and a
  * second byte tells init, which has built its root meanwhile, that the
  * interface is up and the program may start. */
-static rbx_status release_init(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox, int sync_fd,
-                               rbx_error *err)
+/* What init said went wrong, when it said something ("E<step>: <why>"). */
+static void init_complaint(int report_fd, char *text, size_t size)
+{
+    text[0] = 0;
+    struct pollfd pfd = {.fd = report_fd, .events = POLLIN};
+    if (poll(&pfd, 1, 1000) != 1)
+        return;
+    ssize_t n = read(report_fd, text, size - 1);
+    if (n <= 1 || text[0] != 'E')
+        return;
+    text[n] = 0;
+    text[strcspn(text, "\n")] = 0;
+    memmove(text, text + 1, strlen(text));
+}
+
+/* Receives the egress policy's sockets from init (hand_over_egress_sockets),
+ * installs its rules and starts its resolver: before the program starts. */
+static rbx_status guard_egress(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox, int channel,
+                               int report_fd, rbx_error *err)
+{
+    int fds[2] = {-1, -1};
+    char byte, control[CMSG_SPACE(sizeof fds)];
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
+    struct pollfd pfd = {.fd = channel, .events = POLLIN};
+    ssize_t n = poll(&pfd, 1, 10000) == 1 ? recvmsg(channel, &msg, MSG_CMSG_CLOEXEC) : -1;
+    struct cmsghdr *cmsg = n == 1 ? CMSG_FIRSTHDR(&msg) : NULL;
+    if (!cmsg || cmsg->cmsg_type != SCM_RIGHTS || cmsg->cmsg_len != CMSG_LEN(sizeof fds)) {
+        char why[300];
+        init_complaint(report_fd, why, sizeof why);
+        return rbx_fail(err, RBX_ESYSTEM, "the sandbox could not set up its egress policy%s%s",
+                        *why ? ": " : "", why);
+    }
+    memcpy(fds, CMSG_DATA(cmsg), sizeof fds);
+    if (rbx_egress_rules_install(fds[0], spec->egress, err) != RBX_OK) {
+        close(fds[0]);
+        close(fds[1]);
+        return err->status;
+    }
+    sandbox->egress = rbx_egress_guard_start(fds[0], fds[1], spec->egress, err);
+    return sandbox->egress ? RBX_OK : err->status;
+}
+
+/* Init waits for one byte before it does anything: by then its users are
+ * mapped. With the network on, the helper starts at the same time, and a
+ * second byte tells init, which has built its root meanwhile, that the
+ * interface is up, the egress policy in force, and the program may start. */
+static rbx_status release_init(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
+                               const channels *c, rbx_error *err)
 {
     if (map_users(sandbox->pid, spec->is_root) != 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot map users into the sandbox: %s", strerror(errno));
     bool outside = spec->network == RBX_NET_OUTSIDE;
     if (outside && rbx_net_helper_start(sandbox->pid, &sandbox->net, err) != RBX_OK)
         return err->status;
-    if (write(sync_fd, "g", 1) != 1)
+    if (write(c->sync[1], "g", 1) != 1)
         return rbx_fail(err, RBX_ESYSTEM, "cannot start the sandbox: %s", strerror(errno));
+    int64_t egress_from = rbx_now_us();
+    if (c->egress[0] >= 0 && guard_egress(spec, sandbox, c->egress[0], c->report[0], err) != RBX_OK)
+        return err->status;
+    if (spec->trace && c->egress[0] >= 0)
+        spec->trace->egress_us = rbx_now_us() - egress_from;
     if (outside && rbx_net_helper_wait_ready(&sandbox->net, err) != RBX_OK)
         return err->status;
-    if (outside && write(sync_fd, "n", 1) != 1)
+    if (outside && write(c->sync[1], "n", 1) != 1)
         return rbx_fail(err, RBX_ESYSTEM, "cannot start the sandbox: %s", strerror(errno));
     return RBX_OK;
 }
@@ -563,6 +662,10 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     child_plan plan = {.spec = spec};
     rbx_status status =
         open_channels(&c, spec->with_stdin, spec->stdin_is_code_fd ? spec->code_fd : -1, err);
+    if (status == RBX_OK && spec->network == RBX_NET_OUTSIDE && spec->egress &&
+        socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, c.egress) != 0)
+        status = rbx_fail(err, RBX_ESYSTEM, "cannot create the egress policy's channel: %s",
+                          strerror(errno));
     if (status == RBX_OK && spec->template_ns >= 0 &&
         rbx_template_detach_dirs(&own.root_request) != 0)
         status = rbx_fail(err, RBX_ESYSTEM, "cannot detach the session's directories: %s",
@@ -580,7 +683,9 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
         .stderr_fd = c.err[1],
         .report_fd = c.report[1],
         .status_fd = c.status[1],
-        .parent_ends = {c.sync[1], c.out[0], c.err[0], c.report[0], c.status[0], c.in[1]},
+        .egress_fd = c.egress[1],
+        .parent_ends = {c.sync[1], c.out[0], c.err[0], c.report[0], c.status[0], c.in[1],
+                        c.egress[0]},
     };
     if (sandbox->cgroup) {
         int n = rbx_cgroup_enter_fds(sandbox->cgroup, plan.cgroup_fds, RBX_CGROUP_MAX_FDS);
@@ -597,12 +702,15 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
                           strerror(errno));
         goto out;
     }
-    status = release_init(spec, sandbox, c.sync[1], err);
+    close_fd(&c.egress[1]); /* init's */
+    status = release_init(spec, sandbox, &c, err);
     rbx_trace_mark(spec->trace, RBX_PHASE_RELEASED);
     if (status != RBX_OK) {
         rbx_sandbox_kill(sandbox);
         rbx_sandbox_reap(sandbox, NULL);
         rbx_net_helper_stop(&sandbox->net);
+        rbx_egress_guard_stop(sandbox->egress);
+        sandbox->egress = NULL;
         close_fd(&sandbox->pidfd);
         goto out;
     }
@@ -643,9 +751,17 @@ bool rbx_sandbox_reap(rbx_sandbox *sandbox, rbx_exit_report *report)
     return n == (ssize_t)sizeof *report;
 }
 
+void rbx_sandbox_egress_report(rbx_sandbox *sandbox, rbx_egress_report *report)
+{
+    if (sandbox->egress)
+        rbx_egress_guard_take_report(sandbox->egress, report);
+}
+
 void rbx_sandbox_close(rbx_sandbox *sandbox)
 {
     rbx_net_helper_stop(&sandbox->net);
+    rbx_egress_guard_stop(sandbox->egress);
+    sandbox->egress = NULL;
     rbx_cgroup_destroy(sandbox->cgroup);
     sandbox->cgroup = NULL;
     close_fd(&sandbox->pidfd);

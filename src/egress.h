@@ -1,0 +1,96 @@
+/* The egress policy: which destinations an execution with the network on
+ * may reach. The operator's lists (rbx_config, or a file) are parsed once
+ * into an rbx_egress_policy; each execution compiles it with its request's
+ * narrowing into an rbx_egress_plan, which the sandbox enforces with
+ * nftables rules in its own network namespace (sandbox/egress_rules.h) and
+ * runbox's own resolver (sandbox/egress_dns.h). */
+#ifndef RBX_EGRESS_H
+#define RBX_EGRESS_H
+
+#include "internal.h"
+
+#include <netinet/in.h>
+
+/* An address range: family AF_INET or AF_INET6, address in network order. */
+typedef struct rbx_cidr {
+    int family;
+    uint8_t addr[16];
+    uint8_t prefix;
+} rbx_cidr;
+
+/* A domain rule: "example.com" matches that name only, "*.example.com" any
+ * name below it (not example.com itself). Stored lower-case, no final dot. */
+typedef struct rbx_domain {
+    char name[254];
+    bool wildcard;
+} rbx_domain;
+
+typedef struct rbx_egress_list {
+    rbx_cidr *cidrs;
+    size_t cidr_count;
+    rbx_domain *domains;
+    size_t domain_count;
+} rbx_egress_list;
+
+typedef struct rbx_egress_policy {
+    rbx_egress_list allow, deny;
+    bool allowlist_only;
+    struct sockaddr_storage resolver; /* where names are resolved */
+    socklen_t resolver_len;
+    char resolver_text[64];
+} rbx_egress_policy;
+
+/* What one sandbox enforces: the operator's policy, the host's addresses
+ * at the time, and the request's narrowing (has_narrowing false: none). */
+typedef struct rbx_egress_plan {
+    const rbx_egress_policy *policy;
+    rbx_egress_list host; /* the host's own addresses, always refused */
+    bool has_narrowing;
+    rbx_egress_list narrowing;
+} rbx_egress_plan;
+
+/* The ranges refused by default (public-internet mode): loopback,
+ * link-local, private, shared, unique-local, multicast, broadcast. */
+extern const rbx_cidr rbx_egress_default_deny[];
+extern const size_t rbx_egress_default_deny_count;
+
+/* Parses a list of entries separated by commas or white space into list
+ * (appending). what names the list in messages ("--egress-allow"). */
+rbx_status rbx_egress_list_parse(rbx_egress_list *list, const char *text, const char *what,
+                                 rbx_error *err);
+/* One entry; index >= 0 is shown in messages as what[index]. */
+rbx_status rbx_egress_entry_add(rbx_egress_list *list, const char *entry, const char *what,
+                                int index, rbx_error *err);
+void rbx_egress_list_free(rbx_egress_list *list);
+
+/* The operator's policy from the configuration (lists, file, resolver). */
+rbx_status rbx_egress_policy_load(rbx_egress_policy *policy, const rbx_config *config,
+                                  rbx_error *err);
+void rbx_egress_policy_free(rbx_egress_policy *policy);
+/* The policy in words, for runbox check. */
+void rbx_egress_policy_describe(const rbx_egress_policy *policy, char *text, size_t size);
+
+/* The request's egress_allow, checked and parsed into list. */
+rbx_status rbx_egress_narrowing_parse(rbx_egress_list *list, const rbx_request *request,
+                                      rbx_error *err);
+/* A plan for one sandbox; request may be NULL (an install). */
+rbx_status rbx_egress_plan_make(rbx_egress_plan *plan, const rbx_egress_policy *policy,
+                                const rbx_request *request, rbx_error *err);
+void rbx_egress_plan_free(rbx_egress_plan *plan);
+
+/* Whether a name matches one of the list's domains. */
+bool rbx_egress_domain_listed(const rbx_egress_list *list, const char *name);
+
+/* How a name asked of the sandbox's resolver is treated. */
+typedef struct rbx_egress_name_verdict {
+    bool refused;      /* not resolved at all */
+    bool named_allow;  /* its addresses are reachable as the operator allows them */
+    bool named_narrow; /* its addresses pass the request's narrowing */
+} rbx_egress_name_verdict;
+
+rbx_egress_name_verdict rbx_egress_judge_name(const rbx_egress_plan *plan, const char *name);
+
+/* Formats a destination "ADDR:PORT" / "[V6]:PORT" (port 0: the address alone). */
+void rbx_egress_format(int family, const uint8_t *addr, unsigned port, char *text, size_t size);
+
+#endif

@@ -1,0 +1,330 @@
+/* runbox's resolver for sandboxes (egress_dns.h): one thread, one epoll,
+ * a table of slots (guards and queries in flight) named in epoll by index
+ * and generation, so that an event of a slot freed meanwhile is ignored. */
+#include "sandbox/egress_dns.h"
+
+#include <arpa/nameser.h>
+#include <resolv.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define QUERY_TIMEOUT_MS 5000
+#define QUERIES_PER_GUARD 64 /* in flight; more are dropped (the client retries) */
+#define DNS_MAX 4096
+
+struct rbx_egress_guard {
+    int nl_fd, dns_fd;
+    const rbx_egress_plan *plan;
+    size_t slot;
+    uint32_t gen;
+    size_t in_flight;
+    rbx_egress_report names; /* lookups refused since the last report */
+};
+
+typedef struct query {
+    rbx_egress_guard *guard;
+    int fd; /* connected to the operator's resolver */
+    struct sockaddr_storage client;
+    socklen_t client_len;
+    uint8_t id[2];
+    rbx_egress_name_verdict verdict;
+    int64_t deadline_ms;
+} query;
+
+typedef struct slot {
+    enum { SLOT_FREE, SLOT_GUARD, SLOT_QUERY } kind;
+    uint32_t gen;
+    union {
+        rbx_egress_guard *guard;
+        query *q;
+    };
+} slot;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t started = PTHREAD_ONCE_INIT;
+static int epfd = -1;
+static slot *slots;
+static size_t slot_count;
+
+static uint64_t tag(size_t index, uint32_t gen)
+{
+    return (uint64_t)index << 32 | gen;
+}
+
+/* Under lock. */
+static long slot_take(void)
+{
+    for (size_t i = 0; i < slot_count; i++)
+        if (slots[i].kind == SLOT_FREE)
+            return (long)i;
+    slot *bigger = realloc(slots, (slot_count + 64) * sizeof *slots);
+    if (!bigger)
+        return -1;
+    memset(bigger + slot_count, 0, 64 * sizeof *slots);
+    slots = bigger;
+    slot_count += 64;
+    return (long)(slot_count - 64);
+}
+
+static void query_end(size_t index)
+{
+    query *q = slots[index].q;
+    epoll_ctl(epfd, EPOLL_CTL_DEL, q->fd, NULL);
+    close(q->fd);
+    q->guard->in_flight--;
+    free(q);
+    slots[index].kind = SLOT_FREE;
+    slots[index].gen++;
+}
+
+/* The question's name, or false when the message is not a query we answer. */
+static bool question(const uint8_t *msg, size_t len, char *name, size_t size)
+{
+    ns_msg parsed;
+    ns_rr rr;
+    if (ns_initparse(msg, (int)len, &parsed) != 0 || ns_msg_getflag(parsed, ns_f_qr) ||
+        ns_msg_count(parsed, ns_s_qd) != 1 || ns_parserr(&parsed, ns_s_qd, 0, &rr) != 0)
+        return false;
+    snprintf(name, size, "%s", ns_rr_name(rr));
+    return true;
+}
+
+static void answer_refused(rbx_egress_guard *guard, uint8_t *msg, size_t len,
+                           const struct sockaddr_storage *client, socklen_t client_len)
+{
+    HEADER *h = (HEADER *)msg;
+    h->qr = 1;
+    h->ra = 1;
+    h->rcode = ns_r_refused;
+    h->ancount = h->nscount = h->arcount = 0;
+    /* Keep the question only: what follows it (EDNS) is dropped. */
+    int name_len = dn_skipname(msg + HFIXEDSZ, msg + len);
+    size_t keep = name_len > 0 && HFIXEDSZ + (size_t)name_len + 4 <= len
+                      ? HFIXEDSZ + (size_t)name_len + 4
+                      : len;
+    (void)sendto(guard->dns_fd, msg, keep, MSG_DONTWAIT, (const struct sockaddr *)client,
+                 client_len);
+}
+
+static void ask(rbx_egress_guard *guard, uint8_t *msg, size_t len,
+                const struct sockaddr_storage *client, socklen_t client_len)
+{
+    char name[NS_MAXDNAME];
+    if (len < HFIXEDSZ || !question(msg, len, name, sizeof name))
+        return;
+    rbx_egress_name_verdict verdict = rbx_egress_judge_name(guard->plan, name);
+    if (verdict.refused) {
+        /* A lookup asks for A and AAAA, and retries: one name, one count. */
+        bool seen = false;
+        for (size_t i = 0; i < guard->names.count && !seen; i++)
+            seen = !strcasecmp(guard->names.to[i], name);
+        if (!seen)
+            guard->names.refused++;
+        rbx_egress_report_note(&guard->names, name);
+        answer_refused(guard, msg, len, client, client_len);
+        return;
+    }
+    if (guard->in_flight >= QUERIES_PER_GUARD)
+        return;
+    const rbx_egress_policy *policy = guard->plan->policy;
+    int fd = socket(policy->resolver.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    long index = -1;
+    query *q = calloc(1, sizeof *q);
+    if (!q || connect(fd, (const struct sockaddr *)&policy->resolver, policy->resolver_len) != 0 ||
+        send(fd, msg, len, 0) != (ssize_t)len || (index = slot_take()) < 0) {
+        free(q);
+        close(fd);
+        return;
+    }
+    *q = (query){.guard = guard,
+                 .fd = fd,
+                 .client = *client,
+                 .client_len = client_len,
+                 .id = {msg[0], msg[1]},
+                 .verdict = verdict,
+                 .deadline_ms = rbx_now_ms() + QUERY_TIMEOUT_MS};
+    slots[index].kind = SLOT_QUERY;
+    slots[index].q = q;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag((size_t)index, slots[index].gen)};
+    if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        guard->in_flight++;
+        query_end((size_t)index);
+        return;
+    }
+    guard->in_flight++;
+}
+
+/* The addresses of the answer, admitted before the program sees them. */
+static void admit_answers(query *q, const uint8_t *msg, size_t len)
+{
+    if (!q->verdict.named_allow && !q->verdict.named_narrow)
+        return;
+    ns_msg parsed;
+    if (ns_initparse(msg, (int)len, &parsed) != 0)
+        return;
+    for (int i = 0; i < ns_msg_count(parsed, ns_s_an); i++) {
+        ns_rr rr;
+        if (ns_parserr(&parsed, ns_s_an, i, &rr) != 0)
+            break;
+        int family = ns_rr_type(rr) == ns_t_a && ns_rr_rdlen(rr) == 4      ? AF_INET
+                     : ns_rr_type(rr) == ns_t_aaaa && ns_rr_rdlen(rr) == 16 ? AF_INET6
+                                                                           : 0;
+        if (!family)
+            continue;
+        if (q->verdict.named_allow)
+            (void)rbx_egress_rules_admit(q->guard->nl_fd, false, family, ns_rr_rdata(rr));
+        if (q->verdict.named_narrow)
+            (void)rbx_egress_rules_admit(q->guard->nl_fd, true, family, ns_rr_rdata(rr));
+    }
+}
+
+static void on_answer(size_t index)
+{
+    query *q = slots[index].q;
+    uint8_t msg[DNS_MAX];
+    ssize_t n = recv(q->fd, msg, sizeof msg, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n >= HFIXEDSZ && msg[0] == q->id[0] && msg[1] == q->id[1]) {
+        admit_answers(q, msg, (size_t)n);
+        (void)sendto(q->guard->dns_fd, msg, (size_t)n, MSG_DONTWAIT,
+                     (const struct sockaddr *)&q->client, q->client_len);
+    }
+    query_end(index);
+}
+
+static void on_questions(rbx_egress_guard *guard)
+{
+    for (int i = 0; i < 64; i++) {
+        uint8_t msg[DNS_MAX];
+        struct sockaddr_storage client;
+        socklen_t client_len = sizeof client;
+        ssize_t n = recvfrom(guard->dns_fd, msg, sizeof msg, MSG_DONTWAIT,
+                             (struct sockaddr *)&client, &client_len);
+        if (n < 0)
+            return;
+        ask(guard, msg, (size_t)n, &client, client_len);
+    }
+}
+
+static void *serve(void *unused)
+{
+    for (;;) {
+        struct epoll_event events[32];
+        int n = epoll_wait(epfd, events, 32, 1000);
+        pthread_mutex_lock(&lock);
+        for (int i = 0; i < n; i++) {
+            size_t index = (size_t)(events[i].data.u64 >> 32);
+            uint32_t gen = (uint32_t)events[i].data.u64;
+            if (index >= slot_count || slots[index].gen != gen)
+                continue; /* freed since */
+            if (slots[index].kind == SLOT_GUARD)
+                on_questions(slots[index].guard);
+            else if (slots[index].kind == SLOT_QUERY)
+                on_answer(index);
+        }
+        int64_t now = rbx_now_ms();
+        for (size_t i = 0; i < slot_count; i++)
+            if (slots[i].kind == SLOT_QUERY && slots[i].q->deadline_ms < now)
+                query_end(i);
+        pthread_mutex_unlock(&lock);
+    }
+    return NULL;
+}
+
+static int thread_error;
+
+static void start_thread(void)
+{
+    epfd = epoll_create1(EPOLL_CLOEXEC);
+    pthread_t thread;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    if (epfd < 0)
+        thread_error = errno;
+    else if ((thread_error = pthread_create(&thread, &attr, serve, NULL)) != 0) {
+        close(epfd);
+        epfd = -1;
+    }
+    pthread_attr_destroy(&attr);
+}
+
+rbx_egress_guard *rbx_egress_guard_start(int nl_fd, int dns_fd, const rbx_egress_plan *plan,
+                                         rbx_error *err)
+{
+    pthread_once(&started, start_thread);
+    rbx_egress_guard *guard = calloc(1, sizeof *guard);
+    if (epfd < 0 || !guard) {
+        free(guard);
+        close(nl_fd);
+        close(dns_fd);
+        rbx_fail(err, RBX_ESYSTEM, "cannot start runbox's resolver for sandboxes: %s",
+                 strerror(guard ? thread_error : ENOMEM));
+        return NULL;
+    }
+    *guard = (rbx_egress_guard){.nl_fd = nl_fd, .dns_fd = dns_fd, .plan = plan};
+    pthread_mutex_lock(&lock);
+    long index = slot_take();
+    if (index >= 0) {
+        slots[index].kind = SLOT_GUARD;
+        slots[index].guard = guard;
+        guard->slot = (size_t)index;
+        guard->gen = slots[index].gen;
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag((size_t)index, guard->gen)};
+        if (epoll_ctl(epfd, EPOLL_CTL_ADD, dns_fd, &ev) != 0) {
+            slots[index].kind = SLOT_FREE;
+            slots[index].gen++;
+            index = -1;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    if (index < 0) {
+        int error = errno;
+        close(nl_fd);
+        close(dns_fd);
+        free(guard);
+        rbx_fail(err, RBX_ESYSTEM, "cannot watch the sandbox's resolver socket: %s",
+                 strerror(error));
+        return NULL;
+    }
+    return guard;
+}
+
+void rbx_egress_guard_take_report(rbx_egress_guard *guard, rbx_egress_report *report)
+{
+    pthread_mutex_lock(&lock);
+    rbx_egress_rules_take_report(guard->nl_fd, report);
+    report->refused += guard->names.refused;
+    for (size_t i = 0; i < guard->names.count; i++)
+        rbx_egress_report_note(report, guard->names.to[i]);
+    guard->names = (rbx_egress_report){0};
+    pthread_mutex_unlock(&lock);
+}
+
+void rbx_egress_guard_stop(rbx_egress_guard *guard)
+{
+    if (!guard)
+        return;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < slot_count; i++)
+        if (slots[i].kind == SLOT_QUERY && slots[i].q->guard == guard)
+            query_end(i);
+    epoll_ctl(epfd, EPOLL_CTL_DEL, guard->dns_fd, NULL);
+    slots[guard->slot].kind = SLOT_FREE;
+    slots[guard->slot].gen++;
+    pthread_mutex_unlock(&lock);
+    close(guard->dns_fd);
+    close(guard->nl_fd);
+    free(guard);
+}

@@ -1,0 +1,561 @@
+/* The egress policy's nftables rules (egress_rules.h), built with libnftnl
+ * and sent over a netlink socket of the sandbox's namespace. */
+#include "sandbox/egress_rules.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <libmnl/libmnl.h>
+#include <libnftnl/chain.h>
+#include <libnftnl/common.h>
+#include <libnftnl/expr.h>
+#include <libnftnl/object.h>
+#include <libnftnl/rule.h>
+#include <libnftnl/set.h>
+#include <libnftnl/table.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define TABLE "runbox"
+#define DENIED_SIZE 16   /* destinations remembered per call: the report names a few */
+#define ADMITTED_SIZE 4096 /* addresses answered for allowed names, per sandbox */
+
+/* Set ids: how rules of the same batch name the sets it creates. */
+enum { SET_DENIED4 = 1, SET_DENIED6, SET_NAMED4, SET_NAMED6, SET_NARROW4, SET_NARROW6 };
+static const char *const set_names[] = {"", "denied4", "denied6", "named4",
+                                        "named6", "narrow4", "narrow6"};
+
+/* nft's datatypes, so that `nft list ruleset` shows the sets readably. */
+#define TYPE_IPADDR 7
+#define TYPE_IP6ADDR 8
+#define TYPE_INET_SERVICE 13
+#define CONCAT(a, b) (((a) << 6) | (b))
+
+typedef struct batch {
+    char *buf;
+    size_t size;
+    struct mnl_nlmsg_batch *b;
+    uint32_t seq;
+    struct nlmsghdr *last; /* the last message of the batch proper */
+    bool overflow;
+} batch;
+
+static bool batch_open(batch *bt, size_t size)
+{
+    *bt = (batch){.size = size, .seq = 1};
+    if (!(bt->buf = malloc(size)))
+        return false;
+    bt->b = mnl_nlmsg_batch_start(bt->buf, size);
+    nftnl_batch_begin(mnl_nlmsg_batch_current(bt->b), bt->seq++);
+    mnl_nlmsg_batch_next(bt->b);
+    return true;
+}
+
+static struct nlmsghdr *batch_msg(batch *bt, uint16_t type, uint16_t flags)
+{
+    bt->last = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt->b), type, NFPROTO_INET, flags,
+                                     bt->seq++);
+    return bt->last;
+}
+
+static void batch_next(batch *bt)
+{
+    if (!mnl_nlmsg_batch_next(bt->b))
+        bt->overflow = true;
+}
+
+static void batch_close(batch *bt)
+{
+    if (bt->b)
+        mnl_nlmsg_batch_stop(bt->b);
+    free(bt->buf);
+    *bt = (batch){0};
+}
+
+/* Leftovers of an earlier exchange (the acks of a failed batch) must not
+ * be read as the answer to the next one. */
+static void drain(int fd)
+{
+    char buf[4096];
+    while (recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0)
+        ;
+}
+
+/* Reads until the answer to seq ends: cb sees each data message. */
+static int talk(int fd, uint32_t seq, mnl_cb_t cb, void *data)
+{
+    char buf[16384];
+    for (;;) {
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        int rc = mnl_cb_run(buf, (size_t)n, seq, 0, cb, data);
+        if (rc <= MNL_CB_STOP)
+            return rc;
+    }
+}
+
+/* Sends the batch, asking for one acknowledgement, of its last message:
+ * the kernel applies a batch whole or not at all, and reports the error
+ * of any message that failed. */
+static int batch_send(int fd, batch *bt)
+{
+    if (bt->overflow) {
+        errno = E2BIG;
+        return -1;
+    }
+    if (bt->last)
+        bt->last->nlmsg_flags |= NLM_F_ACK;
+    nftnl_batch_end(mnl_nlmsg_batch_current(bt->b), bt->seq++);
+    batch_next(bt);
+    drain(fd);
+    size_t len = mnl_nlmsg_batch_size(bt->b);
+    if (send(fd, mnl_nlmsg_batch_head(bt->b), len, 0) != (ssize_t)len)
+        return -1;
+    /* seq 0: the error of any message of the batch is the answer. */
+    return talk(fd, 0, NULL, NULL) < 0 ? -1 : 0;
+}
+
+/* Expressions. */
+static void add_meta(struct nftnl_rule *r, uint32_t key, uint32_t reg)
+{
+    struct nftnl_expr *e = nftnl_expr_alloc("meta");
+    nftnl_expr_set_u32(e, NFTNL_EXPR_META_KEY, key);
+    nftnl_expr_set_u32(e, NFTNL_EXPR_META_DREG, reg);
+    nftnl_rule_add_expr(r, e);
+}
+
+static void add_payload(struct nftnl_rule *r, uint32_t base, uint32_t offset, uint32_t len,
+                        uint32_t reg)
+{
+    struct nftnl_expr *e = nftnl_expr_alloc("payload");
+    nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_BASE, base);
+    nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_OFFSET, offset);
+    nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_LEN, len);
+    nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_DREG, reg);
+    nftnl_rule_add_expr(r, e);
+}
+
+static void add_cmp(struct nftnl_rule *r, uint32_t reg, const void *data, uint32_t len)
+{
+    struct nftnl_expr *e = nftnl_expr_alloc("cmp");
+    nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_SREG, reg);
+    nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_OP, NFT_CMP_EQ);
+    nftnl_expr_set(e, NFTNL_EXPR_CMP_DATA, data, len);
+    nftnl_rule_add_expr(r, e);
+}
+
+static void add_verdict(struct nftnl_rule *r, int verdict, const char *chain)
+{
+    struct nftnl_expr *e = nftnl_expr_alloc("immediate");
+    nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
+    nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, (uint32_t)verdict);
+    if (chain)
+        nftnl_expr_set_str(e, NFTNL_EXPR_IMM_CHAIN, chain);
+    nftnl_rule_add_expr(r, e);
+}
+
+static void add_family(struct nftnl_rule *r, int family)
+{
+    uint8_t proto = family == AF_INET ? NFPROTO_IPV4 : NFPROTO_IPV6;
+    add_meta(r, NFT_META_NFPROTO, NFT_REG32_00);
+    add_cmp(r, NFT_REG32_00, &proto, 1);
+}
+
+static void add_l4proto(struct nftnl_rule *r, uint8_t proto)
+{
+    add_meta(r, NFT_META_L4PROTO, NFT_REG32_00);
+    add_cmp(r, NFT_REG32_00, &proto, 1);
+}
+
+/* Loads the destination address into NFT_REG32_00 onwards. */
+static void add_daddr(struct nftnl_rule *r, int family)
+{
+    if (family == AF_INET)
+        add_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 16, 4, NFT_REG32_00);
+    else
+        add_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 24, 16, NFT_REG32_00);
+}
+
+static void add_cidr_match(struct nftnl_rule *r, const rbx_cidr *cidr)
+{
+    uint32_t len = cidr->family == AF_INET ? 4 : 16;
+    add_family(r, cidr->family);
+    add_daddr(r, cidr->family);
+    if (cidr->prefix < len * 8) {
+        uint8_t maskbits[16] = {0}, zero[16] = {0};
+        for (uint32_t i = 0; i < cidr->prefix; i++)
+            maskbits[i / 8] |= (uint8_t)(0x80 >> (i % 8));
+        struct nftnl_expr *e = nftnl_expr_alloc("bitwise");
+        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG32_00);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG32_00);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, len);
+        nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, maskbits, len);
+        nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, zero, len);
+        nftnl_rule_add_expr(r, e);
+    }
+    add_cmp(r, NFT_REG32_00, cidr->addr, len);
+}
+
+static void add_lookup(struct nftnl_rule *r, int family, uint32_t set_id)
+{
+    add_family(r, family);
+    add_daddr(r, family);
+    struct nftnl_expr *e = nftnl_expr_alloc("lookup");
+    nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, NFT_REG32_00);
+    nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, set_names[set_id]);
+    nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SET_ID, set_id);
+    nftnl_rule_add_expr(r, e);
+}
+
+static struct nftnl_rule *rule_new(const char *chain)
+{
+    struct nftnl_rule *r = nftnl_rule_alloc();
+    nftnl_rule_set_str(r, NFTNL_RULE_TABLE, TABLE);
+    nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, chain);
+    nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
+    return r;
+}
+
+static void rule_put(batch *bt, struct nftnl_rule *r)
+{
+    struct nlmsghdr *h = batch_msg(bt, NFT_MSG_NEWRULE, NLM_F_APPEND | NLM_F_CREATE);
+    nftnl_rule_nlmsg_build_payload(h, r);
+    nftnl_rule_free(r);
+    batch_next(bt);
+}
+
+static void put_cidr_rule(batch *bt, const char *chain, const rbx_cidr *cidr, int verdict,
+                          const char *target)
+{
+    struct nftnl_rule *r = rule_new(chain);
+    add_cidr_match(r, cidr);
+    add_verdict(r, verdict, target);
+    rule_put(bt, r);
+}
+
+static void put_list(batch *bt, const char *chain, const rbx_egress_list *list, int verdict,
+                     const char *target)
+{
+    for (size_t i = 0; i < list->cidr_count; i++)
+        put_cidr_rule(bt, chain, &list->cidrs[i], verdict, target);
+}
+
+static void put_lookup_rule(batch *bt, const char *chain, uint32_t set_id, int verdict)
+{
+    struct nftnl_rule *r = rule_new(chain);
+    add_lookup(r, set_id % 2 ? AF_INET : AF_INET6, set_id);
+    add_verdict(r, verdict, NULL);
+    rule_put(bt, r);
+}
+
+static void put_chain(batch *bt, const char *name, bool hook)
+{
+    struct nftnl_chain *c = nftnl_chain_alloc();
+    nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, TABLE);
+    nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, name);
+    if (hook) {
+        nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, NF_INET_LOCAL_OUT);
+        nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, 0);
+        nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, "filter");
+        nftnl_chain_set_u32(c, NFTNL_CHAIN_POLICY, NF_ACCEPT);
+    }
+    struct nlmsghdr *h = batch_msg(bt, NFT_MSG_NEWCHAIN, NLM_F_CREATE);
+    nftnl_chain_nlmsg_build_payload(h, c);
+    nftnl_chain_free(c);
+    batch_next(bt);
+}
+
+static void put_set(batch *bt, uint32_t id)
+{
+    bool v4 = id % 2;
+    bool denied = id == SET_DENIED4 || id == SET_DENIED6;
+    struct nftnl_set *s = nftnl_set_alloc();
+    nftnl_set_set_str(s, NFTNL_SET_TABLE, TABLE);
+    nftnl_set_set_str(s, NFTNL_SET_NAME, set_names[id]);
+    nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
+    nftnl_set_set_u32(s, NFTNL_SET_ID, id);
+    if (denied) { /* address . port, each padded to 4 bytes */
+        nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, v4 ? 8 : 20);
+        nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE,
+                          CONCAT(v4 ? TYPE_IPADDR : TYPE_IP6ADDR, TYPE_INET_SERVICE));
+        nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_EVAL);
+        nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, DENIED_SIZE);
+    } else {
+        nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, v4 ? 4 : 16);
+        nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, v4 ? TYPE_IPADDR : TYPE_IP6ADDR);
+        nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, ADMITTED_SIZE);
+    }
+    struct nlmsghdr *h = batch_msg(bt, NFT_MSG_NEWSET, NLM_F_CREATE);
+    nftnl_set_nlmsg_build_payload(h, s);
+    nftnl_set_free(s);
+    batch_next(bt);
+}
+
+/* chain refuse: note the destination (TCP and UDP, with the port), count,
+ * reject. */
+static void put_refuse(batch *bt)
+{
+    /* The sandbox's own kernel solicits routers and joins multicast groups
+     * over ICMPv6 when the interface comes up: not the program's doing,
+     * and there is no IPv6 route out anyway. Dropped, not counted. */
+    struct nftnl_rule *quiet = rule_new("refuse");
+    add_family(quiet, AF_INET6);
+    add_l4proto(quiet, IPPROTO_ICMPV6);
+    add_verdict(quiet, NF_DROP, NULL);
+    rule_put(bt, quiet);
+    static const uint8_t protos[] = {IPPROTO_TCP, IPPROTO_UDP};
+    for (int family = 0; family < 2; family++)
+        for (size_t p = 0; p < 2; p++) {
+            struct nftnl_rule *r = rule_new("refuse");
+            bool v4 = family == 0;
+            add_family(r, v4 ? AF_INET : AF_INET6);
+            add_l4proto(r, protos[p]);
+            add_daddr(r, v4 ? AF_INET : AF_INET6);
+            add_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2,
+                        v4 ? NFT_REG32_01 : NFT_REG32_04);
+            struct nftnl_expr *e = nftnl_expr_alloc("dynset");
+            nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_SREG_KEY, NFT_REG32_00);
+            nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_OP, NFT_DYNSET_OP_ADD);
+            nftnl_expr_set_str(e, NFTNL_EXPR_DYNSET_SET_NAME,
+                               set_names[v4 ? SET_DENIED4 : SET_DENIED6]);
+            nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_SET_ID, v4 ? SET_DENIED4 : SET_DENIED6);
+            nftnl_rule_add_expr(r, e);
+            rule_put(bt, r);
+        }
+    /* TCP gets a reset (the program's connect fails at once with
+     * "connection refused"); anything else an ICMP "administratively
+     * prohibited". */
+    for (int tcp = 1; tcp >= 0; tcp--) {
+        struct nftnl_rule *r = rule_new("refuse");
+        if (tcp)
+            add_l4proto(r, IPPROTO_TCP);
+        struct nftnl_expr *e = nftnl_expr_alloc("objref");
+        nftnl_expr_set_u32(e, NFTNL_EXPR_OBJREF_IMM_TYPE, NFT_OBJECT_COUNTER);
+        nftnl_expr_set_str(e, NFTNL_EXPR_OBJREF_IMM_NAME, "refused");
+        nftnl_rule_add_expr(r, e);
+        e = nftnl_expr_alloc("reject");
+        nftnl_expr_set_u32(e, NFTNL_EXPR_REJECT_TYPE,
+                           tcp ? NFT_REJECT_TCP_RST : NFT_REJECT_ICMPX_UNREACH);
+        nftnl_expr_set_u8(e, NFTNL_EXPR_REJECT_CODE, tcp ? 0 : NFT_REJECT_ICMPX_ADMIN_PROHIBITED);
+        nftnl_rule_add_expr(r, e);
+        rule_put(bt, r);
+    }
+}
+
+/* DNS goes to runbox's resolver on the sandbox's own loopback: plain DNS
+ * and DNS over TLS to any other server are refused, so that names the
+ * policy refuses cannot be looked up elsewhere. */
+static void put_dns_elsewhere(batch *bt)
+{
+    static const struct {
+        uint8_t proto;
+        uint16_t port;
+    } dns[] = {{IPPROTO_UDP, 53}, {IPPROTO_TCP, 53}, {IPPROTO_TCP, 853}};
+    for (size_t i = 0; i < sizeof dns / sizeof dns[0]; i++) {
+        struct nftnl_rule *r = rule_new("output");
+        add_l4proto(r, dns[i].proto);
+        add_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG32_00);
+        uint16_t port = htons(dns[i].port);
+        add_cmp(r, NFT_REG32_00, &port, 2);
+        add_verdict(r, NFT_JUMP, "refuse");
+        rule_put(bt, r);
+    }
+}
+
+rbx_status rbx_egress_rules_install(int nl_fd, const rbx_egress_plan *plan, rbx_error *err)
+{
+    const rbx_egress_policy *policy = plan->policy;
+    size_t rules = 16 + plan->host.cidr_count + policy->deny.cidr_count +
+                   plan->narrowing.cidr_count + policy->allow.cidr_count +
+                   rbx_egress_default_deny_count;
+    batch bt;
+    if (!batch_open(&bt, 4096 + rules * 512))
+        return rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    struct nftnl_table *t = nftnl_table_alloc();
+    nftnl_table_set_str(t, NFTNL_TABLE_NAME, TABLE);
+    nftnl_table_set_u32(t, NFTNL_TABLE_FAMILY, NFPROTO_INET);
+    nftnl_table_nlmsg_build_payload(batch_msg(&bt, NFT_MSG_NEWTABLE, NLM_F_CREATE), t);
+    nftnl_table_free(t);
+    batch_next(&bt);
+    struct nftnl_obj *o = nftnl_obj_alloc();
+    nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, TABLE);
+    nftnl_obj_set_str(o, NFTNL_OBJ_NAME, "refused");
+    nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
+    nftnl_obj_set_u32(o, NFTNL_OBJ_FAMILY, NFPROTO_INET);
+    nftnl_obj_nlmsg_build_payload(batch_msg(&bt, NFT_MSG_NEWOBJ, NLM_F_CREATE), o);
+    nftnl_obj_free(o);
+    batch_next(&bt);
+    for (uint32_t id = SET_DENIED4; id <= SET_NARROW6; id++)
+        put_set(&bt, id);
+    put_chain(&bt, "refuse", false);
+    put_chain(&bt, "narrow", false);
+    put_chain(&bt, "output", true);
+    put_refuse(&bt);
+
+    /* output: the sandbox's own loopback is its own business. */
+    struct nftnl_rule *r = rule_new("output");
+    uint32_t lo = 1; /* loopback is interface 1 in every new namespace */
+    add_meta(r, NFT_META_OIF, NFT_REG32_00);
+    add_cmp(r, NFT_REG32_00, &lo, 4);
+    add_verdict(r, NF_ACCEPT, NULL);
+    rule_put(&bt, r);
+    put_dns_elsewhere(&bt);
+    /* Deny wins: the host's own addresses and the operator's denied ranges. */
+    put_list(&bt, "output", &plan->host, NFT_JUMP, "refuse");
+    put_list(&bt, "output", &policy->deny, NFT_JUMP, "refuse");
+    if (plan->has_narrowing) {
+        put_list(&bt, "narrow", &plan->narrowing, NFT_RETURN, NULL);
+        put_lookup_rule(&bt, "narrow", SET_NARROW4, NFT_RETURN);
+        put_lookup_rule(&bt, "narrow", SET_NARROW6, NFT_RETURN);
+        r = rule_new("narrow");
+        add_verdict(r, NFT_JUMP, "refuse");
+        rule_put(&bt, r);
+        r = rule_new("output");
+        add_verdict(r, NFT_JUMP, "narrow");
+        rule_put(&bt, r);
+    }
+    put_list(&bt, "output", &policy->allow, NF_ACCEPT, NULL);
+    put_lookup_rule(&bt, "output", SET_NAMED4, NF_ACCEPT);
+    put_lookup_rule(&bt, "output", SET_NAMED6, NF_ACCEPT);
+    if (policy->allowlist_only) {
+        r = rule_new("output");
+        add_verdict(r, NFT_JUMP, "refuse");
+        rule_put(&bt, r);
+    } else {
+        for (size_t i = 0; i < rbx_egress_default_deny_count; i++)
+            put_cidr_rule(&bt, "output", &rbx_egress_default_deny[i], NFT_JUMP, "refuse");
+    }
+    int rc = batch_send(nl_fd, &bt);
+    int error = errno;
+    batch_close(&bt);
+    if (rc != 0)
+        return rbx_fail(err, RBX_ESYSTEM,
+                        "cannot install the egress policy in the sandbox's network namespace "
+                        "(nftables): %s; without it the network cannot be given safely (run "
+                        "with --no-network, see runbox check)",
+                        strerror(error));
+    return RBX_OK;
+}
+
+int rbx_egress_rules_admit(int nl_fd, bool narrow, int family, const uint8_t *addr)
+{
+    uint32_t id = narrow ? (family == AF_INET ? SET_NARROW4 : SET_NARROW6)
+                         : (family == AF_INET ? SET_NAMED4 : SET_NAMED6);
+    batch bt;
+    if (!batch_open(&bt, 4096))
+        return -1;
+    struct nftnl_set *s = nftnl_set_alloc();
+    nftnl_set_set_str(s, NFTNL_SET_TABLE, TABLE);
+    nftnl_set_set_str(s, NFTNL_SET_NAME, set_names[id]);
+    struct nftnl_set_elem *e = nftnl_set_elem_alloc();
+    nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, addr, family == AF_INET ? 4 : 16);
+    nftnl_set_elem_add(s, e);
+    nftnl_set_elems_nlmsg_build_payload(batch_msg(&bt, NFT_MSG_NEWSETELEM, NLM_F_CREATE), s);
+    nftnl_set_free(s);
+    batch_next(&bt);
+    int rc = batch_send(nl_fd, &bt);
+    batch_close(&bt);
+    return rc;
+}
+
+void rbx_egress_report_note(rbx_egress_report *report, const char *destination)
+{
+    for (size_t i = 0; i < report->count; i++)
+        if (!strcmp(report->to[i], destination))
+            return;
+    if (report->count < RBX_EGRESS_REPORT_MAX)
+        snprintf(report->to[report->count++], sizeof report->to[0], "%s", destination);
+}
+
+static int counter_cb(const struct nlmsghdr *nlh, void *data)
+{
+    struct nftnl_obj *o = nftnl_obj_alloc();
+    if (o && nftnl_obj_nlmsg_parse(nlh, o) == 0)
+        *(uint64_t *)data += nftnl_obj_get_u64(o, NFTNL_OBJ_CTR_PKTS);
+    nftnl_obj_free(o);
+    return MNL_CB_OK;
+}
+
+typedef struct elems_walk {
+    rbx_egress_report *report;
+    bool v4;
+} elems_walk;
+
+static int elem_cb(struct nftnl_set_elem *e, void *data)
+{
+    elems_walk *walk = data;
+    uint32_t len = 0;
+    const uint8_t *key = nftnl_set_elem_get(e, NFTNL_SET_ELEM_KEY, &len);
+    uint32_t addr_len = walk->v4 ? 4 : 16;
+    if (!key || len < addr_len + 2)
+        return 0;
+    unsigned port = (unsigned)key[addr_len] << 8 | key[addr_len + 1];
+    char text[64];
+    rbx_egress_format(walk->v4 ? AF_INET : AF_INET6, key, port, text, sizeof text);
+    rbx_egress_report_note(walk->report, text);
+    return 0;
+}
+
+static int elems_cb(const struct nlmsghdr *nlh, void *data)
+{
+    struct nftnl_set *s = nftnl_set_alloc();
+    if (s && nftnl_set_elems_nlmsg_parse(nlh, s) >= 0)
+        nftnl_set_elem_foreach(s, elem_cb, data);
+    nftnl_set_free(s);
+    return MNL_CB_OK;
+}
+
+static void take_denied(int fd, uint32_t id, rbx_egress_report *report)
+{
+    char buf[512];
+    struct nftnl_set *s = nftnl_set_alloc();
+    nftnl_set_set_str(s, NFTNL_SET_TABLE, TABLE);
+    nftnl_set_set_str(s, NFTNL_SET_NAME, set_names[id]);
+    nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
+    uint32_t seq = 1;
+    struct nlmsghdr *h =
+        nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET, NLM_F_DUMP, seq);
+    nftnl_set_elems_nlmsg_build_payload(h, s);
+    drain(fd);
+    elems_walk walk = {.report = report, .v4 = id == SET_DENIED4};
+    if (send(fd, h, h->nlmsg_len, 0) == (ssize_t)h->nlmsg_len)
+        (void)talk(fd, seq, elems_cb, &walk);
+    /* Flushed for the next call of a kernel: a delete naming no element. */
+    batch bt;
+    if (batch_open(&bt, 4096)) {
+        nftnl_set_elems_nlmsg_build_payload(batch_msg(&bt, NFT_MSG_DELSETELEM, 0), s);
+        batch_next(&bt);
+        (void)batch_send(fd, &bt);
+        batch_close(&bt);
+    }
+    nftnl_set_free(s);
+}
+
+void rbx_egress_rules_take_report(int nl_fd, rbx_egress_report *report)
+{
+    char buf[512];
+    struct nftnl_obj *o = nftnl_obj_alloc();
+    nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, TABLE);
+    nftnl_obj_set_str(o, NFTNL_OBJ_NAME, "refused");
+    nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
+    uint32_t seq = 1;
+    struct nlmsghdr *h =
+        nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETOBJ_RESET, NFPROTO_INET, NLM_F_ACK, seq);
+    nftnl_obj_nlmsg_build_payload(h, o);
+    nftnl_obj_free(o);
+    drain(nl_fd);
+    uint64_t packets = 0;
+    if (send(nl_fd, h, h->nlmsg_len, 0) == (ssize_t)h->nlmsg_len)
+        (void)talk(nl_fd, seq, counter_cb, &packets);
+    report->refused += packets;
+    if (packets) {
+        take_denied(nl_fd, SET_DENIED4, report);
+        take_denied(nl_fd, SET_DENIED6, report);
+    }
+}
