@@ -92,6 +92,9 @@ typedef struct rbx_config {
     bool egress_allowlist_only; /* only egress_allow is reachable (default: the public
                                    internet, never private, link-local, loopback,
                                    multicast or the host's own addresses) */
+    bool egress_open;            /* no policy at all: everything the host reaches (for
+                                    hosts without nftables, or whose own firewall
+                                    does this); requests may still narrow */
     const char *egress_resolver; /* where sandboxes' names are resolved, "ADDR" or
                                     "ADDR:PORT" ("[V6]:PORT"); default: the host's
                                     /etc/resolv.conf */

@@ -1,8 +1,12 @@
 /* runbox check: probes what this host lets runbox guarantee, in words. */
+#include "egress.h"
 #include "policy.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/seccomp.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -71,6 +75,62 @@ static void check_end_to_end(rbx_engine *engine, rbx_check_item *items, size_t m
     rbx_result_free(&result);
 }
 
+/* An address of this host other than loopback, as text, or false. */
+static bool host_address(char *text, size_t size)
+{
+    struct ifaddrs *all;
+    if (getifaddrs(&all) != 0)
+        return false;
+    bool found = false;
+    for (struct ifaddrs *i = all; i && !found; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK))
+            continue;
+        found = inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, text,
+                          (socklen_t)size) != NULL;
+    }
+    freeifaddrs(all);
+    return found;
+}
+
+/* The egress policy, proven by a network-on run whose connection to one
+ * of the host's own addresses is refused inside the sandbox: were the
+ * policy broken, that connection would still stay on this machine. */
+static void check_egress(rbx_engine *engine, rbx_check_item *items, size_t max, size_t *n)
+{
+    char policy[300];
+    rbx_egress_policy_describe(engine->egress, policy, sizeof policy);
+    if (!rbx_net_helper_available() || engine->egress->open) {
+        add(items, max, n, "egress", engine->egress->open ? false : true, false, "%s%s",
+            engine->egress->open ? "" : "(no network here) ", policy);
+        return;
+    }
+    char address[64], code[160];
+    if (!host_address(address, sizeof address)) {
+        add(items, max, n, "egress", true, false, "(not tried: no address but loopback) %s",
+            policy);
+        return;
+    }
+    snprintf(code, sizeof code, "exec 3<>/dev/tcp/%s/9 && echo reached", address);
+    rbx_request request;
+    rbx_request_init(&request);
+    request.language = "bash";
+    request.code = code;
+    request.code_len = strlen(request.code);
+    request.network = 1;
+    request.timeout_s = 10;
+    rbx_result result;
+    rbx_error err = {0};
+    if (rbx_execute(engine, &request, NULL, NULL, &result, &err) != RBX_OK) {
+        add(items, max, n, "egress", false, false, "a network-on run failed: %s", err.message);
+        return;
+    }
+    bool ok = result.egress_denied > 0 && !(result.output && strstr(result.output, "reached"));
+    add(items, max, n, "egress", ok, false, "%s: %s",
+        ok ? "enforced by nftables in each sandbox" : "NOT enforced (a test run was not refused)",
+        policy);
+    rbx_result_free(&result);
+}
+
 size_t rbx_check(rbx_engine *engine, rbx_check_item *items, size_t max)
 {
     size_t n = 0;
@@ -101,6 +161,7 @@ size_t rbx_check(rbx_engine *engine, rbx_check_item *items, size_t max)
             : "--network is unavailable (needs %s and access to /dev/net/tun); executions run "
               "with loopback only",
         RBX_SLIRP4NETNS);
+    check_egress(engine, items, max, &n);
     for (size_t i = 0; i < rbx_runtime_count(); i++) {
         const rbx_runtime *runtime = rbx_runtime_find(rbx_runtime_name(i));
         bool ok = access(runtime->interpreter, X_OK) == 0;

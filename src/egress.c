@@ -155,8 +155,10 @@ rbx_status rbx_egress_entry_add(rbx_egress_list *list, const char *entry, const 
         return RBX_OK;
     }
     if (!parse_domain(entry, &domain))
-        return rbx_fail(err, RBX_EINVAL, "%s: '%.80s' is not %s", where, entry,
-                        ACCEPTED " (a wildcard only as a leading '*.')");
+        return rbx_fail(err, RBX_EINVAL,
+                        "%s: '%.80s' is not a valid destination; accepted: " ACCEPTED
+                        " (a wildcard only as a leading '*.')",
+                        where, entry);
     if (grow((void **)&list->domains, list->domain_count, sizeof domain, err) != RBX_OK)
         return err->status;
     list->domains[list->domain_count++] = domain;
@@ -294,14 +296,17 @@ static rbx_status load_file(rbx_egress_policy *policy, const char *path, char *r
             status = rbx_egress_list_parse(&policy->allow, rest, what, err);
         else if (!strcmp(p, "deny"))
             status = rbx_egress_list_parse(&policy->deny, rest, what, err);
-        else if (!strcmp(p, "default") && (!strcmp(rest, "public") || !strcmp(rest, "none")))
+        else if (!strcmp(p, "default") &&
+                 (!strcmp(rest, "public") || !strcmp(rest, "none") || !strcmp(rest, "open"))) {
             policy->allowlist_only = !strcmp(rest, "none");
+            policy->open = !strcmp(rest, "open");
+        }
         else if (!strcmp(p, "resolver") && *rest)
             snprintf(resolver, resolver_size, "%s", rest);
         else
             status = rbx_fail(err, RBX_EINVAL,
                               "%s: '%.40s' is not understood; accepted lines: 'allow LIST', "
-                              "'deny LIST', 'default public|none', 'resolver ADDR[:PORT]', "
+                              "'deny LIST', 'default public|none|open', 'resolver ADDR[:PORT]', "
                               "'# comment'",
                               what, p);
     }
@@ -315,6 +320,7 @@ rbx_status rbx_egress_policy_load(rbx_egress_policy *policy, const rbx_config *c
     memset(policy, 0, sizeof *policy);
     char resolver[300] = "";
     policy->allowlist_only = config->egress_allowlist_only;
+    policy->open = config->egress_open;
     if ((config->egress_file &&
          load_file(policy, config->egress_file, resolver, sizeof resolver, err) != RBX_OK) ||
         rbx_egress_list_parse(&policy->allow, config->egress_allow, "--egress-allow", err) !=
@@ -323,6 +329,14 @@ rbx_status rbx_egress_policy_load(rbx_egress_policy *policy, const rbx_config *c
             RBX_OK) {
         rbx_egress_policy_free(policy);
         return err->status;
+    }
+    if (policy->open && (policy->allow.cidr_count || policy->allow.domain_count ||
+                         policy->deny.cidr_count || policy->deny.domain_count ||
+                         policy->allowlist_only)) {
+        rbx_egress_policy_free(policy);
+        return rbx_fail(err, RBX_EINVAL,
+                        "the egress default 'open' (no policy) takes no allow or deny list; "
+                        "use the default 'public' or 'none' with lists");
     }
     if (config->egress_resolver && *config->egress_resolver)
         snprintf(resolver, sizeof resolver, "%s", config->egress_resolver);
@@ -364,6 +378,13 @@ static size_t describe_list(const rbx_egress_list *list, char *text, size_t size
 
 void rbx_egress_policy_describe(const rbx_egress_policy *policy, char *text, size_t size)
 {
+    if (policy->open) {
+        snprintf(text, size, "open (--egress-default open): no policy, everything the host "
+                             "reaches, its own addresses included; requests may narrow it; "
+                             "names resolved by runbox through %s",
+                 policy->resolver_text);
+        return;
+    }
     char allow[160], deny[160];
     describe_list(&policy->allow, allow, sizeof allow);
     describe_list(&policy->deny, deny, sizeof deny);
@@ -436,6 +457,11 @@ rbx_status rbx_egress_plan_make(rbx_egress_plan *plan, const rbx_egress_policy *
         return err->status;
     }
     return RBX_OK;
+}
+
+bool rbx_egress_plan_has_rules(const rbx_egress_plan *plan)
+{
+    return !plan->policy->open || plan->has_narrowing;
 }
 
 void rbx_egress_plan_free(rbx_egress_plan *plan)

@@ -35,6 +35,7 @@ typedef struct rbx_egress_list {
 typedef struct rbx_egress_policy {
     rbx_egress_list allow, deny;
     bool allowlist_only;
+    bool open; /* no policy: only a request's narrowing is enforced */
     struct sockaddr_storage resolver; /* where names are resolved */
     socklen_t resolver_len;
     char resolver_text[64];
@@ -73,6 +74,9 @@ void rbx_egress_policy_describe(const rbx_egress_policy *policy, char *text, siz
 /* The request's egress_allow, checked and parsed into list. */
 rbx_status rbx_egress_narrowing_parse(rbx_egress_list *list, const rbx_request *request,
                                       rbx_error *err);
+/* Whether the plan needs rules at all (not with an open policy and no
+ * narrowing). */
+bool rbx_egress_plan_has_rules(const rbx_egress_plan *plan);
 /* A plan for one sandbox; request may be NULL (an install). */
 rbx_status rbx_egress_plan_make(rbx_egress_plan *plan, const rbx_egress_policy *policy,
                                 const rbx_request *request, rbx_error *err);

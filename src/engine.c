@@ -125,6 +125,7 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
         engine->config.egress_allow = config->egress_allow;
         engine->config.egress_deny = config->egress_deny;
         engine->config.egress_allowlist_only = config->egress_allowlist_only;
+        engine->config.egress_open = config->egress_open;
         engine->config.egress_resolver = config->egress_resolver;
         engine->config.egress_file = config->egress_file;
     }

@@ -148,10 +148,13 @@ static void fill_exit(rbx_result *result, const rbx_outcome *outcome)
                       !outcome->cancelled && !outcome->syntax_error && !outcome->oom_killed;
 }
 
-void rbx_execution_egress_result(rbx_sandbox *sandbox, rbx_result *result)
+void rbx_execution_egress_result(rbx_sandbox *sandbox, rbx_result *result, rbx_trace *trace)
 {
     rbx_egress_report report = {0};
+    int64_t from = rbx_now_us();
     rbx_sandbox_egress_report(sandbox, &report);
+    if (trace && sandbox->egress)
+        trace->egress_us += rbx_now_us() - from;
     result->egress_denied = report.refused;
     result->egress_denied_count = report.count;
     memcpy(result->egress_denied_to, report.to, sizeof report.to);
@@ -378,7 +381,7 @@ static rbx_status watch_sandbox(const execution *x, rbx_sandbox *sandbox, rbx_wa
     result->limits = limits_name(sandbox->cgroup != NULL);
     if (sandbox->cgroup)
         result->cpus = x->request->cpus > 0 ? x->request->cpus : x->engine->config.cpus;
-    rbx_execution_egress_result(sandbox, result);
+    rbx_execution_egress_result(sandbox, result, x->trace);
     rbx_sandbox_close(sandbox);
     result->duration_ms = (rbx_now_us() - started + 500) / 1000;
     rbx_outcome outcome = read_outcome(watch, reported, &report, measured && usage.oom_killed);

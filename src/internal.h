@@ -209,7 +209,9 @@ void rbx_execution_env_free(char **envp);
 bool rbx_execution_wants_network(const rbx_engine *engine, const rbx_request *request);
 /* The result's egress_denied fields, from what the sandbox's policy refused. */
 struct rbx_sandbox;
-void rbx_execution_egress_result(struct rbx_sandbox *sandbox, rbx_result *result);
+struct rbx_trace;
+void rbx_execution_egress_result(struct rbx_sandbox *sandbox, rbx_result *result,
+                                 struct rbx_trace *trace);
 struct rbx_cgroup_limits rbx_execution_limits(const rbx_engine *engine, const rbx_request *request);
 
 /* execute.c: executions running in this engine, so a session's can be

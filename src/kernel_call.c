@@ -349,7 +349,7 @@ rbx_status rbx_kernel_call_run(rbx_engine *engine, rbx_kernel *k, const rbx_kern
     }
     rbx_trace_mark(call->trace, RBX_PHASE_EXIT);
     rbx_status status = finish(&s, result, *lost, oom_before, &before);
-    rbx_execution_egress_result(&k->box.sandbox, result);
+    rbx_execution_egress_result(&k->box.sandbox, result, call->trace);
     result->duration_ms = (rbx_now_us() - started + 500) / 1000;
     free(s.line);
     json_decref(s.results);

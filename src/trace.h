@@ -28,8 +28,9 @@ typedef enum rbx_phase {
 
 typedef struct rbx_trace {
     int64_t at_us[RBX_PHASE_COUNT]; /* CLOCK_MONOTONIC, 0 when not reached */
-    /* Part of release_us: installing the egress policy's rules and
-     * starting its resolver (network on only; "egress_us"). */
+    /* The egress policy's share (network on only; "egress_us"): installing
+     * its rules and starting its resolver (part of release_us), and reading
+     * what it refused at the end (part of teardown_us). */
     int64_t egress_us;
 } rbx_trace;
 

@@ -6,6 +6,7 @@
 #include <arpa/nameser.h>
 #include <resolv.h>
 #include <errno.h>
+#include <arpa/inet.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,8 +85,7 @@ static void query_end(size_t index)
     slots[index].gen++;
 }
 
-/* The question's name, or false when the message is not a query we answer. */
-static bool question(const uint8_t *msg, size_t len, char *name, size_t size)
+bool rbx_egress_dns_question(const uint8_t *msg, size_t len, char *name, size_t size)
 {
     ns_msg parsed;
     ns_rr rr;
@@ -96,8 +96,7 @@ static bool question(const uint8_t *msg, size_t len, char *name, size_t size)
     return true;
 }
 
-static void answer_refused(rbx_egress_guard *guard, uint8_t *msg, size_t len,
-                           const struct sockaddr_storage *client, socklen_t client_len)
+size_t rbx_egress_dns_refusal(uint8_t *msg, size_t len)
 {
     HEADER *h = (HEADER *)msg;
     h->qr = 1;
@@ -105,10 +104,16 @@ static void answer_refused(rbx_egress_guard *guard, uint8_t *msg, size_t len,
     h->rcode = ns_r_refused;
     h->ancount = h->nscount = h->arcount = 0;
     /* Keep the question only: what follows it (EDNS) is dropped. */
-    int name_len = dn_skipname(msg + HFIXEDSZ, msg + len);
-    size_t keep = name_len > 0 && HFIXEDSZ + (size_t)name_len + 4 <= len
-                      ? HFIXEDSZ + (size_t)name_len + 4
-                      : len;
+    int name_len = len > HFIXEDSZ ? dn_skipname(msg + HFIXEDSZ, msg + len) : -1;
+    bool whole = name_len > 0 && HFIXEDSZ + (size_t)name_len + 4 <= len;
+    h->qdcount = htons(whole ? 1 : 0);
+    return whole ? HFIXEDSZ + (size_t)name_len + 4 : HFIXEDSZ;
+}
+
+static void answer_refused(rbx_egress_guard *guard, uint8_t *msg, size_t len,
+                           const struct sockaddr_storage *client, socklen_t client_len)
+{
+    size_t keep = rbx_egress_dns_refusal(msg, len);
     (void)sendto(guard->dns_fd, msg, keep, MSG_DONTWAIT, (const struct sockaddr *)client,
                  client_len);
 }
@@ -117,7 +122,7 @@ static void ask(rbx_egress_guard *guard, uint8_t *msg, size_t len,
                 const struct sockaddr_storage *client, socklen_t client_len)
 {
     char name[NS_MAXDNAME];
-    if (len < HFIXEDSZ || !question(msg, len, name, sizeof name))
+    if (len < HFIXEDSZ || !rbx_egress_dns_question(msg, len, name, sizeof name))
         return;
     rbx_egress_name_verdict verdict = rbx_egress_judge_name(guard->plan, name);
     if (verdict.refused) {
@@ -304,7 +309,8 @@ rbx_egress_guard *rbx_egress_guard_start(int nl_fd, int dns_fd, const rbx_egress
 void rbx_egress_guard_take_report(rbx_egress_guard *guard, rbx_egress_report *report)
 {
     pthread_mutex_lock(&lock);
-    rbx_egress_rules_take_report(guard->nl_fd, report);
+    if (rbx_egress_plan_has_rules(guard->plan))
+        rbx_egress_rules_take_report(guard->nl_fd, report);
     report->refused += guard->names.refused;
     for (size_t i = 0; i < guard->names.count; i++)
         rbx_egress_report_note(report, guard->names.to[i]);

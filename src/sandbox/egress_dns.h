@@ -23,4 +23,11 @@ rbx_egress_guard *rbx_egress_guard_start(int nl_fd, int dns_fd, const rbx_egress
 void rbx_egress_guard_take_report(rbx_egress_guard *guard, rbx_egress_report *report);
 void rbx_egress_guard_stop(rbx_egress_guard *guard);
 
+/* The parts that read a sandbox's bytes (fuzzed in tests/fuzz): */
+/* The name a DNS query asks about; false when msg is not one query. */
+bool rbx_egress_dns_question(const uint8_t *msg, size_t len, char *name, size_t size);
+/* Turns the query in msg (len >= 12 bytes) into a REFUSED answer in place;
+ * returns its length (the header and the question, at most len). */
+size_t rbx_egress_dns_refusal(uint8_t *msg, size_t len);
+
 #endif

@@ -24,9 +24,19 @@
 #define ADMITTED_SIZE 4096 /* addresses answered for allowed names, per sandbox */
 
 /* Set ids: how rules of the same batch name the sets it creates. */
-enum { SET_DENIED4 = 1, SET_DENIED6, SET_NAMED4, SET_NAMED6, SET_NARROW4, SET_NARROW6 };
-static const char *const set_names[] = {"", "denied4", "denied6", "named4",
-                                        "named6", "narrow4", "narrow6"};
+enum {
+    SET_DENIED4 = 1, SET_DENIED6,   /* refused destinations, for the report */
+    SET_NAMED4, SET_NAMED6,         /* answers for names the operator allows */
+    SET_NARROW4, SET_NARROW6,       /* answers for names the request lists */
+    SET_DENY4, SET_DENY6,           /* ranges: the host's addresses, the operator's deny list */
+    SET_REQUEST4, SET_REQUEST6,     /* ranges: the request's egress_allow */
+    SET_ALLOW4, SET_ALLOW6,         /* ranges: the operator's allow list */
+    SET_DEFAULT4, SET_DEFAULT6,     /* ranges refused in the public default */
+    SET_COUNT
+}; /* odd: IPv4 */
+static const char *const set_names[SET_COUNT] = {
+    "",        "denied4",  "denied6", "named4", "named6",   "narrow4",  "narrow6", "deny4",
+    "deny6",   "request4", "request6", "allow4", "allow6", "default4", "default6"};
 
 /* nft's datatypes, so that `nft list ruleset` shows the sets readably. */
 #define TYPE_IPADDR 7
@@ -182,26 +192,6 @@ static void add_daddr(struct nftnl_rule *r, int family)
         add_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 24, 16, NFT_REG32_00);
 }
 
-static void add_cidr_match(struct nftnl_rule *r, const rbx_cidr *cidr)
-{
-    uint32_t len = cidr->family == AF_INET ? 4 : 16;
-    add_family(r, cidr->family);
-    add_daddr(r, cidr->family);
-    if (cidr->prefix < len * 8) {
-        uint8_t maskbits[16] = {0}, zero[16] = {0};
-        for (uint32_t i = 0; i < cidr->prefix; i++)
-            maskbits[i / 8] |= (uint8_t)(0x80 >> (i % 8));
-        struct nftnl_expr *e = nftnl_expr_alloc("bitwise");
-        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG32_00);
-        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG32_00);
-        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, len);
-        nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, maskbits, len);
-        nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, zero, len);
-        nftnl_rule_add_expr(r, e);
-    }
-    add_cmp(r, NFT_REG32_00, cidr->addr, len);
-}
-
 static void add_lookup(struct nftnl_rule *r, int family, uint32_t set_id)
 {
     add_family(r, family);
@@ -230,28 +220,137 @@ static void rule_put(batch *bt, struct nftnl_rule *r)
     batch_next(bt);
 }
 
-static void put_cidr_rule(batch *bt, const char *chain, const rbx_cidr *cidr, int verdict,
-                          const char *target)
+static void put_lookup_rule(batch *bt, const char *chain, uint32_t set_id, int verdict,
+                            const char *target)
 {
     struct nftnl_rule *r = rule_new(chain);
-    add_cidr_match(r, cidr);
+    add_lookup(r, set_id % 2 ? AF_INET : AF_INET6, set_id);
     add_verdict(r, verdict, target);
     rule_put(bt, r);
 }
 
-static void put_list(batch *bt, const char *chain, const rbx_egress_list *list, int verdict,
-                     const char *target)
+/* Address ranges, [from, to) in network order; to_max: up to the last
+ * address. */
+typedef struct range {
+    uint8_t from[16], to[16];
+    bool to_max;
+} range;
+
+static size_t gather(range *out, size_t n, int family, const rbx_cidr *cidrs, size_t count)
 {
-    for (size_t i = 0; i < list->cidr_count; i++)
-        put_cidr_rule(bt, chain, &list->cidrs[i], verdict, target);
+    size_t len = family == AF_INET ? 4 : 16;
+    for (size_t i = 0; i < count; i++) {
+        const rbx_cidr *c = &cidrs[i];
+        if (c->family != family)
+            continue;
+        range *r = &out[n++];
+        memset(r, 0, sizeof *r);
+        memcpy(r->from, c->addr, len);
+        /* The last address, plus one. */
+        uint8_t last[16];
+        for (size_t b = 0; b < len; b++) {
+            int keep = (int)c->prefix - (int)(b * 8);
+            uint8_t host = keep <= 0 ? 0xff : keep >= 8 ? 0 : (uint8_t)(0xff >> keep);
+            last[b] = c->addr[b] | host;
+        }
+        r->to_max = true;
+        for (size_t b = len; b-- > 0;) {
+            r->to[b] = (uint8_t)(last[b] + 1);
+            if (last[b] != 0xff) {
+                memcpy(r->to, last, b);
+                r->to_max = false;
+                break;
+            }
+        }
+    }
+    return n;
 }
 
-static void put_lookup_rule(batch *bt, const char *chain, uint32_t set_id, int verdict)
+static size_t sort_len;
+
+static int range_cmp(const void *a, const void *b)
 {
-    struct nftnl_rule *r = rule_new(chain);
-    add_lookup(r, set_id % 2 ? AF_INET : AF_INET6, set_id);
-    add_verdict(r, verdict, NULL);
-    rule_put(bt, r);
+    return memcmp(((const range *)a)->from, ((const range *)b)->from, sort_len);
+}
+
+/* Sorted, and overlapping or touching ranges merged: the kernel refuses
+ * overlapping intervals, and two that touch would share a key. */
+static size_t merge(range *ranges, size_t n, size_t len)
+{
+    sort_len = len;
+    qsort(ranges, n, sizeof *ranges, range_cmp);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        range *last = kept ? &ranges[kept - 1] : NULL;
+        if (last && (last->to_max || memcmp(ranges[i].from, last->to, len) <= 0)) {
+            if (!last->to_max && (ranges[i].to_max || memcmp(ranges[i].to, last->to, len) > 0)) {
+                memcpy(last->to, ranges[i].to, len);
+                last->to_max = ranges[i].to_max;
+            }
+            continue;
+        }
+        ranges[kept++] = ranges[i];
+    }
+    return kept;
+}
+
+static void put_elem(struct nftnl_set *s, const uint8_t *key, size_t len, bool end)
+{
+    struct nftnl_set_elem *e = nftnl_set_elem_alloc();
+    nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, key, (uint32_t)len);
+    if (end)
+        nftnl_set_elem_set_u32(e, NFTNL_SET_ELEM_FLAGS, NFT_SET_ELEM_INTERVAL_END);
+    nftnl_set_elem_add(s, e);
+}
+
+/* An interval set of the ranges of family in the lists, and a rule that
+ * looks destinations up in it; nothing when there are none. */
+static void put_ranges(batch *bt, uint32_t id, const rbx_cidr *a, size_t a_count,
+                       const rbx_cidr *b, size_t b_count, const char *chain, int verdict,
+                       const char *target)
+{
+    int family = id % 2 ? AF_INET : AF_INET6;
+    size_t len = family == AF_INET ? 4 : 16;
+    range *ranges = malloc((a_count + b_count + 1) * sizeof *ranges);
+    if (!ranges) {
+        bt->overflow = true;
+        return;
+    }
+    size_t n = gather(ranges, 0, family, a, a_count);
+    n = merge(ranges, gather(ranges, n, family, b, b_count), len);
+    if (n == 0) {
+        free(ranges);
+        return;
+    }
+    struct nftnl_set *s = nftnl_set_alloc();
+    nftnl_set_set_str(s, NFTNL_SET_TABLE, TABLE);
+    nftnl_set_set_str(s, NFTNL_SET_NAME, set_names[id]);
+    nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
+    nftnl_set_set_u32(s, NFTNL_SET_ID, id);
+    nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, (uint32_t)len);
+    nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, family == AF_INET ? TYPE_IPADDR : TYPE_IP6ADDR);
+    nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_INTERVAL | NFT_SET_CONSTANT);
+    nftnl_set_nlmsg_build_payload(batch_msg(bt, NFT_MSG_NEWSET, NLM_F_CREATE), s);
+    batch_next(bt);
+    for (size_t i = 0; i < n; i++) {
+        put_elem(s, ranges[i].from, len, false);
+        if (!ranges[i].to_max)
+            put_elem(s, ranges[i].to, len, true);
+    }
+    nftnl_set_elems_nlmsg_build_payload(batch_msg(bt, NFT_MSG_NEWSETELEM, NLM_F_CREATE), s);
+    batch_next(bt);
+    nftnl_set_free(s);
+    free(ranges);
+    put_lookup_rule(bt, chain, id, verdict, target);
+}
+
+/* Both families' ranges of two lists. */
+static void put_both(batch *bt, uint32_t id4, const rbx_egress_list *a, const rbx_egress_list *b,
+                     const char *chain, int verdict, const char *target)
+{
+    for (uint32_t id = id4; id <= id4 + 1; id++)
+        put_ranges(bt, id, a ? a->cidrs : NULL, a ? a->cidr_count : 0, b ? b->cidrs : NULL,
+                   b ? b->cidr_count : 0, chain, verdict, target);
 }
 
 static void put_chain(batch *bt, const char *name, bool hook)
@@ -371,11 +470,11 @@ static void put_dns_elsewhere(batch *bt)
 rbx_status rbx_egress_rules_install(int nl_fd, const rbx_egress_plan *plan, rbx_error *err)
 {
     const rbx_egress_policy *policy = plan->policy;
-    size_t rules = 16 + plan->host.cidr_count + policy->deny.cidr_count +
-                   plan->narrowing.cidr_count + policy->allow.cidr_count +
-                   rbx_egress_default_deny_count;
+    size_t ranges = plan->host.cidr_count + policy->deny.cidr_count +
+                    plan->narrowing.cidr_count + policy->allow.cidr_count +
+                    rbx_egress_default_deny_count;
     batch bt;
-    if (!batch_open(&bt, 4096 + rules * 512))
+    if (!batch_open(&bt, 16384 + ranges * 128))
         return rbx_fail(err, RBX_ESYSTEM, "out of memory");
     struct nftnl_table *t = nftnl_table_alloc();
     nftnl_table_set_str(t, NFTNL_TABLE_NAME, TABLE);
@@ -391,8 +490,13 @@ rbx_status rbx_egress_rules_install(int nl_fd, const rbx_egress_plan *plan, rbx_
     nftnl_obj_nlmsg_build_payload(batch_msg(&bt, NFT_MSG_NEWOBJ, NLM_F_CREATE), o);
     nftnl_obj_free(o);
     batch_next(&bt);
+    /* The sets of answers exist only where a list names domains: each set
+     * costs the kernel some microseconds to make. */
+    bool named = policy->allow.domain_count > 0;
+    bool narrow = plan->has_narrowing && plan->narrowing.domain_count > 0;
     for (uint32_t id = SET_DENIED4; id <= SET_NARROW6; id++)
-        put_set(&bt, id);
+        if (id <= SET_DENIED6 || (named && id <= SET_NAMED6) || (narrow && id >= SET_NARROW4))
+            put_set(&bt, id);
     put_chain(&bt, "refuse", false);
     put_chain(&bt, "narrow", false);
     put_chain(&bt, "output", true);
@@ -405,14 +509,17 @@ rbx_status rbx_egress_rules_install(int nl_fd, const rbx_egress_plan *plan, rbx_
     add_cmp(r, NFT_REG32_00, &lo, 4);
     add_verdict(r, NF_ACCEPT, NULL);
     rule_put(&bt, r);
-    put_dns_elsewhere(&bt);
-    /* Deny wins: the host's own addresses and the operator's denied ranges. */
-    put_list(&bt, "output", &plan->host, NFT_JUMP, "refuse");
-    put_list(&bt, "output", &policy->deny, NFT_JUMP, "refuse");
+    if (!policy->open) {
+        put_dns_elsewhere(&bt);
+        /* Deny wins: the host's own addresses and the operator's denied ranges. */
+        put_both(&bt, SET_DENY4, &plan->host, &policy->deny, "output", NFT_JUMP, "refuse");
+    }
     if (plan->has_narrowing) {
-        put_list(&bt, "narrow", &plan->narrowing, NFT_RETURN, NULL);
-        put_lookup_rule(&bt, "narrow", SET_NARROW4, NFT_RETURN);
-        put_lookup_rule(&bt, "narrow", SET_NARROW6, NFT_RETURN);
+        put_both(&bt, SET_REQUEST4, &plan->narrowing, NULL, "narrow", NFT_RETURN, NULL);
+        if (narrow) {
+            put_lookup_rule(&bt, "narrow", SET_NARROW4, NFT_RETURN, NULL);
+            put_lookup_rule(&bt, "narrow", SET_NARROW6, NFT_RETURN, NULL);
+        }
         r = rule_new("narrow");
         add_verdict(r, NFT_JUMP, "refuse");
         rule_put(&bt, r);
@@ -420,17 +527,23 @@ rbx_status rbx_egress_rules_install(int nl_fd, const rbx_egress_plan *plan, rbx_
         add_verdict(r, NFT_JUMP, "narrow");
         rule_put(&bt, r);
     }
-    put_list(&bt, "output", &policy->allow, NF_ACCEPT, NULL);
-    put_lookup_rule(&bt, "output", SET_NAMED4, NF_ACCEPT);
-    put_lookup_rule(&bt, "output", SET_NAMED6, NF_ACCEPT);
-    if (policy->allowlist_only) {
+    put_both(&bt, SET_ALLOW4, &policy->allow, NULL, "output", NF_ACCEPT, NULL);
+    if (named) {
+        put_lookup_rule(&bt, "output", SET_NAMED4, NF_ACCEPT, NULL);
+        put_lookup_rule(&bt, "output", SET_NAMED6, NF_ACCEPT, NULL);
+    }
+    if (policy->open) {
+        /* Nothing else: the request's narrowing above is all there is. */
+    } else if (policy->allowlist_only) {
         r = rule_new("output");
         add_verdict(r, NFT_JUMP, "refuse");
         rule_put(&bt, r);
     } else {
-        for (size_t i = 0; i < rbx_egress_default_deny_count; i++)
-            put_cidr_rule(&bt, "output", &rbx_egress_default_deny[i], NFT_JUMP, "refuse");
+        rbx_egress_list defaults = {.cidrs = (rbx_cidr *)rbx_egress_default_deny,
+                                    .cidr_count = rbx_egress_default_deny_count};
+        put_both(&bt, SET_DEFAULT4, &defaults, NULL, "output", NFT_JUMP, "refuse");
     }
+
     int rc = batch_send(nl_fd, &bt);
     int error = errno;
     batch_close(&bt);

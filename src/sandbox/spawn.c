@@ -605,7 +605,8 @@ static rbx_status guard_egress(const rbx_sandbox_spec *spec, rbx_sandbox *sandbo
                         *why ? ": " : "", why);
     }
     memcpy(fds, CMSG_DATA(cmsg), sizeof fds);
-    if (rbx_egress_rules_install(fds[0], spec->egress, err) != RBX_OK) {
+    if (rbx_egress_plan_has_rules(spec->egress) &&
+        rbx_egress_rules_install(fds[0], spec->egress, err) != RBX_OK) {
         close(fds[0]);
         close(fds[1]);
         return err->status;
