@@ -22,6 +22,20 @@ static json_t *nullable_string(const char *value)
     return value ? json_string(value) : json_null();
 }
 
+/* A refused domain name is what the code asked for: any bytes, made valid. */
+static json_t *denied_destinations(const rbx_result *result)
+{
+    json_t *list = json_array();
+    size_t count = result->egress_denied_count;
+    if (count > RBX_EGRESS_REPORT_MAX)
+        count = RBX_EGRESS_REPORT_MAX;
+    for (size_t i = 0; i < count; i++) {
+        const char *to = result->egress_denied_to[i];
+        json_array_append_new(list, text(to, strnlen(to, sizeof result->egress_denied_to[i])));
+    }
+    return list;
+}
+
 static char *render_result(const rbx_result *result, bool as_event)
 {
     json_t *obj = json_object();
@@ -49,6 +63,8 @@ static char *render_result(const rbx_result *result, bool as_event)
     json_object_set_new(obj, "limits", nullable_string(result->limits));
     json_object_set_new(obj, "cpus", result->cpus > 0 ? json_real(result->cpus) : json_null());
     json_object_set_new(obj, "network", json_boolean(result->network));
+    json_object_set_new(obj, "egress_denied", json_integer((json_int_t)result->egress_denied));
+    json_object_set_new(obj, "egress_denied_to", denied_destinations(result));
     json_object_set_new(obj, "install",
                         result->has_install
                             ? json_pack("{s:s, s:b, s:I}", "environment", result->install_env,

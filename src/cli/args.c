@@ -82,6 +82,19 @@ rbx_engine *cli_engine(const cli_globals *globals, int *exit_code)
     config.storage_bytes = globals->storage_bytes;
     config.kernel_idle_s = globals->kernel_idle_s;
     config.max_kernels = globals->max_kernels;
+    if (globals->egress_default_bad) {
+        *exit_code = cli_usage_error(NULL,
+                                     "RUNBOX_EGRESS_DEFAULT must be 'public', 'none' or 'open', not "
+                                     "'%.32s'",
+                                     globals->egress_default_bad);
+        return NULL;
+    }
+    config.egress_allow = globals->egress_allow;
+    config.egress_deny = globals->egress_deny;
+    config.egress_allowlist_only = globals->egress_allowlist_only;
+    config.egress_open = globals->egress_open;
+    config.egress_resolver = globals->egress_resolver;
+    config.egress_file = globals->egress_file;
     rbx_error err = {0};
     rbx_engine *engine = rbx_engine_new(&config, &err);
     if (!engine)

@@ -21,10 +21,23 @@ typedef struct cli_globals {
     double kernel_idle_s;       /* --kernel-idle (or RUNBOX_KERNEL_IDLE); 0: the default */
     uint32_t max_kernels;       /* --max-kernels (or RUNBOX_MAX_KERNELS); 0: the default */
     char **argv;                /* as runbox was started, for `serve` (serve_elsewhere.c) */
+    /* The egress policy of executions with the network on (rbx_config's
+     * egress_*): --egress-allow, --egress-deny, --egress-default,
+     * --egress-resolver, --egress-file (or RUNBOX_EGRESS_ALLOW, ...). */
+    const char *egress_allow;
+    const char *egress_deny;
+    bool egress_allowlist_only;     /* --egress-default none */
+    bool egress_open;               /* --egress-default open */
+    const char *egress_default_bad; /* RUNBOX_EGRESS_DEFAULT's value when it was neither
+                                       public nor none: refused, not ignored */
+    const char *egress_resolver;
+    const char *egress_file;
 } cli_globals;
 
 /* Where an operator installs the shipped deploy/policy.conf. */
 #define CLI_DEFAULT_POLICY "/etc/runbox/policy.conf"
+/* The egress policy file read when none is named and it exists. */
+#define CLI_DEFAULT_EGRESS "/etc/runbox/egress"
 
 /* The globals from runbox's environment (RUNBOX_STATE_DIR, ...). */
 void cli_globals_init(cli_globals *globals, char **argv);
@@ -62,7 +75,8 @@ typedef struct cli_form {
     rbx_request request;
     char **env; /* "NAME=value" entries, owned */
     const char **requirements;
-    int stream; /* the "stream" field (HTTP): -1 when not given */
+    const char **egress_allow; /* the strings point into body */
+    int stream;                /* the "stream" field (HTTP): -1 when not given */
 } cli_form;
 
 typedef struct form_error {

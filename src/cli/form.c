@@ -168,6 +168,33 @@ static bool parse_requirements(cli_form *form, json_t *value, form_error *err)
     return true;
 }
 
+/* Only the shape is checked here: which destinations are valid is the
+ * engine's to say (its message starts with "egress_allow"). An empty array
+ * is kept apart from a missing field: it means nothing is reachable. */
+static bool parse_egress_allow(cli_form *form, json_t *value, form_error *err)
+{
+    if (!json_is_array(value))
+        return wrong_type(err, "egress_allow",
+                          "an array of destinations (CIDRs, addresses, domain names) as strings",
+                          value);
+    size_t count = json_array_size(value);
+    if (count > RBX_EGRESS_ALLOW_MAX)
+        return invalid(err, "'egress_allow' lists %zu destinations: at most %d are accepted", count,
+                       RBX_EGRESS_ALLOW_MAX);
+    form->egress_allow = calloc(count ? count : 1, sizeof *form->egress_allow);
+    if (!form->egress_allow)
+        return out_of_memory(err);
+    for (size_t i = 0; i < count; i++) {
+        char field[40];
+        snprintf(field, sizeof field, "egress_allow[%zu]", i);
+        if (!c_string(json_array_get(value, i), field, &form->egress_allow[i], err))
+            return false;
+    }
+    form->request.egress_allow = form->egress_allow;
+    form->request.egress_allow_count = count;
+    return true;
+}
+
 /* {"NAME": "value"} becomes "NAME=value" entries; the engine checks names. */
 static bool parse_env(cli_form *form, json_t *value, form_error *err)
 {
@@ -219,6 +246,7 @@ static const struct field {
     {"stream", parse_stream},
     {"trace", parse_trace},
     {"stateful", parse_stateful},
+    {"egress_allow", parse_egress_allow},
 };
 
 bool cli_form_parse(cli_form *form, json_t *body, form_error *err)
@@ -237,7 +265,7 @@ bool cli_form_parse(cli_form *form, json_t *body, form_error *err)
             invalid(err,
                     "unknown field '%.100s' (accepted: language, code, timeout, "
                     "session_id, requirements, memory_mb, cpus, network, env, stdin, "
-                    "stream, trace, stateful)",
+                    "stream, trace, stateful, egress_allow)",
                     name);
             return false;
         }
@@ -254,8 +282,10 @@ void cli_form_free(cli_form *form)
         free(form->env[i]);
     free(form->env);
     free(form->requirements);
+    free(form->egress_allow);
     json_decref(form->body);
     form->env = NULL;
     form->requirements = NULL;
+    form->egress_allow = NULL;
     form->body = NULL;
 }

@@ -31,6 +31,40 @@ static int storage_choice(const char *text, rbx_storage_choice *choice)
     return 0;
 }
 
+/* --egress-default: the public internet, only what is allowed, or no
+ * policy at all. */
+static int egress_default_choice(const char *text, cli_globals *globals)
+{
+    if (strcmp(text, "public") && strcmp(text, "none") && strcmp(text, "open"))
+        return -1;
+    globals->egress_allowlist_only = !strcmp(text, "none");
+    globals->egress_open = !strcmp(text, "open");
+    return 0;
+}
+
+/* An empty variable is the same as an unset one. */
+static const char *env_value(const char *name)
+{
+    const char *value = getenv(name);
+    return value && *value ? value : NULL;
+}
+
+static void egress_init(cli_globals *globals)
+{
+    globals->egress_allow = getenv("RUNBOX_EGRESS_ALLOW");
+    globals->egress_deny = getenv("RUNBOX_EGRESS_DENY");
+    globals->egress_resolver = env_value("RUNBOX_EGRESS_RESOLVER");
+    globals->egress_file = env_value("RUNBOX_EGRESS_FILE");
+    /* F_OK, not R_OK: a policy file there that cannot be read is an error
+     * the engine reports, not a policy silently left out. */
+    if (!globals->egress_file && access(CLI_DEFAULT_EGRESS, F_OK) == 0)
+        globals->egress_file = CLI_DEFAULT_EGRESS;
+    /* A misspelt "none" must not open the network: it is refused (cli_engine). */
+    const char *choice = env_value("RUNBOX_EGRESS_DEFAULT");
+    if (choice && egress_default_choice(choice, globals) != 0)
+        globals->egress_default_bad = choice;
+}
+
 void cli_globals_init(cli_globals *globals, char **argv)
 {
     *globals = (cli_globals){.argv = argv,
@@ -55,6 +89,7 @@ void cli_globals_init(cli_globals *globals, char **argv)
     const char *kernels = getenv("RUNBOX_MAX_KERNELS");
     if (kernels)
         (void)parse_count(kernels, &globals->max_kernels);
+    egress_init(globals);
 }
 
 /* --name VALUE or --name=VALUE; NULL when the value is missing. */
@@ -70,6 +105,48 @@ static bool named(const char *arg, const char *name)
 {
     size_t n = strlen(name);
     return !strncmp(arg, name, n) && (arg[n] == 0 || arg[n] == '=');
+}
+
+/* The egress policy's options; CLI_NOT_GLOBAL for any other. A list may be
+ * empty (nothing more allowed or denied). */
+static int egress_option(int argc, char **argv, int *i, cli_globals *globals, const char *command)
+{
+    const char *arg = argv[*i];
+    const char *value;
+    if (named(arg, "--egress-allow")) {
+        if (!(value = value_of(argc, argv, i, "--egress-allow")))
+            return cli_usage_error(command, "--egress-allow needs a list of CIDRs, addresses or "
+                                            "domain names, e.g. --egress-allow 10.1.2.0/24,"
+                                            "pypi.internal");
+        globals->egress_allow = value;
+    } else if (named(arg, "--egress-deny")) {
+        if (!(value = value_of(argc, argv, i, "--egress-deny")))
+            return cli_usage_error(command, "--egress-deny needs a list of CIDRs, addresses or "
+                                            "domain names, e.g. --egress-deny 203.0.113.0/24");
+        globals->egress_deny = value;
+    } else if (named(arg, "--egress-default")) {
+        value = value_of(argc, argv, i, "--egress-default");
+        if (!value || egress_default_choice(value, globals) != 0)
+            return cli_usage_error(command,
+                                   "--egress-default must be 'public' (the public internet), "
+                                   "'none' (only --egress-allow) or 'open' (no policy), not "
+                                   "'%.32s'",
+                                   value ? value : "");
+        globals->egress_default_bad = NULL;
+    } else if (named(arg, "--egress-resolver")) {
+        if (!(value = value_of(argc, argv, i, "--egress-resolver")) || !*value)
+            return cli_usage_error(command, "--egress-resolver needs an address, ADDR or "
+                                            "ADDR:PORT ([V6]:PORT), e.g. --egress-resolver "
+                                            "10.0.0.53");
+        globals->egress_resolver = value;
+    } else if (named(arg, "--egress-file")) {
+        if (!(value = value_of(argc, argv, i, "--egress-file")) || !*value)
+            return cli_usage_error(command, "--egress-file needs a file");
+        globals->egress_file = value;
+    } else {
+        return CLI_NOT_GLOBAL;
+    }
+    return 0;
 }
 
 int cli_global_option(int argc, char **argv, int *i, cli_globals *globals, const char *command)
@@ -115,7 +192,7 @@ int cli_global_option(int argc, char **argv, int *i, cli_globals *globals, const
         if (!value || cli_parse_size(value, &globals->storage_bytes) != 0)
             return cli_usage_error(command, "--storage-size needs a size such as 512M, 20G or 1T");
     } else {
-        return CLI_NOT_GLOBAL;
+        return egress_option(argc, argv, i, globals, command);
     }
     return 0;
 }

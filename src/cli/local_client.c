@@ -17,6 +17,9 @@
 
 /* How long a daemon that was just started may take to answer. */
 #define DAEMON_START_MS 15000
+/* "runbox daemon --state-dir DIR", seven options with their values, the
+ * egress policy's five, and the NULL. */
+#define DAEMON_ARGV_MAX (4 + 2 * 7 + 2 * 5 + 1)
 
 static int try_connect(const char *state_dir)
 {
@@ -36,7 +39,29 @@ static int try_connect(const char *state_dir)
     return -1;
 }
 
-/* The options a daemon needs to serve as this CLI would (its engine's). */
+/* The egress policy, given whole: the daemon's own environment (or a
+ * RUNBOX_EGRESS_DEFAULT it would refuse) must not change what it applies. */
+static size_t egress_argv(const cli_globals *g, const char **argv, size_t n)
+{
+    argv[n++] = "--egress-default";
+    argv[n++] = g->egress_open ? "open" : g->egress_allowlist_only ? "none" : "public";
+    const struct {
+        const char *option, *value;
+    } given[] = {{"--egress-allow", g->egress_allow},
+                 {"--egress-deny", g->egress_deny},
+                 {"--egress-resolver", g->egress_resolver},
+                 {"--egress-file", g->egress_file}};
+    for (size_t i = 0; i < sizeof given / sizeof given[0]; i++) {
+        if (given[i].value) {
+            argv[n++] = given[i].option;
+            argv[n++] = given[i].value;
+        }
+    }
+    return n;
+}
+
+/* The options a daemon needs to serve as this CLI would (its engine's);
+ * at most DAEMON_ARGV_MAX entries with the NULL. */
 static void daemon_argv(const cli_globals *g, const char *state_dir, char *numbers[4],
                         const char **argv)
 {
@@ -73,6 +98,7 @@ static void daemon_argv(const cli_globals *g, const char *state_dir, char *numbe
         argv[n++] = "--max-kernels";
         argv[n++] = numbers[3];
     }
+    n = egress_argv(g, argv, n);
     argv[n] = NULL;
 }
 
@@ -81,7 +107,7 @@ static void daemon_argv(const cli_globals *g, const char *state_dir, char *numbe
 static int start_daemon(const cli_globals *globals, const char *state_dir)
 {
     char *numbers[4] = {NULL};
-    const char *argv[24];
+    const char *argv[DAEMON_ARGV_MAX];
     daemon_argv(globals, state_dir, numbers, argv);
     char log[4200];
     snprintf(log, sizeof log, "%s/daemon.log", state_dir);

@@ -48,7 +48,32 @@ static const char usage[] =
     "  --max-kernels N   live kernels per runbox process (also RUNBOX_MAX_KERNELS;\n"
     "                    default from the host's memory)\n"
     "  --help            this text\n"
-    "  --version         runbox's version\n";
+    "  --version         runbox's version\n"
+    "\n"
+    "egress, where executions with the network on may connect (LIST: CIDRs,\n"
+    "addresses and domain names such as pypi.org or *.example.com, separated by\n"
+    "commas or spaces; deny wins over allow; the host's own addresses are never\n"
+    "reachable):\n"
+    "  --egress-default public|none|open\n"
+    "                    public: the public internet, never private, link-local,\n"
+    "                    loopback or multicast addresses (the default); none: only\n"
+    "                    --egress-allow; open: no policy, for hosts without\n"
+    "                    nftables or with a firewall of their own (also\n"
+    "                    RUNBOX_EGRESS_DEFAULT)\n"
+    "  --egress-allow LIST\n"
+    "                    reachable as well, e.g. a private mirror (also\n"
+    "                    RUNBOX_EGRESS_ALLOW); after `run` the option is the run's\n"
+    "                    own instead, which narrows (see 'runbox run --help')\n"
+    "  --egress-deny LIST\n"
+    "                    never reachable (also RUNBOX_EGRESS_DENY)\n"
+    "  --egress-resolver ADDR[:PORT]\n"
+    "                    where sandboxes' names are resolved ([V6]:PORT for IPv6;\n"
+    "                    also RUNBOX_EGRESS_RESOLVER; default the host's\n"
+    "                    /etc/resolv.conf)\n"
+    "  --egress-file FILE\n"
+    "                    lines 'allow X', 'deny X', 'default public|none', 'resolver\n"
+    "                    ADDR', '#' comments (also RUNBOX_EGRESS_FILE; default\n"
+    "                    " CLI_DEFAULT_EGRESS " when it exists)\n";
 
 int main(int argc, char **argv)
 {

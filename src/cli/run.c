@@ -37,6 +37,10 @@ static const char run_usage[] =
     "  --require SPEC      a package the code needs (repeatable): a PEP 508 spec for\n"
     "                      python (numpy>=1.24), an npm spec for javascript\n"
     "                      (lodash@4.17.21); installed once into a cached environment\n"
+    "  --egress-allow LIST only these destinations, and only where the operator's\n"
+    "                      egress policy allows them: CIDRs, addresses and domain\n"
+    "                      names (pypi.org, *.example.com) separated by commas or\n"
+    "                      spaces, at most 64 (repeatable); '' reaches nothing\n"
     "\n"
     "Without --json or --stream the program's output passes through live and runbox\n"
     "exits with the program's exit code (124 on timeout). With them, runbox exits 0\n"
@@ -61,6 +65,9 @@ typedef struct run_options {
     unsigned memory_mb;
     double cpus;
     bool stateful;
+    bool egress_given; /* --egress-allow, even '': the request narrows the policy */
+    char *egress[RBX_EGRESS_ALLOW_MAX];
+    size_t egress_count;
 } run_options;
 
 /* The write end of the pipe that cancels the run on SIGINT or SIGTERM, so
@@ -128,6 +135,44 @@ static bool is_option(const char *arg, const char *name)
     return !strncmp(arg, name, n) && (arg[n] == 0 || arg[n] == '=');
 }
 
+/* --egress-allow's list, added to the entries of earlier ones. Only the
+ * shape is checked here (the engine judges each destination); an entry
+ * must be text, to travel as JSON to the process that holds kernels. */
+static int add_egress(run_options *opts, const char *list)
+{
+    static const char separators[] = ", \t\n";
+    opts->egress_given = true;
+    for (const char *p = list + strspn(list, separators); *p; p += strspn(p, separators)) {
+        size_t len = strcspn(p, separators);
+        if (opts->egress_count == RBX_EGRESS_ALLOW_MAX)
+            return cli_usage_error("run", "--egress-allow lists more than %d destinations",
+                                   RBX_EGRESS_ALLOW_MAX);
+        char *entry = strndup(p, len);
+        json_t *text = entry ? json_string(entry) : NULL;
+        json_decref(text);
+        if (!text) {
+            free(entry);
+            if (!entry) {
+                fprintf(stderr, "runbox: out of memory\n");
+                return EXIT_SYSTEM;
+            }
+            return cli_usage_error("run", "--egress-allow: an entry is not UTF-8 text (give "
+                                          "CIDRs, addresses or domain names)");
+        }
+        opts->egress[opts->egress_count++] = entry;
+        p += len;
+    }
+    return 0;
+}
+
+static void free_options(run_options *opts)
+{
+    free(opts->env);
+    free(opts->requirements);
+    for (size_t i = 0; i < opts->egress_count; i++)
+        free(opts->egress[i]);
+}
+
 static int parse(int argc, char **argv, run_options *opts)
 {
     bool options_done = false;
@@ -188,6 +233,14 @@ static int parse(int argc, char **argv, run_options *opts)
             if (!(value = option_value(argc, argv, &i, "--env")))
                 return cli_usage_error("run", "--env needs NAME=VALUE");
             opts->env[opts->env_count++] = value;
+        } else if (is_option(arg, "--egress-allow")) {
+            if (!(value = option_value(argc, argv, &i, "--egress-allow")))
+                return cli_usage_error("run", "--egress-allow needs a list of destinations, "
+                                              "e.g. --egress-allow pypi.org,10.1.0.0/16 "
+                                              "('' for none)");
+            int rc = add_egress(opts, value);
+            if (rc)
+                return rc;
         } else if (is_option(arg, "--input")) {
             if (!(value = option_value(argc, argv, &i, "--input")))
                 return cli_usage_error("run", "--input needs a file");
@@ -207,6 +260,21 @@ static int parse(int argc, char **argv, run_options *opts)
     return 0;
 }
 
+/* Live mode: why a connection failed, which the program may not say. */
+static void note_egress(uint64_t denied, const char *const *to, size_t count)
+{
+    if (!denied)
+        return;
+    fprintf(stderr, "runbox: the egress policy refused %llu connection attempt%s",
+            (unsigned long long)denied, denied == 1 ? "" : "s");
+    for (size_t i = 0; i < count; i++) {
+        fputs(i ? ", " : " (to ", stderr);
+        for (const char *c = to[i]; *c; c++) /* a name the code made up: no escapes */
+            fputc((unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c, stderr);
+    }
+    fputs(count ? ")\n" : "\n", stderr);
+}
+
 static int render(const rbx_result *result, enum output_mode mode)
 {
     if (mode == MODE_LIVE) {
@@ -215,6 +283,11 @@ static int render(const rbx_result *result, enum output_mode mode)
             fwrite(result->error, 1, result->error_len, stderr);
         else if (result->timed_out)
             fprintf(stderr, "runbox: timed out; every process of the execution was killed\n");
+        const char *to[RBX_EGRESS_REPORT_MAX];
+        size_t count = 0;
+        for (; count < result->egress_denied_count && count < RBX_EGRESS_REPORT_MAX; count++)
+            to[count] = result->egress_denied_to[count];
+        note_egress(result->egress_denied, to, count);
         return result->exit_code;
     }
     char *json = mode == MODE_JSON ? rbx_result_to_json(result) : rbx_result_event_to_json(result);
@@ -262,6 +335,17 @@ static json_t *request_json(const rbx_request *request)
         json_array_append_new(requirements, json_string(request->requirements[i]));
     json_object_set_new(body, "env", env);
     json_object_set_new(body, "requirements", requirements);
+    if (request->egress_allow) {
+        json_t *egress = json_array();
+        for (size_t i = 0; i < request->egress_allow_count; i++)
+            json_array_append_new(egress, json_string(request->egress_allow[i]));
+        if (json_array_size(egress) != request->egress_allow_count) {
+            json_decref(egress);
+            json_decref(body);
+            return NULL; /* a destination left out would change the request */
+        }
+        json_object_set_new(body, "egress_allow", egress);
+    }
     return body;
 }
 
@@ -281,6 +365,18 @@ static void show_display(json_t *event)
     fprintf(stderr, "[runbox: %s:", json_string_value(json_object_get(event, "kind")));
     json_object_foreach(data, mime, value) fprintf(stderr, " %s", mime);
     fprintf(stderr, " (see --json)]\n");
+}
+
+static void note_egress_json(json_t *result)
+{
+    json_t *list = json_object_get(result, "egress_denied_to");
+    const char *to[RBX_EGRESS_REPORT_MAX];
+    size_t count = 0;
+    for (size_t i = 0; i < json_array_size(list) && count < RBX_EGRESS_REPORT_MAX; i++)
+        if ((to[count] = json_string_value(json_array_get(list, i))))
+            count++;
+    json_int_t denied = json_integer_value(json_object_get(result, "egress_denied"));
+    note_egress(denied > 0 ? (uint64_t)denied : 0, to, count);
 }
 
 /* A stateful call goes to the process that holds the session's kernel. */
@@ -325,6 +421,8 @@ static int run_stateful(const cli_globals *globals, rbx_engine *engine, const rb
                                    : (int)json_integer_value(json_object_get(event, "exit_code"));
             if (mode == MODE_LIVE && json_is_true(json_object_get(event, "timed_out")))
                 fprintf(stderr, "runbox: timed out; the kernel was interrupted\n");
+            if (mode == MODE_LIVE)
+                note_egress_json(event);
         } else if (mode == MODE_LIVE && type && !strcmp(type, "display")) {
             show_display(event);
         } else if (mode == MODE_LIVE && data) {
@@ -350,14 +448,12 @@ int cli_run(cli_globals *globals, int argc, char **argv)
     opts.requirements = calloc((size_t)argc, sizeof *opts.requirements);
     int rc = opts.env && opts.requirements ? parse(argc, argv, &opts) : EXIT_SYSTEM;
     if (rc) {
-        free(opts.env);
-        free(opts.requirements);
+        free_options(&opts);
         return rc;
     }
     rbx_engine *engine = cli_engine(globals, &rc);
     if (!engine) {
-        free(opts.env);
-        free(opts.requirements);
+        free_options(&opts);
         return rc;
     }
     const rbx_config *config = rbx_engine_config(engine);
@@ -375,6 +471,10 @@ int cli_run(cli_globals *globals, int argc, char **argv)
     const char *trace = getenv("RUNBOX_TRACE");
     request.trace = trace && *trace && strcmp(trace, "0");
     request.requirement_count = opts.requirement_count;
+    if (opts.egress_given) {
+        request.egress_allow = (const char *const *)opts.egress;
+        request.egress_allow_count = opts.egress_count;
+    }
     char *code = NULL, *input = NULL;
     char why[600];
     if (opts.code_arg) {
@@ -412,8 +512,7 @@ done:
         close(request.cancel_fd);
     free(code);
     free(input);
-    free(opts.env);
-    free(opts.requirements);
+    free_options(&opts);
     rbx_engine_free(engine);
     return rc;
 }

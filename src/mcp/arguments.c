@@ -1,7 +1,8 @@
 /* A call's arguments checked against its tool's inputSchema, so the schema
  * a model reads is the one enforced. Only the keywords runbox's own schemas
  * use are read (type, properties, required, additionalProperties, items,
- * exclusiveMinimum, maximum); the engine checks the rest (pattern) itself.
+ * maxItems, exclusiveMinimum, maximum); the engine checks the rest (pattern)
+ * itself.
  * Messages name the argument and what is accepted, for a model to retry. */
 #include "cli/cli.h"
 #include "mcp/mcp.h"
@@ -60,6 +61,13 @@ static bool check_value(const char *name, const json_t *schema, const json_t *va
     }
     if (json_is_number(value))
         return check_number(name, schema, value, why, size);
+    json_t *most_items = json_object_get(schema, "maxItems");
+    if (json_is_array(value) && most_items &&
+        json_array_size(value) > (size_t)json_integer_value(most_items)) {
+        snprintf(why, size, "argument '%s' has %zu items: at most %lld are accepted", name,
+                 json_array_size(value), (long long)json_integer_value(most_items));
+        return false;
+    }
     json_t *items = json_object_get(schema, "items");
     size_t i;
     json_t *item;

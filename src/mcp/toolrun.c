@@ -80,6 +80,25 @@ static const char **requirement_list(const mcp_call *call, size_t *count)
     return list;
 }
 
+/* egress_allow as the engine takes it: NULL when the argument is left out
+ * (the operator's policy), an empty list for [] (nothing reachable). The
+ * strings stay owned by the arguments. */
+static bool egress_list(const mcp_call *call, rbx_request *request, const char ***list)
+{
+    json_t *array = json_object_get(call->arguments, "egress_allow");
+    *list = NULL;
+    if (!json_is_array(array))
+        return true;
+    size_t count = json_array_size(array);
+    if (!(*list = calloc(count + 1, sizeof **list)))
+        return false;
+    for (size_t i = 0; i < count; i++)
+        (*list)[i] = json_string_value(json_array_get(array, i));
+    request->egress_allow = *list;
+    request->egress_allow_count = count;
+    return true;
+}
+
 static json_t *execute(rbx_engine *engine, mcp_output *output, mcp_call *call)
 {
     rbx_request request;
@@ -94,8 +113,11 @@ static json_t *execute(rbx_engine *engine, mcp_output *output, mcp_call *call)
     request.stateful = json_is_true(json_object_get(call->arguments, "stateful"));
     request.cancel_fd = call->cancel_fd;
     const char **requirements = requirement_list(call, &request.requirement_count);
-    if (!requirements)
+    const char **egress = NULL;
+    if (!requirements || !egress_list(call, &request, &egress)) {
+        free(requirements);
         return rpc_error(call->id, RPC_INTERNAL_ERROR, "Internal error: out of memory");
+    }
     request.requirements = requirements;
     mcp_progress progress;
     mcp_progress_init(&progress, output, call, rbx_engine_config(engine)->output_cap_bytes);
@@ -104,6 +126,7 @@ static json_t *execute(rbx_engine *engine, mcp_output *output, mcp_call *call)
     rbx_status status =
         rbx_execute(engine, &request, mcp_progress_on_output, &progress, &result, &err);
     free(requirements);
+    free(egress);
     if (status != RBX_OK)
         return engine_failure(call, &err);
     char *json = rbx_result_to_json(&result);

@@ -121,6 +121,20 @@ static void sessions_and_limits(const rbx_config *config, char *out, size_t size
              config->network_off ? "off (loopback only)" : "on");
 }
 
+/* The operator's policy may come from a file: the text does not guess it. */
+static json_t *egress_allow_input(void)
+{
+    char text[512];
+    snprintf(text, sizeof text,
+             "Only these destinations may be reached, and only where the operator's policy "
+             "allows them: CIDRs (\"10.0.0.0/8\"), addresses and domain names (\"pypi.org\", "
+             "\"*.example.com\"), at most %d; [] reaches nothing. Leave it out for the "
+             "operator's policy as it is.",
+             RBX_EGRESS_ALLOW_MAX);
+    return json_pack("{s:s, s:{s:s}, s:i, s:s}", "type", "array", "items", "type", "string",
+                     "maxItems", RBX_EGRESS_ALLOW_MAX, "description", text);
+}
+
 static json_t *execution_input(const tool_spec *spec, const rbx_config *config)
 {
     char text[512];
@@ -161,6 +175,7 @@ static json_t *execution_input(const tool_spec *spec, const rbx_config *config)
                             json_pack("{s:s, s:{s:s}, s:s}", "type", "array", "items", "type",
                                       "string", "description", text));
     }
+    json_object_set_new(properties, "egress_allow", egress_allow_input());
     json_t *schema = object_schema(properties, json_pack("[s]", spec->tool.code_argument));
     json_object_set_new(schema, "additionalProperties", json_false());
     return schema;
@@ -203,6 +218,11 @@ static const struct result_field {
      "The session's interpreter had to start afresh (it died, ran out of memory, ignored an "
      "interrupt, or sat idle too long): variables from earlier calls are gone."},
     {"network", "boolean", false, "Whether the code could reach outside hosts."},
+    {"egress_denied", "integer", false,
+     "Connection attempts the egress policy refused (0 with the network off)."},
+    {"egress_denied_to", "array", false,
+     "The first few destinations refused: \"ADDR:PORT\", \"[V6]:PORT\", or a domain name "
+     "that was not resolved."},
 };
 
 static json_t *truncated_schema(const char *description)

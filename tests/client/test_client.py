@@ -147,6 +147,54 @@ def test_cpus_is_passed_and_reported(transport):
     assert result["cpus"] == (None if result["limits"] == "rlimits" else 0.5), result
 
 
+def test_egress_allow_is_sent_and_the_result_reports_what_was_denied(transport):
+    """A valid list runs (the network off needs no policy); the fields are in every result."""
+    for call in (lambda **kw: execute_python(code="print('ran')", **kw),
+                 lambda **kw: execute_javascript(code="console.log('ran')", **kw),
+                 lambda **kw: execute_bash(command="echo ran", **kw),
+                 lambda **kw: Client().execute_python("print('ran')", **kw)):
+        result = call(network=False, egress_allow=["10.0.0.0/8", "pypi.org", "*.example.com"])
+        assert result["output"] == "ran\n", result
+        assert result["egress_denied"] == 0 and result["egress_denied_to"] == []
+    assert execute_bash(command="echo ran", network=False, egress_allow=[])["output"] == "ran\n"
+
+
+@pytest.mark.parametrize("egress_allow", [["pypi.org", "10.0.0.0/33"], ["*"], ["http://x"],
+                                          ["exa mple.com"], ["a,b.com"], [""], ["pypi.org", 7],
+                                          [f"10.0.{i}.0/24" for i in range(65)]])
+def test_a_bad_egress_allow_raises_request_rejected_naming_it(transport, egress_allow):
+    """The server's refusal (HTTP 400) and the executable's (exit 2) are the same error,
+    before any code runs; an entry that the command line would split is refused as well."""
+    with pytest.raises(runbox.RequestRejected) as refused:
+        execute_bash(command="echo ran > ran.txt", session_id="egress-bad", network=False,
+                     egress_allow=egress_allow)
+    assert "egress_allow" in refused.value.message, refused.value.message
+    assert "egress-bad" not in [s["session_id"] for s in runbox.list_sessions()]
+
+
+def test_a_lone_string_is_not_taken_letter_by_letter(transport):
+    with pytest.raises(TypeError) as wrong:
+        execute_python(code="print(1)", egress_allow="pypi.org")
+    assert "egress_allow must be a list" in str(wrong.value)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="network-on needs slirp4netns, set up here only "
+                                              "as root")
+def test_an_empty_egress_allow_reaches_nothing(transport):
+    """[] is sent as a list of none, not left out: a connection anywhere is refused."""
+    import socket
+    try:
+        address = socket.getaddrinfo("pypi.org", 443, socket.AF_INET)[0][4][0]
+    except OSError:
+        pytest.skip("pypi.org does not resolve here")
+    # The package index: allowed by the default policy, refused only by the narrowing.
+    code = ("import socket\ns = socket.socket(); s.settimeout(5)\n"
+            f"print(s.connect_ex(('{address}', 443)) != 0)")
+    result = execute_python(code=code, network=True, egress_allow=[], timeout=20)
+    assert result["output"] == "True\n", result
+    assert result["egress_denied"] >= 1 and f"{address}:443" in result["egress_denied_to"], result
+
+
 # --- streaming -----------------------------------------------------------------------------
 
 def test_on_output_receives_output_before_the_call_returns(transport):

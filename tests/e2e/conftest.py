@@ -96,6 +96,17 @@ def runbox(tmp_path):
     box.remove_all_sessions()
 
 
+def public_address():
+    """An address the default egress policy allows: PyPI's, which users reach anyway (pip
+    installs do). Tests that narrow or refuse egress connect to it: were the policy broken,
+    the connection would only reach the package index. Skips where it does not resolve."""
+    import socket
+    try:
+        return socket.getaddrinfo("pypi.org", 443, socket.AF_INET)[0][4][0]
+    except OSError:
+        pytest.skip("pypi.org does not resolve here")
+
+
 def unique_marker():
     """A number no other process has in its command line: `sleep MARKER` sleeps long."""
     import random

@@ -13,8 +13,9 @@ from conftest import processes_matching, wait_gone
 
 RESULT_FIELDS = {"success", "output", "error", "exit_code", "duration_ms", "session_id",
                  "language", "error_type", "exception", "timed_out", "cancelled", "truncated",
-                 "signal", "cpu_ms", "peak_memory_kb", "limits", "cpus", "network", "install",
-                 "stateful", "results", "execution_count", "kernel_restarted"}
+                 "signal", "cpu_ms", "peak_memory_kb", "limits", "cpus", "network",
+                 "egress_denied", "egress_denied_to", "install", "stateful", "results",
+                 "execution_count", "kernel_restarted"}
 
 HELLO = {
     "python": "print('Hello, World!')",

@@ -771,9 +771,9 @@ for host, port in [(h, int(p)) for h, p in (a.split(':') for a in sys.argv[1:])]
 """
 
 
-def connect_from_sandbox(runbox, network_flag, *targets):
+def connect_from_sandbox(runbox, network_flag, *targets, env=None):
     code = CONNECT.replace("sys.argv[1:]", repr(list(targets)))
-    result = runbox.run("python", code, network_flag, "--timeout", "30")
+    result = runbox.run("python", code, network_flag, "--timeout", "30", env=env)
     return {line.split()[0]: line.split()[1] for line in result["output"].splitlines()}
 
 
@@ -788,8 +788,12 @@ def test_network_off_reaches_neither_host_loopback_nor_outside(runbox, loopback_
 @kernel_too
 @root_only
 def test_network_on_reaches_outside_but_not_host_loopback(runbox, loopback_server, outside_host):
+    # The test host has a private address, which the egress policy refuses unless the
+    # operator allows it (tests/e2e/test_egress.py tries the policy itself).
+    allow = {"RUNBOX_EGRESS_ALLOW": outside_host.rsplit(".", 1)[0] + ".0/24"}
     seen = connect_from_sandbox(runbox, "--network", f"{outside_host}:8099",
-                                f"127.0.0.1:{loopback_server.port}", f"10.0.2.2:{loopback_server.port}")
+                                f"127.0.0.1:{loopback_server.port}", f"10.0.2.2:{loopback_server.port}",
+                                env=allow)
     assert seen == {outside_host: "connected", "127.0.0.1": "refused", "10.0.2.2": "refused"}
     assert loopback_server.accepted == 0
 

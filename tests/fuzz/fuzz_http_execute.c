@@ -38,6 +38,13 @@ static void check_form(const cli_form *form, const json_t *body)
     for (size_t i = 0; i < r->requirement_count; i++) /* no NUL cut a spec short */
         FUZZ_CHECK(strlen(r->requirements[i]) ==
                    json_string_length(json_array_get(requirements, i)));
+    /* egress_allow: left out or null keeps the operator's policy, [] is a list of none. */
+    json_t *egress = json_object_get(body, "egress_allow");
+    FUZZ_CHECK(!r->egress_allow == !json_is_array(egress));
+    FUZZ_CHECK(r->egress_allow_count == json_array_size(egress));
+    FUZZ_CHECK(r->egress_allow_count <= RBX_EGRESS_ALLOW_MAX);
+    for (size_t i = 0; i < r->egress_allow_count; i++)
+        FUZZ_CHECK(strlen(r->egress_allow[i]) == json_string_length(json_array_get(egress, i)));
 }
 
 /* What the engine promises before it touches the disk. */

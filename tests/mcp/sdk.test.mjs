@@ -14,7 +14,8 @@ import {
 
 const RESULT_FIELDS = ['success', 'output', 'error', 'exit_code', 'duration_ms', 'session_id', 'language',
   'error_type', 'exception', 'timed_out', 'cancelled', 'truncated', 'signal', 'cpu_ms', 'peak_memory_kb',
-  'limits', 'cpus', 'stateful', 'results', 'execution_count', 'kernel_restarted', 'network'];
+  'limits', 'cpus', 'stateful', 'results', 'execution_count', 'kernel_restarted', 'network', 'egress_denied',
+  'egress_denied_to'];
 
 describe('runbox mcp with the SDK client', { timeout: 180000 }, () => {
   const stateDir = newStateDir();
@@ -66,13 +67,14 @@ describe('runbox mcp with the SDK client', { timeout: 180000 }, () => {
     }
     const python = tools.find((t) => t.name === 'execute_python');
     assert.deepEqual(Object.keys(python.inputSchema.properties),
-      ['code', 'timeout', 'session_id', 'cpus', 'stateful', 'requirements']);
+      ['code', 'timeout', 'session_id', 'cpus', 'stateful', 'requirements', 'egress_allow']);
     assert.deepEqual(python.inputSchema.required, ['code']);
     assert.deepEqual(python.outputSchema.required, RESULT_FIELDS);
     assert.deepEqual(python.outputSchema.properties.error_type.type, ['string', 'null']);
     assert.equal(python.annotations.readOnlyHint, false);
     const bash = tools.find((t) => t.name === 'execute_bash');
-    assert.deepEqual(Object.keys(bash.inputSchema.properties), ['command', 'timeout', 'session_id', 'cpus', 'stateful']);
+    assert.deepEqual(Object.keys(bash.inputSchema.properties),
+      ['command', 'timeout', 'session_id', 'cpus', 'stateful', 'egress_allow']);
     // What a model must know before its first call is in the description.
     for (const fact of ['/home/user', 'session_id', '30 s', '300 s', '512 MiB', '1 MiB', 'head and the tail', 'Network']) {
       assert.ok(python.description.includes(fact), `execute_python's description mentions ${fact}`);

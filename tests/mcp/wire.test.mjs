@@ -2,6 +2,7 @@
 // case one line of intent. Every line the server writes must be valid
 // UTF-8 and valid JSON (WireServer checks), and nothing is answered twice.
 import assert from 'node:assert/strict';
+import dns from 'node:dns/promises';
 import { after, describe, it } from 'node:test';
 import {
   WireServer, assertCleanStderr, cleanStateDir, newStateDir, processesRunning, sleep, uniqueSessionId,
@@ -275,6 +276,65 @@ describe('tool calls on the wire', () => {
     assert.match(word.result.content[0].text, /cpus/);
     assert.equal(huge.result.isError, true);
     assert.match(huge.result.content[0].text, /cpus/);
+    await server.close();
+  });
+
+  it('takes egress_allow: every malformed list is a tool error naming egress_allow', async () => {
+    const server = start();
+    await server.initialize('2025-11-25');
+    const tools = (await server.request('list', 'tools/list')).result.tools;
+    for (const tool of tools.filter((t) => t.name.startsWith('execute_'))) {
+      const schema = tool.inputSchema.properties.egress_allow;
+      assert.deepEqual([schema.type, schema.items, schema.maxItems], ['array', { type: 'string' }, 64], tool.name);
+    }
+    const hostile = [
+      'pypi.org', 42, { 'pypi.org': true }, null, ['pypi.org', 7], ['pypi.org\u0000.evil.com'],
+      Array.from({ length: 65 }, (_, i) => `10.0.${i}.0/24`),
+      ['10.0.0.0/33'], ['*'], ['exa mple.com'], ['http://x'], [''],
+    ];
+    hostile.forEach((egress_allow, i) => server.send({ jsonrpc: '2.0', id: `bad-${i}`, method: 'tools/call',
+      params: { name: 'execute_bash', arguments: { command: 'echo ran', egress_allow } } }));
+    for (const [i, egress_allow] of hostile.entries()) {
+      const reply = await server.reply(`bad-${i}`);
+      assert.equal(reply.result?.isError, true, `${JSON.stringify(egress_allow)}: ${JSON.stringify(reply)}`);
+      assert.match(reply.result.content[0].text, /egress_allow/, JSON.stringify(egress_allow));
+      assert.equal(reply.result.structuredContent, undefined, 'refused before anything ran');
+    }
+    const tooMany = await server.reply('bad-6');
+    assert.match(tooMany.result.content[0].text, /65 items: at most 64/);
+    // 64 destinations, the most there may be, and the three kinds of destination are taken.
+    const most = Array.from({ length: 64 }, (_, i) => `10.0.${i}.0/24`);
+    for (const egress_allow of [most, ['10.0.0.0/8', 'pypi.org', '*.example.com'], []]) {
+      const ran = await server.request(`ok-${egress_allow.length}`, 'tools/call',
+        { name: 'execute_bash', arguments: { command: 'echo ran', egress_allow } });
+      assert.equal(ran.result.isError, false, JSON.stringify(ran));
+      const result = ran.result.structuredContent;
+      assert.equal(result.output, 'ran\n');
+      assert.equal(result.egress_denied, 0);
+      assert.deepEqual(result.egress_denied_to, []);
+    }
+    await server.close();
+  });
+
+  it('reaches nothing with egress_allow [], and says where the code tried to connect', async (t) => {
+    if (process.getuid() !== 0) return t.skip('network-on needs slirp4netns, set up here only as root');
+    const server = start();
+    await server.initialize('2025-11-25');
+    // The package index's address: the default policy allows it, only the narrowing refuses it.
+    let address;
+    try {
+      address = (await dns.lookup('pypi.org', { family: 4 })).address;
+    } catch {
+      return t.skip('pypi.org does not resolve here');
+    }
+    const reply = await server.request('none', 'tools/call', { name: 'execute_bash', arguments: {
+      command: `timeout 5 bash -c "exec 3<>/dev/tcp/${address}/443" && echo connected || echo refused`,
+      egress_allow: [], timeout: 20 } });
+    const result = reply.result.structuredContent;
+    assert.equal(result.network, true);
+    assert.equal(result.output, 'refused\n');
+    assert.ok(result.egress_denied >= 1, JSON.stringify(result));
+    assert.ok(result.egress_denied_to.includes(`${address}:443`), JSON.stringify(result.egress_denied_to));
     await server.close();
   });
 

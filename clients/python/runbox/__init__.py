@@ -27,7 +27,7 @@ def _client(url: Optional[str], token: Optional[str], retries: int) -> Client:
 def execute_python(code: str, timeout: Optional[float] = None, session_id: Optional[str] = None,
                    requirements: Optional[Sequence[str]] = None, *, url: Optional[str] = None,
                    token: Optional[str] = None, retries: int = 0, **options: Any) -> Result:
-    """Runs Python code. options: memory_mb, cpus, network, env, stdin, on_output."""
+    """Runs Python code. options: memory_mb, cpus, network, egress_allow, env, stdin, on_output."""
     return _client(url, token, retries).execute_python(code, timeout, session_id, requirements,
                                                        **options)
 
@@ -36,7 +36,7 @@ def execute_javascript(code: str, timeout: Optional[float] = None,
                        session_id: Optional[str] = None,
                        requirements: Optional[Sequence[str]] = None, *, url: Optional[str] = None,
                        token: Optional[str] = None, retries: int = 0, **options: Any) -> Result:
-    """Runs JavaScript (Node.js) code. options: memory_mb, cpus, network, env, stdin, on_output."""
+    """Runs JavaScript (Node.js) code. options: memory_mb, cpus, network, egress_allow, env, stdin, on_output."""
     return _client(url, token, retries).execute_javascript(code, timeout, session_id,
                                                            requirements, **options)
 
@@ -44,7 +44,7 @@ def execute_javascript(code: str, timeout: Optional[float] = None,
 def execute_bash(command: str, timeout: Optional[float] = None, session_id: Optional[str] = None,
                  *, url: Optional[str] = None, token: Optional[str] = None, retries: int = 0,
                  **options: Any) -> Result:
-    """Runs a Bash command. options: memory_mb, cpus, network, env, stdin, on_output."""
+    """Runs a Bash command. options: memory_mb, cpus, network, egress_allow, env, stdin, on_output."""
     return _client(url, token, retries).execute_bash(command, timeout, session_id, **options)
 
 

@@ -9,6 +9,7 @@ from typing import Any, Callable, Dict, List, Optional
 from .errors import NotFound, RequestRejected, RunboxError, RunboxUnavailable
 
 OutputCallback = Callable[[str, str], None]
+EGRESS_ALLOW_MAX = 64  # RBX_EGRESS_ALLOW_MAX
 
 
 class LocalTransport:
@@ -48,6 +49,8 @@ class LocalTransport:
             args.append("--network" if body["network"] else "--no-network")
         for spec in body.get("requirements") or []:
             args += ["--require", spec]
+        if body.get("egress_allow") is not None:
+            args += ["--egress-allow", _egress_list(body["egress_allow"])]
         for name, value in (body.get("env") or {}).items():
             args += ["--env", f"{name}={value}"]
         with tempfile.NamedTemporaryFile(prefix="runbox-stdin-") as stdin_file:
@@ -101,6 +104,23 @@ class LocalTransport:
 
     def list_files(self, session_id: str) -> List[Dict[str, Any]]:
         return json.loads(self._run("files", "list", session_id, "--json"))
+
+
+def _egress_list(destinations: List[Any]) -> str:
+    """egress_allow as `runbox run --egress-allow` takes it: one argument, the entries
+    separated by commas. An entry the CLI would split, or could not carry, is refused here
+    as the server refuses what it cannot take."""
+    if len(destinations) > EGRESS_ALLOW_MAX:
+        raise RequestRejected(f"'egress_allow' lists {len(destinations)} destinations: at most "
+                              f"{EGRESS_ALLOW_MAX} are accepted", status=2)
+    for i, entry in enumerate(destinations):
+        if not isinstance(entry, str):
+            raise RequestRejected(f"'egress_allow[{i}]' must be a string, not "
+                                  f"{type(entry).__name__}", status=2)
+        if not entry or any(c in entry for c in ", \t\n\0"):
+            raise RequestRejected(f"egress_allow: {entry!r} is not one destination (a CIDR, an "
+                                  "address or a domain name)", status=2)
+    return ",".join(destinations)
 
 
 def _error_for(returncode: int, stderr: bytes) -> RunboxError:

@@ -35,18 +35,24 @@ class Client:
                 memory_mb: Optional[int] = None, cpus: Optional[float] = None,
                 network: Optional[bool] = None, stateful: Optional[bool] = None,
                 env: Optional[Dict[str, str]] = None, stdin: Optional[str] = None,
+                egress_allow: Optional[Sequence[str]] = None,
                 on_output: Optional[OutputCallback] = None) -> Result:
         """Runs code; returns the result object (a failing program is a result, not an
         exception). on_output(stream, text) receives output as it is produced ("stdout" and
         "stderr" with text; "display" with a rich output's MIME bundle, a dict). stateful=True
         runs it in the session's live interpreter, which keeps variables, imports and the
         working directory between calls; its rich outputs (the last expression's value,
-        display(), plots) are in result["results"]."""
+        display(), plots) are in result["results"]. egress_allow narrows where the code may
+        connect: only these CIDRs, addresses and domain names ("pypi.org", "*.example.com"),
+        and only where the operator's policy allows them; [] reaches nothing, None keeps the
+        operator's policy. What was refused is in result["egress_denied"] and
+        result["egress_denied_to"]."""
         body: Dict[str, Any] = {"language": language, "code": code}
         optional = {"timeout": timeout, "session_id": session_id,
                     "requirements": list(requirements) if requirements is not None else None,
                     "memory_mb": memory_mb, "cpus": cpus, "network": network, "env": env,
-                    "stdin": stdin, "stateful": stateful}
+                    "stdin": stdin, "stateful": stateful,
+                    "egress_allow": _destinations(egress_allow)}
         body.update({k: v for k, v in optional.items() if v is not None})
         delay = 0.5
         for attempt in range(self.retries + 1):
@@ -61,19 +67,24 @@ class Client:
 
     def execute_python(self, code: str, timeout: Optional[float] = None,
                        session_id: Optional[str] = None,
-                       requirements: Optional[Sequence[str]] = None, **options: Any) -> Result:
+                       requirements: Optional[Sequence[str]] = None,
+                       egress_allow: Optional[Sequence[str]] = None, **options: Any) -> Result:
         return self.execute("python", code, timeout=timeout, session_id=session_id,
-                            requirements=requirements, **options)
+                            requirements=requirements, egress_allow=egress_allow, **options)
 
     def execute_javascript(self, code: str, timeout: Optional[float] = None,
                            session_id: Optional[str] = None,
-                           requirements: Optional[Sequence[str]] = None, **options: Any) -> Result:
+                           requirements: Optional[Sequence[str]] = None,
+                           egress_allow: Optional[Sequence[str]] = None,
+                           **options: Any) -> Result:
         return self.execute("javascript", code, timeout=timeout, session_id=session_id,
-                            requirements=requirements, **options)
+                            requirements=requirements, egress_allow=egress_allow, **options)
 
     def execute_bash(self, command: str, timeout: Optional[float] = None,
-                     session_id: Optional[str] = None, **options: Any) -> Result:
-        return self.execute("bash", command, timeout=timeout, session_id=session_id, **options)
+                     session_id: Optional[str] = None,
+                     egress_allow: Optional[Sequence[str]] = None, **options: Any) -> Result:
+        return self.execute("bash", command, timeout=timeout, session_id=session_id,
+                            egress_allow=egress_allow, **options)
 
     def list_sessions(self) -> List[Dict[str, Any]]:
         return self._transport.list_sessions()
@@ -101,6 +112,17 @@ class Client:
 
     def session(self, session_id: Optional[str] = None, stateful: bool = False) -> "Session":
         return Session(client=self, session_id=session_id, stateful=stateful)
+
+
+def _destinations(egress_allow: Optional[Sequence[str]]) -> Optional[List[str]]:
+    """A list, kept apart from None: [] means nothing is reachable. A lone string would be
+    taken letter by letter: it is refused instead."""
+    if egress_allow is None:
+        return None
+    if isinstance(egress_allow, (str, bytes)):
+        raise TypeError("egress_allow must be a list of destinations, e.g. ['pypi.org'], "
+                        f"not {type(egress_allow).__name__}")
+    return list(egress_allow)
 
 
 class Session:

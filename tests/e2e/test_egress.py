@@ -1,0 +1,398 @@
+"""The egress policy, end to end, against test hosts this module makes.
+
+Traffic goes only to loopback and to network namespaces made here: runbox
+runs inside a namespace of the test ("client", 10.213.0.1 and fd00:213::1),
+joined by a veth pair to another ("testhost", 10.213.0.2, 10.213.0.3 and
+fd00:213::2) that serves TCP on port 8080 and DNS (dnsmasq) for names of
+its own. Routes to the test hosts exist only in the client namespace: the
+host's own network is never touched. Addresses the policy must refuse
+(metadata, private ranges) are refused inside the sandbox, before a packet
+leaves it; the rules for the ranges no test host has are read back from
+the sandbox's namespace instead of being tried.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import RUNBOX, processes_matching, unique_marker
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("dnsmasq") or not shutil.which("nsenter")
+    or not os.path.exists("/usr/bin/slirp4netns"),
+    reason="egress tests make network namespaces: root, iproute2, dnsmasq and slirp4netns")
+
+HOST_A, HOST_B, CLIENT = "10.213.0.2", "10.213.0.3", "10.213.0.1"
+PORT = 8080
+
+# What the test host's TCP servers answer: their own address, so a test
+# knows which one it reached.
+SERVER = """
+import socket, sys, threading
+def serve(addr):
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, %d)); s.listen(64)
+    while True:
+        c, _ = s.accept(); c.sendall(("hello from " + addr + "\\n").encode()); c.close()
+for a in sys.argv[1:]:
+    threading.Thread(target=serve, args=(a,), daemon=True).start()
+print("ready", flush=True)
+threading.Event().wait()
+""" % PORT
+
+# The sandbox's side: connect, print what came back or the error's name.
+PROBE = """
+import socket, sys
+def probe(host):
+    try:
+        with socket.create_connection((host, %d), timeout=5) as s:
+            return s.recv(100).decode().strip()
+    except OSError as e:
+        return type(e).__name__
+for host in %r:
+    print(host, "=>", probe(host))
+"""
+
+
+def ip(*args, check=True):
+    return subprocess.run(["ip", *args], check=check, capture_output=True)
+
+
+class Network:
+    """The two namespaces, the servers in them, and runbox run inside the client's."""
+
+    def __init__(self, tag):
+        self.client, self.testhost = f"rbxeg{tag}c", f"rbxeg{tag}h"
+        self.procs = []
+        ip("netns", "add", self.client)
+        ip("netns", "add", self.testhost)
+        veth_c, veth_h = f"rbxeg{tag}a", f"rbxeg{tag}b"
+        ip("-n", self.client, "link", "add", "name", veth_c, "type", "veth", "peer", "name",
+           veth_h, "netns", self.testhost)
+        for ns, dev, addrs in ((self.client, veth_c, [CLIENT + "/24", "fd00:213::1/64"]),
+                               (self.testhost, veth_h,
+                                [HOST_A + "/24", HOST_B + "/24", "fd00:213::2/64"])):
+            for addr in addrs:
+                ip("-n", ns, "addr", "add", addr, "dev", dev, "nodad")
+            ip("-n", ns, "link", "set", dev, "up")
+            ip("-n", ns, "link", "set", "lo", "up")
+        self.procs.append(self.spawn(self.testhost, ["/usr/bin/python3", "-c", SERVER,
+                                                     HOST_A, HOST_B], wait_for=b"ready"))
+        self.procs.append(self.spawn(self.testhost, [
+            shutil.which("dnsmasq"), "--keep-in-foreground", "--no-resolv", "--no-hosts",
+            "--bind-interfaces", f"--listen-address={HOST_A}", "--port=53", "--pid-file",
+            "--user=root", "--address=/allowed.test/" + HOST_A,
+            "--address=/other.test/" + HOST_B, "--address=/sub.wild.test/" + HOST_B,
+            "--address=/denied.test/" + HOST_A]))
+        self.wait_dns()
+
+    def spawn(self, ns, argv, wait_for=None):
+        proc = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", *argv],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if wait_for:
+            line = proc.stdout.readline()
+            assert wait_for in line, (line, proc.stderr.read1(4096) if proc.poll() else b"")
+        return proc
+
+    def wait_dns(self):
+        """dnsmasq answers (asked from the client namespace, with a raw query)."""
+        query = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00" \
+                b"\x07allowed\x04test\x00\x00\x01\x00\x01"
+        code = ("import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+                "s.settimeout(0.5)\n"
+                f"s.sendto({query!r},('{HOST_A}',53))\nprint(len(s.recv(512)))")
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            proc = subprocess.run(["nsenter", f"--net=/run/netns/{self.client}",
+                                   "/usr/bin/python3", "-c", code], capture_output=True)
+            if proc.returncode == 0:
+                return
+            time.sleep(0.2)
+        raise AssertionError("the test's DNS server did not answer")
+
+    def close(self):
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
+        ip("netns", "del", self.client, check=False)
+        ip("netns", "del", self.testhost, check=False)
+
+
+@pytest.fixture(scope="module")
+def net():
+    network = Network(os.getpid() % 10000)
+    try:
+        yield network
+    finally:
+        network.close()
+
+
+def stop_daemons(state):
+    """The `runbox daemon` a stateful call started for state (it holds the kernels)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv[1:2] == [b"daemon"] and state.encode() in argv:
+            os.kill(int(pid), signal.SIGTERM)
+
+
+@pytest.fixture
+def rb(net, tmp_path):
+    """runbox, run in the client namespace: rb(*global_args)(run args...) -> result."""
+    state = str(tmp_path / "state")
+    yield from _rb(net, state)
+    stop_daemons(state)
+
+
+def _rb(net, state):
+
+    def with_options(*global_args, env_extra=None):
+        def run(code, *args, language="python", timeout=60):
+            env = {"PATH": "/usr/bin:/bin", **(env_extra or {})}
+            for key in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+                if key in os.environ:
+                    env[key] = os.environ[key]
+            proc = subprocess.run(
+                ["nsenter", f"--net=/run/netns/{net.client}", RUNBOX, "--state-dir", state,
+                 "--storage", "plain", "--egress-resolver", HOST_A, *global_args,
+                 "run", language, "--network", "--json", "-c", code, *args],
+                capture_output=True, env=env, timeout=timeout)
+            assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+            return json.loads(proc.stdout)
+        return run
+    yield with_options
+
+
+def probe(run, hosts, *args):
+    result = run(PROBE % (PORT, hosts), *args)
+    assert result["exit_code"] == 0, result
+    seen = dict(line.split(" => ") for line in result["output"].splitlines())
+    return seen, result
+
+
+def test_a_private_test_host_is_refused_by_default_and_reported(rb):
+    seen, result = probe(rb(), [HOST_A])
+    assert seen[HOST_A] == "ConnectionRefusedError", seen
+    assert result["network"] is True
+    assert result["egress_denied"] == 1, result
+    assert result["egress_denied_to"] == [f"{HOST_A}:{PORT}"], result
+
+
+def test_the_operator_can_allow_a_private_range(rb):
+    seen, result = probe(rb("--egress-allow", "10.213.0.0/24"), [HOST_A, HOST_B])
+    assert seen == {HOST_A: f"hello from {HOST_A}", HOST_B: f"hello from {HOST_B}"}, seen
+    assert result["egress_denied"] == 0 and result["egress_denied_to"] == [], result
+
+
+def test_a_request_narrows_what_the_operator_allows_and_cannot_widen_it(rb):
+    run = rb("--egress-allow", "10.213.0.0/24")
+    seen, result = probe(run, [HOST_A, HOST_B], "--egress-allow", f"{HOST_A}/32")
+    assert seen == {HOST_A: f"hello from {HOST_A}", HOST_B: "ConnectionRefusedError"}, seen
+    assert result["egress_denied_to"] == [f"{HOST_B}:{PORT}"], result
+    # A request naming what the operator does not allow gets nothing more.
+    seen, _ = probe(rb(), [HOST_A], "--egress-allow", "10.213.0.0/24")
+    assert seen == {HOST_A: "ConnectionRefusedError"}, seen
+    # An empty list: nothing at all.
+    seen, _ = probe(run, [HOST_A], "--egress-allow", "")
+    assert seen == {HOST_A: "ConnectionRefusedError"}, seen
+
+
+def test_the_operators_deny_wins_over_its_allow(rb):
+    seen, _ = probe(rb("--egress-allow", "10.213.0.0/24", "--egress-deny", f"{HOST_B}"),
+                    [HOST_A, HOST_B])
+    assert seen == {HOST_A: f"hello from {HOST_A}", HOST_B: "ConnectionRefusedError"}, seen
+
+
+def test_the_hosts_own_addresses_are_refused_even_when_their_range_is_allowed(rb, net):
+    listener = net.spawn(net.client, ["/usr/bin/python3", "-c", SERVER, CLIENT],
+                         wait_for=b"ready")
+    try:
+        seen, result = probe(rb("--egress-allow", "10.213.0.0/24"), [CLIENT, HOST_A])
+    finally:
+        listener.kill()
+        listener.wait()
+    assert seen == {CLIENT: "ConnectionRefusedError", HOST_A: f"hello from {HOST_A}"}, seen
+    assert f"{CLIENT}:{PORT}" in result["egress_denied_to"], result
+
+
+def test_a_domain_allow_list_admits_what_it_resolved_and_nothing_else(rb):
+    run = rb("--egress-default", "none", "--egress-allow", "allowed.test,*.wild.test")
+    code = PROBE % (PORT, ["allowed.test", "sub.wild.test", HOST_B, "other.test"])
+    result = run(code)
+    seen = dict(line.split(" => ") for line in result["output"].splitlines())
+    # The name resolved (by runbox, through the test's DNS) and is reachable.
+    assert seen["allowed.test"] == f"hello from {HOST_A}", seen
+    assert seen["sub.wild.test"] == f"hello from {HOST_B}", seen
+    # other.test is not on the list: the lookup is refused, and is reported.
+    assert seen["other.test"] == "gaierror", seen
+    assert "other.test" in result["egress_denied_to"], result
+
+
+def test_a_direct_connection_to_an_address_no_allowed_name_resolved_to_is_refused(rb):
+    run = rb("--egress-default", "none", "--egress-allow", "allowed.test")
+    # allowed.test is 10.213.0.2; 10.213.0.3 was never an answer.
+    seen, result = probe(run, ["allowed.test", HOST_B])
+    assert seen == {"allowed.test": f"hello from {HOST_A}", HOST_B: "ConnectionRefusedError"}, seen
+    assert f"{HOST_B}:{PORT}" in result["egress_denied_to"], result
+
+
+def test_a_denied_domain_is_not_resolved_and_other_dns_servers_are_refused(rb):
+    run = rb("--egress-allow", "10.213.0.0/24", "--egress-deny", "denied.test")
+    code = (PROBE % (PORT, ["denied.test", "allowed.test"])) + """
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    s.sendto(b"x" * 20, ("%s", 53)); print("dns-elsewhere => sent")
+except OSError as e:
+    print("dns-elsewhere =>", type(e).__name__)
+""" % HOST_A
+    result = run(code)
+    seen = dict(line.split(" => ") for line in result["output"].splitlines())
+    assert seen["denied.test"] == "gaierror", seen
+    assert seen["allowed.test"] == f"hello from {HOST_A}", seen
+    # Asking the test's DNS server directly, not through runbox, is refused.
+    assert seen["dns-elsewhere"] == "PermissionError", seen
+    assert "denied.test" in result["egress_denied_to"], result
+    assert f"{HOST_A}:53" in result["egress_denied_to"], result
+
+
+def test_a_request_narrowed_to_a_name_reaches_that_name_only(rb):
+    run = rb("--egress-allow", "10.213.0.0/24")
+    seen, _ = probe(run, ["allowed.test", "other.test"], "--egress-allow", "allowed.test")
+    assert seen == {"allowed.test": f"hello from {HOST_A}",
+                    "other.test": "ConnectionRefusedError"}, seen
+
+
+def test_a_stateful_kernel_enforces_and_reports_per_call(rb):
+    run = rb("--egress-allow", "10.213.0.0/24")
+    stateful = ("--stateful", "--session", "egress")
+    seen, first = probe(run, [HOST_A, CLIENT], *stateful)
+    assert seen == {HOST_A: f"hello from {HOST_A}", CLIENT: "ConnectionRefusedError"}, seen
+    assert first["egress_denied_to"] == [f"{CLIENT}:{PORT}"], first
+    # What was refused is reported with the call that tried, not again with the next.
+    second = run("x = 1", *stateful)
+    assert second["egress_denied"] == 0 and second["egress_denied_to"] == [], second
+    assert second["kernel_restarted"] is False, second
+    # A call that narrows gets a kernel started with that narrowing.
+    seen, third = probe(run, [HOST_A, HOST_B], *stateful, "--egress-allow", f"{HOST_B}/32")
+    assert third["kernel_restarted"] is True, third
+    assert seen == {HOST_A: "ConnectionRefusedError", HOST_B: f"hello from {HOST_B}"}, seen
+
+
+def test_installs_follow_the_operators_policy(rb):
+    """pip asks a package index on the private test host: refused by default
+    (the installer's output says so), reached when the operator allows it
+    (the test host speaks no HTTP, so pip fails there for another reason)."""
+    index = {"PIP_INDEX_URL": f"http://{HOST_A}:{PORT}/simple/", "PIP_TRUSTED_HOST": HOST_A,
+             "PIP_RETRIES": "0",
+             "PIP_TIMEOUT": "5"}
+    result = rb(env_extra=index)("print('ran')", "--require", "rbx-egress-probe==1.0",
+                                 timeout=120)
+    assert result["error_type"] == "ImportError" and result["output"] == "", result
+    assert "egress policy refused" in result["error"], result["error"]
+    assert f"{HOST_A}:{PORT}" in result["error"], result["error"]
+    allowed = rb("--egress-allow", "10.213.0.0/24", env_extra=index)(
+        "print('ran')", "--require", "rbx-egress-probe==1.1", timeout=120)
+    assert allowed["error_type"] == "ImportError", allowed
+    assert "egress policy refused" not in allowed["error"], allowed["error"]
+
+
+def test_rules_for_metadata_and_link_local_ranges_are_in_the_sandboxs_namespace(rb, net):
+    """Read back with nft from inside a running sandbox's network namespace:
+    nothing is sent to those ranges."""
+    marker = unique_marker()
+    run = rb()
+    import threading
+    box = {}
+    thread = threading.Thread(target=lambda: box.update(result=run(
+        f"import subprocess; subprocess.run(['sleep', '{marker}'])", timeout=120)))
+    thread.start()
+    try:
+        deadline = time.time() + 30
+        pids = []
+        while not pids and time.time() < deadline:
+            pids = processes_matching(marker)
+            time.sleep(0.05)
+        assert pids, "the sandbox's sleep did not start"
+        rules = subprocess.run(["nsenter", f"--net=/proc/{pids[0]}/ns/net", "nft", "list",
+                                "ruleset"], capture_output=True, text=True, check=True).stdout
+    finally:
+        for pid in processes_matching(marker):
+            os.kill(pid, signal.SIGKILL)
+        thread.join(60)
+    refused = set_ranges(rules, "default4") + set_ranges(rules, "default6")
+    for address in ("169.254.169.254", "169.254.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1",
+                    "100.64.0.1", "127.0.0.1", "0.0.0.0", "224.0.0.1", "255.255.255.255",
+                    "fe80::1", "fd00:ec2::254", "fc00::1", "::1", "ff02::1"):
+        assert covered(refused, address), (address, rules)
+    for address in ("203.0.113.80", "8.8.8.8", "2001:db8::1", "2606:4700::1111"):
+        assert not covered(refused, address), (address, rules)
+    # The host's (here: the client namespace's) own address, always refused.
+    assert covered(set_ranges(rules, "deny4"), CLIENT), rules
+    assert 'counter name "refused"' in rules and "reject" in rules, rules
+
+
+def set_ranges(rules, name):
+    """The elements of an nft set in `nft list ruleset` text, as ip_network ranges."""
+    import ipaddress
+    import re
+    match = re.search(r"set %s \{.*?elements = \{(.*?)\}" % name, rules, re.S)
+    assert match, (name, rules)
+    ranges = []
+    for item in match.group(1).replace("\n", " ").split(","):
+        item = item.strip()
+        if "-" in item:
+            low, high = (ipaddress.ip_address(x.strip()) for x in item.split("-"))
+            ranges.append((low, high))
+        else:
+            net = ipaddress.ip_network(item, strict=False)
+            ranges.append((net[0], net[-1]))
+    return ranges
+
+
+def covered(ranges, address):
+    import ipaddress
+    a = ipaddress.ip_address(address)
+    return any(low.version == a.version and low <= a <= high for low, high in ranges)
+
+
+def test_the_program_cannot_change_the_rules(rb):
+    """The sandbox shows the host's /usr, nft included: flushing the rules
+    fails (no CAP_NET_ADMIN for the program), and the policy still holds."""
+    code = ("import subprocess\n"
+            "p = subprocess.run(['/usr/sbin/nft', 'flush', 'ruleset'], capture_output=True, "
+            "text=True)\n"
+            "print('nft =>', p.returncode, ' '.join(p.stderr.split())[:200].replace('=>', '->'))\n"
+            + PROBE % (PORT, [HOST_A]))
+    result = rb()(code)
+    seen = dict(line.split(" => ", 1) for line in result["output"].splitlines())
+    assert not seen["nft"].startswith("0 "), seen
+    assert seen[HOST_A] == "ConnectionRefusedError", seen
+
+
+def test_a_network_on_execution_leaves_the_hosts_shared_mounts_alone(tmp_path, runbox):
+    """The network helper pivots out of its own mount namespace and detaches
+    the old root: in a copy of the host's, that unmounted the host's shared
+    mounts (an `ip netns` mount, here a canary tmpfs made shared)."""
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "runbox-canary", str(canary)],
+                   check=True)
+    try:
+        subprocess.run(["mount", "--make-shared", str(canary)], check=True)
+        (canary / "alive").write_text("yes")
+        result = runbox.run("bash", "echo hi", "--network")
+        assert result["output"] == "hi\n" and result["network"] is True, result
+        with open("/proc/self/mountinfo") as f:
+            assert f" {canary} " in f.read(), "the host lost a shared mount"
+        assert (canary / "alive").read_text() == "yes"
+    finally:
+        subprocess.run(["umount", "-l", str(canary)], check=False)
