@@ -24,6 +24,7 @@ import threading
 import time
 
 import e2b
+import egress
 import sessions_scale
 import stateful
 from common import Server, percentile, program_env, summary, timed
@@ -332,7 +333,8 @@ def targets(results):
     if "server_memory" in results:
         idle = results["server_memory"]["idle_rss_kb"]
         rows.append(("server RSS idle <= 10 MiB", f"{idle} KiB", idle <= 10 * 1024))
-    return rows + stateful.targets(results) + sessions_scale.targets(results)
+    return rows + stateful.targets(results) + sessions_scale.targets(results) + \
+        egress.targets(results)
 
 
 def recorded(out_dir):
@@ -416,13 +418,14 @@ def write_markdown(results, path, command):
     lines += stateful.markdown(results)
     lines += sessions_scale.markdown(results)
     lines += e2b.markdown(results)
+    lines += egress.markdown(results)
     lines += recorded(os.path.dirname(path))
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
 
 SECTIONS = ("latency", "trace", "overhead", "startup", "cpu", "throughput", "memory", "output",
-            "dependencies", "stateful", "sessions", "e2b")
+            "dependencies", "stateful", "sessions", "e2b", "egress")
 
 
 def main():
@@ -467,6 +470,8 @@ def main():
                 results["stateful"] = stateful.run(server, server_state, work, args.runs)
             if "e2b" in wanted:
                 results["e2b"] = e2b.run(runbox, work, args.runs)
+            if "egress" in wanted:
+                results["egress"] = egress.run(runbox, work, args.runs)
             if "sessions" in wanted:
                 scale = sessions_scale.run(runbox, work, args.runs)
                 if scale:

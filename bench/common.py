@@ -38,13 +38,14 @@ def free_port():
 class Server:
     """runbox serve on a free loopback port, with one keep-alive client."""
 
-    def __init__(self, runbox, state_dir, e2b=False):
+    def __init__(self, runbox, state_dir, e2b=False, global_args=()):
         self.port = free_port()
         extra = []
         if e2b:  # E2B's protocol on a second port
             self.e2b_port = free_port()
             extra = ["--e2b-listen", f"127.0.0.1:{self.e2b_port}"]
-        self.proc = subprocess.Popen([runbox, "--state-dir", state_dir, "serve", "--listen",
+        self.proc = subprocess.Popen([runbox, "--state-dir", state_dir, *global_args, "serve",
+                                      "--listen",
                                       f"127.0.0.1:{self.port}", "--max-running", "16",
                                       "--max-queue", "256", *extra],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -345,8 +345,9 @@ rbx_status rbx_egress_policy_load(rbx_egress_policy *policy, const rbx_config *c
     if (!parse_resolver(resolver, &policy->resolver, &policy->resolver_len)) {
         rbx_egress_policy_free(policy);
         return rbx_fail(err, RBX_EINVAL,
-                        "the egress resolver '%.80s' is not an address; accepted: ADDR, "
-                        "ADDR:PORT, [IPV6]:PORT (e.g. 192.0.2.53, 127.0.0.1:5353)",
+                        "the egress resolver (--egress-resolver, or 'resolver' in the egress "
+                        "file) '%.80s' is not an address; accepted: ADDR, ADDR:PORT, "
+                        "[IPV6]:PORT (e.g. 192.0.2.53, 127.0.0.1:5353)",
                         resolver);
     }
     snprintf(policy->resolver_text, sizeof policy->resolver_text, "%.63s", resolver);

@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <arpa/inet.h>
 #include <pthread.h>
+#include <sched.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,8 +223,16 @@ static void on_questions(rbx_egress_guard *guard)
     }
 }
 
+static sem_t thread_unshared;
+
 static void *serve(void *unused)
 {
+    /* A thread shares the file-system context (root, cwd) of the thread
+     * that made it, and a thread that shares its context cannot change
+     * mount namespaces (setns says EINVAL): the execution thread that
+     * started this one must get its own back before it goes on. */
+    (void)unshare(CLONE_FS);
+    sem_post(&thread_unshared);
     for (;;) {
         struct epoll_event events[32];
         int n = epoll_wait(epfd, events, 32, 1000);
@@ -256,11 +266,15 @@ static void start_thread(void)
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 256 * 1024);
+    sem_init(&thread_unshared, 0, 0);
     if (epfd < 0)
         thread_error = errno;
     else if ((thread_error = pthread_create(&thread, &attr, serve, NULL)) != 0) {
         close(epfd);
         epfd = -1;
+    } else {
+        while (sem_wait(&thread_unshared) != 0 && errno == EINTR)
+            ;
     }
     pthread_attr_destroy(&attr);
 }

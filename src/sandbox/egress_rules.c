@@ -14,6 +14,7 @@
 #include <libnftnl/table.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,17 +114,30 @@ static int talk(int fd, uint32_t seq, mnl_cb_t cb, void *data)
 /* Sends the batch, asking for one acknowledgement, of its last message:
  * the kernel applies a batch whole or not at all, and reports the error
  * of any message that failed. */
-static int batch_send(int fd, batch *bt)
+static bool batch_finish(batch *bt)
 {
-    if (bt->overflow) {
-        errno = E2BIG;
-        return -1;
-    }
     if (bt->last)
         bt->last->nlmsg_flags |= NLM_F_ACK;
     nftnl_batch_end(mnl_nlmsg_batch_current(bt->b), bt->seq++);
     batch_next(bt);
+    if (bt->overflow)
+        errno = E2BIG;
+    return !bt->overflow;
+}
+
+static int send_bytes(int fd, const void *bytes, size_t len)
+{
     drain(fd);
+    if (send(fd, bytes, len, 0) != (ssize_t)len)
+        return -1;
+    /* seq 0: the error of any message of the batch is the answer. */
+    return talk(fd, 0, NULL, NULL) < 0 ? -1 : 0;
+}
+
+static int batch_send(int fd, batch *bt)
+{
+    if (!batch_finish(bt))
+        return -1;
     size_t len = mnl_nlmsg_batch_size(bt->b);
     if (send(fd, mnl_nlmsg_batch_head(bt->b), len, 0) != (ssize_t)len)
         return -1;
@@ -467,15 +481,19 @@ static void put_dns_elsewhere(batch *bt)
     }
 }
 
-rbx_status rbx_egress_rules_install(int nl_fd, const rbx_egress_plan *plan, rbx_error *err)
+/* Builds the plan's batch; false when it did not fit (never with the
+ * sizes the lists allow). */
+static bool build(const rbx_egress_plan *plan, batch *bt_out)
 {
     const rbx_egress_policy *policy = plan->policy;
     size_t ranges = plan->host.cidr_count + policy->deny.cidr_count +
                     plan->narrowing.cidr_count + policy->allow.cidr_count +
                     rbx_egress_default_deny_count;
     batch bt;
-    if (!batch_open(&bt, 16384 + ranges * 128))
-        return rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    if (!batch_open(&bt, 16384 + ranges * 128)) {
+        *bt_out = bt;
+        return false;
+    }
     struct nftnl_table *t = nftnl_table_alloc();
     nftnl_table_set_str(t, NFTNL_TABLE_NAME, TABLE);
     nftnl_table_set_u32(t, NFTNL_TABLE_FAMILY, NFPROTO_INET);
@@ -498,7 +516,8 @@ rbx_status rbx_egress_rules_install(int nl_fd, const rbx_egress_plan *plan, rbx_
         if (id <= SET_DENIED6 || (named && id <= SET_NAMED6) || (narrow && id >= SET_NARROW4))
             put_set(&bt, id);
     put_chain(&bt, "refuse", false);
-    put_chain(&bt, "narrow", false);
+    if (plan->has_narrowing)
+        put_chain(&bt, "narrow", false);
     put_chain(&bt, "output", true);
     put_refuse(&bt);
 
@@ -544,9 +563,99 @@ rbx_status rbx_egress_rules_install(int nl_fd, const rbx_egress_plan *plan, rbx_
         put_both(&bt, SET_DEFAULT4, &defaults, NULL, "output", NFT_JUMP, "refuse");
     }
 
-    int rc = batch_send(nl_fd, &bt);
-    int error = errno;
+    *bt_out = bt;
+    return batch_finish(bt_out);
+}
+
+/* What makes two plans' batches the same: the policy, the host's
+ * addresses, the narrowing. Consecutive executions nearly always share
+ * it, so the last batch is kept and sent again (building one with libnftnl
+ * costs about as much as the kernel's applying it). */
+static char *plan_key(const rbx_egress_plan *plan, size_t *len)
+{
+    const rbx_egress_list *lists[] = {&plan->host, &plan->narrowing};
+    size_t n = sizeof plan->policy + 1;
+    for (size_t i = 0; i < 2; i++)
+        n += sizeof(size_t) * 2 + lists[i]->cidr_count * sizeof(rbx_cidr);
+    char *key = calloc(1, n);
+    if (!key)
+        return NULL;
+    size_t at = 0;
+    memcpy(key, &plan->policy, sizeof plan->policy);
+    at += sizeof plan->policy;
+    key[at++] = plan->has_narrowing;
+    for (size_t i = 0; i < 2; i++) {
+        size_t domains = lists[i]->domain_count > 0; /* whether its sets of answers exist */
+        memcpy(key + at, &lists[i]->cidr_count, sizeof(size_t));
+        memcpy(key + at + sizeof(size_t), &domains, sizeof(size_t));
+        at += 2 * sizeof(size_t);
+        for (size_t c = 0; c < lists[i]->cidr_count; c++) {
+            rbx_cidr cidr = {0}; /* padding zeroed: keys compare as bytes */
+            cidr.family = lists[i]->cidrs[c].family;
+            cidr.prefix = lists[i]->cidrs[c].prefix;
+            memcpy(cidr.addr, lists[i]->cidrs[c].addr, sizeof cidr.addr);
+            memcpy(key + at, &cidr, sizeof cidr);
+            at += sizeof cidr;
+        }
+    }
+    *len = at;
+    return key;
+}
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *cached_key, *cached_bytes;
+static size_t cached_key_len, cached_len;
+
+/* The plan's batch as bytes (malloc'ed), from the cache or built. */
+static char *batch_bytes(const rbx_egress_plan *plan, size_t *len)
+{
+    size_t key_len = 0;
+    char *key = plan_key(plan, &key_len);
+    char *bytes = NULL;
+    pthread_mutex_lock(&cache_lock);
+    if (key && cached_key && key_len == cached_key_len && !memcmp(key, cached_key, key_len) &&
+        (bytes = malloc(cached_len))) {
+        memcpy(bytes, cached_bytes, cached_len);
+        *len = cached_len;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    if (bytes) {
+        free(key);
+        return bytes;
+    }
+    batch bt;
+    if (!build(plan, &bt)) {
+        batch_close(&bt);
+        free(key);
+        return NULL;
+    }
+    *len = mnl_nlmsg_batch_size(bt.b);
+    bytes = malloc(*len);
+    char *copy = malloc(*len);
+    if (bytes && copy) {
+        memcpy(bytes, mnl_nlmsg_batch_head(bt.b), *len);
+        memcpy(copy, bytes, *len);
+        pthread_mutex_lock(&cache_lock);
+        free(cached_key);
+        free(cached_bytes);
+        cached_key = key, cached_key_len = key_len;
+        cached_bytes = copy, cached_len = *len;
+        key = copy = NULL;
+        pthread_mutex_unlock(&cache_lock);
+    }
+    free(key);
+    free(copy);
     batch_close(&bt);
+    return bytes;
+}
+
+rbx_status rbx_egress_rules_install(int nl_fd, const rbx_egress_plan *plan, rbx_error *err)
+{
+    size_t len = 0;
+    char *bytes = batch_bytes(plan, &len);
+    int rc = bytes ? send_bytes(nl_fd, bytes, len) : -1;
+    int error = bytes ? errno : ENOMEM;
+    free(bytes);
     if (rc != 0)
         return rbx_fail(err, RBX_ESYSTEM,
                         "cannot install the egress policy in the sandbox's network namespace "

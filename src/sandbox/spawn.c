@@ -605,6 +605,7 @@ static rbx_status guard_egress(const rbx_sandbox_spec *spec, rbx_sandbox *sandbo
                         *why ? ": " : "", why);
     }
     memcpy(fds, CMSG_DATA(cmsg), sizeof fds);
+    int64_t from = rbx_now_us(); /* the work, not the wait for init */
     if (rbx_egress_plan_has_rules(spec->egress) &&
         rbx_egress_rules_install(fds[0], spec->egress, err) != RBX_OK) {
         close(fds[0]);
@@ -612,6 +613,8 @@ static rbx_status guard_egress(const rbx_sandbox_spec *spec, rbx_sandbox *sandbo
         return err->status;
     }
     sandbox->egress = rbx_egress_guard_start(fds[0], fds[1], spec->egress, err);
+    if (spec->trace)
+        spec->trace->egress_us += rbx_now_us() - from;
     return sandbox->egress ? RBX_OK : err->status;
 }
 
@@ -629,11 +632,8 @@ static rbx_status release_init(const rbx_sandbox_spec *spec, rbx_sandbox *sandbo
         return err->status;
     if (write(c->sync[1], "g", 1) != 1)
         return rbx_fail(err, RBX_ESYSTEM, "cannot start the sandbox: %s", strerror(errno));
-    int64_t egress_from = rbx_now_us();
     if (c->egress[0] >= 0 && guard_egress(spec, sandbox, c->egress[0], c->report[0], err) != RBX_OK)
         return err->status;
-    if (spec->trace && c->egress[0] >= 0)
-        spec->trace->egress_us = rbx_now_us() - egress_from;
     if (outside && rbx_net_helper_wait_ready(&sandbox->net, err) != RBX_OK)
         return err->status;
     if (outside && write(c->sync[1], "n", 1) != 1)
