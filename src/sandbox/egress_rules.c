@@ -733,6 +733,14 @@ static int elems_cb(const struct nlmsghdr *nlh, void *data)
     return MNL_CB_OK;
 }
 
+/* One question that is not a batch (a read); cb sees the answers. */
+static void ask(int fd, const struct nlmsghdr *h, mnl_cb_t cb, void *data)
+{
+    drain(fd);
+    if (send(fd, h, h->nlmsg_len, 0) == (ssize_t)h->nlmsg_len)
+        (void)talk(fd, h->nlmsg_seq, cb, data);
+}
+
 static void take_denied(int fd, uint32_t id, rbx_egress_report *report)
 {
     char buf[512];
@@ -744,10 +752,8 @@ static void take_denied(int fd, uint32_t id, rbx_egress_report *report)
     struct nlmsghdr *h =
         nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET, NLM_F_DUMP, seq);
     nftnl_set_elems_nlmsg_build_payload(h, s);
-    drain(fd);
     elems_walk walk = {.report = report, .v4 = id == SET_DENIED4};
-    if (send(fd, h, h->nlmsg_len, 0) == (ssize_t)h->nlmsg_len)
-        (void)talk(fd, seq, elems_cb, &walk);
+    ask(fd, h, elems_cb, &walk);
     /* Flushed for the next call of a kernel: a delete naming no element. */
     batch bt;
     if (batch_open(&bt, 4096)) {
@@ -771,10 +777,8 @@ void rbx_egress_rules_take_report(int nl_fd, rbx_egress_report *report)
         nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETOBJ_RESET, NFPROTO_INET, NLM_F_ACK, seq);
     nftnl_obj_nlmsg_build_payload(h, o);
     nftnl_obj_free(o);
-    drain(nl_fd);
     uint64_t packets = 0;
-    if (send(nl_fd, h, h->nlmsg_len, 0) == (ssize_t)h->nlmsg_len)
-        (void)talk(nl_fd, seq, counter_cb, &packets);
+    ask(nl_fd, h, counter_cb, &packets);
     report->refused += packets;
     if (packets) {
         take_denied(nl_fd, SET_DENIED4, report);

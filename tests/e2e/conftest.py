@@ -96,6 +96,20 @@ def runbox(tmp_path):
     box.remove_all_sessions()
 
 
+def daemons(state_dir):
+    """The `runbox daemon` processes serving state_dir."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv[1:4] == [b"daemon", b"--state-dir", state_dir.encode()]:
+            found.append(int(pid))
+    return found
+
+
 def public_address():
     """An address the default egress policy allows: PyPI's, which users reach anyway (pip
     installs do). Tests that narrow or refuse egress connect to it: were the policy broken,

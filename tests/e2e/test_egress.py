@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import RUNBOX, processes_matching, unique_marker
+from conftest import RUNBOX, daemons, processes_matching, unique_marker
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not shutil.which("dnsmasq") or not shutil.which("nsenter")
@@ -134,14 +134,8 @@ def net():
 
 def stop_daemons(state):
     """The `runbox daemon` a stateful call started for state (it holds the kernels)."""
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if argv[1:2] == [b"daemon"] and state.encode() in argv:
-            os.kill(int(pid), signal.SIGTERM)
+    for pid in daemons(state):
+        os.kill(pid, signal.SIGTERM)
 
 
 @pytest.fixture

@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from conftest import execution_cgroups, processes_matching, sandbox_processes, unique_marker
+from conftest import (daemons, execution_cgroups, processes_matching, sandbox_processes,
+                      unique_marker)
 
 
 def started(marker, seconds=5.0):
@@ -24,20 +25,6 @@ def started(marker, seconds=5.0):
     while not processes_matching(marker) and time.time() < deadline:
         time.sleep(0.02)
     return processes_matching(marker)
-
-
-def daemons(state_dir):
-    """The `runbox daemon` processes serving state_dir."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if argv[1:4] == [b"daemon", b"--state-dir", state_dir.encode()]:
-            found.append(int(pid))
-    return found
 
 
 def call(runbox, language, code, session="st", *args, env=None):
