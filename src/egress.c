@@ -11,34 +11,41 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define V4(a, b, c, d, p) {AF_INET, {a, b, c, d}, p}
-#define V6(b0, b1, p) {AF_INET6, {b0, b1}, p}
+#define V4(a, b, c, d, p)                                                                          \
+    {                                                                                              \
+        AF_INET, {a, b, c, d}, p                                                                   \
+    }
+#define V6(b0, b1, p)                                                                              \
+    {                                                                                              \
+        AF_INET6, {b0, b1}, p                                                                      \
+    }
 
 /* Never the public internet: what a sandbox must not reach unless the
  * operator says so. 0.0.0.0/8 and :: reach the host itself. */
 const rbx_cidr rbx_egress_default_deny[] = {
-    V4(0, 0, 0, 0, 8),       /* "this network": 0.0.0.0 is the host */
-    V4(10, 0, 0, 0, 8),      /* RFC 1918 */
-    V4(100, 64, 0, 0, 10),   /* shared address space (carrier NAT, some clouds' metadata) */
-    V4(127, 0, 0, 0, 8),     /* loopback */
-    V4(169, 254, 0, 0, 16),  /* link-local: cloud metadata at 169.254.169.254 */
-    V4(172, 16, 0, 0, 12),   /* RFC 1918 */
-    V4(192, 0, 0, 0, 24),    /* IETF protocol assignments (some metadata services) */
-    V4(192, 168, 0, 0, 16),  /* RFC 1918 */
-    V4(198, 18, 0, 0, 15),   /* benchmarking networks */
-    V4(224, 0, 0, 0, 4),     /* multicast */
-    V4(240, 0, 0, 0, 4),     /* reserved, and 255.255.255.255 broadcast */
-    V6(0, 0, 127),           /* :: and ::1 (unspecified, loopback) */
-    V6(0xfc, 0, 7),          /* unique-local fc00::/7 */
-    V6(0xfe, 0x80, 10),      /* link-local fe80::/10 */
-    V6(0xfe, 0xc0, 10),      /* site-local fec0::/10 (deprecated, still routed by some) */
-    V6(0xff, 0, 8),          /* multicast */
+    V4(0, 0, 0, 0, 8),      /* "this network": 0.0.0.0 is the host */
+    V4(10, 0, 0, 0, 8),     /* RFC 1918 */
+    V4(100, 64, 0, 0, 10),  /* shared address space (carrier NAT, some clouds' metadata) */
+    V4(127, 0, 0, 0, 8),    /* loopback */
+    V4(169, 254, 0, 0, 16), /* link-local: cloud metadata at 169.254.169.254 */
+    V4(172, 16, 0, 0, 12),  /* RFC 1918 */
+    V4(192, 0, 0, 0, 24),   /* IETF protocol assignments (some metadata services) */
+    V4(192, 168, 0, 0, 16), /* RFC 1918 */
+    V4(198, 18, 0, 0, 15),  /* benchmarking networks */
+    V4(224, 0, 0, 0, 4),    /* multicast */
+    V4(240, 0, 0, 0, 4),    /* reserved, and 255.255.255.255 broadcast */
+    V6(0, 0, 127),          /* :: and ::1 (unspecified, loopback) */
+    V6(0xfc, 0, 7),         /* unique-local fc00::/7 */
+    V6(0xfe, 0x80, 10),     /* link-local fe80::/10 */
+    V6(0xfe, 0xc0, 10),     /* site-local fec0::/10 (deprecated, still routed by some) */
+    V6(0xff, 0, 8),         /* multicast */
 };
 const size_t rbx_egress_default_deny_count =
     sizeof rbx_egress_default_deny / sizeof rbx_egress_default_deny[0];
 
-#define ACCEPTED "a CIDR (10.0.0.0/8, 2001:db8::/32), an address (192.0.2.7) or a domain name " \
-                 "(pypi.org, *.example.com)"
+#define ACCEPTED                                                                                   \
+    "a CIDR (10.0.0.0/8, 2001:db8::/32), an address (192.0.2.7) or a domain name "                 \
+    "(pypi.org, *.example.com)"
 
 static void mask(rbx_cidr *cidr)
 {
@@ -176,8 +183,9 @@ rbx_status rbx_egress_list_parse(rbx_egress_list *list, const char *text, const 
             break;
         char entry[300];
         if (len >= sizeof entry)
-            return rbx_fail(err, RBX_EINVAL, "%s: an entry of %zu characters is too long; "
-                                             "accepted: " ACCEPTED,
+            return rbx_fail(err, RBX_EINVAL,
+                            "%s: an entry of %zu characters is too long; "
+                            "accepted: " ACCEPTED,
                             what, len);
         memcpy(entry, p, len);
         entry[len] = 0;
@@ -300,8 +308,7 @@ static rbx_status load_file(rbx_egress_policy *policy, const char *path, char *r
                  (!strcmp(rest, "public") || !strcmp(rest, "none") || !strcmp(rest, "open"))) {
             policy->allowlist_only = !strcmp(rest, "none");
             policy->open = !strcmp(rest, "open");
-        }
-        else if (!strcmp(p, "resolver") && *rest)
+        } else if (!strcmp(p, "resolver") && *rest)
             snprintf(resolver, resolver_size, "%s", rest);
         else
             status = rbx_fail(err, RBX_EINVAL,
@@ -325,14 +332,13 @@ rbx_status rbx_egress_policy_load(rbx_egress_policy *policy, const rbx_config *c
          load_file(policy, config->egress_file, resolver, sizeof resolver, err) != RBX_OK) ||
         rbx_egress_list_parse(&policy->allow, config->egress_allow, "--egress-allow", err) !=
             RBX_OK ||
-        rbx_egress_list_parse(&policy->deny, config->egress_deny, "--egress-deny", err) !=
-            RBX_OK) {
+        rbx_egress_list_parse(&policy->deny, config->egress_deny, "--egress-deny", err) != RBX_OK) {
         rbx_egress_policy_free(policy);
         return err->status;
     }
-    if (policy->open && (policy->allow.cidr_count || policy->allow.domain_count ||
-                         policy->deny.cidr_count || policy->deny.domain_count ||
-                         policy->allowlist_only)) {
+    if (policy->open &&
+        (policy->allow.cidr_count || policy->allow.domain_count || policy->deny.cidr_count ||
+         policy->deny.domain_count || policy->allowlist_only)) {
         rbx_egress_policy_free(policy);
         return rbx_fail(err, RBX_EINVAL,
                         "the egress default 'open' (no policy) takes no allow or deny list; "
@@ -380,17 +386,19 @@ static size_t describe_list(const rbx_egress_list *list, char *text, size_t size
 void rbx_egress_policy_describe(const rbx_egress_policy *policy, char *text, size_t size)
 {
     if (policy->open) {
-        snprintf(text, size, "open (--egress-default open): no policy, everything the host "
-                             "reaches, its own addresses included; requests may narrow it; "
-                             "names resolved by runbox through %s",
+        snprintf(text, size,
+                 "open (--egress-default open): no policy, everything the host "
+                 "reaches, its own addresses included; requests may narrow it; "
+                 "names resolved by runbox through %s",
                  policy->resolver_text);
         return;
     }
     char allow[160], deny[160];
     describe_list(&policy->allow, allow, sizeof allow);
     describe_list(&policy->deny, deny, sizeof deny);
-    snprintf(text, size, "%s; also allowed: %s; denied: %s and the host's own addresses; names "
-                         "resolved by runbox through %s",
+    snprintf(text, size,
+             "%s; also allowed: %s; denied: %s and the host's own addresses; names "
+             "resolved by runbox through %s",
              policy->allowlist_only ? "only the allowed destinations"
                                     : "the public internet (not private, link-local, loopback "
                                       "or multicast ranges)",
@@ -401,12 +409,11 @@ static rbx_status host_addresses(rbx_egress_list *list, rbx_error *err)
 {
     struct ifaddrs *all;
     if (getifaddrs(&all) != 0)
-        return rbx_fail(err, RBX_ESYSTEM, "cannot list the host's addresses: %s",
-                        strerror(errno));
+        return rbx_fail(err, RBX_ESYSTEM, "cannot list the host's addresses: %s", strerror(errno));
     rbx_status status = RBX_OK;
     for (struct ifaddrs *i = all; i && status == RBX_OK; i = i->ifa_next) {
-        if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET &&
-                             i->ifa_addr->sa_family != AF_INET6))
+        if (!i->ifa_addr ||
+            (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
             continue;
         rbx_cidr cidr = {.family = i->ifa_addr->sa_family};
         if (cidr.family == AF_INET) {
@@ -433,8 +440,7 @@ rbx_status rbx_egress_narrowing_parse(rbx_egress_list *list, const rbx_request *
         const char *entry = request->egress_allow[i];
         if (!entry || !*entry) {
             rbx_egress_list_free(list);
-            return rbx_fail(err, RBX_EINVAL, "egress_allow[%zu] is empty; accepted: " ACCEPTED,
-                            i);
+            return rbx_fail(err, RBX_EINVAL, "egress_allow[%zu] is empty; accepted: " ACCEPTED, i);
         }
         if (rbx_egress_entry_add(list, entry, "egress_allow", (int)i, err) != RBX_OK) {
             rbx_egress_list_free(list);

@@ -35,7 +35,7 @@ typedef struct rbx_egress_list {
 typedef struct rbx_egress_policy {
     rbx_egress_list allow, deny;
     bool allowlist_only;
-    bool open; /* no policy: only a request's narrowing is enforced */
+    bool open;                        /* no policy: only a request's narrowing is enforced */
     struct sockaddr_storage resolver; /* where names are resolved */
     socklen_t resolver_len;
     char resolver_text[64];

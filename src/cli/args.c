@@ -83,10 +83,11 @@ rbx_engine *cli_engine(const cli_globals *globals, int *exit_code)
     config.kernel_idle_s = globals->kernel_idle_s;
     config.max_kernels = globals->max_kernels;
     if (globals->egress_default_bad) {
-        *exit_code = cli_usage_error(NULL,
-                                     "RUNBOX_EGRESS_DEFAULT must be 'public', 'none' or 'open', not "
-                                     "'%.32s'",
-                                     globals->egress_default_bad);
+        *exit_code =
+            cli_usage_error(NULL,
+                            "RUNBOX_EGRESS_DEFAULT must be 'public', 'none' or 'open', not "
+                            "'%.32s'",
+                            globals->egress_default_bad);
         return NULL;
     }
     config.egress_allow = globals->egress_allow;

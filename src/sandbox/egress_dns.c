@@ -3,11 +3,11 @@
  * and generation, so that an event of a slot freed meanwhile is ignored. */
 #include "sandbox/egress_dns.h"
 
-#include <arpa/nameser.h>
-#include <resolv.h>
-#include <errno.h>
 #include <arpa/inet.h>
+#include <arpa/nameser.h>
+#include <errno.h>
 #include <pthread.h>
+#include <resolv.h>
 #include <sched.h>
 #include <semaphore.h>
 #include <stdio.h>
@@ -182,9 +182,9 @@ static void admit_answers(query *q, const uint8_t *msg, size_t len)
         ns_rr rr;
         if (ns_parserr(&parsed, ns_s_an, i, &rr) != 0)
             break;
-        int family = ns_rr_type(rr) == ns_t_a && ns_rr_rdlen(rr) == 4      ? AF_INET
+        int family = ns_rr_type(rr) == ns_t_a && ns_rr_rdlen(rr) == 4       ? AF_INET
                      : ns_rr_type(rr) == ns_t_aaaa && ns_rr_rdlen(rr) == 16 ? AF_INET6
-                                                                           : 0;
+                                                                            : 0;
         if (!family)
             continue;
         if (q->verdict.named_allow)

@@ -21,23 +21,35 @@
 #include <sys/socket.h>
 
 #define TABLE "runbox"
-#define DENIED_SIZE 16   /* destinations remembered per call: the report names a few */
+#define DENIED_SIZE 16     /* destinations remembered per call: the report names a few */
 #define ADMITTED_SIZE 4096 /* addresses answered for allowed names, per sandbox */
 
-/* Set ids: how rules of the same batch name the sets it creates. */
+/* Set ids: how rules of the same batch name the sets it creates; odd ids
+ * are IPv4, even IPv6. DENIED: refused destinations, for the report.
+ * NAMED: answers for names the operator allows. NARROW: answers for names
+ * the request lists. DENY: ranges of the host's addresses and the
+ * operator's deny list. REQUEST: the request's egress_allow. ALLOW: the
+ * operator's allow list. DEFAULT: ranges refused in the public default. */
 enum {
-    SET_DENIED4 = 1, SET_DENIED6,   /* refused destinations, for the report */
-    SET_NAMED4, SET_NAMED6,         /* answers for names the operator allows */
-    SET_NARROW4, SET_NARROW6,       /* answers for names the request lists */
-    SET_DENY4, SET_DENY6,           /* ranges: the host's addresses, the operator's deny list */
-    SET_REQUEST4, SET_REQUEST6,     /* ranges: the request's egress_allow */
-    SET_ALLOW4, SET_ALLOW6,         /* ranges: the operator's allow list */
-    SET_DEFAULT4, SET_DEFAULT6,     /* ranges refused in the public default */
+    SET_DENIED4 = 1,
+    SET_DENIED6,
+    SET_NAMED4,
+    SET_NAMED6,
+    SET_NARROW4,
+    SET_NARROW6,
+    SET_DENY4,
+    SET_DENY6,
+    SET_REQUEST4,
+    SET_REQUEST6,
+    SET_ALLOW4,
+    SET_ALLOW6,
+    SET_DEFAULT4,
+    SET_DEFAULT6,
     SET_COUNT
-}; /* odd: IPv4 */
+};
 static const char *const set_names[SET_COUNT] = {
-    "",        "denied4",  "denied6", "named4", "named6",   "narrow4",  "narrow6", "deny4",
-    "deny6",   "request4", "request6", "allow4", "allow6", "default4", "default6"};
+    "",      "denied4",  "denied6",  "named4", "named6", "narrow4",  "narrow6", "deny4",
+    "deny6", "request4", "request6", "allow4", "allow6", "default4", "default6"};
 
 /* nft's datatypes, so that `nft list ruleset` shows the sets readably. */
 #define TYPE_IPADDR 7
@@ -67,8 +79,8 @@ static bool batch_open(batch *bt, size_t size)
 
 static struct nlmsghdr *batch_msg(batch *bt, uint16_t type, uint16_t flags)
 {
-    bt->last = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt->b), type, NFPROTO_INET, flags,
-                                     bt->seq++);
+    bt->last =
+        nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt->b), type, NFPROTO_INET, flags, bt->seq++);
     return bt->last;
 }
 
@@ -319,9 +331,8 @@ static void put_elem(struct nftnl_set *s, const uint8_t *key, size_t len, bool e
 
 /* An interval set of the ranges of family in the lists, and a rule that
  * looks destinations up in it; nothing when there are none. */
-static void put_ranges(batch *bt, uint32_t id, const rbx_cidr *a, size_t a_count,
-                       const rbx_cidr *b, size_t b_count, const char *chain, int verdict,
-                       const char *target)
+static void put_ranges(batch *bt, uint32_t id, const rbx_cidr *a, size_t a_count, const rbx_cidr *b,
+                       size_t b_count, const char *chain, int verdict, const char *target)
 {
     int family = id % 2 ? AF_INET : AF_INET6;
     size_t len = family == AF_INET ? 4 : 16;
@@ -430,8 +441,7 @@ static void put_refuse(batch *bt)
             add_family(r, v4 ? AF_INET : AF_INET6);
             add_l4proto(r, protos[p]);
             add_daddr(r, v4 ? AF_INET : AF_INET6);
-            add_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2,
-                        v4 ? NFT_REG32_01 : NFT_REG32_04);
+            add_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, v4 ? NFT_REG32_01 : NFT_REG32_04);
             struct nftnl_expr *e = nftnl_expr_alloc("dynset");
             nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_SREG_KEY, NFT_REG32_00);
             nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_OP, NFT_DYNSET_OP_ADD);
@@ -486,9 +496,8 @@ static void put_dns_elsewhere(batch *bt)
 static bool build(const rbx_egress_plan *plan, batch *bt_out)
 {
     const rbx_egress_policy *policy = plan->policy;
-    size_t ranges = plan->host.cidr_count + policy->deny.cidr_count +
-                    plan->narrowing.cidr_count + policy->allow.cidr_count +
-                    rbx_egress_default_deny_count;
+    size_t ranges = plan->host.cidr_count + policy->deny.cidr_count + plan->narrowing.cidr_count +
+                    policy->allow.cidr_count + rbx_egress_default_deny_count;
     batch bt;
     if (!batch_open(&bt, 16384 + ranges * 128)) {
         *bt_out = bt;

@@ -5,8 +5,8 @@
  * The child side runs after clone3() in a process that may have been copied
  * from a multi-threaded server: it must not allocate or take locks, so all
  * it needs is prepared here beforehand and it calls only system calls. */
-#include "sandbox/sandbox.h"
 #include "sandbox/egress_dns.h"
+#include "sandbox/sandbox.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/template.h"
 
@@ -253,9 +253,9 @@ static void close_others(const child_plan *plan)
     int keep[16 + RBX_CGROUP_MAX_FDS + RBX_MAX_BINDS];
     size_t n = 0;
     const rbx_root_request *root = &plan->spec->root_request;
-    int fixed[] = {plan->sync_fd,       plan->stdin_fd,  plan->stdout_fd,
-                   plan->stderr_fd,     plan->report_fd, plan->status_fd,
-                   plan->spec->code_fd, root->home_tree, root->tmp_tree, plan->egress_fd};
+    int fixed[] = {plan->sync_fd,   plan->stdin_fd,  plan->stdout_fd,     plan->stderr_fd,
+                   plan->report_fd, plan->status_fd, plan->spec->code_fd, root->home_tree,
+                   root->tmp_tree,  plan->egress_fd};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         if (fixed[i] >= 0)
             keep[n++] = fixed[i];
@@ -450,10 +450,9 @@ typedef struct channels {
 
 static void close_channels(channels *c)
 {
-    int *all[] = {&c->sync[0],   &c->sync[1],   &c->out[0],    &c->out[1],
-                  &c->err[0],    &c->err[1],    &c->report[0], &c->report[1],
-                  &c->status[0], &c->status[1], &c->in[0],     &c->in[1],
-                  &c->egress[0], &c->egress[1]};
+    int *all[] = {&c->sync[0], &c->sync[1],   &c->out[0],    &c->out[1],    &c->err[0],
+                  &c->err[1],  &c->report[0], &c->report[1], &c->status[0], &c->status[1],
+                  &c->in[0],   &c->in[1],     &c->egress[0], &c->egress[1]};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         close_fd(all[i]);
 }

@@ -31,7 +31,8 @@ static void policy_file(const uint8_t *data, size_t size)
         return;
     }
     for (size_t i = 0; i < policy.allow.cidr_count; i++)
-        FUZZ_CHECK(policy.allow.cidrs[i].prefix <= (policy.allow.cidrs[i].family == AF_INET ? 32 : 128));
+        FUZZ_CHECK(policy.allow.cidrs[i].prefix <=
+                   (policy.allow.cidrs[i].family == AF_INET ? 32 : 128));
     char text[600];
     rbx_egress_policy_describe(&policy, text, sizeof text);
     rbx_egress_plan plan = {.policy = &policy};
@@ -65,7 +66,7 @@ static void request_entries(const uint8_t *data, size_t size)
         rbx_egress_plan plan = {.policy = &policy, .has_narrowing = true, .narrowing = list};
         for (size_t i = 0; i < list.domain_count; i++)
             FUZZ_CHECK(rbx_egress_judge_name(&plan, list.domains[i].wildcard ? "x.y.z"
-                                                                              : list.domains[i].name)
+                                                                             : list.domains[i].name)
                            .refused == false);
         rbx_egress_list_free(&list);
     } else {

@@ -177,8 +177,8 @@ static void test_the_resolver_address_forms(void **state)
         assert_int_equal(port, good[i].port);
         rbx_egress_policy_free(&p);
     }
-    static const char *const bad[] = {"resolver.example", "1.2.3.4:0", "1.2.3.4:70000",
-                                      "[::1", "[::1]x", "1.2.3.4:", ":53"};
+    static const char *const bad[] = {
+        "resolver.example", "1.2.3.4:0", "1.2.3.4:70000", "[::1", "[::1]x", "1.2.3.4:", ":53"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         rbx_config config;
         rbx_config_defaults(&config);
@@ -253,11 +253,10 @@ static void test_open_takes_no_lists(void **state)
 
 static void test_the_default_ranges_cover_metadata_and_private_networks(void **state)
 {
-    static const char *const inside[] = {"169.254.169.254", "10.9.8.7", "172.31.255.255",
-                                         "192.168.0.1", "100.64.0.1", "127.0.0.1",
-                                         "224.0.0.251", "255.255.255.255", "0.0.0.0"};
-    static const char *const outside[] = {"8.8.8.8", "203.0.113.80", "172.32.0.1",
-                                          "100.128.0.1"};
+    static const char *const inside[] = {"169.254.169.254", "10.9.8.7",        "172.31.255.255",
+                                         "192.168.0.1",     "100.64.0.1",      "127.0.0.1",
+                                         "224.0.0.251",     "255.255.255.255", "0.0.0.0"};
+    static const char *const outside[] = {"8.8.8.8", "203.0.113.80", "172.32.0.1", "100.128.0.1"};
     for (int pass = 0; pass < 2; pass++) {
         const char *const *addresses = pass ? outside : inside;
         size_t count = pass ? sizeof outside / sizeof *outside : sizeof inside / sizeof *inside;
@@ -271,8 +270,8 @@ static void test_the_default_ranges_cover_metadata_and_private_networks(void **s
                     continue;
                 uint32_t mask = c->prefix ? ~0u << (32 - c->prefix) : 0;
                 uint32_t x = (uint32_t)bytes[0] << 24 | bytes[1] << 16 | bytes[2] << 8 | bytes[3];
-                uint32_t n = (uint32_t)c->addr[0] << 24 | c->addr[1] << 16 | c->addr[2] << 8 |
-                             c->addr[3];
+                uint32_t n =
+                    (uint32_t)c->addr[0] << 24 | c->addr[1] << 16 | c->addr[2] << 8 | c->addr[3];
                 hit = (x & mask) == n;
             }
             if (hit != !pass)
