@@ -12,8 +12,10 @@ set -euo pipefail
 # directory; ext4 (+ crc32c for its checksums) and loop: runbox's session
 # disks and the scratch disk; tun: slirp4netns; veth: the e2e suite's
 # stand-in for an outside host; virtio-rng: entropy for getrandom at boot;
-# btrfs: the sessions' storage; overlay: /usr in the prepared namespace.
-MODULES="virtio_pci virtio_blk virtio_rng 9pnet_virtio 9p crc32c_generic ext4 loop tun veth btrfs overlay"
+# btrfs: the sessions' storage; overlay: /usr in the prepared namespace;
+# nf_tables and nft_reject_inet: the egress policy's rules in each sandbox.
+MODULES="virtio_pci virtio_blk virtio_rng 9pnet_virtio 9p crc32c_generic ext4 loop tun veth btrfs overlay
+         nf_tables nft_reject_inet"
 
 kernel_root=$1
 output=$2
