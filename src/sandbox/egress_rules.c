@@ -668,9 +668,14 @@ rbx_status rbx_egress_rules_install(int nl_fd, const rbx_egress_plan *plan, rbx_
     if (rc != 0)
         return rbx_fail(err, RBX_ESYSTEM,
                         "cannot install the egress policy in the sandbox's network namespace "
-                        "(nftables): %s; without it the network cannot be given safely (run "
-                        "with --no-network, see runbox check)",
-                        strerror(error));
+                        "(nftables): %s%s; without it the network cannot be given safely (run "
+                        "with --no-network, or let the operator choose --egress-default open; "
+                        "see runbox check)",
+                        strerror(error),
+                        error == ENOENT || error == EOPNOTSUPP
+                            ? " (a kernel module is missing: nf_tables, nft_reject_inet and "
+                              "nft_objref are needed)"
+                            : "");
     return RBX_OK;
 }
 

@@ -13,9 +13,10 @@ set -euo pipefail
 # disks and the scratch disk; tun: slirp4netns; veth: the e2e suite's
 # stand-in for an outside host; virtio-rng: entropy for getrandom at boot;
 # btrfs: the sessions' storage; overlay: /usr in the prepared namespace;
-# nf_tables and nft_reject_inet: the egress policy's rules in each sandbox.
+# nf_tables, nft_reject_inet and nft_objref: the egress policy's rules in
+# each sandbox.
 MODULES="virtio_pci virtio_blk virtio_rng 9pnet_virtio 9p crc32c_generic ext4 loop tun veth btrfs overlay
-         nf_tables nft_reject_inet"
+         nf_tables nft_reject_inet nft_objref"
 
 kernel_root=$1
 output=$2
