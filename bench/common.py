@@ -95,3 +95,17 @@ def program_env(home):
     return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8",
             "TERM": "dumb", "TMPDIR": "/tmp", "USER": "runbox", "LOGNAME": "runbox",
             "PYTHONUNBUFFERED": "1"}
+
+
+def execute_hi(server, conn, body):
+    """POST /v1/execute of a program that prints hi: (milliseconds, result); raises on
+    anything else, so that a benchmark never times a failure."""
+    start = time.perf_counter()
+    status, raw = server.request("POST", "/v1/execute", body, conn=conn)
+    elapsed = (time.perf_counter() - start) * 1000
+    if status != 200:
+        raise RuntimeError(f"HTTP {status}: {raw[:200]}")
+    result = json.loads(raw)
+    if result["output"] != "hi\n":
+        raise RuntimeError(f"unexpected result: {raw[:300]}")
+    return elapsed, result

@@ -4,26 +4,19 @@ the default policy and one with `--egress-default open` (no rules at all), take 
 policy's cost on the request's path. The trace's egress_us (rules installed, resolver
 started, what was refused read back) is the work it adds, much of which overlaps the network
 helper's own start."""
-import json
 import os
 import statistics
-import time
 
-from common import Server, summary
+from common import Server, execute_hi, summary
 
 TARGET_MS = 0.3
 
 
 def _call(server, conn, trace=False):
     body = {"language": "bash", "code": "echo hi", "network": True, "trace": trace}
-    start = time.perf_counter()
-    status, raw = server.request("POST", "/v1/execute", body, conn=conn)
-    elapsed = (time.perf_counter() - start) * 1000
-    if status != 200:
-        raise RuntimeError(f"HTTP {status}: {raw[:200]}")
-    result = json.loads(raw)
-    if result["output"] != "hi\n" or not result["network"]:
-        raise RuntimeError(f"unexpected result: {raw[:300]}")
+    elapsed, result = execute_hi(server, conn, body)
+    if not result["network"]:
+        raise RuntimeError("the network was off: nothing of the policy was measured")
     return elapsed, result
 
 

@@ -6,7 +6,7 @@ import os
 import threading
 import time
 
-from common import program_env, summary, timed
+from common import execute_hi, program_env, summary, timed
 
 PROGRAMS = {
     "python": (["/usr/bin/python3", "-c", "print('hi')"], "print('hi')"),
@@ -16,15 +16,7 @@ PROGRAMS = {
 
 
 def _call(server, conn, body):
-    start = time.perf_counter()
-    status, raw = server.request("POST", "/v1/execute", body, conn=conn)
-    elapsed = (time.perf_counter() - start) * 1000
-    if status != 200:
-        raise RuntimeError(f"HTTP {status}: {raw[:200]}")
-    result = json.loads(raw)
-    if result["output"] != "hi\n":
-        raise RuntimeError(f"unexpected result: {raw[:300]}")
-    return elapsed, result
+    return execute_hi(server, conn, body)
 
 
 def latency(server, work, runs):

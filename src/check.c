@@ -49,20 +49,28 @@ static void check_cgroups(rbx_check_item *items, size_t max, size_t *n)
         cg->detail);
 }
 
-/* One real execution proves namespaces, the new root, seccomp and the
- * interpreter together. */
-static void check_end_to_end(rbx_engine *engine, rbx_check_item *items, size_t max, size_t *n)
+/* A real bash run of code for a check, with the network on or off. */
+static rbx_status probe(rbx_engine *engine, const char *code, bool network, rbx_result *result,
+                        rbx_error *err)
 {
     rbx_request request;
     rbx_request_init(&request);
     request.language = "bash";
-    request.code = "[ \"$(id -u)\" = 1000 ] && ! touch /usr/.rbx 2>/dev/null && echo isolated";
-    request.code_len = strlen(request.code);
-    request.network = 0;
+    request.code = code;
+    request.code_len = strlen(code);
+    request.network = network;
     request.timeout_s = 10;
+    return rbx_execute(engine, &request, NULL, NULL, result, err);
+}
+
+/* One real execution proves namespaces, the new root, seccomp and the
+ * interpreter together. */
+static void check_end_to_end(rbx_engine *engine, rbx_check_item *items, size_t max, size_t *n)
+{
     rbx_result result;
     rbx_error err = {0};
-    if (rbx_execute(engine, &request, NULL, NULL, &result, &err) != RBX_OK) {
+    if (probe(engine, "[ \"$(id -u)\" = 1000 ] && ! touch /usr/.rbx 2>/dev/null && echo isolated",
+              false, &result, &err) != RBX_OK) {
         add(items, max, n, "sandbox", false, true, "a sandboxed run failed: %s", err.message);
         return;
     }
@@ -110,16 +118,9 @@ static void check_egress(rbx_engine *engine, rbx_check_item *items, size_t max, 
     bool tried = host_address(address, sizeof address);
     if (tried)
         snprintf(code, sizeof code, "exec 3<>/dev/tcp/%s/9 && echo reached", address);
-    rbx_request request;
-    rbx_request_init(&request);
-    request.language = "bash";
-    request.code = code;
-    request.code_len = strlen(request.code);
-    request.network = 1;
-    request.timeout_s = 10;
     rbx_result result;
     rbx_error err = {0};
-    if (rbx_execute(engine, &request, NULL, NULL, &result, &err) != RBX_OK) {
+    if (probe(engine, code, true, &result, &err) != RBX_OK) {
         add(items, max, n, "egress", false, false, "a network-on run failed: %s", err.message);
         return;
     }
