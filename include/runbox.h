@@ -100,6 +100,12 @@ typedef struct rbx_config {
                                     /etc/resolv.conf */
     const char *egress_file;     /* lines "allow X", "deny X", "default public|none",
                                     "resolver ADDR"; '#' comments; NULL: none */
+    /* Prepared sandboxes (rbx_engine_start_pool): how many may exist at
+     * once, waiting or being made (0: the default, 8), and the memory the
+     * waiting ones may hold together (0: the default, 512 MiB). */
+    bool pool_off;
+    uint32_t pool_max;
+    uint32_t pool_memory_mb;
 } rbx_config;
 
 void rbx_config_defaults(rbx_config *config);
@@ -200,6 +206,7 @@ typedef struct rbx_result {
     const char *limits;   /* what enforced the limits: "cgroup-v1", "cgroup-v2", "rlimits" */
     double cpus;          /* the CPU quota enforced, in cores; 0 when none could be (rlimits) */
     bool network;         /* whether the code could reach outside hosts */
+    bool pooled;          /* served by a prepared sandbox (rbx_engine_start_pool) */
     /* Connection attempts (packets) the egress policy refused, and the
      * first few destinations: "ADDR:PORT", "[V6]:PORT", or a domain name
      * that the policy kept from resolving. */
@@ -330,6 +337,27 @@ rbx_status rbx_session_restart(rbx_engine *engine, const char *id, const char *l
                                size_t *stopped, rbx_error *err);
 /* Live kernels of this engine. */
 size_t rbx_kernel_count(rbx_engine *engine);
+
+/* Prepared sandboxes: long-lived front ends (serve, mcp, the daemon) start
+ * the pool, and one-off executions are then served from it when it has a
+ * sandbox of the right kind ready (a cold start otherwise). Returns false
+ * with why when it is off or cannot run here; executions start cold then. */
+bool rbx_engine_start_pool(rbx_engine *engine, char *why, size_t why_size);
+
+typedef struct rbx_pool_stats {
+    bool enabled;
+    size_t ready;     /* prepared and waiting */
+    size_t preparing; /* being made now */
+    size_t serving;   /* taken by an execution, or being destroyed after it */
+    size_t target;    /* what the pool aims to keep ready, over all its shelves */
+    size_t max;       /* the operator's cap on prepared sandboxes */
+    uint64_t idle_memory_bytes; /* what the waiting sandboxes hold (their cgroups) */
+    uint64_t memory_cap_bytes;
+    uint64_t taken, missed, prepared, failed, retired;
+    char last_failure[256]; /* why the last preparation failed, "" if none */
+} rbx_pool_stats;
+
+void rbx_engine_pool_stats(rbx_engine *engine, rbx_pool_stats *stats);
 
 /* Stops every execution of this engine running in the session (it ends
  * as cancelled); returns how many there were. */

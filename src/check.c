@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static rbx_check_item *add(rbx_check_item *items, size_t max, size_t *n, const char *name, bool ok,
@@ -135,6 +136,43 @@ static void check_egress(rbx_engine *engine, rbx_check_item *items, size_t max, 
     rbx_result_free(&result);
 }
 
+/* The pool of prepared sandboxes, as long-lived front ends run it: made
+ * here, filled, and proven by an execution it serves; what the waiting
+ * sandboxes hold is what an idle server holds for them. */
+static void check_pool(rbx_engine *engine, rbx_check_item *items, size_t max, size_t *n)
+{
+    char why[300];
+    if (!rbx_engine_start_pool(engine, why, sizeof why)) {
+        add(items, max, n, "pool", engine->config.pool_off, false,
+            "no prepared sandboxes (%s): one-off executions start cold", why);
+        return;
+    }
+    rbx_pool_stats pool;
+    int64_t until = rbx_now_ms() + 20000;
+    do {
+        struct timespec pause = {.tv_nsec = 50 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+        rbx_engine_pool_stats(engine, &pool);
+    } while ((pool.ready < pool.target || !pool.idle_memory_bytes) && rbx_now_ms() < until);
+    rbx_request plain;
+    rbx_request_init(&plain);
+    rbx_result result;
+    rbx_error err = {0};
+    bool network = rbx_execution_wants_network(engine, &plain);
+    bool served = probe(engine, "echo pooled", network, &result, &err) == RBX_OK;
+    served = served && result.pooled && result.output && !strcmp(result.output, "pooled\n");
+    if (err.status == RBX_OK)
+        rbx_result_free(&result);
+    add(items, max, n, "pool", served, false,
+        "%s: %zu prepared sandboxes ready (one a language, network %s), holding %.1f MiB "
+        "while they wait (cap %.0f MiB, at most %zu sandboxes; --pool, --pool-memory)%s%s",
+        served ? "one-off executions are served from prepared sandboxes"
+               : "a prepared sandbox did NOT serve the test execution",
+        pool.ready, network ? "on" : "off", (double)pool.idle_memory_bytes / 1048576.0,
+        (double)pool.memory_cap_bytes / 1048576.0, pool.max, pool.last_failure[0] ? "; last failure: " : "",
+        pool.last_failure);
+}
+
 size_t rbx_check(rbx_engine *engine, rbx_check_item *items, size_t max)
 {
     size_t n = 0;
@@ -166,6 +204,7 @@ size_t rbx_check(rbx_engine *engine, rbx_check_item *items, size_t max)
               "with loopback only",
         RBX_SLIRP4NETNS);
     check_egress(engine, items, max, &n);
+    check_pool(engine, items, max, &n);
     for (size_t i = 0; i < rbx_runtime_count(); i++) {
         const rbx_runtime *runtime = rbx_runtime_find(rbx_runtime_name(i));
         bool ok = access(runtime->interpreter, X_OK) == 0;

@@ -2,6 +2,7 @@
 #include "internal.h"
 #include "egress.h"
 #include "kernels.h"
+#include "pool.h"
 #include "policy.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/mount.h"
@@ -37,6 +38,8 @@ void rbx_config_defaults(rbx_config *config)
     config->install_output_cap = 64 * 1024;
     config->envs_cap_bytes = 10ull << 30;
     config->kernel_idle_s = 900;
+    config->pool_max = 8;
+    config->pool_memory_mb = 512;
 }
 
 void rbx_request_init(rbx_request *request)
@@ -128,6 +131,11 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
         engine->config.egress_open = config->egress_open;
         engine->config.egress_resolver = config->egress_resolver;
         engine->config.egress_file = config->egress_file;
+        engine->config.pool_off = config->pool_off;
+        if (config->pool_max)
+            engine->config.pool_max = config->pool_max;
+        if (config->pool_memory_mb)
+            engine->config.pool_memory_mb = config->pool_memory_mb;
     }
     if (engine->config.default_timeout_s > engine->config.max_timeout_s)
         engine->config.default_timeout_s = engine->config.max_timeout_s;
@@ -243,6 +251,8 @@ void rbx_engine_free(rbx_engine *engine)
 {
     if (!engine)
         return;
+    rbx_pool_stop(engine->pool); /* its sandboxes use the rest */
+    engine->pool = NULL;
     rbx_kernels_free(engine);
     rbx_net_reap();
     rbx_storage_close(engine);
@@ -267,6 +277,22 @@ void rbx_engine_recover(rbx_engine *engine)
 {
     (void)rbx_cgroup_probe(); /* probes once per process, and sweeps then */
     rbx_storage_sweep(engine);
+}
+
+bool rbx_engine_start_pool(rbx_engine *engine, char *why, size_t why_size)
+{
+    if (engine->config.pool_off) {
+        snprintf(why, why_size, "turned off (--pool 0)");
+        return false;
+    }
+    if (!engine->pool)
+        engine->pool = rbx_pool_start(engine, why, why_size);
+    return engine->pool != NULL;
+}
+
+void rbx_engine_pool_stats(rbx_engine *engine, rbx_pool_stats *stats)
+{
+    rbx_pool_stats_get(engine->pool, stats);
 }
 
 const rbx_config *rbx_engine_config(const rbx_engine *engine)

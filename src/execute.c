@@ -6,6 +6,8 @@
 #include "sandbox/egress_rules.h"
 #include "kernels.h"
 #include "policy.h"
+#include "pool.h"
+#include "sandbox/template.h"
 #include "sandbox/sandbox.h"
 #include "storage.h"
 
@@ -16,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -80,23 +84,49 @@ void rbx_execution_env_free(char **envp)
     free(envp);
 }
 
+/* The bootstrap's input (runtime.c): with envp, the environment's entries
+ * (a prepared sandbox's program started before it was known), then an
+ * empty entry and the code. Returns a malloc'ed buffer and its length. */
+char *rbx_code_payload(const rbx_request *request, char *const *envp, size_t *len)
+{
+    size_t size = request->code_len + 1;
+    for (char *const *e = envp; e && *e; e++)
+        size += strlen(*e) + 1;
+    char *payload = malloc(size);
+    if (!payload)
+        return NULL;
+    size_t at = 0;
+    for (char *const *e = envp; e && *e; e++) {
+        size_t n = strlen(*e) + 1;
+        memcpy(payload + at, *e, n);
+        at += n;
+    }
+    payload[at++] = 0;
+    memcpy(payload + at, request->code, request->code_len);
+    *len = size;
+    return payload;
+}
+
 static int code_memfd(const rbx_request *request)
 {
-    int fd = memfd_create("runbox-code", MFD_CLOEXEC);
-    if (fd < 0)
-        return -1;
+    size_t len;
+    char *payload = rbx_code_payload(request, NULL, &len);
+    int fd = payload ? memfd_create("runbox-code", MFD_CLOEXEC) : -1;
     size_t done = 0;
-    while (done < request->code_len) {
-        ssize_t n = write(fd, request->code + done, request->code_len - done);
+    while (fd >= 0 && done < len) {
+        ssize_t n = write(fd, payload + done, len - done);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
             close(fd);
-            return -1;
+            fd = -1;
+            break;
         }
         done += (size_t)n;
     }
-    lseek(fd, 0, SEEK_SET);
+    free(payload);
+    if (fd >= 0)
+        lseek(fd, 0, SEEK_SET);
     return fd;
 }
 
@@ -233,6 +263,7 @@ typedef struct execution {
     const rbx_session *session;
     const rbx_scratch *scratch; /* its /tmp and, for a one-off run, its home */
     const rbx_env *env;
+    const rbx_pooled *pooled; /* the prepared sandbox it runs in, or NULL */
     int kill_fd; /* rbx_session_cancel writes here */
     rbx_trace *trace;
     rbx_output_fn on_output;
@@ -378,11 +409,15 @@ static rbx_status watch_sandbox(const execution *x, rbx_sandbox *sandbox, rbx_wa
     bool reported = rbx_supervise(sandbox, watch, &report);
     rbx_cgroup_stats usage = {0};
     bool measured = sandbox->cgroup && rbx_cgroup_stats_read(sandbox->cgroup, &usage) == 0;
+    /* A prepared sandbox's interpreter started before the execution did. */
+    if (x->pooled && usage.cpu_usec >= x->pooled->cpu_usec_at_take)
+        usage.cpu_usec -= x->pooled->cpu_usec_at_take;
     result->limits = limits_name(sandbox->cgroup != NULL);
     if (sandbox->cgroup)
         result->cpus = x->request->cpus > 0 ? x->request->cpus : x->engine->config.cpus;
     rbx_execution_egress_result(sandbox, result, x->trace);
-    rbx_sandbox_close(sandbox);
+    if (!x->pooled) /* a prepared sandbox's keeper tears it down, off the request's path */
+        rbx_sandbox_close(sandbox);
     result->duration_ms = (rbx_now_us() - started + 500) / 1000;
     rbx_outcome outcome = read_outcome(watch, reported, &report, measured && usage.oom_killed);
     add_usage(result, reported, &report, measured, &usage);
@@ -441,6 +476,149 @@ static rbx_status run_in_sandbox(const execution *x, rbx_result *result, rbx_err
     free(watch);
     rbx_egress_plan_free(&egress); /* the sandbox, which used it, is gone */
     return status;
+}
+
+/* Names an interpreter reads when it starts, before a prepared sandbox's
+ * bootstrap could apply them: a request setting one gets a cold start. */
+static bool read_at_startup(const char *entry)
+{
+    static const char *const prefixes[] = {"PYTHON", "NODE_", "LD_", "LC_", "BASH", "GLIBC_",
+                                           "MALLOC_", "UV_", "OPENSSL_"};
+    static const char *const names[] = {"LANG", "LANGUAGE", "TZ", "HOME", "SHELLOPTS",
+                                        "ENV", "POSIXLY_CORRECT", "TMPDIR"};
+    size_t len = strcspn(entry, "=");
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
+        if (!strncmp(entry, prefixes[i], strlen(prefixes[i])))
+            return true;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (len == strlen(names[i]) && !strncmp(entry, names[i], len))
+            return true;
+    return false;
+}
+
+/* Whether a prepared sandbox gives this execution exactly what a cold
+ * start would. Not: stdin (a prepared program's is /dev/null), a
+ * requirements environment, a narrowed egress policy (rules of its own),
+ * variables read at startup, limits that only rlimits could set (fixed
+ * when the program started), or, unprivileged, a session's directory
+ * (mounting it into a running sandbox takes root). */
+static bool poolable(const execution *x)
+{
+    const rbx_engine *engine = x->engine;
+    const rbx_request *r = x->request;
+    if (!engine->pool || r->stdin_data || x->env || r->egress_allow)
+        return false;
+    if (!x->session->one_off && !engine->is_root)
+        return false;
+    if (rbx_cgroup_probe()->mode == RBX_CGROUP_NONE &&
+        ((r->memory_mb && r->memory_mb != engine->config.memory_mb) ||
+         (r->cpus > 0 && r->cpus != engine->config.cpus)))
+        return false;
+    for (size_t i = 0; i < r->env_count; i++)
+        if (read_at_startup(r->env[i]))
+            return false;
+    return true;
+}
+
+/* All of the payload to the bootstrap, then its end, within timeout_ms. */
+static int send_payload(int fd, const char *data, size_t len, int timeout_ms)
+{
+    int64_t deadline = rbx_now_ms() + timeout_ms;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = send(fd, data + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            done += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno != EAGAIN && errno != EINTR)
+            return -1;
+        int64_t left = deadline - rbx_now_ms();
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        if (left <= 0 || poll(&pfd, 1, (int)left) < 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+    }
+    return shutdown(fd, SHUT_WR);
+}
+
+/* A prepared sandbox becomes this execution's: its limits, its session's
+ * directory, then its environment and code. Until the code is sent
+ * nothing of the execution is in it, and a failure means a cold start. */
+static bool hand_over(const execution *x, rbx_pooled *pooled, rbx_error *err)
+{
+    rbx_sandbox *sandbox = &pooled->sandbox;
+    rbx_cgroup_limits limits = rbx_execution_limits(x->engine, x->request);
+    char why[256];
+    if (sandbox->cgroup && rbx_cgroup_update(sandbox->cgroup, &limits, why, sizeof why) != 0)
+        return false;
+    if (!x->session->one_off &&
+        rbx_template_replace_home(sandbox->pidfd, x->session->work_path) != 0)
+        return false;
+    char **envp = rbx_execution_env(x->request, x->session, NULL);
+    size_t len = 0;
+    char *payload = envp ? rbx_code_payload(x->request, envp, &len) : NULL;
+    rbx_execution_env_free(envp);
+    if (!payload)
+        return false;
+    int timeout_ms = (int)(x->budget_s * 1000) + 1;
+    int rc = send_payload(pooled->code_fd, payload, len, timeout_ms);
+    free(payload);
+    if (rc != 0) {
+        /* Its interpreter took part of the payload: it is this execution's
+         * now, and what became of it is reported as such. */
+        rbx_fail(err, RBX_ESYSTEM, "cannot hand the code to a prepared sandbox: %s",
+                 strerror(errno));
+    }
+    return true;
+}
+
+/* Runs the execution in a prepared sandbox; false when none could take it
+ * (then nothing of it ran, and it starts cold). */
+static bool run_pooled(execution *x, rbx_result *result, rbx_status *status, rbx_error *err)
+{
+    if (!poolable(x))
+        return false;
+    bool network = rbx_execution_wants_network(x->engine, x->request);
+    rbx_pooled *pooled = rbx_pool_take(x->engine->pool, x->runtime, network);
+    if (!pooled)
+        return false;
+    rbx_trace_mark(x->trace, RBX_PHASE_TEMPLATE);
+    err->status = RBX_OK;
+    if (!hand_over(x, pooled, err)) {
+        rbx_pool_done(x->engine->pool, pooled);
+        return false;
+    }
+    rbx_trace_mark(x->trace, RBX_PHASE_RELEASED);
+    result->network = network;
+    result->pooled = true;
+    x->pooled = pooled;
+    rbx_watch *watch = calloc(1, sizeof *watch);
+    rbx_capture out, errc;
+    rbx_capture_init(&out, x->engine->config.output_cap_bytes);
+    rbx_capture_init(&errc, x->engine->config.output_cap_bytes);
+    if (!watch || err->status != RBX_OK) {
+        rbx_sandbox_kill(&pooled->sandbox);
+        *status = err->status != RBX_OK ? err->status
+                                        : rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    } else {
+        *watch = (rbx_watch){.trace = x->trace,
+                             .timeout_s = x->budget_s,
+                             .cancel_fd = x->request->cancel_fd,
+                             .on_output = x->on_output,
+                             .user = x->user,
+                             .out = &out,
+                             .err = &errc};
+        uint64_t memory = rbx_execution_limits(x->engine, x->request).memory_bytes;
+        *status = watch_sandbox(x, &pooled->sandbox, watch, memory, result, err);
+    }
+    rbx_capture_free(&out);
+    rbx_capture_free(&errc);
+    free(watch);
+    x->pooled = NULL;
+    rbx_pool_done(x->engine->pool, pooled);
+    return true;
 }
 
 /* The requirements could not be installed: the code does not run. */
@@ -537,7 +715,7 @@ static rbx_status run_in_session(execution *x, rbx_result *result, rbx_error *er
                                 .user = x->user,
                                 .trace = x->trace};
         status = rbx_kernel_run(x->engine, &call, result, err);
-    } else {
+    } else if (!run_pooled(x, result, &status, err)) {
         rbx_scratch scratch;
         status = rbx_scratch_make(x->engine, session.one_off, &scratch, err);
         rbx_trace_mark(x->trace, RBX_PHASE_SCRATCH);

@@ -42,6 +42,7 @@ struct rbx_engine {
     pthread_mutex_t running_lock;
     struct rbx_running *running; /* executions in progress, for cancellation */
     struct rbx_kernels *kernels; /* stateful sessions' kernels (kernels.h) */
+    struct rbx_pool *pool;       /* prepared sandboxes (pool.h), or NULL */
 };
 
 /* error.c: fill err and return its status, so callers can write
@@ -205,6 +206,9 @@ rbx_status rbx_session_work_fd(rbx_engine *engine, const char *id, int *fd, rbx_
  * and the request's own variables (request NULL: none). */
 char **rbx_execution_env(const rbx_request *request, const rbx_session *session, const char *extra);
 void rbx_execution_env_free(char **envp);
+/* What a bootstrap reads on fd 3 (runtime.c): envp's entries (NULL: none,
+ * the cold start's case), an empty entry, then the code. malloc'ed. */
+char *rbx_code_payload(const rbx_request *request, char *const *envp, size_t *len);
 /* Whether the request's code may reach outside hosts. */
 bool rbx_execution_wants_network(const rbx_engine *engine, const rbx_request *request);
 /* The result's egress_denied fields, from what the sandbox's policy refused. */

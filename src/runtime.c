@@ -4,8 +4,18 @@
  * on fd 4, closes both, and only then runs the code. The report ends with
  * "R" when the code parsed; otherwise it is "S" and the interpreter's
  * message (just "S": the message is on stderr). One interpreter start per
- * execution. */
+ * execution.
+ *
+ * What fd 3 carries (rbx_code_payload): the execution's environment as
+ * "NAME=VALUE\0" entries, an empty entry, then the code. A cold start has
+ * its environment from execve already and sends no entries; a prepared
+ * sandbox's interpreter (pool.h) started before its execution was known,
+ * so its bootstrap takes the environment from there, and steps into its
+ * working directory again (the session's directory was mounted over it
+ * meanwhile) before the code is even parsed. The same bootstrap text runs
+ * both ways, so its command line is the same too. */
 #include "internal.h"
+#include "sandbox/mount.h"
 
 #include <string.h>
 #include <strings.h>
@@ -14,8 +24,21 @@
  * excepthook hides the bootstrap's own frame from tracebacks. */
 static const char python_bootstrap[] =
     "import sys,os\n"
+    "def _rbx_warm(env):\n"
+    "    os.environb.clear()\n"
+    "    for e in env.split(b'\\0'):\n"
+    "        k,_,v=e.partition(b'=');os.environb[k]=v\n"
+    "    os.chdir('" RBX_SANDBOX_HOME "')\n"
+    "    import site\n"
+    "    p=site.getusersitepackages()\n"
+    "    if site.ENABLE_USER_SITE and os.path.isdir(p) and p not in sys.path:\n"
+    "        at=[sys.path.index(x) for x in site.getsitepackages() if x in sys.path]\n"
+    "        site.addsitedir(p);sys.path.remove(p);sys.path.insert(min(at,default=len(sys.path)),p)\n"
     "def _rbx_load():\n"
     "    f=os.fdopen(3,'rb');s=f.read();f.close()\n"
+    "    if s[:1]==b'\\0':s=s[1:]\n"
+    "    else:\n"
+    "        env,_,s=s.partition(b'\\0\\0');_rbx_warm(env)\n"
     "    try:\n"
     "        c=compile(s,'<code>','exec')\n"
     "    except (SyntaxError,ValueError) as e:\n"
@@ -31,7 +54,7 @@ static const char python_bootstrap[] =
     "    sys.__excepthook__(t,v,tb)\n"
     "sys.excepthook=_rbx_hook\n"
     "_rbx_code=_rbx_load()\n"
-    "del _rbx_load\n"
+    "del _rbx_load,_rbx_warm\n"
     "sys.argv=['<code>']\n"
     "_rbx_g={'__name__':'__main__','__builtins__':__builtins__,'__doc__':None}\n"
     "exec(_rbx_code,_rbx_g)\n";
@@ -50,7 +73,12 @@ static const char python_bootstrap[] =
 static const char javascript_bootstrap[] =
     "'use strict';"
     "const fs=require('fs'),vm=require('vm'),Module=require('module'),path=require('path');"
-    "const src=fs.readFileSync(3,'utf8');fs.closeSync(3);"
+    "let src=fs.readFileSync(3,'utf8');fs.closeSync(3);"
+    "if(src[0]==='\\0')src=src.slice(1);else{const end=src.indexOf('\\0\\0');"
+    "for(const k of Object.keys(process.env))delete process.env[k];"
+    "for(const e of src.slice(0,end).split('\\0')){const i=e.indexOf('=');"
+    "process.env[e.slice(0,i)]=e.slice(i+1);}"
+    "src=src.slice(end+2);process.chdir('" RBX_SANDBOX_HOME "');Module._initPaths();}"
     "const clean=(e)=>String(e&&e.stack||e).split('\\n').filter(l=>!/^\\s+at /.test(l))"
     ".join('\\n').trim()+'\\n';"
     "const syntax=(e)=>{fs.writeSync(4,'S'+clean(e));process.exit(2);};"
@@ -84,6 +112,8 @@ static const char javascript_bootstrap[] =
  * "SR" means it parsed; the code then runs with eval on line 1, so $LINENO
  * matches the code's lines. */
 static const char bash_bootstrap[] =
+    "while IFS= read -r -d '' -u 3 __rbx_code && [ -n \"$__rbx_code\" ]; do "
+    "builtin cd -- " RBX_SANDBOX_HOME "; export \"$__rbx_code\"; done; "
     "read -r -d '' -u 3 __rbx_code; exec 3<&-; printf S >&4; "
     "{ source /dev/stdin <<<\"__rbx_check() { ${__rbx_code}\"$'\\n}'; } 2>&4 || exit 2; "
     "unset -f __rbx_check; printf R >&4; exec 4>&-; eval \"unset __rbx_code; $__rbx_code\"";

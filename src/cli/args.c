@@ -82,6 +82,9 @@ rbx_engine *cli_engine(const cli_globals *globals, int *exit_code)
     config.storage_bytes = globals->storage_bytes;
     config.kernel_idle_s = globals->kernel_idle_s;
     config.max_kernels = globals->max_kernels;
+    config.pool_off = globals->pool == 0;
+    config.pool_max = globals->pool > 0 ? (uint32_t)globals->pool : 0;
+    config.pool_memory_mb = (uint32_t)(globals->pool_memory_bytes >> 20);
     if (globals->egress_default_bad) {
         *exit_code =
             cli_usage_error(NULL,
@@ -179,4 +182,12 @@ int cli_read_file(const char *path, size_t limit, char **data, size_t *len, char
     *data = buf;
     *len = used;
     return 0;
+}
+
+void cli_start_pool(rbx_engine *engine, const char *command)
+{
+    char why[300];
+    if (!rbx_engine_start_pool(engine, why, sizeof why) && !rbx_engine_config(engine)->pool_off)
+        fprintf(stderr, "runbox %s: no prepared sandboxes (%s); executions start cold\n",
+                command, why);
 }

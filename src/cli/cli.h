@@ -20,6 +20,9 @@ typedef struct cli_globals {
     uint64_t storage_bytes;     /* --storage-size (or RUNBOX_STORAGE_SIZE) */
     double kernel_idle_s;       /* --kernel-idle (or RUNBOX_KERNEL_IDLE); 0: the default */
     uint32_t max_kernels;       /* --max-kernels (or RUNBOX_MAX_KERNELS); 0: the default */
+    int32_t pool;               /* --pool (or RUNBOX_POOL): prepared sandboxes, 0 off,
+                                   -1 the default */
+    uint64_t pool_memory_bytes; /* --pool-memory (or RUNBOX_POOL_MEMORY); 0: the default */
     char **argv;                /* as runbox was started, for `serve` (serve_elsewhere.c) */
     /* The egress policy of executions with the network on (rbx_config's
      * egress_*): --egress-allow, --egress-deny, --egress-default,
@@ -59,6 +62,9 @@ const char *cli_json_type_name(const json_t *value);
 /* Maps an engine error to an exit code after printing it. */
 int cli_engine_error(const rbx_error *err);
 rbx_engine *cli_engine(const cli_globals *globals, int *exit_code);
+/* Long-lived commands (serve, mcp, daemon) keep prepared sandboxes; a pool
+ * that cannot start is said on stderr, and executions start cold. */
+void cli_start_pool(rbx_engine *engine, const char *command);
 /* Parses a size: a whole number of bytes, or of K, M, G or T (powers of 1024). */
 int cli_parse_size(const char *text, uint64_t *bytes);
 /* Parses a number of seconds: finite and > 0. */

@@ -51,6 +51,7 @@ int cli_daemon(cli_globals *globals, int argc, char **argv)
     if (!engine)
         return rc;
     rbx_engine_recover(engine);
+    cli_start_pool(engine, "daemon");
     const char *state_dir = rbx_engine_config(engine)->state_dir;
     char why[300];
     int owner = 0;

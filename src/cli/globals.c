@@ -18,6 +18,17 @@ static int parse_count(const char *text, uint32_t *count)
     return 0;
 }
 
+/* A pool size: 0 (off) to 1000. */
+static int parse_pool(const char *text, int32_t *pool)
+{
+    char *end;
+    unsigned long value = text[0] >= '0' && text[0] <= '9' ? strtoul(text, &end, 10) : 1001;
+    if (value > 1000 || *end)
+        return -1;
+    *pool = (int32_t)value;
+    return 0;
+}
+
 static int storage_choice(const char *text, rbx_storage_choice *choice)
 {
     if (!strcmp(text, "auto"))
@@ -68,6 +79,7 @@ static void egress_init(cli_globals *globals)
 void cli_globals_init(cli_globals *globals, char **argv)
 {
     *globals = (cli_globals){.argv = argv,
+                             .pool = -1,
                              .state_dir = getenv("RUNBOX_STATE_DIR"),
                              .policy_file = getenv("RUNBOX_POLICY")};
     if (!globals->policy_file && access(CLI_DEFAULT_POLICY, R_OK) == 0)
@@ -89,6 +101,12 @@ void cli_globals_init(cli_globals *globals, char **argv)
     const char *kernels = getenv("RUNBOX_MAX_KERNELS");
     if (kernels)
         (void)parse_count(kernels, &globals->max_kernels);
+    const char *pool = getenv("RUNBOX_POOL");
+    if (pool)
+        (void)parse_pool(pool, &globals->pool);
+    const char *pool_memory = getenv("RUNBOX_POOL_MEMORY");
+    if (pool_memory)
+        (void)cli_parse_size(pool_memory, &globals->pool_memory_bytes);
     egress_init(globals);
 }
 
@@ -187,6 +205,18 @@ int cli_global_option(int argc, char **argv, int *i, cli_globals *globals, const
         value = value_of(argc, argv, i, "--max-kernels");
         if (!value || parse_count(value, &globals->max_kernels) != 0)
             return cli_usage_error(command, "--max-kernels needs a whole number from 1 to 100000");
+    } else if (named(arg, "--pool")) {
+        value = value_of(argc, argv, i, "--pool");
+        if (!value || parse_pool(value, &globals->pool) != 0)
+            return cli_usage_error(command, "--pool needs how many prepared sandboxes may exist "
+                                            "at once, 0 (off) to 1000, not '%.32s'",
+                                   value ? value : "");
+    } else if (named(arg, "--pool-memory")) {
+        value = value_of(argc, argv, i, "--pool-memory");
+        if (!value || cli_parse_size(value, &globals->pool_memory_bytes) != 0 ||
+            globals->pool_memory_bytes < (1u << 20))
+            return cli_usage_error(command, "--pool-memory needs a size of at least 1M, such "
+                                            "as 256M or 2G");
     } else if (named(arg, "--storage-size")) {
         value = value_of(argc, argv, i, "--storage-size");
         if (!value || cli_parse_size(value, &globals->storage_bytes) != 0)

@@ -19,7 +19,7 @@
 #define DAEMON_START_MS 15000
 /* "runbox daemon --state-dir DIR", seven options with their values, the
  * egress policy's five, and the NULL. */
-#define DAEMON_ARGV_MAX (4 + 2 * 7 + 2 * 5 + 1)
+#define DAEMON_ARGV_MAX (4 + 2 * 9 + 2 * 5 + 1)
 
 static int try_connect(const char *state_dir)
 {
@@ -62,7 +62,7 @@ static size_t egress_argv(const cli_globals *g, const char **argv, size_t n)
 
 /* The options a daemon needs to serve as this CLI would (its engine's);
  * at most DAEMON_ARGV_MAX entries with the NULL. */
-static void daemon_argv(const cli_globals *g, const char *state_dir, char *numbers[4],
+static void daemon_argv(const cli_globals *g, const char *state_dir, char *numbers[6],
                         const char **argv)
 {
     size_t n = 0;
@@ -98,6 +98,15 @@ static void daemon_argv(const cli_globals *g, const char *state_dir, char *numbe
         argv[n++] = "--max-kernels";
         argv[n++] = numbers[3];
     }
+    if (g->pool >= 0 && asprintf(&numbers[4], "%d", (int)g->pool) > 0) {
+        argv[n++] = "--pool";
+        argv[n++] = numbers[4];
+    }
+    if (g->pool_memory_bytes &&
+        asprintf(&numbers[5], "%llu", (unsigned long long)g->pool_memory_bytes) > 0) {
+        argv[n++] = "--pool-memory";
+        argv[n++] = numbers[5];
+    }
     n = egress_argv(g, argv, n);
     argv[n] = NULL;
 }
@@ -106,7 +115,7 @@ static void daemon_argv(const cli_globals *g, const char *state_dir, char *numbe
  * session of its own), its errors in <state>/daemon.log. */
 static int start_daemon(const cli_globals *globals, const char *state_dir)
 {
-    char *numbers[4] = {NULL};
+    char *numbers[6] = {NULL};
     const char *argv[DAEMON_ARGV_MAX];
     daemon_argv(globals, state_dir, numbers, argv);
     char log[4200];
@@ -126,7 +135,7 @@ static int start_daemon(const cli_globals *globals, const char *state_dir)
         execv("/proc/self/exe", (char *const *)argv);
         _exit(127);
     }
-    for (size_t i = 0; i < 4; i++)
+    for (size_t i = 0; i < 6; i++)
         free(numbers[i]);
     if (first < 0)
         return -1;

@@ -125,6 +125,43 @@ static void render_http(const metrics *m, FILE *out)
                     (unsigned long long)m->responses[s]);
 }
 
+/* The pool of prepared sandboxes (rbx_engine_start_pool). */
+static void render_pool(http_server *server, FILE *out)
+{
+    rbx_pool_stats pool;
+    rbx_engine_pool_stats(server->engine, &pool);
+    fprintf(out,
+            "# HELP runbox_pool_sandboxes Prepared sandboxes by state (ready: waiting for an "
+            "execution).\n# TYPE runbox_pool_sandboxes gauge\n"
+            "runbox_pool_sandboxes{state=\"ready\"} %zu\n"
+            "runbox_pool_sandboxes{state=\"preparing\"} %zu\n"
+            "runbox_pool_sandboxes{state=\"serving\"} %zu\n"
+            "# HELP runbox_pool_target Prepared sandboxes the pool aims to keep ready.\n"
+            "# TYPE runbox_pool_target gauge\nrunbox_pool_target %zu\n"
+            "# HELP runbox_pool_max The operator's cap on prepared sandboxes (--pool).\n"
+            "# TYPE runbox_pool_max gauge\nrunbox_pool_max %zu\n"
+            "# HELP runbox_pool_idle_memory_bytes Memory the waiting sandboxes hold.\n"
+            "# TYPE runbox_pool_idle_memory_bytes gauge\nrunbox_pool_idle_memory_bytes %llu\n"
+            "# HELP runbox_pool_memory_cap_bytes The cap on it (--pool-memory).\n"
+            "# TYPE runbox_pool_memory_cap_bytes gauge\nrunbox_pool_memory_cap_bytes %llu\n"
+            "# HELP runbox_pool_takes_total One-off executions that asked the pool, by whether "
+            "a prepared sandbox served them (a miss starts cold).\n"
+            "# TYPE runbox_pool_takes_total counter\n"
+            "runbox_pool_takes_total{served=\"true\"} %llu\n"
+            "runbox_pool_takes_total{served=\"false\"} %llu\n"
+            "# HELP runbox_pool_prepared_total Sandboxes prepared, failed to prepare, or "
+            "retired unused (idle, old, over the memory cap).\n"
+            "# TYPE runbox_pool_prepared_total counter\n"
+            "runbox_pool_prepared_total{outcome=\"ready\"} %llu\n"
+            "runbox_pool_prepared_total{outcome=\"failed\"} %llu\n"
+            "runbox_pool_prepared_total{outcome=\"retired\"} %llu\n",
+            pool.ready, pool.preparing, pool.serving, pool.target, pool.max,
+            (unsigned long long)pool.idle_memory_bytes, (unsigned long long)pool.memory_cap_bytes,
+            (unsigned long long)pool.taken, (unsigned long long)pool.missed,
+            (unsigned long long)pool.prepared, (unsigned long long)pool.failed,
+            (unsigned long long)pool.retired);
+}
+
 enum MHD_Result http_handle_metrics(http_request *req)
 {
     http_server *server = req->server;
@@ -145,6 +182,11 @@ enum MHD_Result http_handle_metrics(http_request *req)
             "# HELP runbox_executions_queued Executions waiting for their turn.\n"
             "# TYPE runbox_executions_queued gauge\nrunbox_executions_queued %u\n",
             running, queued);
+    render_pool(server, out);
+    fprintf(out,
+            "# HELP runbox_kernels Live stateful kernels of this server.\n"
+            "# TYPE runbox_kernels gauge\nrunbox_kernels %zu\n",
+            rbx_kernel_count(server->engine));
     if (fclose(out) != 0 || !data) {
         free(data);
         return MHD_NO;

@@ -173,6 +173,7 @@ static int serve(const cli_globals *globals, http_server *server,
     }
     /* Before the first request: what a killed predecessor left goes now. */
     rbx_engine_recover(server->engine);
+    cli_start_pool(server->engine, "serve");
     local_server *local = serve_local(server->engine);
     int signal_fd = shutdown_pipe();
     if (signal_fd >= 0 && http_server_start(server, listen_fd, e2b_fd) == 0) {

@@ -90,6 +90,8 @@ int cli_mcp(cli_globals *globals, int argc, char **argv)
     rbx_engine *engine = cli_engine(globals, &rc);
     if (engine)
         rbx_engine_recover(engine); /* what a killed predecessor left goes now */
+    if (engine)
+        cli_start_pool(engine, "mcp");
     int stop_fd = engine ? stop_pipe() : -1;
     if (engine && stop_fd < 0) {
         fprintf(stderr, "runbox mcp: cannot create a pipe: %s\n", strerror(errno));

@@ -218,6 +218,9 @@ static const struct result_field {
      "The session's interpreter had to start afresh (it died, ran out of memory, ignored an "
      "interrupt, or sat idle too long): variables from earlier calls are gone."},
     {"network", "boolean", false, "Whether the code could reach outside hosts."},
+    {"pooled", "boolean", false,
+     "The execution ran in a sandbox prepared in advance (faster; otherwise exactly like a "
+     "cold start)."},
     {"egress_denied", "integer", false,
      "Connection attempts the egress policy refused (0 with the network off)."},
     {"egress_denied_to", "array", false,

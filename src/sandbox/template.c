@@ -286,3 +286,29 @@ fail:;
     errno = error;
     return -1;
 }
+
+int rbx_template_replace_home(int pidfd, const char *host_dir)
+{
+    int tree = detach(host_dir, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+    if (tree < 0)
+        return -1;
+    /* setns with a pidfd and CLONE_NEWNS joins that process's mount
+     * namespace alone; the thread's root becomes the sandbox's root. */
+    rbx_ns_switch saved;
+    int rc = rbx_template_enter(pidfd, &saved);
+    if (rc == 0) {
+        /* Detached, not stacked: the sandbox's mount table then looks as
+         * a cold start's would. The program's cwd keeps the old one alive
+         * until its bootstrap steps into the new one. */
+        rc = (int)syscall(SYS_umount2, RBX_SANDBOX_HOME, 2 /* MNT_DETACH; <sys/mount.h> and
+                                                                <linux/mount.h> clash */);
+        if (rc == 0)
+            rc = (int)syscall(SYS_move_mount, tree, "", AT_FDCWD, RBX_SANDBOX_HOME,
+                              MOVE_MOUNT_F_EMPTY_PATH);
+        rbx_template_leave(&saved);
+    }
+    int error = errno;
+    close(tree);
+    errno = error;
+    return rc;
+}

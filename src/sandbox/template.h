@@ -50,4 +50,9 @@ void rbx_template_leave(rbx_ns_switch *saved);
 int rbx_template_detach_dirs(rbx_root_request *request);
 void rbx_template_close_dirs(rbx_root_request *request);
 
+/* A prepared sandbox's home becomes host_dir (a session's directory), in
+ * the mount namespace of the process pidfd refers to (its init): the home
+ * it was prepared with is detached. Root only. Returns 0, or -1 with errno. */
+int rbx_template_replace_home(int pidfd, const char *host_dir);
+
 #endif
