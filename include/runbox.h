@@ -106,6 +106,7 @@ typedef struct rbx_config {
     bool pool_off;
     uint32_t pool_max;
     uint32_t pool_memory_mb;
+    double pool_idle_s; /* a language's shelf unused this long shrinks by one (default 30) */
 } rbx_config;
 
 void rbx_config_defaults(rbx_config *config);

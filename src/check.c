@@ -169,8 +169,8 @@ static void check_pool(rbx_engine *engine, rbx_check_item *items, size_t max, si
         served ? "one-off executions are served from prepared sandboxes"
                : "a prepared sandbox did NOT serve the test execution",
         pool.ready, network ? "on" : "off", (double)pool.idle_memory_bytes / 1048576.0,
-        (double)pool.memory_cap_bytes / 1048576.0, pool.max, pool.last_failure[0] ? "; last failure: " : "",
-        pool.last_failure);
+        (double)pool.memory_cap_bytes / 1048576.0, pool.max,
+        pool.last_failure[0] ? "; last failure: " : "", pool.last_failure);
 }
 
 size_t rbx_check(rbx_engine *engine, rbx_check_item *items, size_t max)

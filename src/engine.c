@@ -1,9 +1,9 @@
 /* The engine object: operator configuration and the state directory. */
-#include "internal.h"
 #include "egress.h"
+#include "internal.h"
 #include "kernels.h"
-#include "pool.h"
 #include "policy.h"
+#include "pool.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/mount.h"
 #include "sandbox/net.h"
@@ -40,6 +40,7 @@ void rbx_config_defaults(rbx_config *config)
     config->kernel_idle_s = 900;
     config->pool_max = 8;
     config->pool_memory_mb = 512;
+    config->pool_idle_s = 30;
 }
 
 void rbx_request_init(rbx_request *request)
@@ -136,6 +137,8 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
             engine->config.pool_max = config->pool_max;
         if (config->pool_memory_mb)
             engine->config.pool_memory_mb = config->pool_memory_mb;
+        if (config->pool_idle_s > 0)
+            engine->config.pool_idle_s = config->pool_idle_s;
     }
     if (engine->config.default_timeout_s > engine->config.max_timeout_s)
         engine->config.default_timeout_s = engine->config.max_timeout_s;

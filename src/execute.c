@@ -3,22 +3,22 @@
  * release the session. Nothing of the code runs before its syntax passed. */
 #include "deps.h"
 #include "egress.h"
-#include "sandbox/egress_rules.h"
 #include "kernels.h"
 #include "policy.h"
 #include "pool.h"
-#include "sandbox/template.h"
+#include "sandbox/egress_rules.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/template.h"
 #include "storage.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -264,7 +264,7 @@ typedef struct execution {
     const rbx_scratch *scratch; /* its /tmp and, for a one-off run, its home */
     const rbx_env *env;
     const rbx_pooled *pooled; /* the prepared sandbox it runs in, or NULL */
-    int kill_fd; /* rbx_session_cancel writes here */
+    int kill_fd;              /* rbx_session_cancel writes here */
     rbx_trace *trace;
     rbx_output_fn on_output;
     void *user;
@@ -482,10 +482,10 @@ static rbx_status run_in_sandbox(const execution *x, rbx_result *result, rbx_err
  * bootstrap could apply them: a request setting one gets a cold start. */
 static bool read_at_startup(const char *entry)
 {
-    static const char *const prefixes[] = {"PYTHON", "NODE_", "LD_", "LC_", "BASH", "GLIBC_",
-                                           "MALLOC_", "UV_", "OPENSSL_"};
-    static const char *const names[] = {"LANG", "LANGUAGE", "TZ", "HOME", "SHELLOPTS",
-                                        "ENV", "POSIXLY_CORRECT", "TMPDIR"};
+    static const char *const prefixes[] = {"PYTHON", "NODE_",   "LD_", "LC_",     "BASH",
+                                           "GLIBC_", "MALLOC_", "UV_", "OPENSSL_"};
+    static const char *const names[] = {"LANG", "LANGUAGE",        "TZ",    "HOME", "SHELLOPTS",
+                                        "ENV",  "POSIXLY_CORRECT", "TMPDIR"};
     size_t len = strcspn(entry, "=");
     for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
         if (!strncmp(entry, prefixes[i], strlen(prefixes[i])))
@@ -600,8 +600,7 @@ static bool run_pooled(execution *x, rbx_result *result, rbx_status *status, rbx
     rbx_capture_init(&errc, x->engine->config.output_cap_bytes);
     if (!watch || err->status != RBX_OK) {
         rbx_sandbox_kill(&pooled->sandbox);
-        *status = err->status != RBX_OK ? err->status
-                                        : rbx_fail(err, RBX_ESYSTEM, "out of memory");
+        *status = err->status != RBX_OK ? err->status : rbx_fail(err, RBX_ESYSTEM, "out of memory");
     } else {
         *watch = (rbx_watch){.trace = x->trace,
                              .timeout_s = x->budget_s,

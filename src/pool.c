@@ -18,8 +18,6 @@
 #define SHELVES (MAX_RUNTIMES * 2)
 /* How many sandboxes are made at once: each takes a core for a while. */
 #define PREPARE_AT_ONCE 2
-/* A shelf nobody took from for this long shrinks by one, down to its floor. */
-#define IDLE_MS 30000
 /* A prepared sandbox older than this is replaced: it saw the host's
  * addresses, the template and the policy of its time. */
 #define MAX_AGE_MS 120000
@@ -28,7 +26,7 @@
 typedef enum { P_PREPARING, P_READY, P_TAKEN, P_DONE, P_RETIRED } pooled_state;
 
 typedef struct entry {
-    rbx_pooled pooled; /* first: rbx_pooled * and entry * are the same address */
+    rbx_pooled pooled;  /* first: rbx_pooled * and entry * are the same address */
     struct entry *next; /* on its shelf, while ready */
     struct rbx_pool *pool;
     int shelf;
@@ -49,19 +47,20 @@ typedef struct shelf {
     size_t ready_count, preparing;
     size_t target, floor;
     int64_t last_take, last_shrink;
-    int64_t retry_at; /* after a failure, not before this */
+    int64_t retry_at;  /* after a failure, not before this */
     unsigned failures; /* in a row */
 } shelf;
 
 struct rbx_pool {
     rbx_engine *engine;
     pthread_mutex_t lock;
-    pthread_cond_t wake;   /* the manager's */
-    pthread_cond_t gone;   /* a keeper ended */
+    pthread_cond_t wake; /* the manager's */
+    pthread_cond_t gone; /* a keeper ended */
     pthread_t manager;
     bool stopping;
     size_t keepers, serving, max;
     uint64_t memory_cap, idle_memory;
+    uint64_t sandbox_memory; /* what one waiting sandbox held when last measured */
     shelf shelves[SHELVES];
     size_t shelf_count;
     uint64_t taken, missed, prepared, failed, retired;
@@ -255,17 +254,54 @@ static entry *oldest(const shelf *s)
     return last;
 }
 
+/* The shelf furthest below its target that may be filled now, or NULL. */
+static shelf *neediest(rbx_pool *pool, int64_t now)
+{
+    shelf *needy = NULL;
+    size_t deficit = 0;
+    for (size_t i = 0; i < pool->shelf_count; i++) {
+        shelf *s = &pool->shelves[i];
+        size_t have = s->ready_count + s->preparing;
+        if (have < s->target && now >= s->retry_at && s->target - have > deficit) {
+            deficit = s->target - have;
+            needy = s;
+        }
+    }
+    return needy;
+}
+
+/* At the cap on sandboxes, demand moves them: a waiting sandbox of the
+ * shelf taken from least recently gives way to one for needy (and that
+ * shelf aims for one fewer). False when there is none to give way. */
+static bool make_room(rbx_pool *pool, shelf *needy)
+{
+    shelf *victim = NULL;
+    for (size_t i = 0; i < pool->shelf_count; i++) {
+        shelf *s = &pool->shelves[i];
+        if (s != needy && s->ready_count && (!victim || s->last_take < victim->last_take))
+            victim = s;
+    }
+    if (!victim)
+        return false;
+    retire(pool, victim, oldest(victim));
+    if (victim->target)
+        victim->target--;
+    return true;
+}
+
 /* One round of the manager, with the lock held: shrink idle shelves,
  * replace old sandboxes, keep memory under the cap, then refill. */
 static void manage(rbx_pool *pool)
 {
     int64_t now = rbx_now_ms();
+    /* A shelf nobody took from for this long shrinks by one, down to its floor. */
+    int64_t idle_ms = (int64_t)(pool->engine->config.pool_idle_s * 1000);
     uint64_t memory = 0;
     size_t live = 0, preparing = 0;
     for (size_t i = 0; i < pool->shelf_count; i++) {
         shelf *s = &pool->shelves[i];
-        if (s->target > s->floor && now - s->last_take > IDLE_MS &&
-            now - s->last_shrink > IDLE_MS) {
+        if (s->target > s->floor && now - s->last_take > idle_ms &&
+            now - s->last_shrink > idle_ms) {
             s->target--;
             s->last_shrink = now;
         }
@@ -290,19 +326,20 @@ static void manage(rbx_pool *pool)
             retire(pool, fullest, oldest(fullest));
     }
     pool->idle_memory = memory;
-    while (!pool->stopping && preparing < PREPARE_AT_ONCE && live < pool->max &&
-           memory < pool->memory_cap) {
-        shelf *neediest = NULL;
-        size_t deficit = 0;
-        for (size_t i = 0; i < pool->shelf_count; i++) {
-            shelf *s = &pool->shelves[i];
-            size_t have = s->ready_count + s->preparing;
-            if (have < s->target && now >= s->retry_at && s->target - have > deficit) {
-                deficit = s->target - have;
-                neediest = s;
-            }
-        }
-        if (!neediest || !spawn_keeper(pool, (int)(neediest - pool->shelves)))
+    size_t ready = live - preparing;
+    if (ready)
+        pool->sandbox_memory = memory / ready;
+    while (!pool->stopping && preparing < PREPARE_AT_ONCE) {
+        shelf *needy = neediest(pool, now);
+        /* What those being made will hold counts already: without it a
+         * small cap would be passed by every sandbox made at once. */
+        if (!needy || memory + pool->sandbox_memory * (preparing + 1) > pool->memory_cap)
+            break;
+        if (live >= pool->max && !make_room(pool, needy))
+            break;
+        if (live >= pool->max)
+            live--;
+        if (!spawn_keeper(pool, (int)(needy - pool->shelves)))
             break;
         live++;
         preparing++;

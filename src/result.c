@@ -63,9 +63,9 @@ static char *render_result(const rbx_result *result, bool as_event)
     json_object_set_new(obj, "limits", nullable_string(result->limits));
     json_object_set_new(obj, "cpus", result->cpus > 0 ? json_real(result->cpus) : json_null());
     json_object_set_new(obj, "network", json_boolean(result->network));
-    json_object_set_new(obj, "pooled", json_boolean(result->pooled));
     json_object_set_new(obj, "egress_denied", json_integer((json_int_t)result->egress_denied));
     json_object_set_new(obj, "egress_denied_to", denied_destinations(result));
+    json_object_set_new(obj, "pooled", json_boolean(result->pooled));
     json_object_set_new(obj, "install",
                         result->has_install
                             ? json_pack("{s:s, s:b, s:I}", "environment", result->install_env,

@@ -33,7 +33,8 @@ static const char python_bootstrap[] =
     "    p=site.getusersitepackages()\n"
     "    if site.ENABLE_USER_SITE and os.path.isdir(p) and p not in sys.path:\n"
     "        at=[sys.path.index(x) for x in site.getsitepackages() if x in sys.path]\n"
-    "        site.addsitedir(p);sys.path.remove(p);sys.path.insert(min(at,default=len(sys.path)),p)\n"
+    "        "
+    "site.addsitedir(p);sys.path.remove(p);sys.path.insert(min(at,default=len(sys.path)),p)\n"
     "def _rbx_load():\n"
     "    f=os.fdopen(3,'rb');s=f.read();f.close()\n"
     "    if s[:1]==b'\\0':s=s[1:]\n"
@@ -113,7 +114,8 @@ static const char javascript_bootstrap[] =
  * matches the code's lines. */
 static const char bash_bootstrap[] =
     "while IFS= read -r -d '' -u 3 __rbx_code && [ -n \"$__rbx_code\" ]; do "
-    "builtin cd -- " RBX_SANDBOX_HOME "; export \"$__rbx_code\"; done; "
+    "[ -n \"${__rbx_warm-}\" ] || { builtin cd -- " RBX_SANDBOX_HOME "; unset OLDPWD; "
+    "export OLDPWD; __rbx_warm=1; }; export \"$__rbx_code\"; done; unset __rbx_warm; "
     "read -r -d '' -u 3 __rbx_code; exec 3<&-; printf S >&4; "
     "{ source /dev/stdin <<<\"__rbx_check() { ${__rbx_code}\"$'\\n}'; } 2>&4 || exit 2; "
     "unset -f __rbx_check; printf R >&4; exec 4>&-; eval \"unset __rbx_code; $__rbx_code\"";

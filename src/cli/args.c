@@ -85,6 +85,7 @@ rbx_engine *cli_engine(const cli_globals *globals, int *exit_code)
     config.pool_off = globals->pool == 0;
     config.pool_max = globals->pool > 0 ? (uint32_t)globals->pool : 0;
     config.pool_memory_mb = (uint32_t)(globals->pool_memory_bytes >> 20);
+    config.pool_idle_s = globals->pool_idle_s;
     if (globals->egress_default_bad) {
         *exit_code =
             cli_usage_error(NULL,
@@ -188,6 +189,6 @@ void cli_start_pool(rbx_engine *engine, const char *command)
 {
     char why[300];
     if (!rbx_engine_start_pool(engine, why, sizeof why) && !rbx_engine_config(engine)->pool_off)
-        fprintf(stderr, "runbox %s: no prepared sandboxes (%s); executions start cold\n",
-                command, why);
+        fprintf(stderr, "runbox %s: no prepared sandboxes (%s); executions start cold\n", command,
+                why);
 }

@@ -23,6 +23,7 @@ typedef struct cli_globals {
     int32_t pool;               /* --pool (or RUNBOX_POOL): prepared sandboxes, 0 off,
                                    -1 the default */
     uint64_t pool_memory_bytes; /* --pool-memory (or RUNBOX_POOL_MEMORY); 0: the default */
+    double pool_idle_s;         /* --pool-idle (or RUNBOX_POOL_IDLE); 0: the default */
     char **argv;                /* as runbox was started, for `serve` (serve_elsewhere.c) */
     /* The egress policy of executions with the network on (rbx_config's
      * egress_*): --egress-allow, --egress-deny, --egress-default,

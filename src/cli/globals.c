@@ -104,6 +104,9 @@ void cli_globals_init(cli_globals *globals, char **argv)
     const char *pool = getenv("RUNBOX_POOL");
     if (pool)
         (void)parse_pool(pool, &globals->pool);
+    const char *pool_idle = getenv("RUNBOX_POOL_IDLE");
+    if (pool_idle)
+        (void)cli_parse_seconds(pool_idle, &globals->pool_idle_s);
     const char *pool_memory = getenv("RUNBOX_POOL_MEMORY");
     if (pool_memory)
         (void)cli_parse_size(pool_memory, &globals->pool_memory_bytes);
@@ -208,9 +211,16 @@ int cli_global_option(int argc, char **argv, int *i, cli_globals *globals, const
     } else if (named(arg, "--pool")) {
         value = value_of(argc, argv, i, "--pool");
         if (!value || parse_pool(value, &globals->pool) != 0)
-            return cli_usage_error(command, "--pool needs how many prepared sandboxes may exist "
-                                            "at once, 0 (off) to 1000, not '%.32s'",
+            return cli_usage_error(command,
+                                   "--pool needs how many prepared sandboxes may exist "
+                                   "at once, 0 (off) to 1000, not '%.32s'",
                                    value ? value : "");
+    } else if (named(arg, "--pool-idle")) {
+        value = value_of(argc, argv, i, "--pool-idle");
+        if (!value || cli_parse_seconds(value, &globals->pool_idle_s) != 0)
+            return cli_usage_error(command, "--pool-idle needs a number of seconds above 0 (how "
+                                            "long a language's prepared sandboxes go unused "
+                                            "before the pool keeps one fewer)");
     } else if (named(arg, "--pool-memory")) {
         value = value_of(argc, argv, i, "--pool-memory");
         if (!value || cli_parse_size(value, &globals->pool_memory_bytes) != 0 ||

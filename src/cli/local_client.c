@@ -19,7 +19,7 @@
 #define DAEMON_START_MS 15000
 /* "runbox daemon --state-dir DIR", seven options with their values, the
  * egress policy's five, and the NULL. */
-#define DAEMON_ARGV_MAX (4 + 2 * 9 + 2 * 5 + 1)
+#define DAEMON_ARGV_MAX (4 + 2 * 10 + 2 * 5 + 1)
 
 static int try_connect(const char *state_dir)
 {
@@ -62,7 +62,7 @@ static size_t egress_argv(const cli_globals *g, const char **argv, size_t n)
 
 /* The options a daemon needs to serve as this CLI would (its engine's);
  * at most DAEMON_ARGV_MAX entries with the NULL. */
-static void daemon_argv(const cli_globals *g, const char *state_dir, char *numbers[6],
+static void daemon_argv(const cli_globals *g, const char *state_dir, char *numbers[7],
                         const char **argv)
 {
     size_t n = 0;
@@ -107,6 +107,10 @@ static void daemon_argv(const cli_globals *g, const char *state_dir, char *numbe
         argv[n++] = "--pool-memory";
         argv[n++] = numbers[5];
     }
+    if (g->pool_idle_s > 0 && asprintf(&numbers[6], "%g", g->pool_idle_s) > 0) {
+        argv[n++] = "--pool-idle";
+        argv[n++] = numbers[6];
+    }
     n = egress_argv(g, argv, n);
     argv[n] = NULL;
 }
@@ -115,7 +119,7 @@ static void daemon_argv(const cli_globals *g, const char *state_dir, char *numbe
  * session of its own), its errors in <state>/daemon.log. */
 static int start_daemon(const cli_globals *globals, const char *state_dir)
 {
-    char *numbers[6] = {NULL};
+    char *numbers[7] = {NULL};
     const char *argv[DAEMON_ARGV_MAX];
     daemon_argv(globals, state_dir, numbers, argv);
     char log[4200];
@@ -135,7 +139,7 @@ static int start_daemon(const cli_globals *globals, const char *state_dir)
         execv("/proc/self/exe", (char *const *)argv);
         _exit(127);
     }
-    for (size_t i = 0; i < 6; i++)
+    for (size_t i = 0; i < 7; i++)
         free(numbers[i]);
     if (first < 0)
         return -1;

@@ -1,0 +1,348 @@
+"""Prepared sandboxes: `runbox serve` keeps a pool of sandboxes made ahead, with the interpreter
+started and waiting, and serves one-off executions from it. Each serves one execution and is
+destroyed; what a program sees is what a cold start shows it; a burst larger than the pool falls
+back to cold starts; killing the server leaves nothing of the pool behind."""
+import concurrent.futures
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from http_helpers import RUNBOX, Server, e2e, execution_cgroups
+
+sandbox_processes = e2e.sandbox_processes
+
+
+def pool_figures(server):
+    """The pool's lines of /metrics, as {name-with-labels: value}."""
+    text = server.request("GET", "/metrics").body.decode()
+    return {name: float(value) for name, value in
+            re.findall(r"^(runbox_pool_\S+) (\S+)$", text, re.M)}
+
+
+def wait_ready(server, count=1, seconds=30):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if pool_figures(server).get('runbox_pool_sandboxes{state="ready"}', 0) >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the pool never had {count} ready: {pool_figures(server)}")
+
+
+def pooled_run(server, attempts=40, **fields):
+    """Runs until a prepared sandbox served the execution (the first of a kind may start cold
+    while its shelf fills); returns that result."""
+    for _ in range(attempts):
+        result = server.execute(**fields)
+        if result["pooled"]:
+            return result
+        time.sleep(0.2)
+    raise AssertionError(f"no prepared sandbox served {fields}: {pool_figures(server)}")
+
+
+PROBES = {
+    "python": r"""
+import json, os, sys
+def fds():
+    out = {}
+    for fd in sorted(os.listdir('/proc/self/fd'), key=int):
+        try:
+            out[fd] = re.sub(r'\[\d+\]', '', os.readlink(f'/proc/self/fd/{fd}'))
+        except OSError:
+            pass
+    return out
+import re
+status = dict(l.split(':', 1) for l in open('/proc/self/status') if ':' in l)
+print(json.dumps({
+    'argv': sys.argv, 'cwd': os.getcwd(), 'umask': os.umask(0o22), 'env': dict(os.environ),
+    'limits': open('/proc/self/limits').read(), 'fds': fds(),
+    'ids': [os.getuid(), os.geteuid(), os.getgid(), os.getegid(), os.getgroups()],
+    'status': {k: status[k].strip() for k in ('CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb',
+                                              'NoNewPrivs', 'Seccomp', 'Seccomp_filters')},
+    'pids': [os.getpid(), os.getppid(), os.getsid(0), os.getpgid(0)],
+    'path': sys.path, 'modules': sorted(k for k in sys.modules if not k.startswith('_')),
+    'main': sorted(globals()), 'flags': str(sys.flags), 'encoding': sys.stdout.encoding,
+    'hostname': os.uname().nodename, 'cgroup': open('/proc/self/cgroup').read(),
+    'mounts': sorted(l.split()[4] for l in open('/proc/self/mountinfo')),
+    'home': sorted(os.listdir('.')),
+}, sort_keys=True))
+""",
+    "javascript": r"""
+const fs = require('fs');
+const fds = {};
+for (const fd of fs.readdirSync('/proc/self/fd')) {
+  try { fds[fd] = fs.readlinkSync('/proc/self/fd/' + fd).replace(/\[\d+\]/, ''); } catch {}
+}
+const status = {};
+for (const l of fs.readFileSync('/proc/self/status', 'utf8').split('\n')) {
+  const [k, v] = l.split(':');
+  if (/^(Cap|NoNewPrivs|Seccomp)/.test(k)) status[k] = v.trim();
+}
+console.log(JSON.stringify({
+  argv: process.argv, execArgv: process.execArgv, cwd: process.cwd(), umask: process.umask(),
+  env: process.env, limits: fs.readFileSync('/proc/self/limits', 'utf8'), status,
+  ids: [process.getuid(), process.geteuid(), process.getgid(), process.getgroups()],
+  pids: [process.pid, process.ppid], paths: module.paths,
+  globalPaths: require('module').globalPaths, main: require.main === module,
+  mounts: fs.readFileSync('/proc/self/mountinfo', 'utf8').trim().split('\n')
+    .map(l => l.split(' ')[4]).sort(),
+  home: fs.readdirSync('.').sort(),
+}));
+""",
+    "bash": r"""
+echo "cwd=$(pwd) umask=$(umask) pid=$$ ppid=$PPID opts=$- lineno=$LINENO"
+ulimit -a
+shopt
+set -o
+trap -p
+declare -p | grep -v -e '^declare -[-a-zA-Z]* BASH_EXECUTION_STRING=' -e ' _=' -e ' BASHPID=' \
+  -e ' RANDOM=' -e ' SRANDOM=' -e ' EPOCH' -e ' SECONDS=' -e ' RUNBOX_SESSION_ID='
+for fd in /proc/self/fd/*; do echo "$fd $(readlink "$fd" | sed 's/\[[0-9]*\]//')"; done
+grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status
+awk '{print $5}' /proc/self/mountinfo | sort
+ls -A
+""",
+}
+
+
+def without_session_id(result, language, session_id):
+    """The probe's output with the one-off session's id (random each run) taken out."""
+    text = result["output"]
+    return text.replace(result["session_id"], "<session>") if session_id is None else text
+
+
+@pytest.mark.parametrize("language", ["python", "javascript", "bash"])
+@pytest.mark.parametrize("session_id", [None, "pool-named"])
+def test_a_prepared_sandbox_shows_the_program_exactly_what_a_cold_start_does(
+        tmp_path, language, session_id):
+    """Field by field: argv, environment (the request's own variable and the session's id
+    included), cwd, umask, limits, descriptors, credentials, capabilities, seccomp, PIDs,
+    interpreter state, mounts, the home's files."""
+    cold_dir, warm_dir = tmp_path / "cold", tmp_path / "warm"
+    cold_dir.mkdir()
+    warm_dir.mkdir()
+    cold = Server(cold_dir, global_args=("--pool", "0"))
+    warm = Server(warm_dir)
+    try:
+        request = dict(language=language, code=PROBES[language], network=False,
+                       env={"RUNBOX_TEST_VALUE": "a b=c"}, memory_mb=300)
+        if session_id:
+            request["session_id"] = session_id
+            for server in (cold, warm):  # the same files in both sessions
+                server.execute(language="bash", code="echo kept > kept.txt; mkdir -p sub",
+                               session_id=session_id, network=False)
+        cold_result = cold.execute(**request)
+        warm_result = pooled_run(warm, **request)
+        assert cold_result["pooled"] is False
+        assert cold_result["success"] and warm_result["success"], (cold_result, warm_result)
+        cold_view = without_session_id(cold_result, language, session_id)
+        warm_view = without_session_id(warm_result, language, session_id)
+        if language != "bash":
+            cold_view, warm_view = json.loads(cold_view), json.loads(warm_view)
+            assert cold_view["env"]["RUNBOX_TEST_VALUE"] == "a b=c"
+            for key in cold_view:
+                assert warm_view[key] == cold_view[key], key
+        assert warm_view == cold_view
+        assert warm_result["error"] == cold_result["error"] == ""
+    finally:
+        for server in (cold, warm):
+            server.stop()
+            server.cleanup()
+
+
+MARK = "rbx-pool-marker"
+LEAVE_MARKERS = f"""
+for place in /home/user /tmp /dev/shm; do
+  for old in "$place"/{MARK}-*; do [ -e "$old" ] && echo "SEEN $old"; done
+  echo "$1" > "$place/{MARK}-$1"
+done
+for p in /proc/[0-9]*; do
+  grep -qa {MARK} "$p/cmdline" 2>/dev/null && echo "SEEN process $(tr '\\0' ' ' < "$p/cmdline")"
+done
+( exec -a "{MARK}-$1" sleep 600 ) &
+export RBX_POOL_MARKER="$1"
+echo done
+"""
+
+
+def test_a_prepared_sandbox_is_never_reused(server):
+    """Each execution leaves a marker in every writable place, a process still running and an
+    exported variable; no later execution sees any of them."""
+    wait_ready(server)
+    pooled = 0
+    for i in range(12):
+        code = '[ -n "${RBX_POOL_MARKER:-}" ] && echo "SEEN variable"\n' + \
+            LEAVE_MARKERS.replace("$1", str(i))
+        result = server.execute(language="bash", code=code, network=False, timeout=20)
+        assert result["output"].endswith("done\n"), result
+        assert "SEEN" not in result["output"], result
+        pooled += result["pooled"]
+        time.sleep(0.15)
+    assert pooled >= 6, pool_figures(server)
+    # ...and the processes they left died with their sandboxes.
+    deadline = time.monotonic() + 10
+    while e2e.processes_matching(MARK) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not e2e.processes_matching(MARK)
+
+
+def test_a_burst_larger_than_the_pool_falls_back_to_cold_starts_and_loses_nothing(
+        start_server):
+    server = start_server("--max-running", "8", global_args=("--pool", "2"))
+    wait_ready(server, 1)
+
+    def one(i):
+        language = ("python", "bash", "javascript")[i % 3]
+        code = {"python": f"print('burst', {i})", "bash": f"echo burst {i}",
+                "javascript": f"console.log('burst', {i})"}[language]
+        return i, server.execute(language=language, code=code, network=False, timeout=60)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=24) as workers:
+        results = list(workers.map(one, range(48)))
+    for i, result in results:
+        assert result["success"] and result["output"] == f"burst {i}\n", result
+    served = sum(r["pooled"] for _, r in results)
+    figures = pool_figures(server)
+    assert figures['runbox_pool_takes_total{served="false"}'] >= 1, figures
+    assert figures['runbox_pool_takes_total{served="true"}'] == served, figures
+    assert served >= 1 and served < len(results), served
+    # The operator's cap holds: never more than two prepared sandboxes at once.
+    assert figures['runbox_pool_max'] == 2
+    assert figures['runbox_pool_sandboxes{state="ready"}'] + \
+        figures['runbox_pool_sandboxes{state="preparing"}'] <= 2, figures
+
+
+def test_the_pool_grows_with_demand_and_shrinks_when_idle(start_server):
+    server = start_server(global_args=("--pool", "6", "--pool-idle", "1"))
+    wait_ready(server, 3)
+    start = pool_figures(server)["runbox_pool_target"]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=6) as workers:
+        list(workers.map(lambda i: server.execute(language="bash", code="sleep 0.3",
+                                                  network=False), range(12)))
+    grown = pool_figures(server)["runbox_pool_target"]
+    assert grown > start, (start, grown)
+    deadline = time.monotonic() + 30
+    while pool_figures(server)["runbox_pool_target"] > start and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert pool_figures(server)["runbox_pool_target"] == start
+
+
+def test_idle_pool_memory_is_reported_and_capped(start_server):
+    server = start_server(global_args=("--pool-memory", "1M"))
+    time.sleep(1.5)
+    figures = pool_figures(server)
+    assert figures["runbox_pool_memory_cap_bytes"] == 1 << 20
+    # One sandbox may be made before the cap is known to be reached; no more.
+    assert figures['runbox_pool_sandboxes{state="ready"}'] <= 1, figures
+    roomy = start_server(global_args=("--pool-memory", "1G"))
+    wait_ready(roomy, 3)
+    time.sleep(0.5)
+    figures = pool_figures(roomy)
+    assert figures["runbox_pool_idle_memory_bytes"] > 1 << 20, figures
+
+
+def test_the_request_s_limits_timeout_and_classification_hold_in_a_prepared_sandbox(server):
+    memory = pooled_run(server, language="python", network=False, memory_mb=64,
+                        code="x = bytearray(200 * 1024 * 1024); print('not reached')")
+    assert memory["error_type"] == "MemoryError" and "not reached" not in memory["output"], memory
+    timeout = pooled_run(server, language="python", network=False, timeout=1,
+                         code="print('started', flush=True)\nwhile True: pass")
+    assert timeout["error_type"] == "TimeoutError" and timeout["timed_out"], timeout
+    assert timeout["output"] == "started\n"
+    syntax = pooled_run(server, language="python", network=False,
+                        code="print('ran')\nif True print(2)")
+    assert syntax["error_type"] == "SyntaxError" and syntax["output"] == "", syntax
+    cpu = pooled_run(server, language="bash", network=False, code="echo hi")
+    assert cpu["cpu_ms"] < 50, cpu  # the interpreter's start is not the execution's
+    js = pooled_run(server, language="javascript", network=False,
+                    code="throw new TypeError('boom')")
+    assert js["exception"] == "TypeError" and js["exit_code"] == 1, js
+
+
+def test_what_a_prepared_sandbox_cannot_give_exactly_starts_cold(server):
+    wait_ready(server)
+    cases = [dict(stdin="from stdin\n", code="import sys; print(sys.stdin.read(), end='')"),
+             dict(env={"PYTHONHASHSEED": "0"}, code="import os; print(os.environ['PYTHONHASHSEED'])"),
+             dict(egress_allow=[], code="print('narrowed')")]
+    for extra in cases:
+        result = server.execute(language="python", network=False, **extra)
+        assert result["success"] and not result["pooled"], result
+    assert server.execute(language="python", network=False, stdin="x",
+                          code="import sys; print(sys.stdin.read())")["output"] == "x\n"
+
+
+def test_a_session_s_files_reach_a_prepared_sandbox_and_stay(server):
+    wait_ready(server)
+    first = pooled_run(server, language="python", network=False, session_id="pool-files",
+                       code="open('data.txt', 'w').write('one\\n'); print('wrote')")
+    assert first["output"] == "wrote\n"
+    second = pooled_run(server, language="bash", network=False, session_id="pool-files",
+                        code="cat data.txt; pwd; ls -A")
+    assert second["output"] == "one\n/home/user\ndata.txt\n", second
+    listed = server.request("GET", "/v1/sessions/pool-files/files").json()
+    assert [f["path"] for f in listed["files"]] == ["data.txt"], listed
+
+
+def test_the_network_and_the_egress_policy_hold_in_a_prepared_sandbox(server):
+    address = e2e.public_address()
+    result = pooled_run(server, language="bash", network=True,
+                        code="exec 3<>/dev/tcp/127.0.0.1/9 || echo refused-loopback")
+    assert result["network"] is True
+    assert "refused-loopback" in result["output"], result
+    host = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
+    if host:
+        result = pooled_run(server, language="bash", network=True,
+                            code=f"exec 3<>/dev/tcp/{host[0]}/9 || echo refused")
+        assert "refused" in result["output"] and result["egress_denied"] >= 1, result
+    assert address
+
+
+def test_killing_the_server_leaves_no_prepared_sandbox_behind(tmp_path):
+    server = Server(tmp_path, global_args=("--pool", "6"))
+    wait_ready(server, 3)
+    pooled_run(server, language="bash", network=False, code="echo warm")
+    wait_ready(server, 3)
+    before_cgroups = execution_cgroups()
+    scratch = os.path.join(server.state_dir, "sessions", ".scratch")
+    before_scratch = set(os.listdir(scratch)) if os.path.isdir(scratch) else set()
+    assert sandbox_processes(), "the pool's interpreters should be running"
+    server.proc.send_signal(signal.SIGKILL)
+    server.proc.wait()
+    deadline = time.monotonic() + 10
+    while (sandbox_processes() or e2e.live_helpers()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not sandbox_processes() and not e2e.live_helpers()
+    # The next runbox on the state directory sweeps what the killed one could not remove.
+    again = Server(tmp_path, global_args=("--pool", "0"))
+    try:
+        assert again.healthy()
+        deadline = time.monotonic() + 10
+        while before_cgroups & execution_cgroups() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not before_cgroups & execution_cgroups()
+        left = set(os.listdir(scratch)) if os.path.isdir(scratch) else set()
+        assert not before_scratch & left, before_scratch & left
+    finally:
+        again.stop()
+        again.cleanup()
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--pool", "-1"), "--pool needs how many prepared sandboxes"),
+    (("--pool", "many"), "--pool needs"),
+    (("--pool", "1001"), "0 (off) to 1000"),
+    (("--pool",), "--pool needs"),
+    (("--pool-memory", "0"), "--pool-memory needs a size of at least 1M"),
+    (("--pool-memory", "lots"), "--pool-memory needs"),
+    (("--pool-idle", "0"), "--pool-idle needs"),
+    (("--pool-idle", "soon"), "--pool-idle needs"),
+])
+def test_bad_pool_options_are_refused_before_listening(tmp_path, args, message):
+    run = subprocess.run([RUNBOX, "--state-dir", str(tmp_path / "s"), *args, "serve",
+                          "--listen", "127.0.0.1:0"], capture_output=True, text=True, timeout=30)
+    assert run.returncode == 2, run
+    assert message in run.stderr, run.stderr
