@@ -360,6 +360,12 @@ typedef struct rbx_pool_stats {
 
 void rbx_engine_pool_stats(rbx_engine *engine, rbx_pool_stats *stats);
 
+/* A digest of everything in the engine's configuration that changes what an
+ * execution does (limits, policy, egress, storage...), as hex: a one-off
+ * run from the CLI goes to a daemon's prepared sandboxes only when both
+ * would run it alike. */
+void rbx_engine_fingerprint(const rbx_engine *engine, char out[17]);
+
 /* Stops every execution of this engine running in the session (it ends
  * as cancelled); returns how many there were. */
 size_t rbx_session_cancel(rbx_engine *engine, const char *id);

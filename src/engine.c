@@ -298,6 +298,29 @@ void rbx_engine_pool_stats(rbx_engine *engine, rbx_pool_stats *stats)
     rbx_pool_stats_get(engine->pool, stats);
 }
 
+void rbx_engine_fingerprint(const rbx_engine *engine, char out[17])
+{
+    const rbx_config *c = &engine->config;
+    char text[16384];
+    snprintf(text, sizeof text,
+             "%s|%zu|%g|%g|%zu|%d|%llu|%d|%llu|%u|%u|%u|%u|%g|%g|%s|%u|%d|%g|%zu|%d|%llu|%s|%s|%d|"
+             "%d|%s|%s",
+             c->state_dir ? c->state_dir : "", c->max_code_bytes, c->default_timeout_s,
+             c->max_timeout_s, c->output_cap_bytes, c->network_off,
+             (unsigned long long)c->disk_cap_bytes, (int)c->storage,
+             (unsigned long long)c->storage_bytes, c->memory_mb, c->max_memory_mb, c->pids_max,
+             c->cpu_weight, c->cpus, c->max_cpus, c->policy_file ? c->policy_file : "",
+             c->max_requirements, c->allow_requirement_urls, c->install_timeout_s,
+             c->install_output_cap, c->install_network_host, (unsigned long long)c->envs_cap_bytes,
+             c->egress_allow ? c->egress_allow : "", c->egress_deny ? c->egress_deny : "",
+             c->egress_allowlist_only, c->egress_open, c->egress_resolver ? c->egress_resolver : "",
+             c->egress_file ? c->egress_file : "");
+    uint64_t hash = 14695981039346656037ull; /* FNV-1a: a digest, not a secret */
+    for (const char *p = text; *p; p++)
+        hash = (hash ^ (unsigned char)*p) * 1099511628211ull;
+    snprintf(out, 17, "%016llx", (unsigned long long)hash);
+}
+
 const rbx_config *rbx_engine_config(const rbx_engine *engine)
 {
     return &engine->config;

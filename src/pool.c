@@ -55,7 +55,12 @@ struct rbx_pool {
     rbx_engine *engine;
     pthread_mutex_t lock;
     pthread_cond_t wake; /* the manager's */
-    pthread_cond_t gone; /* a keeper ended */
+    pthread_cond_t gone;   /* a keeper ended */
+    pthread_cond_t filled; /* a sandbox became ready */
+    /* Tests only (RUNBOX_POOL_WAIT=ms): an execution finding its shelf
+     * empty waits this long for one being made, so that a test suite runs
+     * in prepared sandboxes throughout; 0 in production: never wait. */
+    int64_t wait_ms;
     pthread_t manager;
     bool stopping;
     size_t keepers, serving, max;
@@ -171,6 +176,7 @@ static void *keeper(void *arg)
         e->next = s->ready;
         s->ready = e;
         s->ready_count++;
+        pthread_cond_broadcast(&pool->filled);
         while (e->state == P_READY)
             pthread_cond_wait(&e->changed, &pool->lock);
         while (e->state == P_TAKEN)
@@ -379,6 +385,9 @@ rbx_pool *rbx_pool_start(rbx_engine *engine, char *why, size_t why_size)
     pthread_mutex_init(&pool->lock, NULL);
     pthread_cond_init(&pool->wake, NULL);
     pthread_cond_init(&pool->gone, NULL);
+    pthread_cond_init(&pool->filled, NULL);
+    const char *wait = getenv("RUNBOX_POOL_WAIT");
+    pool->wait_ms = wait ? atoi(wait) : 0;
     /* Each language starts with one sandbox waiting, with the network as
      * executions get it by default; the others fill when asked for. */
     rbx_request plain = {.network = -1, .cancel_fd = -1};
@@ -424,6 +433,7 @@ void rbx_pool_stop(rbx_pool *pool)
     pthread_mutex_destroy(&pool->lock);
     pthread_cond_destroy(&pool->wake);
     pthread_cond_destroy(&pool->gone);
+    pthread_cond_destroy(&pool->filled);
     free(pool);
 }
 
@@ -443,6 +453,22 @@ rbx_pooled *rbx_pool_take(rbx_pool *pool, const rbx_runtime *runtime, bool netwo
         if (pool->shelves[i].runtime == runtime && pool->shelves[i].network == network)
             s = &pool->shelves[i];
     entry *e = NULL;
+    if (s && !s->ready && pool->wait_ms > 0) {
+        if (s->target < pool->max && s->ready_count + s->preparing < 1)
+            s->target++;
+        pthread_cond_signal(&pool->wake);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += pool->wait_ms / 1000;
+        until.tv_nsec += (pool->wait_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        while (!s->ready && !pool->stopping &&
+               pthread_cond_timedwait(&pool->filled, &pool->lock, &until) == 0)
+            ;
+    }
     while (s && s->ready && !e) {
         e = s->ready;
         unshelve(s, e);

@@ -24,6 +24,11 @@ typedef struct cli_globals {
                                    -1 the default */
     uint64_t pool_memory_bytes; /* --pool-memory (or RUNBOX_POOL_MEMORY); 0: the default */
     double pool_idle_s;         /* --pool-idle (or RUNBOX_POOL_IDLE); 0: the default */
+    /* --use-daemon (or RUNBOX_USE_DAEMON): whether `runbox run` sends a
+     * one-off run to the runbox process serving the state directory (its
+     * prepared sandboxes): when one runs (auto), starting one (always), or
+     * never. */
+    enum { CLI_DAEMON_AUTO, CLI_DAEMON_ALWAYS, CLI_DAEMON_NEVER } use_daemon;
     char **argv;                /* as runbox was started, for `serve` (serve_elsewhere.c) */
     /* The egress policy of executions with the network on (rbx_config's
      * egress_*): --egress-allow, --egress-deny, --egress-default,

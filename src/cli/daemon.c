@@ -51,7 +51,6 @@ int cli_daemon(cli_globals *globals, int argc, char **argv)
     if (!engine)
         return rc;
     rbx_engine_recover(engine);
-    cli_start_pool(engine, "daemon");
     const char *state_dir = rbx_engine_config(engine)->state_dir;
     char why[300];
     int owner = 0;
@@ -71,6 +70,12 @@ int cli_daemon(cli_globals *globals, int argc, char **argv)
         rbx_engine_free(engine);
         return EXIT_SYSTEM;
     }
+    cli_start_pool(engine, "daemon");
+    /* With prepared sandboxes it waits as long as they are kept warm. */
+    const rbx_config *config = rbx_engine_config(engine);
+    int64_t linger_ms = LINGER_MS;
+    if (!config->pool_off && config->pool_idle_s * 1000 > linger_ms)
+        linger_ms = (int64_t)(config->pool_idle_s * 1000);
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
@@ -80,7 +85,7 @@ int cli_daemon(cli_globals *globals, int argc, char **argv)
         nanosleep(&second, NULL);
         int64_t since;
         if (local_server_idle(server, &since) && rbx_kernel_count(engine) == 0 &&
-            now_ms() - since > LINGER_MS)
+            now_ms() - since > linger_ms)
             break;
     }
     char path[4200];

@@ -18,6 +18,17 @@ static int parse_count(const char *text, uint32_t *count)
     return 0;
 }
 
+static int daemon_choice(const char *text, cli_globals *globals)
+{
+    static const char *const names[] = {"auto", "always", "never"};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(text, names[i])) {
+            globals->use_daemon = i;
+            return 0;
+        }
+    return -1;
+}
+
 /* A pool size: 0 (off) to 1000. */
 static int parse_pool(const char *text, int32_t *pool)
 {
@@ -104,6 +115,9 @@ void cli_globals_init(cli_globals *globals, char **argv)
     const char *pool = getenv("RUNBOX_POOL");
     if (pool)
         (void)parse_pool(pool, &globals->pool);
+    const char *use_daemon = getenv("RUNBOX_USE_DAEMON");
+    if (use_daemon)
+        (void)daemon_choice(use_daemon, globals);
     const char *pool_idle = getenv("RUNBOX_POOL_IDLE");
     if (pool_idle)
         (void)cli_parse_seconds(pool_idle, &globals->pool_idle_s);
@@ -214,6 +228,13 @@ int cli_global_option(int argc, char **argv, int *i, cli_globals *globals, const
             return cli_usage_error(command,
                                    "--pool needs how many prepared sandboxes may exist "
                                    "at once, 0 (off) to 1000, not '%.32s'",
+                                   value ? value : "");
+    } else if (named(arg, "--use-daemon")) {
+        value = value_of(argc, argv, i, "--use-daemon");
+        if (!value || daemon_choice(value, globals) != 0)
+            return cli_usage_error(command,
+                                   "--use-daemon must be auto (a running one serves one-off "
+                                   "runs), always (start one) or never, not '%.32s'",
                                    value ? value : "");
     } else if (named(arg, "--pool-idle")) {
         value = value_of(argc, argv, i, "--pool-idle");

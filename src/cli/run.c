@@ -301,7 +301,8 @@ static int render(const rbx_result *result, enum output_mode mode)
 /* The request as the local socket takes it (HTTP's execute body). */
 static json_t *request_json(const rbx_request *request)
 {
-    json_t *body = json_pack("{s:s, s:b}", "language", request->language, "stateful", 1);
+    json_t *body =
+        json_pack("{s:s, s:b}", "language", request->language, "stateful", request->stateful);
     json_t *code = json_stringn(request->code, request->code_len);
     bool text = code != NULL; /* UTF-8: else its bytes go as code_bytes */
     if (!code)
@@ -316,6 +317,8 @@ static json_t *request_json(const rbx_request *request)
         json_object_set_new(body, "session_id", json_string(request->session_id));
     if (request->timeout_s > 0)
         json_object_set_new(body, "timeout", json_real(request->timeout_s));
+    if (request->trace)
+        json_object_set_new(body, "trace", json_true());
     if (request->network >= 0)
         json_object_set_new(body, "network", json_boolean(request->network));
     if (request->memory_mb)
@@ -379,30 +382,58 @@ static void note_egress_json(json_t *result)
     note_egress(denied > 0 ? (uint64_t)denied : 0, to, count);
 }
 
-/* A stateful call goes to the process that holds the session's kernel. */
-static int run_stateful(const cli_globals *globals, rbx_engine *engine, const rbx_request *request,
-                        enum output_mode mode)
+/* What the live mode adds once the result came from another process. */
+static void note_remote_end(const rbx_request *request, json_t *result)
+{
+    const char *type = json_string_value(json_object_get(result, "error_type"));
+    const char *error = json_string_value(json_object_get(result, "error"));
+    if (!request->stateful && type && !strcmp(type, "SyntaxError") && error)
+        fputs(error, stderr); /* a one-off run's syntax error is not streamed */
+    else if (json_is_true(json_object_get(result, "timed_out")))
+        fputs(request->stateful
+                  ? "runbox: timed out; the kernel was interrupted\n"
+                  : "runbox: timed out; every process of the execution was killed\n",
+              stderr);
+    note_egress_json(result);
+}
+
+/* Returned by run_remote when the run is this process's to do. */
+#define RUN_HERE (-1)
+
+/* The run in another runbox process: a stateful call in the one that holds
+ * the session's kernel (started when none runs); a one-off run in one that
+ * serves the state directory with prepared sandboxes, when it runs (or
+ * start says to start one) and is configured alike, else RUN_HERE. */
+static int run_remote(const cli_globals *globals, rbx_engine *engine, const rbx_request *request,
+                      enum output_mode mode, bool start)
 {
     char why[600];
     const char *state_dir = rbx_engine_config(engine)->state_dir;
-    int fd = cli_local_connect(globals, state_dir, true, why, sizeof why);
+    int fd = cli_local_connect(globals, state_dir, start, why, sizeof why);
+    if (fd < 0 && !request->stateful)
+        return RUN_HERE;
     if (fd < 0) {
         fprintf(stderr, "runbox: %s\n", why);
         return EXIT_SYSTEM;
     }
     json_t *body = request_json(request);
-    if (!body) {
+    char config[17];
+    rbx_engine_fingerprint(engine, config);
+    json_t *message = body ? json_pack("{s:s, s:o}", "op", "execute", "request", body) : NULL;
+    if (message && !request->stateful)
+        json_object_set_new(message, "config", json_string(config));
+    FILE *in = message ? fdopen(fd, "r") : NULL;
+    if (!in) {
         fprintf(stderr, "runbox: out of memory\n");
+        json_decref(message);
         close(fd);
         return EXIT_SYSTEM;
     }
-    FILE *in = fdopen(fd, "r");
-    if (!in || cli_local_send(fd, json_pack("{s:s, s:o}", "op", "execute", "request", body)) != 0) {
+    if (cli_local_send(fd, message) != 0) {
+        fclose(in);
+        if (!request->stateful)
+            return RUN_HERE; /* nothing of it ran */
         fprintf(stderr, "runbox: cannot reach the runbox process that holds kernels\n");
-        if (in)
-            fclose(in);
-        else
-            close(fd);
         return EXIT_SYSTEM;
     }
     int rc = EXIT_SYSTEM;
@@ -410,8 +441,11 @@ static int run_stateful(const cli_globals *globals, rbx_engine *engine, const rb
     while ((event = cli_local_read(in))) {
         const char *type = json_string_value(json_object_get(event, "type"));
         const char *data = json_string_value(json_object_get(event, "data"));
-        bool last = type && (!strcmp(type, "result") || !strcmp(type, "error"));
-        if (type && !strcmp(type, "error")) {
+        bool last = type && (!strcmp(type, "result") || !strcmp(type, "error") ||
+                             !strcmp(type, "declined"));
+        if (type && !strcmp(type, "declined")) {
+            rc = RUN_HERE;
+        } else if (type && !strcmp(type, "error")) {
             rc = cli_local_error(event);
         } else if (mode == MODE_STREAM) {
             rc = cli_print_json(json_incref(event));
@@ -419,10 +453,8 @@ static int run_stateful(const cli_globals *globals, rbx_engine *engine, const rb
             json_object_del(event, "type");
             rc = mode == MODE_JSON ? cli_print_json(json_incref(event))
                                    : (int)json_integer_value(json_object_get(event, "exit_code"));
-            if (mode == MODE_LIVE && json_is_true(json_object_get(event, "timed_out")))
-                fprintf(stderr, "runbox: timed out; the kernel was interrupted\n");
             if (mode == MODE_LIVE)
-                note_egress_json(event);
+                note_remote_end(request, event);
         } else if (mode == MODE_LIVE && type && !strcmp(type, "display")) {
             show_display(event);
         } else if (mode == MODE_LIVE && data) {
@@ -494,9 +526,12 @@ int cli_run(cli_globals *globals, int argc, char **argv)
         }
         request.stdin_data = input;
     }
-    if (opts.stateful) {
-        rc = run_stateful(globals, engine, &request, opts.mode);
-        goto done;
+    request.stateful = opts.stateful;
+    if (opts.stateful || globals->use_daemon != CLI_DAEMON_NEVER) {
+        rc = run_remote(globals, engine, &request, opts.mode,
+                        opts.stateful || globals->use_daemon == CLI_DAEMON_ALWAYS);
+        if (rc != RUN_HERE)
+            goto done;
     }
     request.cancel_fd = cancel_pipe();
     rbx_result result;

@@ -14,6 +14,9 @@
  *       -> {"type": "restarted", "stopped": N}
  *   {"op": "remove", "session_id": ID, "wait": SECONDS}
  *       -> {"type": "removed"}
+ *       With "config": the caller's rbx_engine_fingerprint, a one-off run
+ *       is declined ({"type": "declined"}) by a process configured
+ *       otherwise, and the caller runs it itself.
  *   {"op": "ping"} -> {"type": "pong", "pid": N}
  *   {"op": "stop"} -> {"type": "stopping"}: a daemon exits (its kernels go);
  *       runbox serve refuses (stop it as a server)

@@ -217,6 +217,16 @@ static int on_output(void *user, rbx_stream stream, const char *data, size_t len
 
 static void execute(local_server *server, int fd, json_t *message)
 {
+    /* A one-off run from a CLI configured otherwise would not run as that
+     * CLI would run it: it runs there instead. */
+    const char *config = json_string_value(json_object_get(message, "config"));
+    char mine[17];
+    rbx_engine_fingerprint(server->engine, mine);
+    if (config && strcmp(config, mine)) {
+        send_json(fd, json_pack("{s:s, s:s}", "type", "declined", "message",
+                                "this runbox process is configured otherwise"));
+        return;
+    }
     json_t *body = json_incref(json_object_get(message, "request"));
     if (!json_is_object(body)) {
         json_decref(body);

@@ -11,6 +11,12 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNBOX = os.environ.get("RUNBOX_BIN", os.path.join(ROOT, "build", "runbox"))
+# RUNBOX_TEST_POOLED=1 (make test-pooled): every `runbox run` goes to a daemon on the test's state
+# directory, which serves it from a prepared sandbox (waiting for one to be made, where the
+# product would start cold instead): the suite then attacks pooled sandboxes.
+POOLED = os.environ.get("RUNBOX_TEST_POOLED") == "1"
+POOLED_ENV = {"RUNBOX_USE_DAEMON": "always", "RUNBOX_POOL_WAIT": "15000",
+              "RUNBOX_POOL_IDLE": "2"} if POOLED else {}
 
 
 class Runbox:
@@ -21,7 +27,7 @@ class Runbox:
         self.bin = RUNBOX
 
     def env(self, extra=None):
-        env = {"PATH": "/usr/bin:/bin", "RUNBOX_STATE_DIR": self.state_dir}
+        env = {"PATH": "/usr/bin:/bin", "RUNBOX_STATE_DIR": self.state_dir, **POOLED_ENV}
         # Keep sanitizer settings so ASan runs report into the test output.
         for key in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
             if key in os.environ:
@@ -40,7 +46,10 @@ class Runbox:
         assert proc.returncode == 0, proc.stderr.decode(errors="replace")
         lines = proc.stdout.decode().splitlines()
         assert len(lines) == 1, proc.stdout
-        return json.loads(lines[0])
+        result = json.loads(lines[0])
+        RUNS["total"] += 1
+        RUNS["pooled"] += result.get("pooled") is True
+        return result
 
     def popen(self, *args, env=None):
         return subprocess.Popen([self.bin, *args], stdout=subprocess.PIPE,
@@ -93,7 +102,18 @@ def runbox(tmp_path):
     state = tmp_path / "state"
     box = Runbox(str(state))
     yield box
+    if POOLED:
+        stop_daemons(str(state))
     box.remove_all_sessions()
+
+
+def stop_daemons(state_dir, seconds=30):
+    for pid in daemons(state_dir):
+        with contextlib.suppress(OSError):
+            os.kill(pid, 15)
+    deadline = time.monotonic() + seconds
+    while daemons(state_dir) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def daemons(state_dir):
@@ -173,6 +193,8 @@ def remove_cgroups_left_since(before, seconds=5.0):
     for path in execution_cgroups() - before:
         deadline = time.time() + seconds  # the sandbox's init exits just after its program
         try:
+            if POOLED and any(waiting_in_pool(int(p)) for p in cgroup_procs(path).split()):
+                continue  # a daemon's prepared sandbox, not yet anyone's
             while cgroup_procs(path) and time.time() < deadline:
                 time.sleep(0.05)
             assert cgroup_procs(path) == "", f"{path} still holds processes"
@@ -240,12 +262,26 @@ def sandbox_processes(session_id=None):
         if session_id:
             try:
                 with open(f"/proc/{pid}/environ", "rb") as f:
-                    if f"RUNBOX_SESSION_ID={session_id}".encode() not in f.read().split(b"\0"):
-                        continue
+                    environ = f.read().split(b"\0")
             except OSError:
+                continue
+            # A prepared sandbox's program started before its session was known: its
+            # environ names none (the bootstrap sets the variable later, in the process).
+            pooled = POOLED and b"RUNBOX_SESSION_ID=" in environ and not waiting_in_pool(pid)
+            if f"RUNBOX_SESSION_ID={session_id}".encode() not in environ and not pooled:
                 continue
         found.append(int(pid))
     return found
+
+
+def waiting_in_pool(pid):
+    """A prepared sandbox's interpreter still waiting for its code: its fd 3 (the code's
+    socket) and 4 (the report) are open; a bootstrap closes both before any code runs."""
+    try:
+        return os.readlink(f"/proc/{pid}/fd/3").startswith("socket:") and \
+            os.readlink(f"/proc/{pid}/fd/4").startswith("pipe:")
+    except OSError:
+        return False
 
 
 def live_helpers():
@@ -257,6 +293,22 @@ def live_helpers():
         except OSError:
             pass
     return helpers
+
+
+# Runs through Runbox.run, and how many a prepared sandbox served.
+RUNS = {"total": 0, "pooled": 0}
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """In the pooled pass most runs must have met a prepared sandbox (some cannot: stdin,
+    requirements, a narrowed egress policy, a configuration of their own): else the pass
+    proved nothing about pooled sandboxes."""
+    if POOLED and RUNS["total"]:
+        share = RUNS["pooled"] / RUNS["total"]
+        print(f"\npooled pass: {RUNS['pooled']} of {RUNS['total']} runs served by prepared "
+              f"sandboxes ({share:.0%})")
+        if share < 0.5 and session.exitstatus == 0:
+            session.exitstatus = 1
 
 
 def pytest_configure(config):

@@ -827,7 +827,8 @@ def test_cgroups_left_by_a_killed_runbox_are_swept_and_live_ones_kept(runbox):
             f"exec-fresh{tag}": 0,  # no owner in the name, fresh: may belong to a starting one
             f"exec-{os.getpid()}-owned{tag}": 0}  # its runbox still runs
     with planted_cgroups(ages) as planted:
-        runbox.run("bash", "true", "--no-network")  # a new runbox process sweeps at start
+        # A new runbox process that runs the code itself sweeps at start.
+        runbox.run("bash", "true", "--no-network", "--use-daemon", "never")
         assert existing(planted[f"exec-stale{tag}"]) == []
         assert existing(planted[f"exec-{gone.pid}-dead{tag}"]) == []
         assert existing(planted[f"exec-{gone.pid}-justdead{tag}"]) == []
