@@ -25,6 +25,7 @@ import time
 
 import e2b
 import egress
+import pool
 import sessions_scale
 import stateful
 from common import Server, percentile, program_env, summary, timed
@@ -334,7 +335,7 @@ def targets(results):
         idle = results["server_memory"]["idle_rss_kb"]
         rows.append(("server RSS idle <= 10 MiB", f"{idle} KiB", idle <= 10 * 1024))
     return rows + stateful.targets(results) + sessions_scale.targets(results) + \
-        egress.targets(results)
+        egress.targets(results) + pool.targets(results)
 
 
 def recorded(out_dir):
@@ -419,13 +420,14 @@ def write_markdown(results, path, command):
     lines += sessions_scale.markdown(results)
     lines += e2b.markdown(results)
     lines += egress.markdown(results)
+    lines += pool.markdown(results)
     lines += recorded(os.path.dirname(path))
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
 
 SECTIONS = ("latency", "trace", "overhead", "startup", "cpu", "throughput", "memory", "output",
-            "dependencies", "stateful", "sessions", "e2b", "egress")
+            "dependencies", "stateful", "sessions", "e2b", "egress", "pool")
 
 
 def main():
@@ -472,6 +474,8 @@ def main():
                 results["e2b"] = e2b.run(runbox, work, args.runs)
             if "egress" in wanted:
                 results["egress"] = egress.run(runbox, work, args.runs)
+            if "pool" in wanted:
+                results["pool"] = pool.run(runbox, work, args.runs, PROGRAMS, bwrap_command)
             if "sessions" in wanted:
                 scale = sessions_scale.run(runbox, work, args.runs)
                 if scale:
