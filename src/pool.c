@@ -54,7 +54,7 @@ typedef struct shelf {
 struct rbx_pool {
     rbx_engine *engine;
     pthread_mutex_t lock;
-    pthread_cond_t wake; /* the manager's */
+    pthread_cond_t wake;   /* the manager's */
     pthread_cond_t gone;   /* a keeper ended */
     pthread_cond_t filled; /* a sandbox became ready */
     /* Tests only (RUNBOX_POOL_WAIT=ms): an execution finding its shelf
@@ -352,19 +352,27 @@ static void manage(rbx_pool *pool)
     }
 }
 
+/* A condition variable's deadline, ms from now. */
+static struct timespec deadline_in(int64_t ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    return until;
+}
+
 static void *manager(void *arg)
 {
     rbx_pool *pool = arg;
     pthread_mutex_lock(&pool->lock);
     while (!pool->stopping) {
         manage(pool);
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += MANAGER_TICK_MS * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = deadline_in(MANAGER_TICK_MS);
         pthread_cond_timedwait(&pool->wake, &pool->lock, &until);
     }
     pthread_mutex_unlock(&pool->lock);
@@ -457,14 +465,7 @@ rbx_pooled *rbx_pool_take(rbx_pool *pool, const rbx_runtime *runtime, bool netwo
         if (s->target < pool->max && s->ready_count + s->preparing < 1)
             s->target++;
         pthread_cond_signal(&pool->wake);
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += pool->wait_ms / 1000;
-        until.tv_nsec += (pool->wait_ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = deadline_in(pool->wait_ms);
         while (!s->ready && !pool->stopping &&
                pthread_cond_timedwait(&pool->filled, &pool->lock, &until) == 0)
             ;

@@ -390,9 +390,8 @@ static void note_remote_end(const rbx_request *request, json_t *result)
     if (!request->stateful && type && !strcmp(type, "SyntaxError") && error)
         fputs(error, stderr); /* a one-off run's syntax error is not streamed */
     else if (json_is_true(json_object_get(result, "timed_out")))
-        fputs(request->stateful
-                  ? "runbox: timed out; the kernel was interrupted\n"
-                  : "runbox: timed out; every process of the execution was killed\n",
+        fputs(request->stateful ? "runbox: timed out; the kernel was interrupted\n"
+                                : "runbox: timed out; every process of the execution was killed\n",
               stderr);
     note_egress_json(result);
 }
