@@ -259,7 +259,7 @@ def test_removing_the_session_stops_its_kernel_and_keeps_nothing(kernels):
 def test_an_idle_kernel_is_reaped_and_nothing_of_it_is_left(runbox):
     before = execution_cgroups()
     marker = unique_marker()
-    env = {"RUNBOX_KERNEL_IDLE": "1"}
+    env = {"RUNBOX_KERNEL_IDLE": "1", "RUNBOX_POOL": "0"}  # the kernel's cgroup alone
     call(runbox, "bash", f"export KEEP=1; sleep {marker} &", env=env)
     assert len(daemons(runbox.state_dir)) == 1  # started on demand
     names = {os.path.basename(p) for p in execution_cgroups() - before}

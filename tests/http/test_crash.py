@@ -86,7 +86,9 @@ def test_a_server_killed_under_load_restarts_clean_and_loses_nothing(tmp_path):
             errors = [o for o, _ in outcomes if o != "ok"]
             assert errors, "no client of the killed server saw it go"
             assert all(took < 35 for _, took in outcomes)
-            server = Server(tmp_path)  # the same state directory; it listens once swept
+            # The same state directory; it listens once swept (without a pool of its own,
+            # whose cgroups would be new ones).
+            server = Server(tmp_path, global_args=("--pool", "0"))
             assert execution_cgroups() - cgroups_before == set(), "cgroups of the killed server"
             deadline = time.time() + 10  # a sandbox's init dies with its runbox, asynchronously
             while (sandbox_processes() or live_helpers()) and time.time() < deadline:
