@@ -218,14 +218,14 @@ static const struct result_field {
      "The session's interpreter had to start afresh (it died, ran out of memory, ignored an "
      "interrupt, or sat idle too long): variables from earlier calls are gone."},
     {"network", "boolean", false, "Whether the code could reach outside hosts."},
-    {"pooled", "boolean", false,
-     "The execution ran in a sandbox prepared in advance (faster; otherwise exactly like a "
-     "cold start)."},
     {"egress_denied", "integer", false,
      "Connection attempts the egress policy refused (0 with the network off)."},
     {"egress_denied_to", "array", false,
      "The first few destinations refused: \"ADDR:PORT\", \"[V6]:PORT\", or a domain name "
      "that was not resolved."},
+    {"pooled", "boolean", false,
+     "The execution ran in a sandbox prepared in advance (faster; otherwise exactly like a "
+     "cold start)."},
 };
 
 static json_t *truncated_schema(const char *description)
