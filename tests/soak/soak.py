@@ -17,6 +17,7 @@ import http.client
 import json
 import os
 import random
+import re
 import socket
 import statistics
 import subprocess
@@ -81,8 +82,8 @@ class HttpServer:
     def __init__(self, runbox, state_dir, log):
         self.port = free_port()
         self.proc = subprocess.Popen(
-            [runbox, "serve", "--listen", f"127.0.0.1:{self.port}", "--max-running", "8",
-             "--max-queue", "256", "--state-dir", state_dir],
+            [runbox, "--pool-idle", "1", "serve", "--listen", f"127.0.0.1:{self.port}",
+             "--max-running", "8", "--max-queue", "256", "--state-dir", state_dir],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.time() + 30
         while time.time() < deadline:
@@ -92,6 +93,28 @@ class HttpServer:
             except OSError:
                 time.sleep(0.05)
         raise RuntimeError("runbox serve did not start")
+
+    def settle_pool(self, seconds=60):
+        """Waits until the pool of prepared sandboxes is back at rest (every shelf shrunk to
+        its floor, nothing being made or served): its sandboxes' threads and descriptors are
+        then the same number before and after the soak, and any other growth is a leak."""
+        deadline, last, stable_since = time.time() + seconds, None, time.time()
+        while time.time() < deadline:
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+            conn.request("GET", "/metrics")
+            text = conn.getresponse().read().decode()
+            conn.close()
+            f = dict(re.findall(r"^(runbox_pool_\S+) (\S+)$", text, re.M))
+            state = (f.get("runbox_pool_target"), f.get('runbox_pool_sandboxes{state="ready"}'),
+                     f.get('runbox_pool_sandboxes{state="preparing"}'),
+                     f.get('runbox_pool_sandboxes{state="serving"}'))
+            at_rest = state[0] == state[1] and state[2] == state[3] == "0"
+            if state != last or not at_rest:
+                last, stable_since = state, time.time()
+            elif time.time() - stable_since > 2.5:
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"the pool did not come to rest: {last}")
 
     def execute(self, conn, body):
         conn.request("POST", "/v1/execute", body=json.dumps(body),
@@ -155,6 +178,7 @@ def run_http(args, state_dir, report):
                 appended.setdefault(session, []).append(token)
             if failure:
                 failures.append((index, failure))
+        server.settle_pool()
         before = process_figures(server.proc.pid)
         host_before = host_figures()
         started = time.monotonic()
@@ -166,6 +190,7 @@ def run_http(args, state_dir, report):
             else:
                 latencies.append(took)
         elapsed = time.monotonic() - started
+    server.settle_pool()
     after = process_figures(server.proc.pid)
     # Every session's log holds its executions' tokens, each once, and nothing else.
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
@@ -202,7 +227,8 @@ def quantile(values, q):
 
 def run_mcp(args, state_dir, report):
     env = dict(os.environ, RUNBOX_STATE_DIR=state_dir)
-    proc = subprocess.Popen([args.runbox, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    # Without a pool: its figures are read mid-stream, when the pool's size is its demand's.
+    proc = subprocess.Popen([args.runbox, "--pool", "0", "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, env=env)
     replies = {}
     ready = threading.Condition()
