@@ -4,6 +4,7 @@
 #include "pool.h"
 #include "egress.h"
 #include "sandbox/template.h"
+#include "storage.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -138,7 +139,6 @@ static rbx_status prepare(rbx_pool *pool, entry *e, rbx_error *err)
         return status;
     }
     e->pooled.code_fd = pair[0];
-    e->pooled.scratch = &e->scratch;
     if (e->pooled.sandbox.cgroup)
         (void)rbx_cgroup_memory_file(e->pooled.sandbox.cgroup, e->memory_file,
                                      sizeof e->memory_file);

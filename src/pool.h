@@ -23,16 +23,14 @@
 
 #include "internal.h"
 #include "sandbox/sandbox.h"
-#include "storage.h"
 
 typedef struct rbx_pool rbx_pool;
 
 /* One prepared sandbox, as the execution that took it sees it. */
 typedef struct rbx_pooled {
     rbx_sandbox sandbox;
-    int code_fd;                /* runbox's end of the bootstrap's fd 3 (a socket) */
-    const rbx_scratch *scratch; /* its /tmp and its home (for a one-off run) */
-    uint64_t cpu_usec_at_take;  /* the interpreter's start, not the execution's */
+    int code_fd;               /* runbox's end of the bootstrap's fd 3 (a socket) */
+    uint64_t cpu_usec_at_take; /* the interpreter's start, not the execution's */
 } rbx_pooled;
 
 /* Starts the pool's manager for the engine (engine->pool). Returns NULL
