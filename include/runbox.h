@@ -352,6 +352,7 @@ typedef struct rbx_pool_stats {
     size_t serving;   /* taken by an execution, or being destroyed after it */
     size_t target;    /* what the pool aims to keep ready, over all its shelves */
     size_t max;       /* the operator's cap on prepared sandboxes */
+    size_t env_shelves; /* dependency environments the pool keeps sandboxes for */
     uint64_t idle_memory_bytes; /* what the waiting sandboxes hold (their cgroups) */
     uint64_t memory_cap_bytes;
     uint64_t taken, missed, prepared, failed, retired;

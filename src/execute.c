@@ -296,12 +296,8 @@ static void build_spec(const execution *x, rbx_sandbox_spec *spec, const char **
         spec->root_request.session_path = x->scratch->home_path;
     spec->root_request.nameserver = spec->network == RBX_NET_OUTSIDE;
     if (x->env) {
-        snprintf(env_dir, env_dir_size, "%s/%s", x->env->path, runtime->env_subdir);
-        spec->root_request.binds[0] =
-            (rbx_bind){.host = env_dir, .inside = runtime->env_run_at, .writable = false};
-        spec->root_request.bind_count = 1;
-        if (runtime->env_interpreter)
-            spec->interpreter = runtime->env_interpreter;
+        rbx_runtime_env_bind(runtime, x->env->path, env_dir, env_dir_size, &spec->root_request,
+                             &spec->interpreter);
     }
     /* argv[0] is the interpreter's path: Python finds its venv from it. */
     memcpy(argv, runtime->argv, sizeof runtime->argv);
@@ -497,16 +493,16 @@ static bool read_at_startup(const char *entry)
 }
 
 /* Whether a prepared sandbox gives this execution exactly what a cold
- * start would. Not: stdin (a prepared program's is /dev/null), a
- * requirements environment, a narrowed egress policy (rules of its own),
- * variables read at startup, limits that only rlimits could set (fixed
+ * start would (with requirements: one prepared with their environment).
+ * Not: stdin (a prepared program's is /dev/null), a narrowed egress policy
+ * (rules of its own), variables read at startup, limits that only rlimits could set (fixed
  * when the program started), or, unprivileged, a session's directory
  * (mounting it into a running sandbox takes root). */
 static bool poolable(const execution *x)
 {
     const rbx_engine *engine = x->engine;
     const rbx_request *r = x->request;
-    if (!engine->pool || r->stdin_data || x->env || r->egress_allow)
+    if (!engine->pool || r->stdin_data || r->egress_allow)
         return false;
     if (!x->session->one_off && !engine->is_root)
         return false;
@@ -581,7 +577,7 @@ static bool run_pooled(execution *x, rbx_result *result, rbx_status *status, rbx
     if (!poolable(x))
         return false;
     bool network = rbx_execution_wants_network(x->engine, x->request);
-    rbx_pooled *pooled = rbx_pool_take(x->engine->pool, x->runtime, network);
+    rbx_pooled *pooled = rbx_pool_take(x->engine->pool, x->runtime, network, x->env);
     if (!pooled)
         return false;
     rbx_trace_mark(x->trace, RBX_PHASE_TEMPLATE);

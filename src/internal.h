@@ -205,6 +205,13 @@ rbx_status rbx_session_work_fd(rbx_engine *engine, const char *id, int *fd, rbx_
 /* The environment: the fixed list, the session's id, extra (NULL: none)
  * and the request's own variables (request NULL: none). */
 char **rbx_execution_env(const rbx_request *request, const rbx_session *session, const char *extra);
+/* A dependency environment in a sandbox: env_subdir of env_path (dir holds
+ * that path) bound read-only at env_run_at, and the runtime's environment
+ * interpreter when it has one. */
+struct rbx_root_request;
+void rbx_runtime_env_bind(const rbx_runtime *runtime, const char *env_path, char *dir,
+                          size_t dir_size, struct rbx_root_request *request,
+                          const char **interpreter);
 void rbx_execution_env_free(char **envp);
 /* What a bootstrap reads on fd 3 (runtime.c): envp's entries (NULL: none,
  * the cold start's case), an empty entry, then the code. malloc'ed. */

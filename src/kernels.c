@@ -146,12 +146,8 @@ static rbx_status prepare(rbx_engine *engine, rbx_kernel *k, const rbx_kernel_ca
         .template_ns = -1,
     };
     if (call->env) {
-        snprintf(k->env_dir, sizeof k->env_dir, "%s/%s", call->env->path, runtime->env_subdir);
-        k->spec.root_request.binds[0] =
-            (rbx_bind){.host = k->env_dir, .inside = runtime->env_run_at, .writable = false};
-        k->spec.root_request.bind_count = 1;
-        if (runtime->env_interpreter)
-            k->spec.interpreter = runtime->env_interpreter;
+        rbx_runtime_env_bind(runtime, call->env->path, k->env_dir, sizeof k->env_dir,
+                             &k->spec.root_request, &k->spec.interpreter);
         /* The kernel holds the environment as long as it lives (the
          * same open lock: released when its last descriptor closes). */
         k->env_use_fd = fcntl(call->env->use_fd, F_DUPFD_CLOEXEC, 3);

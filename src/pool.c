@@ -16,7 +16,10 @@
 #include <unistd.h>
 
 #define MAX_RUNTIMES 8
-#define SHELVES (MAX_RUNTIMES * 2)
+/* Shelves of sandboxes for dependency environments come and go with
+ * demand; this many at most at once (a request for another starts cold). */
+#define ENV_SHELVES 16
+#define SHELVES (MAX_RUNTIMES * 2 + ENV_SHELVES)
 /* How many sandboxes are made at once: each takes a core for a while. */
 #define PREPARE_AT_ONCE 2
 /* A prepared sandbox older than this is replaced: it saw the host's
@@ -39,11 +42,22 @@ typedef struct entry {
     char memory_file[4600];
     char **envp;
     const char *argv[8];
+    char env_dir[4400]; /* the environment's part bound into the sandbox */
 } entry;
 
 typedef struct shelf {
+    bool used; /* else a free slot */
     const rbx_runtime *runtime;
     bool network;
+    /* A dependency environment's shelf: its sandboxes have it bound in, as
+     * a cold start of a request with its requirements would. The shelf
+     * holds the environment's use lock (a descriptor of the execution's
+     * that found it), so it is not removed while sandboxes wait with it;
+     * the shelf goes once it is idle and empty (floor 0). */
+    bool has_env;
+    char env_key[64];
+    char env_path[4400];
+    int env_use_fd;
     entry *ready; /* newest first */
     size_t ready_count, preparing;
     size_t target, floor;
@@ -129,6 +143,11 @@ static rbx_status prepare(rbx_pool *pool, entry *e, rbx_error *err)
     }
     if (s->network)
         spec.egress = &e->egress;
+    if (s->has_env) {
+        rbx_runtime_env_bind(runtime, s->env_path, e->env_dir, sizeof e->env_dir,
+                             &spec.root_request, &spec.interpreter);
+        e->argv[0] = spec.interpreter;
+    }
     spec.template_ns = rbx_engine_template_ns(engine);
     status = rbx_sandbox_start(&spec, &e->pooled.sandbox, err);
     if (spec.template_ns >= 0)
@@ -268,7 +287,7 @@ static shelf *neediest(rbx_pool *pool, int64_t now)
     for (size_t i = 0; i < pool->shelf_count; i++) {
         shelf *s = &pool->shelves[i];
         size_t have = s->ready_count + s->preparing;
-        if (have < s->target && now >= s->retry_at && s->target - have > deficit) {
+        if (s->used && have < s->target && now >= s->retry_at && s->target - have > deficit) {
             deficit = s->target - have;
             needy = s;
         }
@@ -295,6 +314,15 @@ static bool make_room(rbx_pool *pool, shelf *needy)
     return true;
 }
 
+/* An environment's shelf, idle and empty, gives its slot and lock back. */
+static void drop_env_shelf(shelf *s)
+{
+    if (s->used && s->has_env && !s->target && !s->ready_count && !s->preparing) {
+        close(s->env_use_fd);
+        memset(s, 0, sizeof *s);
+    }
+}
+
 /* One round of the manager, with the lock held: shrink idle shelves,
  * replace old sandboxes, keep memory under the cap, then refill. */
 static void manage(rbx_pool *pool)
@@ -315,6 +343,7 @@ static void manage(rbx_pool *pool)
         while ((old = oldest(s)) &&
                (s->ready_count > s->target || now - old->ready_at > MAX_AGE_MS))
             retire(pool, s, old);
+        drop_env_shelf(s);
         for (entry *e = s->ready; e; e = e->next)
             memory += e->memory_file[0] ? read_number(e->memory_file) : 0;
         live += s->ready_count + s->preparing;
@@ -406,6 +435,7 @@ rbx_pool *rbx_pool_start(rbx_engine *engine, char *why, size_t why_size)
             if (network && !can_network)
                 continue;
             shelf *s = &pool->shelves[pool->shelf_count++];
+            s->used = true;
             s->runtime = rbx_runtime_find(rbx_runtime_name(i));
             s->network = network;
             s->floor = s->target = network == default_network ? 1 : 0;
@@ -437,6 +467,9 @@ void rbx_pool_stop(rbx_pool *pool)
             break;
         pthread_cond_wait(&pool->gone, &pool->lock);
     }
+    for (size_t i = 0; i < pool->shelf_count; i++)
+        if (pool->shelves[i].has_env)
+            close(pool->shelves[i].env_use_fd);
     pthread_mutex_unlock(&pool->lock);
     pthread_mutex_destroy(&pool->lock);
     pthread_cond_destroy(&pool->wake);
@@ -451,15 +484,50 @@ static bool alive(const entry *e)
     return poll(&pfd, 1, 0) == 0;
 }
 
-rbx_pooled *rbx_pool_take(rbx_pool *pool, const rbx_runtime *runtime, bool network)
+static bool holds(const shelf *s, const rbx_runtime *runtime, bool network, const rbx_env *env)
+{
+    return s->used && s->runtime == runtime && s->network == network &&
+           (env ? s->has_env && !strcmp(s->env_key, env->key) : !s->has_env);
+}
+
+/* The first request for an environment gets a shelf for it (empty: it
+ * grows like any other), or NULL when every slot is taken. */
+static shelf *env_shelf(rbx_pool *pool, const rbx_runtime *runtime, bool network,
+                        const rbx_env *env)
+{
+    shelf *s = NULL;
+    for (size_t i = 0; i < pool->shelf_count && !s; i++)
+        if (!pool->shelves[i].used)
+            s = &pool->shelves[i];
+    if (!s && pool->shelf_count < SHELVES)
+        s = &pool->shelves[pool->shelf_count++];
+    int fd = s ? fcntl(env->use_fd, F_DUPFD_CLOEXEC, 3) : -1;
+    if (fd < 0)
+        return NULL;
+    *s = (shelf){.used = true,
+                 .runtime = runtime,
+                 .network = network,
+                 .has_env = true,
+                 .env_use_fd = fd,
+                 .last_take = rbx_now_ms(),
+                 .last_shrink = rbx_now_ms()};
+    snprintf(s->env_key, sizeof s->env_key, "%s", env->key);
+    snprintf(s->env_path, sizeof s->env_path, "%s", env->path);
+    return s;
+}
+
+rbx_pooled *rbx_pool_take(rbx_pool *pool, const rbx_runtime *runtime, bool network,
+                          const rbx_env *env)
 {
     if (!pool)
         return NULL;
     pthread_mutex_lock(&pool->lock);
     shelf *s = NULL;
     for (size_t i = 0; i < pool->shelf_count; i++)
-        if (pool->shelves[i].runtime == runtime && pool->shelves[i].network == network)
+        if (holds(&pool->shelves[i], runtime, network, env))
             s = &pool->shelves[i];
+    if (!s && env && env->use_fd >= 0)
+        s = env_shelf(pool, runtime, network, env);
     entry *e = NULL;
     if (s && !s->ready && pool->wait_ms > 0) {
         if (s->target < pool->max && s->ready_count + s->preparing < 1)
@@ -523,6 +591,7 @@ void rbx_pool_stats_get(rbx_pool *pool, rbx_pool_stats *stats)
     pthread_mutex_lock(&pool->lock);
     stats->enabled = true;
     for (size_t i = 0; i < pool->shelf_count; i++) {
+        stats->env_shelves += pool->shelves[i].has_env;
         stats->ready += pool->shelves[i].ready_count;
         stats->preparing += pool->shelves[i].preparing;
         stats->target += pool->shelves[i].target;

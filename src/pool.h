@@ -13,14 +13,16 @@
  * Each lives on a thread of its own (its keeper), which made it (so its
  * user namespace is owned by a uid of its own and it dies with the thread,
  * as every sandbox does) and tears it down after its execution, off the
- * request's path. A manager thread sizes the pool per shelf (language and
- * network) to demand: a shelf found empty grows, a shelf not taken from
+ * request's path. A manager thread sizes the pool per shelf (language,
+ * network and, for requests with requirements, dependency environment) to
+ * demand: a shelf found empty grows, a shelf not taken from
  * for a while shrinks, every sandbox is replaced when it gets old, and the
  * memory the waiting sandboxes hold stays under the operator's cap. An
  * execution never waits for the pool: an empty shelf means a cold start. */
 #ifndef RBX_POOL_H
 #define RBX_POOL_H
 
+#include "deps.h"
 #include "internal.h"
 #include "sandbox/sandbox.h"
 
@@ -39,9 +41,11 @@ rbx_pool *rbx_pool_start(rbx_engine *engine, char *why, size_t why_size);
 /* Destroys every prepared sandbox and waits for the keepers. */
 void rbx_pool_stop(rbx_pool *pool);
 
-/* A prepared sandbox of this language and network choice, or NULL: the
- * shelf was empty (it grows for next time). Never waits. */
-rbx_pooled *rbx_pool_take(rbx_pool *pool, const rbx_runtime *runtime, bool network);
+/* A prepared sandbox of this language, network choice and dependency
+ * environment (NULL: none), or NULL: the shelf was empty (it grows for
+ * next time). Never waits. */
+rbx_pooled *rbx_pool_take(rbx_pool *pool, const rbx_runtime *runtime, bool network,
+                          const rbx_env *env);
 /* The execution is over (or never began): its keeper destroys it. */
 void rbx_pool_done(rbx_pool *pool, rbx_pooled *pooled);
 

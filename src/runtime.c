@@ -17,6 +17,7 @@
 #include "internal.h"
 #include "sandbox/mount.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -220,4 +221,15 @@ const char *rbx_runtime_canonical(const char *name)
 {
     const rbx_runtime *runtime = rbx_runtime_find(name);
     return runtime ? runtime->name : NULL;
+}
+
+void rbx_runtime_env_bind(const rbx_runtime *runtime, const char *env_path, char *dir,
+                          size_t dir_size, struct rbx_root_request *request,
+                          const char **interpreter)
+{
+    snprintf(dir, dir_size, "%s/%s", env_path, runtime->env_subdir);
+    request->binds[0] = (rbx_bind){.host = dir, .inside = runtime->env_run_at, .writable = false};
+    request->bind_count = 1;
+    if (runtime->env_interpreter)
+        *interpreter = runtime->env_interpreter;
 }

@@ -140,6 +140,9 @@ static void render_pool(http_server *server, FILE *out)
             "# TYPE runbox_pool_target gauge\nrunbox_pool_target %zu\n"
             "# HELP runbox_pool_max The operator's cap on prepared sandboxes (--pool).\n"
             "# TYPE runbox_pool_max gauge\nrunbox_pool_max %zu\n"
+            "# HELP runbox_pool_env_shelves Dependency environments the pool keeps "
+            "sandboxes for (each comes with demand and goes when idle).\n"
+            "# TYPE runbox_pool_env_shelves gauge\nrunbox_pool_env_shelves %zu\n"
             "# HELP runbox_pool_idle_memory_bytes Memory the waiting sandboxes hold.\n"
             "# TYPE runbox_pool_idle_memory_bytes gauge\nrunbox_pool_idle_memory_bytes %llu\n"
             "# HELP runbox_pool_memory_cap_bytes The cap on it (--pool-memory).\n"
@@ -155,7 +158,7 @@ static void render_pool(http_server *server, FILE *out)
             "runbox_pool_prepared_total{outcome=\"ready\"} %llu\n"
             "runbox_pool_prepared_total{outcome=\"failed\"} %llu\n"
             "runbox_pool_prepared_total{outcome=\"retired\"} %llu\n",
-            pool.ready, pool.preparing, pool.serving, pool.target, pool.max,
+            pool.ready, pool.preparing, pool.serving, pool.target, pool.max, pool.env_shelves,
             (unsigned long long)pool.idle_memory_bytes, (unsigned long long)pool.memory_cap_bytes,
             (unsigned long long)pool.taken, (unsigned long long)pool.missed,
             (unsigned long long)pool.prepared, (unsigned long long)pool.failed,

@@ -1,11 +1,16 @@
 """Shared fixtures for end-to-end tests: they drive the real `runbox` binary."""
+import base64
 import contextlib
 import glob
+import hashlib
+import http.server
 import json
 import os
 import subprocess
 import tempfile
+import threading
 import time
+import zipfile
 
 import pytest
 
@@ -314,3 +319,54 @@ def pytest_sessionfinish(session, exitstatus):
 def pytest_configure(config):
     config.addinivalue_line("markers", "kernel_too: the case runs against a session's kernel too "
                                        "(stateful calls), not only fresh runs")
+
+
+# --- a package index of our own on loopback (PyPI is not reachable here) -----------------
+
+def build_wheel(directory, name, version, body):
+    """Writes a minimal pure-Python wheel by hand (a zip with dist-info)."""
+    dist = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}/__init__.py": body,
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: runbox-tests\nRoot-Is-Purelib: true\n"
+                         "Tag: py3-none-any\n",
+    }
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        record.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
+    record.append(f"{dist}/RECORD,,")
+    files[f"{dist}/RECORD"] = "\n".join(record) + "\n"
+    filename = f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(directory, filename), "w") as wheel:
+        for path, text in files.items():
+            wheel.writestr(path, text)
+    return filename
+
+
+@contextlib.contextmanager
+def serve_package_index(root, name, version, body):
+    """A PEP 503 simple index on 127.0.0.1 under root, serving one wheel built here:
+    {"url", "requests" (paths asked for), "dir"}."""
+    (root / "simple" / name).mkdir(parents=True)
+    wheel = build_wheel(str(root / "simple" / name), name, version, body)
+    (root / "simple" / name / "index.html").write_text(
+        f'<html><body><a href="{wheel}">{wheel}</a></body></html>')
+    (root / "simple" / "index.html").write_text(f'<a href="{name}/">{name}</a>')
+    requests = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *a, **k):
+            super().__init__(*a, directory=str(root), **k)
+
+        def log_message(self, *a):
+            requests.append(self.path)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield {"url": f"http://127.0.0.1:{server.server_address[1]}/simple",
+               "requests": requests, "dir": root}
+    finally:
+        server.shutdown()

@@ -1,16 +1,11 @@
 """Dependencies: requirements installed once into cached environments, through the CLI, with
 real installers (pip and npm), not mocks."""
-import base64
-import hashlib
-import http.server
 import json
 import os
-import threading
-import zipfile
 
 import pytest
 
-from conftest import Runbox
+from conftest import Runbox, serve_package_index
 
 NPM_PACKAGE = "is-number@7.0.0"  # small, no dependencies, on the npm registry this machine uses
 
@@ -36,53 +31,12 @@ def run_with(runbox, language, code, *requirements, env=None, extra=()):
 
 # --- a package index of our own on loopback (PyPI is not reachable here) -----------------
 
-def build_wheel(directory, name, version, body):
-    """Writes a minimal pure-Python wheel by hand (a zip with dist-info)."""
-    dist = f"{name}-{version}.dist-info"
-    files = {
-        f"{name}/__init__.py": body,
-        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: runbox-tests\nRoot-Is-Purelib: true\n"
-                         "Tag: py3-none-any\n",
-    }
-    record = []
-    for path, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
-        record.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
-    record.append(f"{dist}/RECORD,,")
-    files[f"{dist}/RECORD"] = "\n".join(record) + "\n"
-    filename = f"{name}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(os.path.join(directory, filename), "w") as wheel:
-        for path, text in files.items():
-            wheel.writestr(path, text)
-    return filename
-
-
 @pytest.fixture(scope="module")
 def package_index(tmp_path_factory):
     """A PEP 503 simple index on 127.0.0.1 serving one wheel the test built itself."""
-    root = tmp_path_factory.mktemp("index")
-    name = "rbxdemo"
-    (root / "simple" / name).mkdir(parents=True)
-    wheel = build_wheel(str(root / "simple" / name), name, "1.2.3",
-                        "GREETING = 'hello from a wheel served on loopback'\n")
-    (root / "simple" / name / "index.html").write_text(
-        f'<html><body><a href="{wheel}">{wheel}</a></body></html>')
-    (root / "simple" / "index.html").write_text(f'<a href="{name}/">{name}</a>')
-    requests = []
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *a, **k):
-            super().__init__(*a, directory=str(root), **k)
-
-        def log_message(self, *a):
-            requests.append(self.path)
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield {"url": f"http://127.0.0.1:{server.server_address[1]}/simple", "requests": requests,
-           "dir": root}
-    server.shutdown()
+    with serve_package_index(tmp_path_factory.mktemp("index"), "rbxdemo", "1.2.3",
+                             "GREETING = 'hello from a wheel served on loopback'\n") as index:
+        yield index
 
 
 def index_env(package_index):

@@ -275,6 +275,44 @@ def test_what_a_prepared_sandbox_cannot_give_exactly_starts_cold(server):
                           code="import sys; print(sys.stdin.read())")["output"] == "x\n"
 
 
+def test_requirements_are_served_by_sandboxes_prepared_with_their_environment(
+        start_server, tmp_path):
+    """The first request of an environment starts cold (and installs it); the pool then keeps
+    sandboxes with that environment bound in, which serve the next ones exactly as a cold
+    start would; a request without requirements never gets one of them, and the shelf goes
+    (releasing the environment) once it is idle."""
+    with e2e.serve_package_index(tmp_path / "index", "rbxpool", "1.0",
+                                 "WHERE = 'from the pooled environment'\n") as index:
+        env = {"PIP_INDEX_URL": index["url"], "PIP_NO_CACHE_DIR": "1"}
+        server = start_server(env=env, global_args=("--install-network", "host",
+                                                    "--pool-idle", "1"))
+        probe = ("import sys, rbxpool; print(rbxpool.WHERE); print(sys.executable); "
+                 "print(sys.prefix)")
+        fields = dict(language="python", network=False, code=probe,
+                      requirements=["rbxpool==1.0"])
+        first = server.execute(**fields)
+        assert first["success"] and not first["pooled"], first
+        assert first["install"]["reused"] is False
+        pooled = pooled_run(server, **fields)
+        assert pooled["output"] == first["output"], (first, pooled)
+        assert pooled["install"]["reused"] is True
+        assert pooled["install"]["environment"] == first["install"]["environment"]
+        assert pool_figures(server)["runbox_pool_env_shelves"] == 1
+        # No sandbox of that environment serves a request without it.
+        plain = pooled_run(server, language="python", network=False,
+                           code="import importlib.util as u; print(u.find_spec('rbxpool'))")
+        assert plain["output"] == "None\n", plain
+        # In use while its sandboxes wait: `envs rm` leaves it; idle, the shelf goes.
+        listed = json.loads(server.cli.cli("envs", "list", "--json").stdout)
+        assert [e["in_use"] for e in listed] == [True], listed
+        deadline = time.monotonic() + 30
+        while pool_figures(server)["runbox_pool_env_shelves"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert pool_figures(server)["runbox_pool_env_shelves"] == 0
+        listed = json.loads(server.cli.cli("envs", "list", "--json").stdout)
+        assert [e["in_use"] for e in listed] == [False], listed
+
+
 def test_a_session_s_files_reach_a_prepared_sandbox_and_stay(server):
     wait_ready(server)
     first = pooled_run(server, language="python", network=False, session_id="pool-files",
