@@ -202,8 +202,12 @@ fail:
     _exit(127);
 }
 
-static int program_main(void *plan)
+static int program_main(void *arg)
 {
+    const child_plan *plan = arg;
+    /* Marked here, not in init: init resumes only once the program has
+     * called execve. */
+    rbx_trace_mark(plan->spec->trace, RBX_PHASE_FORKED);
     enter_program(plan);
     return 127; /* not reached: enter_program execs or exits */
 }
@@ -420,7 +424,6 @@ static int sandbox_init(const child_plan *plan)
         report_error(plan->report_fd, "fork the program", errno);
         _exit(1);
     }
-    rbx_trace_mark(plan->spec->trace, RBX_PHASE_FORKED);
     close(plan->stdin_fd);
     close(plan->stdout_fd);
     close(plan->stderr_fd);
