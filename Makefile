@@ -7,20 +7,27 @@ DEBIAN_PACKAGES = build-essential cmake ninja-build pkg-config libjansson-dev li
                   libseccomp-dev libmicrohttpd-dev python3 python3-pytest python3-numpy \
                   python3-pandas python3-pip python3-venv \
                   python3-matplotlib python3-jsonschema nodejs bubblewrap slirp4netns uidmap curl iproute2 procps \
-                  e2fsprogs btrfs-progs libnftnl-dev libmnl-dev nftables dnsmasq-base
+                  e2fsprogs btrfs-progs libnftnl-dev libmnl-dev nftables dnsmasq-base \
+                  libarchive-dev nginx-light haproxy
 
 .PHONY: all build asan deps test test-build test-asan test-unprivileged clean run bench mcp-sdk
 
 all: build
 
 # npm comes with NodeSource's nodejs, which conflicts with Debian's npm
-# package: install Debian's only where there is no npm at all.
+# package: install Debian's only where there is no npm at all. nginx and
+# HAProxy are for the cluster tests, which run them themselves: a policy-rc.d
+# (unless the host has its own) keeps their packages from starting services.
 deps:
-	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done; \
+	@missing=$$(for p in $(DEBIAN_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done; \
 	  command -v npm >/dev/null 2>&1 || echo npm); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing: $$missing"; \
+	  policy=; if [ ! -e /usr/sbin/policy-rc.d ]; then policy=/usr/sbin/policy-rc.d; \
+	    printf '#!/bin/sh\nexit 101\n' > $$policy && chmod 755 $$policy; fi; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  rc=$$?; [ -z "$$policy" ] || rm -f $$policy; exit $$rc; \
 	fi
 
 build:
