@@ -307,6 +307,27 @@ rbx_status rbx_session_list(rbx_engine *engine, rbx_session_info **infos, size_t
 /* Removes a session and its files, never following a link out of it. When
  * the session is running: wait up to wait_s seconds, then RBX_EBUSY. */
 rbx_status rbx_session_remove(rbx_engine *engine, const char *id, double wait_s, rbx_error *err);
+
+/* Moving a session to another node (transfer.c). Export writes the
+ * session's files to out_fd as a tar archive (links as links; FIFOs,
+ * sockets and devices left out), holding the session so no execution
+ * writes meanwhile. Import makes a new session (EBUSY if id exists) from a
+ * tar archive, in memory (data, len) or read from fd: directories, regular
+ * files and links that stay inside the session only, set-id bits dropped,
+ * within the session's disk cap; anything else is refused with EINVAL (or
+ * ENOSPC) and the new session is removed whole. */
+rbx_status rbx_session_export(rbx_engine *engine, const char *id, int out_fd, rbx_error *err);
+typedef struct rbx_archive_source {
+    const void *data; /* the archive in memory, or NULL: read from fd */
+    size_t len;
+    int fd;
+} rbx_archive_source;
+typedef struct rbx_session_import_info {
+    size_t files;
+    uint64_t bytes;
+} rbx_session_import_info;
+rbx_status rbx_session_import(rbx_engine *engine, const char *id, const rbx_archive_source *from,
+                              rbx_session_import_info *info, rbx_error *err);
 /* Removes sessions idle longer than idle_s; skips running ones. */
 rbx_status rbx_session_gc(rbx_engine *engine, double idle_s, size_t *removed, rbx_error *err);
 /* The session's work directory on the host (for front ends that move files). */

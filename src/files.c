@@ -88,10 +88,8 @@ static rbx_status not_a_file(const char *path, const char *what, rbx_error *err)
                     what);
 }
 
-/* Creates the directories leading to path (owned by the sandbox's user)
- * and returns an fd of the last one; *name points at the file's name. */
-static int open_parent(rbx_engine *engine, int work, const char *path, bool create,
-                       const char **name)
+int rbx_files_open_parent(rbx_engine *engine, int work, const char *path, bool create,
+                          const char **name)
 {
     const char *slash = strrchr(path, '/');
     *name = slash ? slash + 1 : path;
@@ -142,7 +140,7 @@ rbx_status rbx_file_put(rbx_engine *engine, const char *session_id, const char *
     if (status != RBX_OK || (status = rbx_session_work_fd(engine, session_id, &work, err)))
         return status;
     const char *name;
-    int dir = open_parent(engine, work, path, true, &name);
+    int dir = rbx_files_open_parent(engine, work, path, true, &name);
     close(work);
     if (dir < 0)
         return refused(path, err);
@@ -235,7 +233,7 @@ rbx_status rbx_file_delete(rbx_engine *engine, const char *session_id, const cha
     if (status != RBX_OK || (status = rbx_session_work_fd(engine, session_id, &work, err)))
         return status;
     const char *name;
-    int dir = open_parent(engine, work, path, false, &name);
+    int dir = rbx_files_open_parent(engine, work, path, false, &name);
     close(work);
     if (dir < 0)
         return refused(path, err);

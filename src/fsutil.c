@@ -169,22 +169,32 @@ int rbx_write_new_file(int dirfd, const char *name, const void *data, size_t len
     int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         return -1;
+    if (rbx_write_all(fd, data, len) != 0) {
+        int saved = errno;
+        close(fd);
+        unlinkat(dirfd, name, 0);
+        errno = saved;
+        return -1;
+    }
+    return close(fd);
+}
+
+int rbx_write_all(int fd, const void *data, size_t len)
+{
     const char *p = data;
     while (len) {
         ssize_t n = write(fd, p, len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            int saved = errno ? errno : EIO;
-            close(fd);
-            unlinkat(dirfd, name, 0);
-            errno = saved;
+            if (n == 0)
+                errno = EIO;
             return -1;
         }
         p += n;
         len -= (size_t)n;
     }
-    return close(fd);
+    return 0;
 }
 
 /* Copying is only done to migrate sessions, whose trees are not live. A

@@ -251,6 +251,13 @@ int rbx_open_regular(int dirfd, const char *path, int flags);
 /* Replaces whatever is at name below dirfd with a new file holding data:
  * a link planted there is removed, never followed. */
 int rbx_write_new_file(int dirfd, const char *name, const void *data, size_t len);
+/* All of len bytes to fd (retrying short writes and EINTR); -1 with errno. */
+int rbx_write_all(int fd, const void *data, size_t len);
+/* files.c: the directories leading to a session file path, made beneath
+ * work (owned by the sandbox's user) when create; an fd of the last one,
+ * *name pointing at the path's last component. -1 with errno. */
+int rbx_files_open_parent(rbx_engine *engine, int work, const char *path, bool create,
+                          const char **name);
 
 /* files.c: whether a session file path is acceptable (relative, no "..",
  * ".", empty or control-character components, bounded length and depth). */

@@ -1,6 +1,8 @@
-/* runbox sessions: list, new, rm, gc. */
+/* runbox sessions: list, new, rm, gc, restart, export, import. */
 #include "cli/cli.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,14 +13,20 @@ static const char sessions_usage[] =
     "usage: runbox sessions COMMAND\n"
     "\n"
     "  list [--json]           the sessions, with creation, last use, disk use, running\n"
-    "  new                     create a session and print its id\n"
+    "  new [ID]                create a session (named ID, or a fresh id) and print its id\n"
     "  rm ID [--wait SECONDS]  remove a session and its files (waits for a running\n"
     "                          execution up to SECONDS, default 0: refuse)\n"
     "  gc [--idle SECONDS]     remove sessions idle longer than SECONDS (default 3600)\n"
     "  restart ID [--language L]\n"
     "                          stop the session's kernels (of one language), so that its\n"
     "                          next stateful call starts afresh; its files stay\n"
+    "  export ID [--output FILE]\n"
+    "                          the session's files as a tar archive, to FILE or stdout\n"
+    "  import ID [FILE]        a new session ID from a tar archive (FILE or stdin) made by\n"
+    "                          export: regular files, directories and links inside it only\n"
     "\n"
+    "export and import move a session to another node: export it from the node that\n"
+    "holds it, import it through the load balancer (see deploy/).\n"
     "rm and restart reach a kernel held by runbox serve or runbox daemon through the\n"
     "state directory's local socket.\n";
 
@@ -90,6 +98,60 @@ static int list(rbx_engine *engine, bool as_json)
     return 0;
 }
 
+static bool takes_id(const char *sub)
+{
+    return !strcmp(sub, "rm") || !strcmp(sub, "restart") || !strcmp(sub, "export") ||
+           !strcmp(sub, "import");
+}
+
+static int export_session(rbx_engine *engine, const char *id, const char *file)
+{
+    if (!file && isatty(1)) {
+        fprintf(stderr, "runbox: refusing to write a tar archive to a terminal: redirect "
+                        "stdout to a file or use --output FILE\n");
+        return EXIT_USAGE;
+    }
+    int fd = file ? open(file, O_WRONLY | O_CREAT | O_TRUNC | O_NOCTTY | O_CLOEXEC, 0600) : 1;
+    if (fd < 0) {
+        fprintf(stderr, "runbox: cannot write %s: %s\n", file, strerror(errno));
+        return EXIT_SYSTEM;
+    }
+    rbx_error err = {0};
+    int rc = rbx_session_export(engine, id, fd, &err) == RBX_OK ? 0 : cli_engine_error(&err);
+    if (file && close(fd) != 0 && rc == 0) {
+        fprintf(stderr, "runbox: cannot write %s: %s\n", file, strerror(errno));
+        rc = EXIT_SYSTEM;
+    }
+    if (file && rc != 0)
+        unlink(file); /* no half archive left to be imported later */
+    return rc;
+}
+
+static int import_session(rbx_engine *engine, const char *id, const char *file)
+{
+    if (!file && isatty(0)) {
+        fprintf(stderr, "runbox: import reads a tar archive from FILE or stdin, and stdin "
+                        "is a terminal: runbox sessions import ID FILE\n");
+        return EXIT_USAGE;
+    }
+    int fd = file ? open(file, O_RDONLY | O_NOCTTY | O_CLOEXEC) : 0;
+    if (fd < 0) {
+        fprintf(stderr, "runbox: cannot read %s: %s\n", file, strerror(errno));
+        return EXIT_USAGE;
+    }
+    rbx_archive_source from = {.fd = fd};
+    rbx_session_import_info info;
+    rbx_error err = {0};
+    int rc = rbx_session_import(engine, id, &from, &info, &err) == RBX_OK
+                 ? (printf("imported %zu file%s (%llu bytes) into session %s\n", info.files,
+                           info.files == 1 ? "" : "s", (unsigned long long)info.bytes, id),
+                    0)
+                 : cli_engine_error(&err);
+    if (file)
+        close(fd);
+    return rc;
+}
+
 int cli_sessions(cli_globals *globals, int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -101,6 +163,7 @@ int cli_sessions(cli_globals *globals, int argc, char **argv)
     bool as_json = false;
     double seconds = -1;
     const char *language = NULL;
+    const char *file = NULL;
     int rc = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -113,8 +176,14 @@ int cli_sessions(cli_globals *globals, int argc, char **argv)
             if (i + 1 >= argc || cli_parse_seconds(argv[i + 1], &seconds) != 0)
                 return cli_usage_error("sessions", "%s needs a number of seconds above 0", argv[i]);
             i++;
-        } else if (argv[i][0] != '-' && (!strcmp(sub, "rm") || !strcmp(sub, "restart")) && !id) {
+        } else if (argv[i][0] != '-' && (takes_id(sub) || !strcmp(sub, "new")) && !id) {
             id = argv[i];
+        } else if (argv[i][0] != '-' && !strcmp(sub, "import") && id && !file) {
+            file = argv[i];
+        } else if (!strcmp(argv[i], "--output") && !strcmp(sub, "export")) {
+            if (i + 1 >= argc || !argv[i + 1][0])
+                return cli_usage_error("sessions", "--output needs a file name");
+            file = argv[++i];
         } else if (!strcmp(argv[i], "--language") && !strcmp(sub, "restart")) {
             if (i + 1 >= argc || !rbx_runtime_canonical(argv[i + 1]))
                 return cli_usage_error("sessions", "--language needs python, javascript or bash");
@@ -128,11 +197,12 @@ int cli_sessions(cli_globals *globals, int argc, char **argv)
                                    sub);
         }
     }
-    if (strcmp(sub, "list") && strcmp(sub, "new") && strcmp(sub, "rm") && strcmp(sub, "gc") &&
-        strcmp(sub, "restart"))
-        return cli_usage_error(
-            "sessions", "unknown command '%.64s' (accepted: list, new, rm, gc, restart)", sub);
-    if ((!strcmp(sub, "rm") || !strcmp(sub, "restart")) && !id)
+    if (strcmp(sub, "list") && strcmp(sub, "new") && strcmp(sub, "gc") && !takes_id(sub))
+        return cli_usage_error("sessions",
+                               "unknown command '%.64s' (accepted: list, new, rm, gc, restart, "
+                               "export, import)",
+                               sub);
+    if (takes_id(sub) && !id)
         return cli_usage_error("sessions", "%s needs a session id", sub);
     if (id && !rbx_session_id_valid(id))
         return cli_usage_error("sessions",
@@ -145,7 +215,10 @@ int cli_sessions(cli_globals *globals, int argc, char **argv)
         rc = list(engine, as_json);
     } else if (!strcmp(sub, "new")) {
         char fresh[RBX_SESSION_ID_MAX + 1];
-        rbx_session_id_new(fresh);
+        if (id)
+            snprintf(fresh, sizeof fresh, "%s", id);
+        else
+            rbx_session_id_new(fresh);
         if (rbx_session_create(engine, fresh, &err) != RBX_OK)
             rc = cli_engine_error(&err);
         else
@@ -168,6 +241,10 @@ int cli_sessions(cli_globals *globals, int argc, char **argv)
                      ? cli_engine_error(&err)
                      : (printf("stopped %zu kernels\n", stopped), 0);
         }
+    } else if (!strcmp(sub, "export")) {
+        rc = export_session(engine, id, file);
+    } else if (!strcmp(sub, "import")) {
+        rc = import_session(engine, id, file);
     } else {
         size_t removed;
         if (rbx_session_gc(engine, seconds >= 0 ? seconds : 3600, &removed, &err) != RBX_OK)
