@@ -37,12 +37,9 @@ static enum MHD_Result plain_reply(http_request *req, execution *ex)
     return http_reply_json_text(req, MHD_HTTP_OK, json, NULL, NULL);
 }
 
-enum MHD_Result http_handle_execute(http_request *req)
+enum MHD_Result http_execute(http_request *req, json_t *body)
 {
-    json_t *body;
     http_error err;
-    if (!http_body_json(req, &body, &err))
-        return http_reply_error(req, &err);
     execution *ex = http_execution_new(req, body, &err);
     if (!ex)
         return http_reply_error(req, &err);

@@ -158,6 +158,9 @@ struct http_server {
     metrics *metrics;
     watchdog *watchdog;
     atomic_bool draining; /* shutting down: new requests get 503 */
+    /* The operator drains the node (POST /v1/admin/drain) before removing
+     * it: not ready, no new sessions, the ones it holds still served. */
+    atomic_bool drain_requested;
     /* Executions (execution.c), so that shutdown and session removal can
      * reach them; live counts those not finished, active
      * the requests between their headers and their end. */
@@ -376,6 +379,19 @@ void http_run(execution *ex);
 
 /* Route handlers. */
 enum MHD_Result http_handle_execute(http_request *req);
+/* execute.c: runs the execution body asks for (the body is taken). */
+enum MHD_Result http_execute(http_request *req, json_t *body);
+/* cluster.c */
+enum MHD_Result http_handle_drain(http_request *req);
+enum MHD_Result http_handle_live(http_request *req);
+enum MHD_Result http_handle_session_export(http_request *req);
+enum MHD_Result http_handle_session_import(http_request *req);
+/* The X-Runbox-Session header, when sent, is a session id and agrees with
+ * the path's. */
+bool http_session_header_check(http_request *req, http_error *err);
+/* True (and err) when a draining node refuses work for session_id (NULL: a
+ * one-off execution): only the sessions it holds are served. */
+bool http_drain_refuses(http_request *req, const char *session_id, http_error *err);
 enum MHD_Result http_handle_sessions_create(http_request *req);
 enum MHD_Result http_handle_sessions_list(http_request *req);
 enum MHD_Result http_handle_session_get(http_request *req);

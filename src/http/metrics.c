@@ -210,8 +210,11 @@ enum MHD_Result http_handle_health(http_request *req)
     http_server *server = req->server;
     unsigned running, queued;
     http_admission_counts(&server->admission, &running, &queued);
-    return http_reply_json(req, MHD_HTTP_OK,
-                           json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "status", "ok", "version",
+    /* Draining: not ready, so a balancer or Kubernetes sends nothing new. */
+    bool draining = atomic_load(&server->drain_requested);
+    return http_reply_json(req, draining ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK,
+                           json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "status",
+                                     draining ? "draining" : "ok", "version",
                                      RBX_VERSION, "running", (json_int_t)running, "queued",
                                      (json_int_t)queued, "max_running",
                                      (json_int_t)server->options.max_running, "max_queue",

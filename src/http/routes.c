@@ -7,6 +7,8 @@
 
 static const route runbox_routes[] = {
     {"GET", "/healthz", http_handle_health, BODY_NONE, true},
+    {"GET", "/livez", http_handle_live, BODY_NONE, true},
+    {"POST", "/v1/admin/drain", http_handle_drain, BODY_JSON_OPTIONAL, false},
     {"GET", "/metrics", http_handle_metrics, BODY_NONE, false},
     {"GET", "/openapi.json", http_handle_openapi, BODY_NONE, false},
     {"POST", "/v1/execute", http_handle_execute, BODY_JSON, false},
@@ -15,6 +17,9 @@ static const route runbox_routes[] = {
     {"GET", "/v1/sessions/{id}", http_handle_session_get, BODY_NONE, false},
     {"DELETE", "/v1/sessions/{id}", http_handle_session_delete, BODY_NONE, false},
     {"POST", "/v1/sessions/{id}/restart", http_handle_session_restart, BODY_JSON_OPTIONAL, false},
+    {"POST", "/v1/sessions/{id}/execute", http_handle_execute, BODY_JSON, false},
+    {"GET", "/v1/sessions/{id}/export", http_handle_session_export, BODY_NONE, false},
+    {"POST", "/v1/sessions/{id}/import", http_handle_session_import, BODY_RAW, false},
     {"GET", "/v1/sessions/{id}/files", http_handle_files_list, BODY_NONE, false},
     {"GET", "/v1/sessions/{id}/files/{path}", http_handle_file_get, BODY_NONE, false},
     {"PUT", "/v1/sessions/{id}/files/{path}", http_handle_file_put, BODY_RAW, false},

@@ -73,7 +73,8 @@ static enum MHD_Result request_begin(http_request *req)
     if (!http_route(req, &queued))
         return queued;
     http_error err;
-    if (!http_body_expect(req, &err))
+    if ((req->api == &http_runbox_api && !http_session_header_check(req, &err)) ||
+        !http_body_expect(req, &err))
         return http_reply_error(req, &err);
     return MHD_YES;
 }

@@ -36,8 +36,19 @@ static bool wanted_id(http_request *req, char *id, http_error *err)
                        "invalid session id: it must match " RBX_SESSION_ID_PATTERN);
     else
         ok = true;
-    if (ok && name)
-        snprintf(id, RBX_SESSION_ID_MAX + 1, "%s", name);
+    /* Behind a balancer the header routed the request: it names the
+     * session when the body does not, and must agree when it does. */
+    const char *header = MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND,
+                                                     "X-Runbox-Session");
+    if (ok && name && header && strcmp(name, header)) {
+        http_error_set(err, MHD_HTTP_BAD_REQUEST, "session_mismatch",
+                       "the body's session_id is %.64s but the X-Runbox-Session header names "
+                       "%.64s: a load balancer routes by the header, so they must agree",
+                       name, header);
+        ok = false;
+    }
+    if (ok && (name || header))
+        snprintf(id, RBX_SESSION_ID_MAX + 1, "%s", name ? name : header);
     else if (ok)
         rbx_session_id_new(id);
     json_decref(body);
@@ -48,7 +59,7 @@ enum MHD_Result http_handle_sessions_create(http_request *req)
 {
     char id[RBX_SESSION_ID_MAX + 1];
     http_error err;
-    if (!wanted_id(req, id, &err))
+    if (!wanted_id(req, id, &err) || http_drain_refuses(req, id, &err))
         return http_reply_error(req, &err);
     rbx_error engine_err = {0};
     if (rbx_session_create(req->server->engine, id, &engine_err) != RBX_OK)

@@ -69,10 +69,19 @@ def test_every_documented_path_is_answered(server):
     session = server.request("POST", "/v1/sessions").json()["session_id"]
     assert server.request("PUT", f"/v1/sessions/{session}/files/doc.txt", body=b"x").status == 200
     bodies = {"post": {"language": "bash", "code": "echo doc"}}
-    for path, item in doc["paths"].items():
-        concrete = path.replace("{id}", session).replace("{path}", "doc.txt")
+    archive = server.request("GET", f"/v1/sessions/{session}/export").body
+    # Draining last: after it the node takes no new work.
+    paths = sorted(doc["paths"].items(), key=lambda p: p[0] == "/v1/admin/drain")
+    for path, item in paths:
+        target = "imported" if path.endswith("/import") else session
+        concrete = path.replace("{id}", target).replace("{path}", "doc.txt")
         method = "get" if "get" in item else [m for m in item if m in METHODS][0]
-        response = server.request(method.upper(), concrete, json_body=bodies.get(method))
+        if path.endswith("/import"):
+            response = server.request("POST", concrete, body=archive)
+        elif path == "/v1/admin/drain":
+            response = server.request("POST", concrete, json_body={"drain": True})
+        else:
+            response = server.request(method.upper(), concrete, json_body=bodies.get(method))
         assert response.status != 404, (method, path, response)
         assert response.status < 400, (method, path, response)
 
