@@ -326,3 +326,107 @@ def test_full_queue_raises_queue_full_or_is_retried(tmp_path):
         blocker.join()
     finally:
         server.stop()
+
+
+# --- a cluster: moving sessions, the session header, a node that is down -----------------
+
+def test_a_session_exported_and_imported_keeps_its_files(transport):
+    client = Client()
+    with Session() as s:
+        s.upload("dir/data.txt", b"moved")
+        archive = client.export_session(s.id)
+        target = s.id + "-copy"
+        answer = client.import_session(target, archive)
+        assert answer["session_id"] == target and answer["files"] == 1 and answer["bytes"] == 5
+        try:
+            assert client.download(target, "dir/data.txt") == b"moved"
+        finally:
+            client.close_session(target)
+
+
+class Recorder:
+    """A one-shot HTTP server on loopback that records each request's headers and answers
+    with a fixed status and body (a balancer's error page, say)."""
+
+    def __init__(self, status, body, content_type="application/json"):
+        import http.server
+        self.seen = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(length)
+                outer.seen.append((self.command, self.path, dict(self.headers)))
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            do_GET = do_POST = do_PUT = do_DELETE = _answer
+
+            def log_message(self, *a):
+                pass
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self):
+        self.server.shutdown()
+
+
+def test_every_session_bound_request_carries_the_session_header():
+    recorder = Recorder(200, json.dumps({"session_id": "s1", "files": [], "output": ""}))
+    try:
+        client = Client(recorder.url)
+        client.execute("bash", "echo", session_id="s1")
+        client.new_session("s1")
+        client.upload("s1", "f", b"x")
+        client.download("s1", "f")
+        client.list_files("s1")
+        client.export_session("s1")
+        client.restart_session("s1")
+        client.close_session("s1")
+        client.execute("bash", "echo")  # a one-off: no session, no header
+    finally:
+        recorder.close()
+    headers = [h.get("X-Runbox-Session") for _, _, h in recorder.seen]
+    assert headers == ["s1"] * 8 + [None], recorder.seen
+    # new_session() without an id names the session itself, so a balancer can route it.
+    recorder2 = Recorder(200, json.dumps({"session_id": "whatever"}))
+    try:
+        Client(recorder2.url).new_session()
+    finally:
+        recorder2.close()
+    _, _, sent = recorder2.seen[0]
+    assert sent["X-Runbox-Session"].startswith("session-")
+
+
+@pytest.mark.parametrize("status,body,content_type,session", [
+    (503, '{"error":{"code":"node_unavailable","session_id":"s9","message":"the runbox node '
+          'that holds session s9 is unavailable"}}', "application/json", "s9"),
+    (502, "<html>502 Bad Gateway</html>", "text/html", None),
+    (504, "<html>504 Gateway Time-out</html>", "text/html", None),
+])
+def test_a_node_that_is_down_raises_node_unavailable(status, body, content_type, session):
+    recorder = Recorder(status, body, content_type)
+    try:
+        with pytest.raises(runbox.NodeUnavailable) as raised:
+            Client(recorder.url).execute("bash", "echo", session_id="s9")
+    finally:
+        recorder.close()
+    assert isinstance(raised.value, runbox.RunboxUnavailable)
+    assert raised.value.status == status and raised.value.session_id == session
+    assert raised.value.code == "node_unavailable"
+
+
+def test_a_draining_or_failing_node_is_not_node_unavailable():
+    recorder = Recorder(503, '{"error":{"code":"draining","message":"this node is draining"}}')
+    try:
+        with pytest.raises(runbox.RunboxError) as raised:
+            Client(recorder.url).execute("bash", "echo", session_id="s9")
+    finally:
+        recorder.close()
+    assert not isinstance(raised.value, runbox.NodeUnavailable)
+    assert raised.value.code == "draining"

@@ -11,12 +11,12 @@ executable. The code's own failures are results; runbox failing or refusing rais
 from typing import Any, Dict, List, Optional, Sequence
 
 from .client import Client, OutputCallback, Result, Session
-from .errors import (AuthenticationError, NotFound, QueueFull, RequestRejected, RunboxError,
-                     RunboxUnavailable)
+from .errors import (AuthenticationError, NodeUnavailable, NotFound, QueueFull, RequestRejected,
+                     RunboxError, RunboxUnavailable)
 
 __all__ = ["execute_python", "execute_javascript", "execute_bash", "list_sessions",
            "close_session", "Client", "Session", "RunboxError", "RunboxUnavailable",
-           "AuthenticationError", "RequestRejected", "NotFound", "QueueFull"]
+           "NodeUnavailable", "AuthenticationError", "RequestRejected", "NotFound", "QueueFull"]
 __version__ = "0.1.0"
 
 

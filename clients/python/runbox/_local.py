@@ -1,6 +1,7 @@
 """The local transport: runs the `runbox` executable, streaming with --stream."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -87,8 +88,17 @@ class LocalTransport:
     def list_sessions(self) -> List[Dict[str, Any]]:
         return json.loads(self._run("sessions", "list", "--json"))
 
-    def new_session(self) -> str:
-        return self._run("sessions", "new").decode().strip()
+    def new_session(self, session_id: str) -> str:
+        return self._run("sessions", "new", session_id).decode().strip()
+
+    def export_session(self, session_id: str) -> bytes:
+        return self._run("sessions", "export", session_id)
+
+    def import_session(self, session_id: str, archive: bytes) -> Dict[str, Any]:
+        said = self._run("sessions", "import", session_id, stdin=archive).decode()
+        found = re.search(r"imported (\d+) files? \((\d+) bytes\)", said)
+        return {"session_id": session_id, "files": int(found.group(1)) if found else 0,
+                "bytes": int(found.group(2)) if found else 0}
 
     def close_session(self, session_id: str) -> None:
         self._run("sessions", "rm", session_id, "--wait", "30")

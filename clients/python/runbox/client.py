@@ -1,5 +1,6 @@
 """The client: one object per runbox, over HTTP (`runbox serve`) or the local executable."""
 import os
+import secrets
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -89,8 +90,20 @@ class Client:
     def list_sessions(self) -> List[Dict[str, Any]]:
         return self._transport.list_sessions()
 
-    def new_session(self) -> str:
-        return self._transport.new_session()
+    def new_session(self, session_id: Optional[str] = None) -> str:
+        """Creates a session and returns its id. The id is made here when not given, so that a
+        load balancer routes the creation to the node every later call of it reaches."""
+        return self._transport.new_session(session_id or _new_session_id())
+
+    def export_session(self, session_id: str) -> bytes:
+        """The session's files as a tar archive, to move it to another node."""
+        return self._transport.export_session(session_id)
+
+    def import_session(self, session_id: str, archive: bytes) -> Dict[str, Any]:
+        """Makes session_id (which must not exist) from an archive made by export_session;
+        behind a balancer it lands on the node that owns session_id. Returns {"session_id",
+        "files", "bytes"}."""
+        return self._transport.import_session(session_id, bytes(archive))
 
     def close_session(self, session_id: str) -> None:
         """Stops what runs in the session and removes it with its files."""
@@ -112,6 +125,10 @@ class Client:
 
     def session(self, session_id: Optional[str] = None, stateful: bool = False) -> "Session":
         return Session(client=self, session_id=session_id, stateful=stateful)
+
+
+def _new_session_id() -> str:
+    return "session-" + secrets.token_hex(12)
 
 
 def _destinations(egress_allow: Optional[Sequence[str]]) -> Optional[List[str]]:

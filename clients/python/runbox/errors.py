@@ -16,6 +16,17 @@ class RunboxUnavailable(RunboxError):
     """runbox could not be reached: no server at the URL, or no runbox executable."""
 
 
+class NodeUnavailable(RunboxUnavailable):
+    """Behind a load balancer: the runbox node that holds this session is down (the balancer
+    said so). The session's files and kernel are on that node: retrying elsewhere would find an
+    empty session, so this is not retried; other sessions are unaffected. session_id names it
+    when the balancer said which."""
+
+    def __init__(self, message: str, session_id: Optional[str] = None, **kwargs):
+        super().__init__(message, **kwargs)
+        self.session_id = session_id
+
+
 class AuthenticationError(RunboxError):
     """The server wants a bearer token, or refused the one given (HTTP 401)."""
 
