@@ -158,6 +158,11 @@ rbx_status rbx_session_export(rbx_engine *engine, const char *id, int out_fd, rb
     if (work < 0) {
         x.status = err->status;
     } else if (!x.out || archive_write_set_format_pax_restricted(x.out) != ARCHIVE_OK ||
+               /* Names are bytes: stored as they are, whatever the locale
+                * (runbox runs in "C", where libarchive could not convert a
+                * name like données.csv to the UTF-8 pax wants). */
+               archive_write_set_format_option(x.out, "pax", "hdrcharset", "BINARY") !=
+                   ARCHIVE_OK ||
                archive_write_open_fd(x.out, out_fd) != ARCHIVE_OK) {
         export_failed(&x, x.out ? archive_error_string(x.out) : "out of memory");
     } else if (export_dir(&x, work, "", 0) && archive_write_close(x.out) != ARCHIVE_OK) {
@@ -186,6 +191,8 @@ typedef struct importer {
  * trailing slash are taken off; what is left must pass the upload check. */
 static rbx_status entry_path(const char *raw, char *path, size_t size, rbx_error *err)
 {
+    if (!raw)
+        return rbx_fail(err, RBX_EINVAL, "the archive has an entry without a usable name");
     while (raw[0] == '.' && raw[1] == '/')
         raw += 2;
     snprintf(path, size, "%s", raw);
@@ -271,7 +278,16 @@ static rbx_status import_file(importer *m, struct archive_entry *entry, const ch
 static rbx_status import_entry(importer *m, struct archive_entry *entry)
 {
     char path[1100];
-    rbx_status status = entry_path(archive_entry_pathname(entry), path, sizeof path, m->err);
+    /* Bytes as stored when the archive says so (pax's hdrcharset=BINARY,
+     * as export writes), else its UTF-8 names as they are. */
+    const char *stored = archive_entry_pathname(entry);
+    if (!stored)
+        stored = archive_entry_pathname_utf8(entry);
+    /* The session's directory itself ("./" in tar's own archives) is there. */
+    if (stored && archive_entry_filetype(entry) == AE_IFDIR &&
+        stored[strspn(stored, "./")] == 0)
+        return RBX_OK;
+    rbx_status status = entry_path(stored, path, sizeof path, m->err);
     if (status != RBX_OK)
         return status;
     if (archive_entry_hardlink(entry))

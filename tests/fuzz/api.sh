@@ -68,9 +68,12 @@ pass_() {
         --report junit --report-dir "$work/report-$name" "$@" 2>&1 | tee "$work/schemathesis-$name.log")
 }
 status=0
-pass_ all || status=1
+# Draining is fuzzed last, on its own: once a node drains it takes no new
+# work, which would turn every later request into a 503.
+pass_ all --exclude-operation-id drain || status=1
 pass_ ndjson --include-path /v1/execute -H "Accept: application/x-ndjson" || status=1
 pass_ sse --include-path /v1/execute -H "Accept: text/event-stream" || status=1
+pass_ drain --include-operation-id drain || status=1
 
 if ! kill -0 "$server" 2>/dev/null; then
     echo "runbox-serve died during the run: $(tail -n 20 "$log")" >&2

@@ -152,6 +152,29 @@ def test_a_session_moves_between_nodes_with_its_files(two_nodes):
     assert b.request("GET", "/v1/sessions/nosuch/export").status == 404
 
 
+def test_names_that_are_not_ascii_survive_the_move(two_nodes):
+    """Names are bytes: UTF-8 ones and ones that are not UTF-8 at all come back as they were,
+    and an archive made by tar itself ("./" first, UTF-8 names in pax headers) is accepted."""
+    a, b = two_nodes
+    a.execute(language="bash", session_id="names",
+              code="echo a > données.csv; printf x > \"$(printf 'raw\\377')\"")
+    exported = a.request("GET", "/v1/sessions/names/export")
+    assert exported.status == 200, exported
+    assert b.request("POST", "/v1/sessions/names/import", body=exported.body).status == 201
+    listed = b.execute(language="python", session_id="names",
+                       code="import os; print(sorted(os.listdir(b'.')))")["output"]
+    assert listed == "[b'donn\\xc3\\xa9es.csv', b'raw\\xff']\n", listed
+    made_by_tar = io.BytesIO()
+    with tarfile.open(fileobj=made_by_tar, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        archive.addfile(member(".", tarfile.DIRTYPE)[0])
+        info, data = member("./été.txt", data=b"summer")
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+    assert b.request("POST", "/v1/sessions/tarred/import", body=made_by_tar.getvalue()).status == 201
+    tarred = b.execute(language="bash", session_id="tarred", code="cat été.txt")
+    assert tarred["output"] == "summer", tarred
+
+
 HOSTILE = {
     "dot-dot path": tar_of(member("../escaped")),
     "absolute path": tar_of(member("/etc/escaped")),
