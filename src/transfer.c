@@ -284,8 +284,7 @@ static rbx_status import_entry(importer *m, struct archive_entry *entry)
     if (!stored)
         stored = archive_entry_pathname_utf8(entry);
     /* The session's directory itself ("./" in tar's own archives) is there. */
-    if (stored && archive_entry_filetype(entry) == AE_IFDIR &&
-        stored[strspn(stored, "./")] == 0)
+    if (stored && archive_entry_filetype(entry) == AE_IFDIR && stored[strspn(stored, "./")] == 0)
         return RBX_OK;
     rbx_status status = entry_path(stored, path, sizeof path, m->err);
     if (status != RBX_OK)
