@@ -146,15 +146,19 @@ def cluster(request, tmp_path_factory):
     if not shutil.which(request.param) and not os.path.exists(f"/usr/sbin/{request.param}"):
         pytest.fail(f"{request.param} is not installed (make deps installs it)")
     work = str(tmp_path_factory.mktemp(f"cluster-{request.param}"))
-    nodes = [Node(i, work) for i in range(3)]
+    nodes = []
     balancer = Balancer(request.param, work)
-    balancer.start(nodes)
     state = {"nodes": nodes, "balancer": balancer, "work": work,
              "client": Client(balancer.url, retries=3)}
-    yield state
-    balancer.stop()
-    for node in state["nodes"]:
-        node.stop()
+    try:
+        for i in range(3):
+            nodes.append(Node(i, work))
+        balancer.start(nodes)
+        yield state
+    finally:
+        balancer.stop()
+        for node in state["nodes"]:
+            node.stop()
     for node in state["nodes"]:  # each node's storage image and prepared namespace
         unmounted = subprocess.run([RUNBOX, "--state-dir", node.state, "storage", "unmount"],
                                    capture_output=True, text=True)
