@@ -577,6 +577,10 @@ static bool run_pooled(execution *x, rbx_result *result, rbx_status *status, rbx
     if (!poolable(x))
         return false;
     bool network = rbx_execution_wants_network(x->engine, x->request);
+    /* What a killed runbox left is gone before any execution runs, pooled
+     * or not (a cold start's cgroup creation sweeps; taking one creates
+     * nothing). One listing of one directory. */
+    rbx_cgroup_sweep();
     rbx_pooled *pooled = rbx_pool_take(x->engine->pool, x->runtime, network, x->env);
     if (!pooled)
         return false;

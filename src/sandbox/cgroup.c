@@ -369,6 +369,12 @@ static void sweep_stale(void)
         closedir(dir);
 }
 
+void rbx_cgroup_sweep(void)
+{
+    if (rbx_cgroup_probe()->mode != RBX_CGROUP_NONE)
+        sweep_stale();
+}
+
 static void run_probe_and_sweep(void)
 {
     run_probe();

@@ -36,6 +36,11 @@ const rbx_cgroup_support *rbx_cgroup_probe(void);
 
 typedef struct rbx_cgroup rbx_cgroup;
 
+/* Removes what runbox processes that are gone left under runbox/ (their
+ * processes killed first), as every cgroup creation after a process's first
+ * does; for executions that create none (prepared sandboxes). */
+void rbx_cgroup_sweep(void);
+
 /* Creates an execution's cgroup in every hierarchy used and sets the limits.
  * Returns 0, or -1 with a message in why. */
 int rbx_cgroup_create(const rbx_cgroup_limits *limits, rbx_cgroup **out, char *why,
