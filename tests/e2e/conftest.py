@@ -198,10 +198,15 @@ def remove_cgroups_left_since(before, seconds=5.0):
     for path in execution_cgroups() - before:
         deadline = time.time() + seconds  # the sandbox's init exits just after its program
         try:
-            if POOLED and any(waiting_in_pool(int(p)) for p in cgroup_procs(path).split()):
-                continue  # a daemon's prepared sandbox, not yet anyone's
-            while cgroup_procs(path) and time.time() < deadline:
+            # A daemon's prepared sandbox, not yet anyone's, is left alone: also one still
+            # being made when the check began (its interpreter comes to wait meanwhile).
+            prepared = False
+            while cgroup_procs(path) and time.time() < deadline and not prepared:
+                prepared = POOLED and any(waiting_in_pool(int(p))
+                                          for p in cgroup_procs(path).split())
                 time.sleep(0.05)
+            if prepared:
+                continue
             assert cgroup_procs(path) == "", f"{path} still holds processes"
             os.rmdir(path)
         except FileNotFoundError:
