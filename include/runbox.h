@@ -317,6 +317,9 @@ rbx_status rbx_session_remove(rbx_engine *engine, const char *id, double wait_s,
  * within the session's disk cap; anything else is refused with EINVAL (or
  * ENOSPC) and the new session is removed whole. */
 rbx_status rbx_session_export(rbx_engine *engine, const char *id, int out_fd, rbx_error *err);
+/* Whether session id exists here: one stat, whatever its size (unlike
+ * rbx_session_info_get, which measures its disk use). */
+bool rbx_session_exists(rbx_engine *engine, const char *id);
 typedef struct rbx_archive_source {
     const void *data; /* the archive in memory, or NULL: read from fd */
     size_t len;

@@ -121,6 +121,13 @@ static rbx_status create_session(rbx_engine *engine, const char *id, rbx_error *
     return status;
 }
 
+bool rbx_session_exists(rbx_engine *engine, const char *id)
+{
+    struct stat st;
+    return rbx_session_id_valid(id) &&
+           fstatat(engine->sessions_fd, id, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+}
+
 rbx_status rbx_session_create(rbx_engine *engine, const char *id, rbx_error *err)
 {
     if (!rbx_session_id_valid(id))

@@ -147,8 +147,8 @@ rbx_status rbx_session_export(rbx_engine *engine, const char *id, int out_fd, rb
     if (!rbx_session_id_valid(id))
         return rbx_fail(err, RBX_EINVAL,
                         "invalid session id: it must match " RBX_SESSION_ID_PATTERN);
-    if (rbx_session_info_get(engine, id, &(rbx_session_info){0}, err) != RBX_OK)
-        return err->status;
+    if (!rbx_session_exists(engine, id))
+        return rbx_fail(err, RBX_ENOENT, "no session %s", id);
     rbx_session session;
     rbx_status status = rbx_session_acquire(engine, id, SESSION_WAIT_S, -1, &session, err);
     if (status != RBX_OK)
@@ -395,8 +395,7 @@ rbx_status rbx_session_import(rbx_engine *engine, const char *id, const rbx_arch
     if (!rbx_session_id_valid(id))
         return rbx_fail(err, RBX_EINVAL,
                         "invalid session id: it must match " RBX_SESSION_ID_PATTERN);
-    rbx_error exists = {0};
-    if (rbx_session_info_get(engine, id, &(rbx_session_info){0}, &exists) == RBX_OK)
+    if (rbx_session_exists(engine, id))
         return rbx_fail(err, RBX_EBUSY,
                         "session %s already exists here: remove it first, or import under "
                         "another id",

@@ -69,10 +69,7 @@ bool http_drain_refuses(http_request *req, const char *session_id, http_error *e
 {
     if (!atomic_load(&req->server->drain_requested))
         return false;
-    rbx_session_info info;
-    rbx_error ignored = {0};
-    if (session_id &&
-        rbx_session_info_get(req->server->engine, session_id, &info, &ignored) == RBX_OK)
+    if (session_id && rbx_session_exists(req->server->engine, session_id))
         return false;
     http_error_set(err, MHD_HTTP_SERVICE_UNAVAILABLE, "draining",
                    "this runbox node is draining: it serves only the sessions it holds, and "

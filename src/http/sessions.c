@@ -38,8 +38,8 @@ static bool wanted_id(http_request *req, char *id, http_error *err)
         ok = true;
     /* Behind a balancer the header routed the request: it names the
      * session when the body does not, and must agree when it does. */
-    const char *header = MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND,
-                                                     "X-Runbox-Session");
+    const char *header =
+        MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, "X-Runbox-Session");
     if (ok && name && header && strcmp(name, header)) {
         http_error_set(err, MHD_HTTP_BAD_REQUEST, "session_mismatch",
                        "the body's session_id is %.64s but the X-Runbox-Session header names "
