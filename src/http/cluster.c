@@ -37,30 +37,37 @@ bool http_session_header_check(http_request *req, http_error *err)
     return true;
 }
 
-/* The session an execute request is for: its path's, else the header's,
- * written into the body when the body names none; a body naming another
- * is refused (the balancer sent the request to the other's node). */
+const char *http_routed_session(const http_request *req)
+{
+    return req->session_id
+               ? req->session_id
+               : MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, SESSION_HEADER);
+}
+
+bool http_session_agrees(const http_request *req, const char *named, http_error *err)
+{
+    const char *routed = http_routed_session(req);
+    if (!named || !routed || !strcmp(named, routed))
+        return true;
+    http_error_set(err, MHD_HTTP_BAD_REQUEST, "session_mismatch",
+                   "the body's session_id is %.64s but the %s names %.64s: a load balancer "
+                   "routes by the latter, so they must agree",
+                   named, req->session_id ? "path" : SESSION_HEADER " header", routed);
+    return false;
+}
+
+/* The session an execute request is for: the routed one is written into
+ * a body that names none. */
 static bool settle_session(http_request *req, json_t *body, http_error *err)
 {
-    const char *wanted =
-        req->session_id
-            ? req->session_id
-            : MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, SESSION_HEADER);
+    const char *routed = http_routed_session(req);
     json_t *given = json_object_get(body, "session_id");
-    if (!wanted || !given || json_is_null(given)) {
-        if (wanted)
-            json_object_set_new(body, "session_id", json_string(wanted));
+    if (!given || json_is_null(given)) {
+        if (routed)
+            json_object_set_new(body, "session_id", json_string(routed));
         return true;
     }
-    if (json_is_string(given) && strcmp(json_string_value(given), wanted)) {
-        http_error_set(err, MHD_HTTP_BAD_REQUEST, "session_mismatch",
-                       "the body's session_id is %.64s but the %s names %.64s: a load balancer "
-                       "routes by the latter, so they must agree",
-                       json_string_value(given),
-                       req->session_id ? "path" : "X-Runbox-Session header", wanted);
-        return false;
-    }
-    return true;
+    return !json_is_string(given) || http_session_agrees(req, json_string_value(given), err);
 }
 
 /* While draining, the node keeps serving the sessions it holds and takes

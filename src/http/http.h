@@ -229,6 +229,12 @@ typedef struct http_error {
 
 void http_error_set(http_error *err, unsigned status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* origin.c: refuses what a browser sends on behalf of another site (an
+ * Origin not the server's own) and, on a server without a token, requests
+ * for a name that is not loopback (DNS rebinding). */
+bool http_origin_check(const http_server *server, struct MHD_Connection *connection,
+                       http_error *err);
 void http_error_from_engine(http_error *err, const rbx_error *engine_err);
 enum MHD_Result http_reply(http_request *req, unsigned status, struct MHD_Response *response,
                            uint64_t bytes);
@@ -389,6 +395,11 @@ enum MHD_Result http_handle_session_import(http_request *req);
 /* The X-Runbox-Session header, when sent, is a session id and agrees with
  * the path's. */
 bool http_session_header_check(http_request *req, http_error *err);
+/* The session a balancer routed the request by: the path's, else the
+ * header's; NULL when neither names one. */
+const char *http_routed_session(const http_request *req);
+/* A body naming a session (named, may be NULL) must name the routed one. */
+bool http_session_agrees(const http_request *req, const char *named, http_error *err);
 /* True (and err) when a draining node refuses work for session_id (NULL: a
  * one-off execution): only the sessions it holds are served. */
 bool http_drain_refuses(http_request *req, const char *session_id, http_error *err);
@@ -404,6 +415,8 @@ enum MHD_Result http_handle_file_delete(http_request *req);
 enum MHD_Result http_handle_health(http_request *req);
 enum MHD_Result http_handle_metrics(http_request *req);
 enum MHD_Result http_handle_openapi(http_request *req);
+/* playground.c: the web page (GET /) and its script and style. */
+enum MHD_Result http_handle_page(http_request *req);
 
 /* e2b_contexts.c: E2B's contexts. Each is a session of its own (files
  * apart) whose kernel of its language starts in its cwd; the default one
@@ -433,6 +446,9 @@ bool e2b_contexts_remove(e2b_contexts *contexts, const char *id);
 json_t *e2b_contexts_list(e2b_contexts *contexts);
 json_t *e2b_context_json(const e2b_context *context);
 
+/* The page's files, built from web/ and embedded at build time. */
+extern const char http_page_html[], http_page_js[], http_page_css[];
+extern const unsigned long http_page_html_size, http_page_js_size, http_page_css_size;
 /* docs/openapi.json, embedded at build time (cmake/embed.cmake). */
 extern const char http_openapi_json[];
 extern const unsigned long http_openapi_json_size;

@@ -6,6 +6,9 @@
 #include <string.h>
 
 static const route runbox_routes[] = {
+    {"GET", "/", http_handle_page, BODY_NONE, true},
+    {"GET", "/playground/app.js", http_handle_page, BODY_NONE, true},
+    {"GET", "/playground/app.css", http_handle_page, BODY_NONE, true},
     {"GET", "/healthz", http_handle_health, BODY_NONE, true},
     {"GET", "/livez", http_handle_live, BODY_NONE, true},
     {"POST", "/v1/admin/drain", http_handle_drain, BODY_JSON_OPTIONAL, false},

@@ -66,13 +66,15 @@ static enum MHD_Result request_begin(http_request *req)
     if (has_control(req->path))
         return http_reply_fail(req, MHD_HTTP_BAD_REQUEST, "invalid_path",
                                "the path contains a control character or an encoded NUL");
+    http_error err;
+    if (!http_origin_check(server, req->connection, &err))
+        return http_reply_error(req, &err);
     if (!http_route_is_open(req->api, req->path) && !req->api->authorized(server, req->connection))
         return http_reply_fail(req, MHD_HTTP_UNAUTHORIZED, "unauthorized",
                                "this server needs its token: send %s", req->api->unauthorized);
     enum MHD_Result queued;
     if (!http_route(req, &queued))
         return queued;
-    http_error err;
     if ((req->api == &http_runbox_api && !http_session_header_check(req, &err)) ||
         !http_body_expect(req, &err))
         return http_reply_error(req, &err);

@@ -38,15 +38,9 @@ static bool wanted_id(http_request *req, char *id, http_error *err)
         ok = true;
     /* Behind a balancer the header routed the request: it names the
      * session when the body does not, and must agree when it does. */
-    const char *header =
-        MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, "X-Runbox-Session");
-    if (ok && name && header && strcmp(name, header)) {
-        http_error_set(err, MHD_HTTP_BAD_REQUEST, "session_mismatch",
-                       "the body's session_id is %.64s but the X-Runbox-Session header names "
-                       "%.64s: a load balancer routes by the header, so they must agree",
-                       name, header);
+    const char *header = http_routed_session(req);
+    if (ok && !http_session_agrees(req, name, err))
         ok = false;
-    }
     if (ok && (name || header))
         snprintf(id, RBX_SESSION_ID_MAX + 1, "%s", name ? name : header);
     else if (ok)

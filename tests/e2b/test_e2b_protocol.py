@@ -61,7 +61,7 @@ def test_hostile_executions_get_a_clear_error(e2b_server, payload, status, says)
 def test_an_oversized_body_is_refused_before_it_is_read(e2b_server):
     import socket
     with socket.create_connection(("127.0.0.1", e2b_server.e2b_port), timeout=30) as sock:
-        sock.sendall(b"POST /execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        sock.sendall(b"POST /execute HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                      b"Content-Length: %d\r\n\r\n" % (64 << 20))
         answer = sock.recv(65536)
     assert answer.startswith(b"HTTP/1.1 413"), answer[:300]
@@ -150,7 +150,7 @@ def test_the_client_leaving_interrupts_the_code(e2b_server):
     execute(e2b_server, {"code": "import signal, time\nstate = 'kept'"})
     request = json.dumps({"code": "import time\nwhile True: time.sleep(0.05)"}).encode()
     with socket.create_connection(("127.0.0.1", e2b_server.e2b_port)) as sock:
-        sock.sendall(b"POST /execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        sock.sendall(b"POST /execute HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                      b"Content-Length: %d\r\n\r\n" % len(request) + request)
         assert sock.recv(100).startswith(b"HTTP/1.1 200")
     # The next execution is served at once, in the same kernel, with its state.

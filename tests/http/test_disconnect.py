@@ -13,7 +13,7 @@ def start_and_vanish(server, body, wait_for_output=False):
     marker = body["marker"]
     payload = json.dumps({k: v for k, v in body.items() if k != "marker"}).encode()
     sock = socket.create_connection((server.host, server.port))
-    sock.sendall(b"POST /v1/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    sock.sendall(b"POST /v1/execute HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                  b"Content-Length: %d\r\n\r\n" % len(payload) + payload)
     deadline = time.time() + 20
     while not processes_matching(marker) and time.time() < deadline:
@@ -54,7 +54,7 @@ def test_disconnect_of_a_queued_execution_frees_its_place(start_server):
                               "marker": running})
     payload = json.dumps({"language": "bash", "code": f"sleep {queued}"}).encode()
     sock = socket.create_connection((server.host, server.port))
-    sock.sendall(b"POST /v1/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    sock.sendall(b"POST /v1/execute HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                  b"Content-Length: %d\r\n\r\n" % len(payload) + payload)
     time.sleep(0.5)
     sock.close()

@@ -70,7 +70,7 @@ def test_depth_is_counted_outside_strings_only(server):
 def test_a_100_mb_body_is_refused_before_it_is_read(server):
     before = server.rss_kb()
     with socket.create_connection((server.host, server.port), timeout=30) as sock:
-        sock.sendall(b"POST /v1/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        sock.sendall(b"POST /v1/execute HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                      b"Content-Length: 104857600\r\n\r\n" + b"{" + b" " * 65536)
         answer = sock.recv(65536)
         try:
@@ -87,7 +87,7 @@ def test_a_100_mb_body_is_refused_before_it_is_read(server):
 
 def test_expect_100_continue_gets_413_without_the_body(server):
     with socket.create_connection((server.host, server.port), timeout=30) as sock:
-        sock.sendall(b"PUT /v1/sessions/x/files/big HTTP/1.1\r\nHost: x\r\n"
+        sock.sendall(b"PUT /v1/sessions/x/files/big HTTP/1.1\r\nHost: localhost\r\n"
                      b"Content-Length: 104857600\r\nExpect: 100-continue\r\n\r\n")
         answer = sock.recv(65536)
     assert answer.startswith(b"HTTP/1.1 413"), answer
@@ -98,7 +98,7 @@ def test_a_chunked_body_over_the_cap_is_413_and_never_kept(start_server):
     server = start_server("--max-body", "1048576")
     before = server.rss_kb()
     with socket.create_connection((server.host, server.port), timeout=60) as sock:
-        sock.sendall(b"POST /v1/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        sock.sendall(b"POST /v1/execute HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                      b"Transfer-Encoding: chunked\r\n\r\n")
         chunk = b"%x\r\n" % 65536 + b" " * 65536 + b"\r\n"
         for _ in range(200):  # 12.5 MiB
@@ -182,12 +182,12 @@ def test_traversal_in_the_session_id_is_refused(server):
 
 def test_a_header_flood_is_431(server):
     headers = b"".join(b"X-Flood-%d: %s\r\n" % (i, b"v" * 100) for i in range(2000))
-    answer = server.raw(b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + headers + b"\r\n")
+    answer = server.raw(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n" + headers + b"\r\n")
     assert answer.startswith(b"HTTP/1.1 431"), answer[:200]
-    one_huge = server.raw(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 200000 +
+    one_huge = server.raw(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"a" * 200000 +
                           b"\r\n\r\n")
     assert one_huge.startswith(b"HTTP/1.1 431"), one_huge[:200]
-    long_url = server.raw(b"GET /" + b"a" * 100000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    long_url = server.raw(b"GET /" + b"a" * 100000 + b" HTTP/1.1\r\nHost: localhost\r\n\r\n")
     assert long_url.startswith(b"HTTP/1.1 414"), long_url[:200]
     assert server.healthy()
 
@@ -195,7 +195,7 @@ def test_a_header_flood_is_431(server):
 def test_a_slowloris_client_does_not_block_others_and_is_dropped(start_server):
     server = start_server("--client-timeout", "3")
     sock = socket.create_connection((server.host, server.port))
-    request = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"s" * 100
+    request = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + b"s" * 100
     closed_at = []
 
     def trickle():

@@ -101,7 +101,7 @@ def test_a_slow_reader_cannot_make_the_server_grow(server):
     with socket.create_connection((server.host, server.port)) as sock:
         body = json.dumps({"language": "python", "code": code, "stream": True,
                            "timeout": 120}).encode()
-        sock.sendall(b"POST /v1/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        sock.sendall(b"POST /v1/execute HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
         time.sleep(4)
         grown_mb = (server.rss_kb() - before) / 1024
