@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -220,6 +221,30 @@ def test_output_streams_through_the_balancer_before_the_execution_ends(cluster):
     assert result["output"] == "first\nsecond\n"
     first = next(at for at, text in seen if "first" in text)
     assert returned - first > 1.5, (returned - first, seen)
+
+
+def test_the_playground_calls_its_nodes_through_the_balancer(cluster):
+    # The page's requests carry its Origin (the balancer's address, port included); the node
+    # compares it with the Host the balancer passed on, and another site's Origin is refused.
+    base = cluster["balancer"].url
+    with urllib.request.urlopen(base + "/", timeout=30) as r:
+        assert b"/playground/app.js" in r.read()
+
+    def call(origin):
+        request = urllib.request.Request(
+            base + f"/v1/sessions/{session_ids()[3]}/execute", method="POST",
+            data=json.dumps({"language": "bash", "code": "cat who.txt"}).encode(),
+            headers={"Content-Type": "application/json", "Origin": origin})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as r:
+                return r.status, json.load(r)
+        except urllib.error.HTTPError as e:
+            return e.code, json.load(e)
+
+    status, result = call(base)
+    assert status == 200 and result["output"] == session_ids()[3], result
+    status, refused = call("http://evil.example")
+    assert status == 403 and refused["error"]["code"] == "cross_origin", refused
 
 
 def test_a_stopped_node_fails_only_its_own_sessions_clearly(cluster):
