@@ -50,18 +50,69 @@ static void check_cgroups(rbx_check_item *items, size_t max, size_t *n)
         cg->detail);
 }
 
-/* A real bash run of code for a check, with the network on or off. */
-static rbx_status probe(rbx_engine *engine, const char *code, bool network, rbx_result *result,
-                        rbx_error *err)
+/* A real run of code for a check (bash unless said), with the network on
+ * or off. */
+static rbx_status probe_in(rbx_engine *engine, const char *language, const char *code, bool network,
+                           rbx_result *result, rbx_error *err)
 {
     rbx_request request;
     rbx_request_init(&request);
-    request.language = "bash";
+    request.language = language;
     request.code = code;
     request.code_len = strlen(code);
     request.network = network;
     request.timeout_s = 10;
     return rbx_execute(engine, &request, NULL, NULL, result, err);
+}
+
+static rbx_status probe(rbx_engine *engine, const char *code, bool network, rbx_result *result,
+                        rbx_error *err)
+{
+    return probe_in(engine, "bash", code, network, result, err);
+}
+
+/* Each language runs a line in a sandbox, through its bootstrap, and says
+ * its version: an interpreter that exists but cannot run runbox's
+ * bootstrap (Debian 12's own Node.js 18 lacks a vm constant it uses) fails
+ * here rather than on an agent's first call. */
+static void check_language(rbx_engine *engine, const rbx_runtime *runtime, rbx_check_item *items,
+                           size_t max, size_t *n)
+{
+    static const struct {
+        const char *language, *code, *needs;
+    } lines[] = {
+        {"python", "import sys; print(sys.version.split()[0])", "Python 3.8 or newer"},
+        {"javascript", "console.log(process.version)", "Node.js 20.12 or newer"},
+        {"bash", "echo \"$BASH_VERSION\"", "bash 4 or newer"},
+    };
+    const char *code = NULL, *needs = "";
+    for (size_t i = 0; i < sizeof lines / sizeof *lines; i++)
+        if (!strcmp(lines[i].language, runtime->name)) {
+            code = lines[i].code;
+            needs = lines[i].needs;
+        }
+    if (access(runtime->interpreter, X_OK) != 0 || !code) {
+        add(items, max, n, runtime->name, false, false, "%s is missing", runtime->interpreter);
+        return;
+    }
+    rbx_result result;
+    rbx_error err = {0};
+    if (probe_in(engine, runtime->name, code, false, &result, &err) != RBX_OK) {
+        add(items, max, n, runtime->name, false, false, "%s: a run failed: %s",
+            runtime->interpreter, err.message);
+        return;
+    }
+    const char *out = result.output ? result.output : "";
+    bool ok = result.success && *out;
+    int len = (int)strcspn(out, "\n");
+    if (ok)
+        add(items, max, n, runtime->name, true, false, "%s %.*s runs in the sandbox",
+            runtime->interpreter, len, out);
+    else
+        add(items, max, n, runtime->name, false, false,
+            "%s cannot run runbox's bootstrap (runbox needs %s): %.200s", runtime->interpreter,
+            needs, result.error && *result.error ? result.error : out);
+    rbx_result_free(&result);
 }
 
 /* One real execution proves namespaces, the new root, seccomp and the
@@ -203,14 +254,12 @@ size_t rbx_check(rbx_engine *engine, rbx_check_item *items, size_t max)
             : "--network is unavailable (needs %s and access to /dev/net/tun); executions run "
               "with loopback only",
         RBX_SLIRP4NETNS);
+    /* The languages before the pool: once its thread runs, this process
+     * can no longer make a cold sandbox's user namespace itself. */
+    for (size_t i = 0; i < rbx_runtime_count(); i++)
+        check_language(engine, rbx_runtime_find(rbx_runtime_name(i)), items, max, &n);
     check_egress(engine, items, max, &n);
     check_pool(engine, items, max, &n);
-    for (size_t i = 0; i < rbx_runtime_count(); i++) {
-        const rbx_runtime *runtime = rbx_runtime_find(rbx_runtime_name(i));
-        bool ok = access(runtime->interpreter, X_OK) == 0;
-        add(items, max, &n, runtime->name, ok, false, ok ? "%s" : "%s is missing",
-            runtime->interpreter);
-    }
     add(items, max, &n, "policy", true, false,
         engine->policy ? "%zu deny rules from %s (a convenience: isolation is the boundary)"
                        : "no deny rules%.0zu%.0s",

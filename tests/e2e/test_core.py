@@ -475,3 +475,20 @@ def test_sigterm_to_runbox_kills_the_execution_and_cleans_up(runbox):
     assert result["cancelled"] is True and result["success"] is False
     assert wait_gone(marker) == []
     assert not os.path.exists(runbox.session_dir(result["session_id"]))
+
+
+def test_runbox_check_runs_each_language_in_the_sandbox_and_says_its_version(runbox):
+    # The versions are the host's interpreters', asked outside the sandbox: the check really ran
+    # each one (through its bootstrap) rather than looking for the file.
+    versions = {
+        "python": subprocess.run(["/usr/bin/python3", "-c", "import platform; print(platform.python_version())"],
+                                 capture_output=True, text=True).stdout.strip(),
+        "javascript": subprocess.run(["/usr/bin/node", "--version"], capture_output=True,
+                                     text=True).stdout.strip(),
+        "bash": subprocess.run(["/bin/bash", "-c", "echo $BASH_VERSION"], capture_output=True,
+                               text=True).stdout.strip(),
+    }
+    checks = {c["name"]: c for c in json.loads(runbox.cli("check", "--json").stdout)["checks"]}
+    for language, version in versions.items():
+        assert version and checks[language]["ok"], checks[language]
+        assert f" {version} runs in the sandbox" in checks[language]["detail"], checks[language]
