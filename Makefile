@@ -18,6 +18,7 @@ all: build
 # package: install Debian's only where there is no npm at all. nginx and
 # HAProxy are for the cluster tests, which run them themselves: a policy-rc.d
 # (unless the host has its own) keeps their packages from starting services.
+# Then the playground's editor and bundler (web/, pinned by its lock file).
 deps:
 	@missing=$$(for p in $(DEBIAN_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done; \
@@ -29,6 +30,7 @@ deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	  rc=$$?; [ -z "$$policy" ] || rm -f $$policy; exit $$rc; \
 	fi
+	npm ci --prefix web --no-audit --no-fund --loglevel=error
 
 build:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRBX_WERROR=ON >/dev/null

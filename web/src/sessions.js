@@ -52,14 +52,19 @@ export class SessionsView {
       this.sessions = Array.isArray(body.sessions) ? body.sessions : [];
       this.sessions.sort((a, b) => b.last_used - a.last_used);
       this.render();
-      this.say(this.message, this.sessions.length ? '' : 'No sessions yet: create one, or run with a session.');
+      // What the last action said stays; only the list's own words change.
+      if (this.sessions.length === 0) this.say(this.message, 'No sessions yet: create one, or run with a session.');
+      else if (this.listSaid) this.say(this.message, '');
+      this.listSaid = this.sessions.length === 0;
     } catch (error) {
       this.say(this.message, `cannot list sessions: ${error.message}`, true);
+      this.listSaid = true;
     }
   }
 
   fillPicker() {
     const chosen = this.picker.value;
+    if (this.sessions.some((s) => s.session_id === this.pending)) this.pending = null;
     const options = [el('option', { value: '', text: 'one-off' })];
     for (const session of this.sessions) {
       options.push(el('option', { value: session.session_id, text: session.session_id }));
@@ -151,14 +156,16 @@ export class SessionsView {
     }
     this.armed = null;
     clearTimeout(this.disarm);
+    let said;
     try {
       const response = await api(`/v1/sessions/${encodeURIComponent(id)}`, { method: 'DELETE' });
       if (!response.ok) throw await errorOf(response);
-      this.say(this.message, `session ${id} removed`);
+      said = [`session ${id} removed`, false];
     } catch (error) {
-      this.say(this.message, `cannot remove ${id}: ${error.message}`, true);
+      said = [`cannot remove ${id}: ${error.message}`, true];
     }
     await this.refresh();
+    this.say(this.message, ...said);
   }
 
   showFiles() {

@@ -1,0 +1,156 @@
+// Shared by the playground's browser tests: a real `runbox serve` with a
+// token and a private state directory, headless Chromium driven by
+// playwright-core (from web/node_modules), and the cleanup that leaves no
+// process, session or mount behind.
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, '../..');
+export const RUNBOX = path.resolve(root, process.env.RUNBOX_BIN || 'build/runbox');
+export const SCREENSHOTS = path.resolve(root, process.env.RBX_SCREENSHOTS || 'build/screenshots');
+export const CHROMIUM = process.env.RBX_CHROMIUM || '/usr/bin/chromium';
+export const TOKEN = `tok-${process.pid}-${Math.random().toString(36).slice(2, 10)}`;
+
+// playwright-core is a devDependency of web/ (npm ci --prefix web).
+const require = createRequire(path.join(root, 'web', 'package.json'));
+const { chromium } = require('playwright-core');
+
+export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export async function waitFor(check, timeoutMs, what) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await sleep(50);
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}
+
+// Starts `runbox serve` on a free loopback port (port 0: the server names
+// the one it got in its first log line).
+export async function startServer() {
+  const stateDir = mkdtempSync(path.join(tmpdir(), 'rbx-web-'));
+  const child = spawn(RUNBOX, ['--state-dir', stateDir, 'serve', '--listen', '127.0.0.1:0', '--grace', '2'], {
+    env: { PATH: process.env.PATH, HOME: process.env.HOME || '/root', RUNBOX_TOKEN: TOKEN },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  let log = '';
+  const url = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`runbox serve did not start:\n${log}`)), 15000);
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (chunk) => {
+      log += chunk;
+      const listening = /"event":"listening","listen":"([^"]+)"/.exec(log);
+      if (listening) {
+        clearTimeout(timer);
+        resolve(`http://${listening[1]}`);
+      }
+    });
+    child.on('exit', () => reject(new Error(`runbox serve exited:\n${log}`)));
+  });
+  return { url, stateDir, child, exited, log: () => log };
+}
+
+// SIGTERM, wait for the exit, then remove the sessions (each a mounted
+// disk as root) and the state directory. Returns the mounts that stayed.
+export async function stopServer(server) {
+  if (!server) return [];
+  if (server.child.exitCode === null && server.child.signalCode === null) {
+    server.child.kill('SIGTERM');
+    const timer = setTimeout(() => server.child.kill('SIGKILL'), 10000);
+    await server.exited;
+    clearTimeout(timer);
+  }
+  const env = { ...process.env, RUNBOX_STATE_DIR: server.stateDir };
+  let sessions = [];
+  try {
+    sessions = JSON.parse(execFileSync(RUNBOX, ['sessions', 'list', '--json'], { env, encoding: 'utf8' }));
+  } catch {
+    // no state yet
+  }
+  for (const session of sessions) {
+    try {
+      execFileSync(RUNBOX, ['sessions', 'rm', session.session_id, '--wait', '10'], { env });
+    } catch {
+      // reported below as a mount
+    }
+  }
+  try {
+    execFileSync(RUNBOX, ['storage', 'unmount'], { env, stdio: 'ignore' });
+  } catch {
+    // reported below as a mount
+  }
+  const mounts = execFileSync('findmnt', ['-rn', '-o', 'TARGET'], { encoding: 'utf8' })
+    .split('\n')
+    .filter((target) => target.startsWith(server.stateDir));
+  if (mounts.length === 0) rmSync(server.stateDir, { recursive: true, force: true });
+  return mounts;
+}
+
+// The API from the test's side, with the right token.
+export async function apiJSON(server, route, options = {}) {
+  const response = await fetch(`${server.url}${route}`, {
+    ...options,
+    headers: { Authorization: `Bearer ${TOKEN}`, ...(options.headers || {}) },
+  });
+  const body = await response.json();
+  return { status: response.status, body };
+}
+
+export async function launch() {
+  return chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+}
+
+// A fresh tab (its own sessionStorage) on the playground. Errors of the
+// page's own code are collected: a test fails on any.
+export async function openPage(browser, server) {
+  const context = await browser.newContext({ viewport: { width: 1200, height: 800 }, acceptDownloads: true });
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (error) => errors.push(String(error)));
+  page.on('console', (message) => {
+    if (message.type() === 'error' && /Content.Security.Policy|Refused to/i.test(message.text())) errors.push(message.text());
+  });
+  await page.goto(`${server.url}/`);
+  return { page, context, errors };
+}
+
+// Answers the token form the page shows on the API's first 401.
+export async function giveToken(page, token = TOKEN) {
+  await page.locator('#token-input').waitFor({ state: 'visible', timeout: 10000 });
+  await page.locator('#token-input').fill(token);
+  await page.locator('#token-input').press('Enter');
+}
+
+export async function signIn(page) {
+  await giveToken(page);
+  await page.locator('#token-dialog').waitFor({ state: 'hidden', timeout: 10000 });
+}
+
+// Replaces the editor's text (as a paste would: no auto-indent or closing
+// brackets in between).
+export async function setCode(page, code) {
+  await page.locator('.cm-content').click();
+  await page.keyboard.press('Control+A');
+  await page.keyboard.press('Delete');
+  await page.keyboard.insertText(code);
+}
+
+// Creates a session through the page's form; the page then uses it.
+export async function createSession(page, id) {
+  await page.locator('#session-new-id').fill(id);
+  await page.locator('#session-create button[type="submit"]').click();
+  await page.locator('#session').locator(`option[value="${id}"]`).waitFor({ state: 'attached', timeout: 10000 });
+  await waitFor(async () => (await page.locator('#session').inputValue()) === id, 5000, `session ${id} chosen`);
+}
+
+export async function screenshot(page, name) {
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`) });
+}
