@@ -133,6 +133,7 @@ test('a matplotlib plot of a stateful run appears as an image', async () => {
   // The last expression's value is there too, as text.
   assert.match(await page.locator('#rich').textContent(), /Line2D/);
   assert.equal(await page.locator('#result .field-stateful').textContent(), 'true');
+  await image.scrollIntoViewIfNeeded();
   await screenshot(page, 'plot');
   await page.locator('#stateful').uncheck();
 });

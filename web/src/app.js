@@ -59,6 +59,8 @@ function start() {
     if (Number.isFinite(seconds) && seconds > 0) request.timeout = seconds;
     const path = sessionId ? `/v1/sessions/${encodeURIComponent(sessionId)}/execute` : '/v1/execute';
     let finished = false;
+    // The figures show the run once the server has taken it.
+    const figures = setTimeout(refreshMetrics, 300);
     try {
       const response = await api(path, {
         method: 'POST',
@@ -87,6 +89,8 @@ function start() {
       if (error.name === 'AbortError') view.stopped();
       else view.failed('request_failed', error.message);
     } finally {
+      clearTimeout(figures);
+      refreshMetrics();
       setRunning(null);
       if (sessionId) sessions.refreshFiles();
       sessions.refresh();
