@@ -6,12 +6,19 @@
 #   make screenshots   the same, keeping the screenshots in docs/screenshots
 DEBIAN_PACKAGES += chromium
 
-.PHONY: test-web screenshots
+.PHONY: test-web test-web-asan screenshots
 
 test-web: build
 	RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox node --test tests/web/
+
+# The same against the ASan and UBSan build: the server must stop clean,
+# with no report of either (tests/web/helpers.mjs).
+test-web-asan: asan
+	ASAN_OPTIONS=$(ASAN_SERVER_OPTIONS) UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  RUNBOX_BIN=$(CURDIR)/$(ASAN_BUILD)/runbox node --test tests/web/
 
 screenshots: build
 	RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox RBX_SCREENSHOTS=$(CURDIR)/docs/screenshots node --test tests/web/
 
 test: test-web
+test-asan: test-web-asan

@@ -67,6 +67,12 @@ export async function stopServer(server) {
     await server.exited;
     clearTimeout(timer);
   }
+  // A clean stop, and (under ASan and UBSan) no report of either.
+  const { code, signal } = await server.exited;
+  const sanitizer = /ERROR: (Address|Leak)Sanitizer|runtime error:/.test(server.log());
+  const unclean = code !== 0 || signal !== null || sanitizer
+    ? `runbox serve stopped with code ${code}, signal ${signal}${sanitizer ? ', a sanitizer report' : ''}:\n${server.log().slice(-4000)}`
+    : null;
   const env = { ...process.env, RUNBOX_STATE_DIR: server.stateDir };
   let sessions = [];
   try {
@@ -90,6 +96,7 @@ export async function stopServer(server) {
     .split('\n')
     .filter((target) => target.startsWith(server.stateDir));
   if (mounts.length === 0) rmSync(server.stateDir, { recursive: true, force: true });
+  if (unclean) throw new Error(unclean);
   return mounts;
 }
 
