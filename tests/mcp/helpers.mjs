@@ -1,11 +1,14 @@
 // Shared by the MCP tests: where runbox is, a private state directory per
 // test file, the server's stderr (checked for sanitizer reports), the
 // processes of /proc, and the cleanup that leaves no session mounted.
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { cleanStateDir as cleanWith, sleep, waitFor } from '../lib/nodetest.mjs';
+
+export { sleep, waitFor };
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const RUNBOX = process.env.RUNBOX_BIN || path.resolve(here, '../../build/runbox');
@@ -55,52 +58,13 @@ export function processesRunning(...parts) {
   return pids;
 }
 
-export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-// Waits until check() is true, polling; fails after timeoutMs.
-export async function waitFor(check, timeoutMs, what) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await sleep(50);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-}
 
 export function uniqueSessionId(prefix) {
   return `${prefix}-${process.pid}-${Math.random().toString(36).slice(2, 10)}`;
 }
 
-// Removes what a test left in its state directory: sessions (each a
-// loop-mounted disk as root) through runbox itself, then the directory.
-// Returns the mounts that were still there, which the caller asserts empty.
-export function cleanStateDir(stateDir) {
-  const env = { ...process.env, RUNBOX_STATE_DIR: stateDir };
-  let leftover = [];
-  try {
-    leftover = JSON.parse(execFileSync(RUNBOX, ['sessions', 'list', '--json'], { env, encoding: 'utf8' }));
-  } catch {
-    // no state yet
-  }
-  for (const session of leftover) {
-    try {
-      execFileSync(RUNBOX, ['sessions', 'rm', session.session_id, '--wait', '10'], { env });
-    } catch {
-      // reported below as a mount or a leftover session
-    }
-  }
-  try {
-    // As root the storage is an image mounted once: leave none behind.
-    execFileSync(RUNBOX, ['storage', 'unmount'], { env });
-  } catch {
-    // reported below as a mount
-  }
-  const mounts = execFileSync('findmnt', ['-rn', '-o', 'TARGET'], { encoding: 'utf8' })
-    .split('\n')
-    .filter((target) => target.startsWith(stateDir));
-  if (mounts.length === 0) rmSync(stateDir, { recursive: true, force: true });
-  return { sessions: leftover.map((s) => s.session_id), mounts };
-}
+// Removes what a test left in its state directory (tests/lib/nodetest.mjs).
+export const cleanStateDir = (stateDir) => cleanWith(RUNBOX, stateDir);
 
 // A server spoken to over the raw wire: one JSON object per line each way.
 // Every line it writes must be valid UTF-8 and valid JSON.

@@ -2,12 +2,15 @@
 // token and a private state directory, headless Chromium driven by
 // playwright-core (from web/node_modules), and the cleanup that leaves no
 // process, session or mount behind.
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { cleanStateDir, sleep, waitFor } from '../lib/nodetest.mjs';
+
+export { sleep, waitFor };
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '../..');
@@ -19,17 +22,6 @@ export const TOKEN = `tok-${process.pid}-${Math.random().toString(36).slice(2, 1
 // playwright-core is a devDependency of web/ (npm ci --prefix web).
 const require = createRequire(path.join(root, 'web', 'package.json'));
 const { chromium } = require('playwright-core');
-
-export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-export async function waitFor(check, timeoutMs, what) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await sleep(50);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-}
 
 // Starts `runbox serve` on a free loopback port (port 0: the server names
 // the one it got in its first log line).
@@ -73,29 +65,7 @@ export async function stopServer(server) {
   const unclean = code !== 0 || signal !== null || sanitizer
     ? `runbox serve stopped with code ${code}, signal ${signal}${sanitizer ? ', a sanitizer report' : ''}:\n${server.log().slice(-4000)}`
     : null;
-  const env = { ...process.env, RUNBOX_STATE_DIR: server.stateDir };
-  let sessions = [];
-  try {
-    sessions = JSON.parse(execFileSync(RUNBOX, ['sessions', 'list', '--json'], { env, encoding: 'utf8' }));
-  } catch {
-    // no state yet
-  }
-  for (const session of sessions) {
-    try {
-      execFileSync(RUNBOX, ['sessions', 'rm', session.session_id, '--wait', '10'], { env });
-    } catch {
-      // reported below as a mount
-    }
-  }
-  try {
-    execFileSync(RUNBOX, ['storage', 'unmount'], { env, stdio: 'ignore' });
-  } catch {
-    // reported below as a mount
-  }
-  const mounts = execFileSync('findmnt', ['-rn', '-o', 'TARGET'], { encoding: 'utf8' })
-    .split('\n')
-    .filter((target) => target.startsWith(server.stateDir));
-  if (mounts.length === 0) rmSync(server.stateDir, { recursive: true, force: true });
+  const { mounts } = cleanStateDir(RUNBOX, server.stateDir);
   if (unclean) throw new Error(unclean);
   return mounts;
 }
