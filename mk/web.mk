@@ -4,7 +4,8 @@
 #
 #   make test-web      node --test tests/web/ (screenshots into build/screenshots)
 #   make screenshots   the same, keeping the screenshots in docs/screenshots
-DEBIAN_PACKAGES += chromium
+# Chromium itself is installed by make deps, without its recommended
+# packages (see the Makefile).
 
 .PHONY: test-web test-web-asan screenshots
 

@@ -1,7 +1,9 @@
 // Builds the playground into OUTDIR: index.html, app.js (one minified
 // bundle of app.js and CodeMirror) and app.css; the server embeds the three.
 //   node web/build.mjs OUTDIR
-import { existsSync, mkdirSync, copyFileSync, readFileSync } from 'node:fs';
+import {
+  appendFileSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync,
+} from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -33,8 +35,9 @@ if (/<script(?![^>]*\bsrc=)[^>]*>/i.test(html) || /\son[a-z]+\s*=/i.test(html)) 
 
 const esbuild = await import(pathToFileURL(path.join(web, 'node_modules', 'esbuild', 'lib', 'main.js')).href);
 mkdirSync(outDir, { recursive: true });
+let metafile;
 try {
-  await esbuild.build({
+  ({ metafile } = await esbuild.build({
     absWorkingDir: web,
     entryPoints: [path.join(src, 'app.js')],
     outfile: path.join(outDir, 'app.js'),
@@ -43,11 +46,30 @@ try {
     target: 'es2020',
     minify: true,
     sourcemap: false,
-    legalComments: 'none',
+    legalComments: 'none', // the packages' notices go at the end, whole (below)
+    metafile: true,
     logLevel: 'warning',
-  });
+  }));
 } catch {
   fail('esbuild failed (see above)');
 }
+
+// The bundle is a copy of every package it took code from, so it carries
+// each one's licence, as their licences (MIT) ask: name, version, licence
+// and the LICENSE file's text, in one comment at the end.
+const packages = new Map();
+for (const input of Object.keys(metafile.inputs)) {
+  const match = /^(.*node_modules\/(?:@[^/]+\/)?[^/]+)\//.exec(input);
+  if (match) packages.set(match[1], path.join(web, match[1]));
+}
+const notices = [...packages.values()].sort().map((dir) => {
+  const meta = JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8'));
+  const file = readdirSync(dir).find((name) => /^licen[cs]e/i.test(name));
+  if (!file) fail(`${meta.name} has no LICENSE file to bundle with it`);
+  const text = readFileSync(path.join(dir, file), 'utf8').replaceAll('*/', '* /').trim();
+  return `${meta.name} ${meta.version} (${meta.license})\n\n${text}`;
+});
+appendFileSync(path.join(outDir, 'app.js'),
+  `/*! The playground bundles these packages, under their licences:\n\n${notices.join('\n\n---\n\n')}\n*/\n`);
 copyFileSync(path.join(src, 'index.html'), path.join(outDir, 'index.html'));
 copyFileSync(path.join(src, 'app.css'), path.join(outDir, 'app.css'));

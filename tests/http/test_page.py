@@ -111,3 +111,11 @@ def test_with_a_token_any_name_is_answered(token_server):
     token_server.token = TOKEN
     response = token_server.request("GET", "/v1/sessions", headers={"Host": "runbox.example:443"})
     assert response.status == 200
+
+
+def test_the_script_carries_the_licences_of_what_it_bundles(token_server):
+    script = token_server.request("GET", "/playground/app.js").body.decode()
+    notice = script[script.rindex("/*! The playground bundles these packages"):]
+    for package in ("@codemirror/view", "@lezer/python", "@lezer/javascript", "codemirror"):
+        assert f"\n{package} " in notice, package
+    assert notice.count("Permission is hereby granted") >= 10

@@ -165,6 +165,25 @@ test('HTML rich output renders in a sandboxed iframe that runs no script', async
   await page.locator('#stateful').uncheck();
 });
 
+test('a stateful one-off run keeps its session, so the next run finds its variables', async () => {
+  await page.locator('#session').selectOption('');
+  await page.locator('#stateful').check();
+  await setCode(page, 'answer = 41\n');
+  await page.locator('#run').click();
+  await page.locator('#result .status-ok').waitFor({ timeout: 30000 });
+  const made = await page.locator('#result .field-session_id').textContent();
+  assert.match(made, /^rbx-/);
+  await waitFor(async () => (await page.locator('#session').inputValue()) === made, 10000,
+    `the page to take up session ${made}`);
+  await setCode(page, 'answer + 1\n');
+  await page.locator('#run').click();
+  await page.locator('#result .status-ok').waitFor({ timeout: 30000 });
+  assert.equal(await page.locator('#result .field-session_id').textContent(), made);
+  assert.equal(await page.locator('#rich .rich-text').last().textContent(), '42');
+  await page.locator('#stateful').uncheck();
+  await page.locator('#session').selectOption('');
+});
+
 test('the page itself broke no rule (no script error, no CSP refusal)', () => {
   assert.deepEqual(errors, []);
 });

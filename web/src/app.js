@@ -59,6 +59,7 @@ function start() {
     if (Number.isFinite(seconds) && seconds > 0) request.timeout = seconds;
     const path = sessionId ? `/v1/sessions/${encodeURIComponent(sessionId)}/execute` : '/v1/execute';
     let finished = false;
+    let kept = null; // the session a stateful one-off run was given
     // The figures show the run once the server has taken it.
     const figures = setTimeout(refreshMetrics, 300);
     try {
@@ -79,6 +80,7 @@ function start() {
         else if (event.type === 'result') {
           finished = true;
           view.finish(event);
+          if (!sessionId && request.stateful && typeof event.session_id === 'string') kept = event.session_id;
         } else if (event.type === 'error') {
           finished = true;
           view.failed(event.error?.code || 'error', event.error?.message || 'the execution failed');
@@ -93,7 +95,12 @@ function start() {
       refreshMetrics();
       setRunning(null);
       if (sessionId) sessions.refreshFiles();
-      sessions.refresh();
+      // A stateful run's interpreter lives in a session, which the server
+      // made for a one-off run: it becomes the page's session, so that the
+      // next run finds its variables (and no session is made per run).
+      sessions.refresh().then(() => {
+        if (kept) sessions.choose(kept);
+      });
     }
   }
 
