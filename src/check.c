@@ -78,26 +78,13 @@ static rbx_status probe(rbx_engine *engine, const char *code, bool network, rbx_
 static void check_language(rbx_engine *engine, const rbx_runtime *runtime, rbx_check_item *items,
                            size_t max, size_t *n)
 {
-    static const struct {
-        const char *language, *code, *needs;
-    } lines[] = {
-        {"python", "import sys; print(sys.version.split()[0])", "Python 3.8 or newer"},
-        {"javascript", "console.log(process.version)", "Node.js 20.12 or newer"},
-        {"bash", "echo \"$BASH_VERSION\"", "bash 4 or newer"},
-    };
-    const char *code = NULL, *needs = "";
-    for (size_t i = 0; i < sizeof lines / sizeof *lines; i++)
-        if (!strcmp(lines[i].language, runtime->name)) {
-            code = lines[i].code;
-            needs = lines[i].needs;
-        }
-    if (access(runtime->interpreter, X_OK) != 0 || !code) {
+    if (access(runtime->interpreter, X_OK) != 0) {
         add(items, max, n, runtime->name, false, false, "%s is missing", runtime->interpreter);
         return;
     }
     rbx_result result;
     rbx_error err = {0};
-    if (probe_in(engine, runtime->name, code, false, &result, &err) != RBX_OK) {
+    if (probe_in(engine, runtime->name, runtime->version_code, false, &result, &err) != RBX_OK) {
         add(items, max, n, runtime->name, false, false, "%s: a run failed: %s",
             runtime->interpreter, err.message);
         return;
@@ -111,7 +98,7 @@ static void check_language(rbx_engine *engine, const rbx_runtime *runtime, rbx_c
     else
         add(items, max, n, runtime->name, false, false,
             "%s cannot run runbox's bootstrap (runbox needs %s): %.200s", runtime->interpreter,
-            needs, result.error && *result.error ? result.error : out);
+            runtime->needs, result.error && *result.error ? result.error : out);
     rbx_result_free(&result);
 }
 

@@ -37,7 +37,7 @@ struct rbx_engine {
     struct rbx_root_plan *root_plan; /* computed once: which host paths the sandbox shows */
     struct rbx_template *template;   /* the prepared mount namespace, as root (template.h) */
     pthread_mutex_t template_lock;
-    struct rbx_policy *policy; /* the operator's deny patterns, or NULL */
+    struct rbx_policy *policy;        /* the operator's deny patterns, or NULL */
     struct rbx_egress_policy *egress; /* where the network may lead (egress.h) */
     pthread_mutex_t running_lock;
     struct rbx_running *running; /* executions in progress, for cancellation */
@@ -67,6 +67,10 @@ typedef struct rbx_runtime {
     const char *aliases[4];
     const char *interpreter; /* absolute path on the host; never looked up on PATH */
     const char *extension;
+    /* runbox check: a line that prints the interpreter's version, and the
+     * interpreter runbox's bootstrap needs, said when the line fails. */
+    const char *version_code;
+    const char *needs;
     /* argv after the interpreter: the bootstrap reads the code on fd 3,
      * checks its syntax without running it, reports on fd 4, closes both,
      * then runs it in the same process. */

@@ -127,6 +127,8 @@ static const rbx_runtime runtimes[] = {
         .aliases = {"py", "python3"},
         .interpreter = "/usr/bin/python3",
         .extension = ".py",
+        .version_code = "import sys; print(sys.version.split()[0])",
+        .needs = "Python 3.8 or newer",
         .argv = {"python3", "-c", python_bootstrap},
         .classify = rbx_classify_python,
         /* A venv that sees the system's site-packages, so a requirement that
@@ -151,6 +153,8 @@ static const rbx_runtime runtimes[] = {
         .aliases = {"js", "node", "nodejs"},
         .interpreter = "/usr/bin/node",
         .extension = ".js",
+        .version_code = "console.log(process.version)",
+        .needs = "Node.js 20.12 or newer",
         .argv = {"node", "-e", javascript_bootstrap},
         .classify = rbx_classify_javascript,
         /* node_modules appears at /node_modules, the last place Node looks
@@ -178,6 +182,8 @@ static const rbx_runtime runtimes[] = {
         .aliases = {"sh", "shell"},
         .interpreter = "/bin/bash",
         .extension = ".sh",
+        .version_code = "echo \"$BASH_VERSION\"",
+        .needs = "bash 4 or newer",
         .argv = {"bash", "--norc", "--noprofile", "-c", bash_bootstrap, "bash"},
         .classify = rbx_classify_bash,
         /* Interactive: SIGINT stops the command that runs and the shell

@@ -60,11 +60,12 @@ static bool host_is_loopback(const char *host)
     if (len >= name_len && !strncasecmp(host + len - name_len, name, name_len) &&
         (len == name_len || host[len - name_len - 1] == '.'))
         return true;
-    struct in_addr v4;
-    struct in6_addr v6;
-    if (inet_pton(AF_INET, host, &v4) == 1)
-        return (ntohl(v4.s_addr) >> 24) == 127;
-    return inet_pton(AF_INET6, host, &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+    struct sockaddr_in v4 = {.sin_family = AF_INET};
+    struct sockaddr_in6 v6 = {.sin6_family = AF_INET6};
+    if (inet_pton(AF_INET, host, &v4.sin_addr) == 1)
+        return http_address_is_loopback((const struct sockaddr *)&v4);
+    return inet_pton(AF_INET6, host, &v6.sin6_addr) == 1 &&
+           http_address_is_loopback((const struct sockaddr *)&v6);
 }
 
 bool http_origin_check(const http_server *server, struct MHD_Connection *connection,
