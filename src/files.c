@@ -9,28 +9,16 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #define PATH_MAX_LEN 1024
 #define PATH_MAX_DEPTH 32
 #define LIST_MAX 10000
-
-static int open_beneath(int dirfd, const char *path, int flags, mode_t mode)
-{
-    struct open_how how = {
-        .flags = (uint64_t)(flags | O_CLOEXEC),
-        .mode = (flags & O_CREAT) ? mode : 0,
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
-    };
-    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
-}
 
 /* A session file path: relative, components of [^/\0], no "." or "..", no
  * empty components, bounded length and depth. */
@@ -110,7 +98,7 @@ int rbx_files_open_parent(rbx_engine *engine, int work, const char *path, bool c
                 char up[PATH_MAX_LEN + 1];
                 memcpy(up, dir, (size_t)(leaf - dir));
                 up[leaf - dir] = 0;
-                parent = open_beneath(work, up, O_PATH | O_DIRECTORY, 0);
+                parent = rbx_open_beneath(work, up, O_PATH | O_DIRECTORY, 0);
                 leaf++;
             } else {
                 parent = fcntl(work, F_DUPFD_CLOEXEC, 0);
@@ -129,7 +117,7 @@ int rbx_files_open_parent(rbx_engine *engine, int work, const char *path, bool c
                 break;
         }
     }
-    return open_beneath(work, dir, O_RDONLY | O_DIRECTORY, 0);
+    return rbx_open_beneath(work, dir, O_RDONLY | O_DIRECTORY, 0);
 }
 
 rbx_status rbx_file_put(rbx_engine *engine, const char *session_id, const char *path,
@@ -191,7 +179,7 @@ rbx_status rbx_file_get(rbx_engine *engine, const char *session_id, const char *
         return status;
     /* O_NONBLOCK: a FIFO the program made opens at once instead of
      * waiting for a writer forever (and is then refused as not a file). */
-    int fd = open_beneath(work, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0);
+    int fd = rbx_open_beneath(work, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0);
     close(work);
     if (fd < 0)
         return refused(path, err);

@@ -7,11 +7,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Deeper trees are flattened rather than walked with one fd per level, so a
@@ -158,6 +160,37 @@ int rbx_open_regular(int dirfd, const char *path, int flags)
         return -1;
     }
     return fd;
+}
+
+int rbx_open_beneath(int dirfd, const char *path, int flags, mode_t mode)
+{
+    struct open_how how = {
+        .flags = (uint64_t)(flags | O_CLOEXEC),
+        .mode = (flags & O_CREAT) ? mode : 0,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+    };
+    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+}
+
+bool rbx_link_stays_inside(const char *path, const char *target)
+{
+    if (!target[0])
+        return false;
+    int depth = 0;
+    if (target[0] != '/')
+        for (const char *p = path; (p = strchr(p, '/')); p++)
+            depth++; /* directories above the link, inside the tree */
+    for (const char *p = target; *p;) {
+        size_t n = strcspn(p, "/");
+        if (n == 2 && p[0] == '.' && p[1] == '.') {
+            if (--depth < 0)
+                return false;
+        } else if (n > 0 && !(n == 1 && p[0] == '.')) {
+            depth++;
+        }
+        p += n + (p[n] == '/');
+    }
+    return true;
 }
 
 int rbx_write_new_file(int dirfd, const char *name, const void *data, size_t len)

@@ -252,6 +252,15 @@ int rbx_copy_tree(int src_dirfd, int dst_dirfd);
  * link at its end), without blocking whatever it turns out to be: FIFOs,
  * sockets and devices that a sandboxed program made fail with EINVAL. */
 int rbx_open_regular(int dirfd, const char *path, int flags);
+/* openat2() of path beneath dirfd (O_CLOEXEC added): "..", absolute
+ * paths, links (at the end too), magic links and mount crossings fail, so
+ * whatever sandboxed code or an archive planted cannot lead it elsewhere. */
+int rbx_open_beneath(int dirfd, const char *path, int flags, mode_t mode);
+/* Whether a link at path ("a/b/link", relative to the top of a tree) to
+ * target stays inside that tree when resolved by its text alone: an
+ * absolute target from the top, a relative one from the link's directory.
+ * An empty target does not. */
+bool rbx_link_stays_inside(const char *path, const char *target);
 /* Replaces whatever is at name below dirfd with a new file holding data:
  * a link planted there is removed, never followed. */
 int rbx_write_new_file(int dirfd, const char *name, const void *data, size_t len);

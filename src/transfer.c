@@ -208,28 +208,6 @@ static rbx_status entry_path(const char *raw, char *path, size_t size, rbx_error
     return RBX_OK;
 }
 
-/* A link may point only inside the session: relative, and never climbing
- * above the session's directory from where it is. */
-static bool link_stays_inside(const char *path, const char *target)
-{
-    if (!target[0] || target[0] == '/')
-        return false;
-    int depth = 0;
-    for (const char *p = path; (p = strchr(p, '/')); p++)
-        depth++; /* directories above the link, inside the session */
-    for (const char *p = target; *p;) {
-        size_t n = strcspn(p, "/");
-        if (n == 2 && p[0] == '.' && p[1] == '.') {
-            if (--depth < 0)
-                return false;
-        } else if (n > 0 && !(n == 1 && p[0] == '.')) {
-            depth++;
-        }
-        p += n + (p[n] == '/');
-    }
-    return true;
-}
-
 static rbx_status import_file(importer *m, struct archive_entry *entry, const char *path)
 {
     const char *name;
@@ -318,7 +296,9 @@ static rbx_status import_entry(importer *m, struct archive_entry *entry)
             rc = 0;
     } else if (type == AE_IFLNK) {
         const char *target = archive_entry_symlink(entry);
-        if (!target || !link_stays_inside(path, target)) {
+        /* Relative only: an absolute target names the sandbox's root, not
+         * the session's. */
+        if (!target || target[0] == '/' || !rbx_link_stays_inside(path, target)) {
             close(dir);
             return rbx_fail(m->err, RBX_EINVAL,
                             "the archive's link '%.200s' points to '%.200s', outside the session: "
