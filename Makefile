@@ -8,7 +8,7 @@ DEBIAN_PACKAGES = build-essential cmake ninja-build pkg-config libjansson-dev li
                   python3-pandas python3-pip python3-venv \
                   python3-matplotlib python3-jsonschema nodejs bubblewrap slirp4netns uidmap curl iproute2 procps \
                   e2fsprogs btrfs-progs libnftnl-dev libmnl-dev nftables dnsmasq-base \
-                  libarchive-dev nginx-light haproxy nettle-dev
+                  libarchive-dev nginx-light haproxy nettle-dev mmdebstrap
 
 .PHONY: all build asan deps test test-build test-asan test-unprivileged clean run bench mcp-sdk
 

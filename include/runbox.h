@@ -87,11 +87,11 @@ typedef struct rbx_config {
      * of CIDRs, addresses and domain names ("pypi.org", "*.example.com"),
      * separated by commas or spaces. Deny wins over allow; the host's own
      * addresses are always denied. */
-    const char *egress_allow;   /* reachable beyond the default (a private mirror) */
-    const char *egress_deny;    /* never reachable */
-    bool egress_allowlist_only; /* only egress_allow is reachable (default: the public
-                                   internet, never private, link-local, loopback,
-                                   multicast or the host's own addresses) */
+    const char *egress_allow;    /* reachable beyond the default (a private mirror) */
+    const char *egress_deny;     /* never reachable */
+    bool egress_allowlist_only;  /* only egress_allow is reachable (default: the public
+                                    internet, never private, link-local, loopback,
+                                    multicast or the host's own addresses) */
     bool egress_open;            /* no policy at all: everything the host reaches (for
                                     hosts without nftables, or whose own firewall
                                     does this); requests may still narrow */
@@ -107,9 +107,20 @@ typedef struct rbx_config {
     uint32_t pool_max;
     uint32_t pool_memory_mb;
     double pool_idle_s; /* a language's shelf unused this long shrinks by one (default 30) */
+    /* Runtime images (images.h): where they are kept (NULL: the state
+     * directory's images/), the one executions get when they name none
+     * (NULL: "default" when the store has it, else "host", the host's own
+     * /usr), and those a request may name (NULL: any the store has, and
+     * host; else a comma-separated list). */
+    const char *images_dir;
+    const char *image;
+    const char *images_allowed;
 } rbx_config;
 
 void rbx_config_defaults(rbx_config *config);
+
+#define RBX_IMAGE_NAME_MAX 64
+#define RBX_IMAGE_DIGEST_MAX 72 /* "sha256:" and 64 hex digits */
 
 typedef struct rbx_engine rbx_engine;
 
@@ -171,6 +182,9 @@ typedef struct rbx_request {
      * of none (egress_allow_count 0, egress_allow not NULL): nothing. */
     const char *const *egress_allow;
     size_t egress_allow_count;
+    /* The root image it runs on, by name (runbox images list), or "host"
+     * for the host's own /usr; NULL: the operator's default. */
+    const char *image;
 } rbx_request;
 
 /* Fills the request with its defaults (notably cancel_fd = -1). */
@@ -194,20 +208,21 @@ typedef struct rbx_result {
     int exit_code; /* 128+N when killed by signal N; 124 on timeout */
     int64_t duration_ms;
     char session_id[RBX_SESSION_ID_MAX + 1];
-    const char *language;   /* canonical name: python, javascript, bash */
-    const char *error_type; /* NULL on success, else SyntaxError, TimeoutError, ... */
-    char *exception;        /* the language's own error name (ZeroDivisionError), or NULL */
+    const char *language;           /* canonical name: python, javascript, bash */
+    char image[RBX_IMAGE_NAME_MAX]; /* the image it ran on ("host": the host's /usr) */
+    const char *error_type;         /* NULL on success, else SyntaxError, TimeoutError, ... */
+    char *exception;                /* the language's own error name (ZeroDivisionError), or NULL */
     bool timed_out;
     bool cancelled;
     uint64_t truncated_stdout; /* bytes dropped from the middle of each stream */
     uint64_t truncated_stderr;
     int64_t cpu_ms;
     int64_t peak_memory_kb;
-    int signal;           /* the signal that ended the program, or 0 */
-    const char *limits;   /* what enforced the limits: "cgroup-v1", "cgroup-v2", "rlimits" */
-    double cpus;          /* the CPU quota enforced, in cores; 0 when none could be (rlimits) */
-    bool network;         /* whether the code could reach outside hosts */
-    bool pooled;          /* served by a prepared sandbox (rbx_engine_start_pool) */
+    int signal;         /* the signal that ended the program, or 0 */
+    const char *limits; /* what enforced the limits: "cgroup-v1", "cgroup-v2", "rlimits" */
+    double cpus;        /* the CPU quota enforced, in cores; 0 when none could be (rlimits) */
+    bool network;       /* whether the code could reach outside hosts */
+    bool pooled;        /* served by a prepared sandbox (rbx_engine_start_pool) */
     /* Connection attempts (packets) the egress policy refused, and the
      * first few destinations: "ADDR:PORT", "[V6]:PORT", or a domain name
      * that the policy kept from resolving. */
@@ -337,6 +352,35 @@ rbx_status rbx_session_gc(rbx_engine *engine, double idle_s, size_t *removed, rb
 rbx_status rbx_session_dir(rbx_engine *engine, const char *id, char *path, size_t size,
                            rbx_error *err);
 
+/* Runtime images (src/images.c). */
+typedef struct rbx_image_info {
+    char name[RBX_IMAGE_NAME_MAX];
+    char digest[RBX_IMAGE_DIGEST_MAX];
+    uint64_t size_bytes;
+    int64_t created_unix;
+    char source[512];    /* "mmdebstrap trixie", or the archive it was imported from */
+    char packages[4096]; /* Debian packages it was built with, comma-separated; "" imported */
+    bool is_default;     /* what executions get when they name no image */
+} rbx_image_info;
+
+/* The store's images, by name. */
+rbx_status rbx_image_list(rbx_engine *engine, rbx_image_info **infos, size_t *count,
+                          rbx_error *err);
+/* Builds an image with mmdebstrap (root only): Debian suite's essential
+ * packages and `packages` (comma- or space-separated), plus, with `from`,
+ * the packages that image was built with. Its output goes to log_fd. */
+rbx_status rbx_image_build(rbx_engine *engine, const char *name, const char *packages,
+                           const char *from, const char *suite, const char *mirror, int log_fd,
+                           rbx_image_info *info, rbx_error *err);
+/* Imports a root filesystem tar, an OCI layout directory, or a tar of one
+ * (docker save, skopeo oci-archive); refused archives leave nothing. */
+rbx_status rbx_image_import(rbx_engine *engine, const char *name, const char *source,
+                            bool drop_setid, rbx_image_info *info, rbx_error *err);
+/* Removes the name; the tree goes when no other name uses it. */
+rbx_status rbx_image_remove(rbx_engine *engine, const char *name, rbx_error *err);
+/* The image executions get when they name none ("host" when none). */
+const char *rbx_engine_default_image(rbx_engine *engine);
+
 /* Cached dependency environments. */
 typedef struct rbx_env_info {
     char key[64];
@@ -371,12 +415,12 @@ bool rbx_engine_start_pool(rbx_engine *engine, char *why, size_t why_size);
 
 typedef struct rbx_pool_stats {
     bool enabled;
-    size_t ready;     /* prepared and waiting */
-    size_t preparing; /* being made now */
-    size_t serving;   /* taken by an execution, or being destroyed after it */
-    size_t target;    /* what the pool aims to keep ready, over all its shelves */
-    size_t max;       /* the operator's cap on prepared sandboxes */
-    size_t env_shelves; /* dependency environments the pool keeps sandboxes for */
+    size_t ready;               /* prepared and waiting */
+    size_t preparing;           /* being made now */
+    size_t serving;             /* taken by an execution, or being destroyed after it */
+    size_t target;              /* what the pool aims to keep ready, over all its shelves */
+    size_t max;                 /* the operator's cap on prepared sandboxes */
+    size_t env_shelves;         /* dependency environments the pool keeps sandboxes for */
     uint64_t idle_memory_bytes; /* what the waiting sandboxes hold (their cgroups) */
     uint64_t memory_cap_bytes;
     uint64_t taken, missed, prepared, failed, retired;

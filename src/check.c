@@ -1,5 +1,6 @@
 /* runbox check: probes what this host lets runbox guarantee, in words. */
 #include "egress.h"
+#include "internal.h"
 #include "policy.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/seccomp.h"
@@ -9,6 +10,7 @@
 #include <net/if.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -78,7 +80,13 @@ static rbx_status probe(rbx_engine *engine, const char *code, bool network, rbx_
 static void check_language(rbx_engine *engine, const rbx_runtime *runtime, rbx_check_item *items,
                            size_t max, size_t *n)
 {
-    if (access(runtime->interpreter, X_OK) != 0) {
+    char why[400];
+    const rbx_root *root = engine->roots[0];
+    if (!rbx_root_has_runtime(root, runtime, why, sizeof why)) {
+        add(items, max, n, runtime->name, false, false, "%s", why);
+        return;
+    }
+    if (!root->tree[0] && access(runtime->interpreter, X_OK) != 0) {
         add(items, max, n, runtime->name, false, false, "%s is missing", runtime->interpreter);
         return;
     }
@@ -100,6 +108,28 @@ static void check_language(rbx_engine *engine, const rbx_runtime *runtime, rbx_c
             "%s cannot run runbox's bootstrap (runbox needs %s): %.200s", runtime->interpreter,
             runtime->needs, result.error && *result.error ? result.error : out);
     rbx_result_free(&result);
+}
+
+/* Which images the store has and which one executions get. */
+static void check_images(rbx_engine *engine, rbx_check_item *items, size_t max, size_t *n)
+{
+    rbx_image_info *infos = NULL;
+    size_t count = 0;
+    rbx_error err = {0};
+    char names[700] = "";
+    if (rbx_image_list(engine, &infos, &count, &err) != RBX_OK)
+        snprintf(names, sizeof names, "(cannot list them: %.300s)", err.message);
+    for (size_t i = 0; i < count; i++) {
+        size_t len = strlen(names);
+        snprintf(names + len, sizeof names - len, "%s%s (%.19s, %llu MiB)", i ? ", " : "",
+                 infos[i].name, infos[i].digest, (unsigned long long)(infos[i].size_bytes >> 20));
+    }
+    free(infos);
+    const rbx_root *root = engine->roots[0];
+    add(items, max, n, "images", true, false, "executions run on %s%s%s; the store (%s) has %s",
+        root->tree[0] ? "image " : "",
+        root->tree[0] ? root->image : "the host's /usr (--image host)", "", engine->images_dir,
+        count ? names : "no image");
 }
 
 /* One real execution proves namespaces, the new root, seccomp and the
@@ -245,6 +275,7 @@ size_t rbx_check(rbx_engine *engine, rbx_check_item *items, size_t max)
      * can no longer make a cold sandbox's user namespace itself. */
     for (size_t i = 0; i < rbx_runtime_count(); i++)
         check_language(engine, rbx_runtime_find(rbx_runtime_name(i)), items, max, &n);
+    check_images(engine, items, max, &n);
     check_egress(engine, items, max, &n);
     check_pool(engine, items, max, &n);
     add(items, max, &n, "policy", true, false,

@@ -204,8 +204,13 @@ rbx_status rbx_requirements_parse(const rbx_engine *engine, const rbx_runtime *r
 
 /* The interpreter's identity stands for its version: an upgrade changes
  * the file, and with it every environment's key. */
-static void runtime_identity(const rbx_runtime *runtime, char *out, size_t size)
+static void runtime_identity(const rbx_runtime *runtime, const rbx_root *root, char *out,
+                             size_t size)
 {
+    if (root->digest[0]) { /* an image's files never change under its digest */
+        snprintf(out, size, "%s:%s", root->digest, runtime->interpreter);
+        return;
+    }
     char real[4096];
     struct stat st;
     if (!realpath(runtime->interpreter, real) || stat(real, &st) != 0) {
@@ -224,10 +229,11 @@ static uint64_t fnv1a(const char *text, uint64_t hash)
     return (hash ^ 0xff) * 0x100000001b3ull;
 }
 
-static char *describe(const rbx_runtime *runtime, const rbx_requirements *reqs)
+static char *describe(const rbx_runtime *runtime, const rbx_root *root,
+                      const rbx_requirements *reqs)
 {
     char identity[4200];
-    runtime_identity(runtime, identity, sizeof identity);
+    runtime_identity(runtime, root, identity, sizeof identity);
     json_t *specs = json_array();
     for (size_t i = 0; i < reqs->count; i++)
         json_array_append_new(specs, json_string(reqs->specs[i]));
@@ -290,12 +296,12 @@ void rbx_env_release(rbx_env *env)
     env->message = NULL;
 }
 
-rbx_status rbx_env_acquire(rbx_engine *engine, const rbx_runtime *runtime,
+rbx_status rbx_env_acquire(rbx_engine *engine, const rbx_runtime *runtime, rbx_root *root,
                            const rbx_requirements *reqs, rbx_env *env, rbx_error *err)
 {
     memset(env, 0, sizeof *env);
     env->use_fd = -1;
-    char *description = describe(runtime, reqs);
+    char *description = describe(runtime, root, reqs);
     int dirfd = envs_dir(engine);
     rbx_status status = RBX_OK;
     if (!description || dirfd < 0) {
@@ -323,7 +329,7 @@ rbx_status rbx_env_acquire(rbx_engine *engine, const rbx_runtime *runtime,
     if (matches(dirfd, env->key, description)) {
         env->reused = true;
     } else {
-        status = rbx_env_install(engine, runtime, reqs, dirfd, env, description, err);
+        status = rbx_env_install(engine, runtime, root, reqs, dirfd, env, description, err);
         env->install_ms = (rbx_now_us() - started) / 1000;
     }
     close(install);

@@ -31,13 +31,13 @@ typedef struct rbx_env {
 
 /* Finds the environment for reqs, installing it first if needed (one
  * install however many executions want it at once). */
-rbx_status rbx_env_acquire(rbx_engine *engine, const rbx_runtime *runtime,
+rbx_status rbx_env_acquire(rbx_engine *engine, const rbx_runtime *runtime, rbx_root *root,
                            const rbx_requirements *reqs, rbx_env *env, rbx_error *err);
 void rbx_env_release(rbx_env *env);
 
 /* install.c: runs the runtime's installer in a sandbox into a temporary
  * directory under dirfd (the envs directory) and renames it into place. */
-rbx_status rbx_env_install(rbx_engine *engine, const rbx_runtime *runtime,
+rbx_status rbx_env_install(rbx_engine *engine, const rbx_runtime *runtime, rbx_root *root,
                            const rbx_requirements *reqs, int dirfd, rbx_env *env,
                            const char *description, rbx_error *err);
 

@@ -132,6 +132,9 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
         engine->config.egress_open = config->egress_open;
         engine->config.egress_resolver = config->egress_resolver;
         engine->config.egress_file = config->egress_file;
+        engine->config.images_dir = config->images_dir;
+        engine->config.image = config->image;
+        engine->config.images_allowed = config->images_allowed;
         engine->config.pool_off = config->pool_off;
         if (config->pool_max)
             engine->config.pool_max = config->pool_max;
@@ -185,34 +188,18 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
         free(engine);
         return NULL;
     }
-    engine->root_plan = malloc(sizeof *engine->root_plan);
-    if (!engine->root_plan) {
-        rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    char cwd_buf[2048];
+    if (engine->config.images_dir && engine->config.images_dir[0] == '/')
+        snprintf(engine->images_dir, sizeof engine->images_dir, "%s", engine->config.images_dir);
+    else if (engine->config.images_dir && *engine->config.images_dir)
+        snprintf(engine->images_dir, sizeof engine->images_dir, "%s/%s",
+                 getcwd(cwd_buf, sizeof cwd_buf) ? cwd_buf : ".", engine->config.images_dir);
+    else
+        snprintf(engine->images_dir, sizeof engine->images_dir, "%s/images", engine->state_dir);
+    engine->config.images_dir = engine->images_dir;
+    if (rbx_roots_init(engine, err) != RBX_OK) {
         rbx_engine_free(engine);
         return NULL;
-    }
-    rbx_root_plan_build(engine->root_plan, NULL, 0, engine->config.disk_cap_bytes >> 20);
-    for (size_t i = 0; i < rbx_runtime_count(); i++) {
-        const rbx_runtime *runtime = rbx_runtime_find(rbx_runtime_name(i));
-        if (runtime->env_run_at)
-            rbx_root_plan_add_point(engine->root_plan, runtime->env_run_at);
-        if (runtime->env_inside)
-            rbx_root_plan_add_point(engine->root_plan, runtime->env_inside);
-    }
-    pthread_mutex_init(&engine->template_lock, NULL);
-    const char *use_template = getenv("RUNBOX_TEMPLATE");
-    if (engine->is_root && !(use_template && !strcmp(use_template, "0"))) {
-        engine->template = calloc(1, sizeof *engine->template);
-        if (engine->template) {
-            engine->template->ns_fd = -1;
-            /* Too long a path: each process builds its own. */
-            static const char sub[] = "/templates";
-            size_t len = strlen(engine->state_dir);
-            if (len + sizeof sub <= sizeof engine->template->pin_dir) {
-                memcpy(engine->template->pin_dir, engine->state_dir, len);
-                memcpy(engine->template->pin_dir + len, sub, sizeof sub);
-            }
-        }
     }
     if (engine->config.policy_file &&
         !(engine->policy = rbx_policy_load(engine->config.policy_file, err))) {
@@ -261,13 +248,7 @@ void rbx_engine_free(rbx_engine *engine)
     rbx_storage_close(engine);
     if (engine->trash_fd >= 0)
         close(engine->trash_fd);
-    if (engine->root_plan) {
-        if (engine->template)
-            rbx_template_free(engine->template);
-        free(engine->template);
-        pthread_mutex_destroy(&engine->template_lock);
-    }
-    free(engine->root_plan);
+    rbx_roots_free(engine);
     rbx_policy_free(engine->policy);
     if (engine->egress)
         rbx_egress_policy_free(engine->egress);
@@ -304,7 +285,7 @@ void rbx_engine_fingerprint(const rbx_engine *engine, char out[17])
     char text[16384];
     snprintf(text, sizeof text,
              "%s|%zu|%g|%g|%zu|%d|%llu|%d|%llu|%u|%u|%u|%u|%g|%g|%s|%u|%d|%g|%zu|%d|%llu|%s|%s|%d|"
-             "%d|%s|%s",
+             "%d|%s|%s|%s|%s|%s",
              c->state_dir ? c->state_dir : "", c->max_code_bytes, c->default_timeout_s,
              c->max_timeout_s, c->output_cap_bytes, c->network_off,
              (unsigned long long)c->disk_cap_bytes, (int)c->storage,
@@ -314,7 +295,8 @@ void rbx_engine_fingerprint(const rbx_engine *engine, char out[17])
              c->install_output_cap, c->install_network_host, (unsigned long long)c->envs_cap_bytes,
              c->egress_allow ? c->egress_allow : "", c->egress_deny ? c->egress_deny : "",
              c->egress_allowlist_only, c->egress_open, c->egress_resolver ? c->egress_resolver : "",
-             c->egress_file ? c->egress_file : "");
+             c->egress_file ? c->egress_file : "", c->images_dir ? c->images_dir : "",
+             c->image ? c->image : "", c->images_allowed ? c->images_allowed : "");
     uint64_t hash = 14695981039346656037ull; /* FNV-1a: a digest, not a secret */
     for (const char *p = text; *p; p++)
         hash = (hash ^ (unsigned char)*p) * 1099511628211ull;
@@ -324,29 +306,6 @@ void rbx_engine_fingerprint(const rbx_engine *engine, char out[17])
 const rbx_config *rbx_engine_config(const rbx_engine *engine)
 {
     return &engine->config;
-}
-
-int rbx_engine_template_ns(rbx_engine *engine)
-{
-    if (!engine->template)
-        return -1;
-    pthread_mutex_lock(&engine->template_lock);
-    int ns = rbx_template_ready(engine->template, engine->root_plan);
-    /* A copy: a rebuild may close the engine's while the caller clones. */
-    int mine = ns >= 0 ? fcntl(ns, F_DUPFD_CLOEXEC, 3) : -1;
-    pthread_mutex_unlock(&engine->template_lock);
-    return mine;
-}
-
-const char *rbx_engine_template_why(rbx_engine *engine)
-{
-    if (!engine->template)
-        return engine->is_root ? "turned off (RUNBOX_TEMPLATE=0)" : "needs root";
-    pthread_mutex_lock(&engine->template_lock);
-    int ns = rbx_template_ready(engine->template, engine->root_plan);
-    const char *why = ns >= 0 ? NULL : engine->template->why;
-    pthread_mutex_unlock(&engine->template_lock);
-    return why;
 }
 
 void rbx_crash_point(const char *name)

@@ -258,6 +258,7 @@ typedef struct execution {
     rbx_engine *engine;
     const rbx_request *request;
     const rbx_runtime *runtime;
+    rbx_root *root;   /* the image it runs on */
     double timeout_s; /* as requested */
     double budget_s;  /* what is left of it once the session was taken */
     const rbx_session *session;
@@ -279,7 +280,7 @@ static void build_spec(const execution *x, rbx_sandbox_spec *spec, const char **
     const rbx_runtime *runtime = x->runtime;
     *spec = (rbx_sandbox_spec){
         .interpreter = runtime->interpreter,
-        .root = engine->root_plan,
+        .root = x->root->plan,
         .root_request = {.session_path = x->session->one_off ? NULL : x->session->work_path,
                          .tmp_path = x->scratch->made ? x->scratch->tmp_path : NULL,
                          .become_root = engine->is_root},
@@ -446,7 +447,7 @@ static rbx_status run_in_sandbox(const execution *x, rbx_result *result, rbx_err
             spec.egress = &egress;
     }
     if (status == RBX_OK) {
-        spec.template_ns = rbx_engine_template_ns(x->engine);
+        spec.template_ns = rbx_root_template_ns(x->root);
         rbx_trace_mark(x->trace, RBX_PHASE_TEMPLATE);
         status = rbx_sandbox_start(&spec, &sandbox, err);
         if (spec.template_ns >= 0)
@@ -502,7 +503,7 @@ static bool poolable(const execution *x)
 {
     const rbx_engine *engine = x->engine;
     const rbx_request *r = x->request;
-    if (!engine->pool || r->stdin_data || r->egress_allow)
+    if (!engine->pool || r->stdin_data || r->egress_allow || x->root != engine->roots[0])
         return false;
     if (!x->session->one_off && !engine->is_root)
         return false;
@@ -705,6 +706,7 @@ static rbx_status run_in_session(execution *x, rbx_result *result, rbx_error *er
     if (request->stateful) {
         rbx_kernel_call call = {.request = request,
                                 .runtime = x->runtime,
+                                .root = x->root,
                                 .session = &session,
                                 .env = x->env,
                                 .timeout_s = x->budget_s,
@@ -757,7 +759,7 @@ static rbx_status prepare_env(execution *x, rbx_env *env, rbx_result *result, rb
     rbx_trace_mark(x->trace, RBX_PHASE_VALIDATED);
     if (status != RBX_OK || reqs.count == 0)
         return status;
-    status = rbx_env_acquire(x->engine, x->runtime, &reqs, env, err);
+    status = rbx_env_acquire(x->engine, x->runtime, x->root, &reqs, env, err);
     rbx_requirements_free(&reqs);
     if (status != RBX_OK)
         return status;
@@ -792,6 +794,14 @@ rbx_status rbx_execute(rbx_engine *engine, const rbx_request *asked, rbx_output_
     if (status != RBX_OK)
         goto out;
     result->language = x.runtime->name;
+    if ((status = rbx_engine_root(engine, request->image, &x.root, err)) != RBX_OK)
+        goto out;
+    char why[400];
+    if (!rbx_root_has_runtime(x.root, x.runtime, why, sizeof why)) {
+        status = rbx_fail(err, RBX_EINVAL, "%s", why);
+        goto out;
+    }
+    snprintf(result->image, sizeof result->image, "%s", x.root->image);
     if (refused(engine, request, x.runtime, result, &status))
         goto out;
     rbx_env env = {.use_fd = -1};

@@ -60,7 +60,7 @@ static rbx_net_mode install_network(const rbx_engine *engine)
 }
 
 /* Runs the installer; fills *ok and the installer's output. */
-static rbx_status run_installer(rbx_engine *engine, const rbx_runtime *runtime,
+static rbx_status run_installer(rbx_engine *engine, const rbx_runtime *runtime, rbx_root *root,
                                 const rbx_requirements *reqs, const char *dir, bool *ok,
                                 char **output, rbx_error *err)
 {
@@ -77,7 +77,7 @@ static rbx_status run_installer(rbx_engine *engine, const rbx_runtime *runtime,
         .interpreter = "/bin/sh",
         .argv = argv,
         .envp = envp,
-        .root = engine->root_plan,
+        .root = root->plan,
         .root_request = {.binds = {{.host = dir, .inside = runtime->env_inside, .writable = true}},
                          .bind_count = 1,
                          .become_root = engine->is_root},
@@ -106,7 +106,7 @@ static rbx_status run_installer(rbx_engine *engine, const rbx_runtime *runtime,
         }
         spec.egress = &egress;
     }
-    spec.template_ns = rbx_engine_template_ns(engine);
+    spec.template_ns = rbx_root_template_ns(root);
     rbx_capture out;
     rbx_capture_init(&out, engine->config.install_output_cap);
     rbx_watch *watch = calloc(1, sizeof *watch);
@@ -178,7 +178,7 @@ static int write_meta(int envs_fd, const char *dir, const rbx_runtime *runtime,
     return rc;
 }
 
-rbx_status rbx_env_install(rbx_engine *engine, const rbx_runtime *runtime,
+rbx_status rbx_env_install(rbx_engine *engine, const rbx_runtime *runtime, rbx_root *root,
                            const rbx_requirements *reqs, int dirfd, rbx_env *env,
                            const char *description, rbx_error *err)
 {
@@ -193,7 +193,7 @@ rbx_status rbx_env_install(rbx_engine *engine, const rbx_runtime *runtime,
                         strerror(errno));
     bool ok = false;
     char *output = NULL;
-    rbx_status status = run_installer(engine, runtime, reqs, temp_path, &ok, &output, err);
+    rbx_status status = run_installer(engine, runtime, root, reqs, temp_path, &ok, &output, err);
     if (status == RBX_OK && ok && write_meta(dirfd, temp, runtime, reqs, description) == 0) {
         /* A stale directory of that name (a collision, or damage) goes first. */
         rbx_remove_tree(dirfd, env->key);

@@ -22,6 +22,19 @@
  * so every sandbox gets a budget of its own instead of sharing root's. */
 #define RBX_OWNER_UID_BASE 3100000
 
+/* A root that sandboxes run on: the host's /usr or an image's tree, with
+ * its plan (which paths the sandbox shows) and, as root, its prepared
+ * mount namespace. Made once per engine and image, kept until the end. */
+#define RBX_ROOTS_MAX 16
+typedef struct rbx_root {
+    char image[RBX_IMAGE_NAME_MAX];    /* "host" or the image's name */
+    char digest[RBX_IMAGE_DIGEST_MAX]; /* "" for host */
+    char tree[4096];                   /* the image's tree; "" for host */
+    struct rbx_root_plan *plan;
+    struct rbx_template *template; /* NULL: none (not root, or turned off) */
+    pthread_mutex_t template_lock;
+} rbx_root;
+
 struct rbx_engine {
     rbx_config config;
     char state_dir[4096];
@@ -34,9 +47,12 @@ struct rbx_engine {
     enum { RBX_STORAGE_PLAIN, RBX_STORAGE_BTRFS } storage;
     char storage_detail[400]; /* for runbox check */
     bool is_root;
-    struct rbx_root_plan *root_plan; /* computed once: which host paths the sandbox shows */
-    struct rbx_template *template;   /* the prepared mount namespace, as root (template.h) */
-    pthread_mutex_t template_lock;
+    char images_dir[4200]; /* the image store (images.h) */
+    /* The roots sandboxes run on (roots.c): [0] the default image's, then
+     * one per other image a request named, made when first named. */
+    pthread_mutex_t roots_lock;
+    size_t root_count;
+    struct rbx_root *roots[RBX_ROOTS_MAX];
     struct rbx_policy *policy;        /* the operator's deny patterns, or NULL */
     struct rbx_egress_policy *egress; /* where the network may lead (egress.h) */
     pthread_mutex_t running_lock;
@@ -183,12 +199,24 @@ rbx_status rbx_session_acquire(rbx_engine *engine, const char *id, double wait_s
                                rbx_session *session, rbx_error *err);
 void rbx_session_release(rbx_engine *engine, rbx_session *session);
 
-/* A descriptor of the prepared mount namespace for one sandbox (the caller
- * closes it), or -1 where there is none: the sandbox then builds its root
- * in a copy of the host's namespace. RUNBOX_TEMPLATE=0 turns it off. */
-int rbx_engine_template_ns(rbx_engine *engine);
+/* roots.c. The root a request runs on: its image (NULL: the default),
+ * checked against the operator's allow-list and the store, made on first
+ * use. RBX_EINVAL names what may be asked for. */
+rbx_status rbx_engine_root(rbx_engine *engine, const char *image, rbx_root **root, rbx_error *err);
+/* Makes the default root ([0]) when the engine starts. */
+rbx_status rbx_roots_init(rbx_engine *engine, rbx_error *err);
+void rbx_roots_free(rbx_engine *engine);
+/* Whether the runtime's interpreter is in the root (host: always); *why
+ * says what is missing. */
+bool rbx_root_has_runtime(const rbx_root *root, const rbx_runtime *runtime, char *why,
+                          size_t why_size);
+
+/* A descriptor of the root's prepared mount namespace for one sandbox (the
+ * caller closes it), or -1 where there is none: the sandbox then builds its
+ * root in a copy of the host's namespace. RUNBOX_TEMPLATE=0 turns it off. */
+int rbx_root_template_ns(rbx_root *root);
 /* Why there is no prepared namespace, or NULL when there is one. */
-const char *rbx_engine_template_why(rbx_engine *engine);
+const char *rbx_root_template_why(rbx_root *root, bool is_root);
 
 /* Names an entry of the sessions' trash: "<kind>-<pid>-<random>". */
 void rbx_trash_name(char *out, size_t size, const char *kind);

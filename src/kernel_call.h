@@ -6,8 +6,8 @@
 #ifndef RBX_KERNEL_CALL_H
 #define RBX_KERNEL_CALL_H
 
-#include "kernels.h"
 #include "egress.h"
+#include "kernels.h"
 #include "sandbox/kernel.h"
 #include "storage.h"
 
@@ -17,9 +17,10 @@ typedef struct rbx_kernel {
     rbx_engine *engine;
     char session_id[RBX_SESSION_ID_MAX + 1];
     const rbx_runtime *runtime;
-    char env_key[64]; /* the requirements' environment it runs with, or "" */
-    int env_use_fd;   /* holds that environment while the kernel lives */
-    bool network;     /* started with the outside reachable */
+    struct rbx_root *root;  /* the image it runs on */
+    char env_key[64];       /* the requirements' environment it runs with, or "" */
+    int env_use_fd;         /* holds that environment while the kernel lives */
+    bool network;           /* started with the outside reachable */
     rbx_egress_plan egress; /* ... under this policy */
     char *egress_key;       /* the request's egress_allow it was started with, or NULL */
     rbx_cgroup_limits limits;

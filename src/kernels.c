@@ -125,14 +125,14 @@ static rbx_status prepare(rbx_engine *engine, rbx_kernel *k, const rbx_kernel_ca
     k->envp = rbx_execution_env(NULL, call->session, "MPLBACKEND=Agg");
     if (!k->envp)
         return rbx_fail(err, RBX_ESYSTEM, "out of memory");
-    if (k->network && (status = rbx_egress_plan_make(&k->egress, engine->egress, call->request,
-                                                     err)) != RBX_OK)
+    if (k->network &&
+        (status = rbx_egress_plan_make(&k->egress, engine->egress, call->request, err)) != RBX_OK)
         return status;
     snprintf(k->work_path, sizeof k->work_path, "%s", call->session->work_path);
     k->spec = (rbx_sandbox_spec){
         .interpreter = runtime->interpreter,
         .envp = k->envp,
-        .root = engine->root_plan,
+        .root = call->root->plan,
         .root_request = {.session_path = k->work_path,
                          .tmp_path = k->scratch.made ? k->scratch.tmp_path : NULL,
                          .become_root = engine->is_root,
@@ -174,7 +174,7 @@ static void *keeper(void *arg)
     rbx_kernel *k = arg;
     rbx_kernels *kernels = k->engine->kernels;
     rbx_error err = {0};
-    k->spec.template_ns = rbx_engine_template_ns(k->engine);
+    k->spec.template_ns = rbx_root_template_ns(k->root);
     const rbx_runtime *runtime = k->runtime;
     rbx_status status =
         rbx_kernel_box_start(&k->spec, runtime->kernel_greeting ? runtime->kernel_driver : NULL,
@@ -256,6 +256,7 @@ static rbx_kernel *kernel_new(rbx_engine *engine, const rbx_kernel_call *call)
         return NULL;
     k->engine = engine;
     k->runtime = call->runtime;
+    k->root = call->root;
     snprintf(k->session_id, sizeof k->session_id, "%s", call->session->id);
     k->lock_fd = k->env_use_fd = -1;
     k->wake[0] = k->wake[1] = -1;
@@ -361,7 +362,7 @@ static bool fits(rbx_engine *engine, rbx_kernel *k, const rbx_kernel_call *call)
 {
     const char *key = call->env ? call->env->key : "";
     if (k->dead || !rbx_kernel_box_alive(&k->box) || strcmp(k->env_key, key) ||
-        k->network != rbx_execution_wants_network(engine, call->request))
+        k->root != call->root || k->network != rbx_execution_wants_network(engine, call->request))
         return false;
     char *narrowing = egress_key(call->request);
     bool same = (!narrowing && !k->egress_key) ||

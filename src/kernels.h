@@ -30,6 +30,7 @@ void rbx_kernels_free(rbx_engine *engine);
 typedef struct rbx_kernel_call {
     const rbx_request *request;
     const rbx_runtime *runtime;
+    struct rbx_root *root; /* the image it runs on */
     const rbx_session *session;
     const rbx_env *env; /* the requirements' environment, or NULL */
     double timeout_s;   /* what is left of the request's */

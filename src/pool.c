@@ -123,7 +123,7 @@ static rbx_status prepare(rbx_pool *pool, entry *e, rbx_error *err)
         .interpreter = runtime->interpreter,
         .argv = (char *const *)e->argv,
         .envp = e->envp,
-        .root = engine->root_plan,
+        .root = engine->roots[0]->plan, /* the default image's: only its executions are pooled */
         .root_request = {.session_path = e->scratch.made ? e->scratch.home_path : NULL,
                          .tmp_path = e->scratch.made ? e->scratch.tmp_path : NULL,
                          .become_root = engine->is_root,
@@ -148,7 +148,7 @@ static rbx_status prepare(rbx_pool *pool, entry *e, rbx_error *err)
                              &spec.root_request, &spec.interpreter);
         e->argv[0] = spec.interpreter;
     }
-    spec.template_ns = rbx_engine_template_ns(engine);
+    spec.template_ns = rbx_root_template_ns(engine->roots[0]);
     status = rbx_sandbox_start(&spec, &e->pooled.sandbox, err);
     if (spec.template_ns >= 0)
         close(spec.template_ns);

@@ -383,8 +383,9 @@ rbx_status rbx_storage_unmount(rbx_engine *engine, rbx_error *err)
 {
     /* The prepared namespaces pinned for this state directory go too: the
      * next runbox on it builds and pins them again. */
-    if (engine->template)
-        rbx_template_unpin(engine->template->pin_dir, NULL);
+    for (size_t i = 0; i < engine->root_count; i++)
+        if (engine->roots[i]->template)
+            rbx_template_unpin(engine->roots[i]->template->pin_dir, NULL);
     if (engine->storage != RBX_STORAGE_BTRFS)
         return RBX_OK;
     rbx_storage_close(engine);

@@ -100,6 +100,9 @@ rbx_engine *cli_engine(const cli_globals *globals, int *exit_code)
     config.egress_open = globals->egress_open;
     config.egress_resolver = globals->egress_resolver;
     config.egress_file = globals->egress_file;
+    config.images_dir = globals->images_dir;
+    config.image = globals->default_image;
+    config.images_allowed = globals->images_allowed;
     rbx_error err = {0};
     rbx_engine *engine = rbx_engine_new(&config, &err);
     if (!engine)

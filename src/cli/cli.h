@@ -29,7 +29,7 @@ typedef struct cli_globals {
      * prepared sandboxes): when one runs (auto), starting one (always), or
      * never. */
     enum { CLI_DAEMON_AUTO, CLI_DAEMON_ALWAYS, CLI_DAEMON_NEVER } use_daemon;
-    char **argv;                /* as runbox was started, for `serve` (serve_elsewhere.c) */
+    char **argv; /* as runbox was started, for `serve` (serve_elsewhere.c) */
     /* The egress policy of executions with the network on (rbx_config's
      * egress_*): --egress-allow, --egress-deny, --egress-default,
      * --egress-resolver, --egress-file (or RUNBOX_EGRESS_ALLOW, ...). */
@@ -41,6 +41,12 @@ typedef struct cli_globals {
                                        public nor none: refused, not ignored */
     const char *egress_resolver;
     const char *egress_file;
+    /* Runtime images: --images DIR (or RUNBOX_IMAGES), the store;
+     * --default-image NAME (RUNBOX_DEFAULT_IMAGE); --allow-images LIST
+     * (RUNBOX_ALLOW_IMAGES), those requests may name. */
+    const char *images_dir;
+    const char *default_image;
+    const char *images_allowed;
 } cli_globals;
 
 /* Where an operator installs the shipped deploy/policy.conf. */
@@ -103,6 +109,7 @@ int cli_run(cli_globals *globals, int argc, char **argv);
 int cli_sessions(cli_globals *globals, int argc, char **argv);
 int cli_check(cli_globals *globals, int argc, char **argv);
 int cli_envs(cli_globals *globals, int argc, char **argv);
+int cli_images(cli_globals *globals, int argc, char **argv);
 int cli_files(cli_globals *globals, int argc, char **argv);
 int cli_storage(cli_globals *globals, int argc, char **argv);
 int cli_daemon(cli_globals *globals, int argc, char **argv);

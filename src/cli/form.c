@@ -56,6 +56,12 @@ static bool parse_session_id(cli_form *form, json_t *value, form_error *err)
     return c_string(value, "session_id", &form->request.session_id, err);
 }
 
+/* The engine judges the name (the store and the operator's allow-list). */
+static bool parse_image(cli_form *form, json_t *value, form_error *err)
+{
+    return c_string(value, "image", &form->request.image, err);
+}
+
 /* code and stdin are bytes, NUL included (the engine judges code). */
 static bool parse_code(cli_form *form, json_t *value, form_error *err)
 {
@@ -247,6 +253,7 @@ static const struct field {
     {"trace", parse_trace},
     {"stateful", parse_stateful},
     {"egress_allow", parse_egress_allow},
+    {"image", parse_image},
 };
 
 bool cli_form_parse(cli_form *form, json_t *body, form_error *err)
@@ -265,7 +272,7 @@ bool cli_form_parse(cli_form *form, json_t *body, form_error *err)
             invalid(err,
                     "unknown field '%.100s' (accepted: language, code, timeout, "
                     "session_id, requirements, memory_mb, cpus, network, env, stdin, "
-                    "stream, trace, stateful, egress_allow)",
+                    "stream, trace, stateful, egress_allow, image)",
                     name);
             return false;
         }

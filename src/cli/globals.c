@@ -92,6 +92,9 @@ void cli_globals_init(cli_globals *globals, char **argv)
     *globals = (cli_globals){.argv = argv,
                              .pool = -1,
                              .state_dir = getenv("RUNBOX_STATE_DIR"),
+                             .images_dir = getenv("RUNBOX_IMAGES"),
+                             .default_image = getenv("RUNBOX_DEFAULT_IMAGE"),
+                             .images_allowed = getenv("RUNBOX_ALLOW_IMAGES"),
                              .policy_file = getenv("RUNBOX_POLICY")};
     if (!globals->policy_file && access(CLI_DEFAULT_POLICY, R_OK) == 0)
         globals->policy_file = CLI_DEFAULT_POLICY;
@@ -192,6 +195,21 @@ int cli_global_option(int argc, char **argv, int *i, cli_globals *globals, const
         if (!(value = value_of(argc, argv, i, "--state-dir")) || !*value)
             return cli_usage_error(command, "--state-dir needs a directory");
         globals->state_dir = value;
+    } else if (named(arg, "--images")) {
+        if (!(value = value_of(argc, argv, i, "--images")) || !*value)
+            return cli_usage_error(command, "--images needs a directory (the image store)");
+        globals->images_dir = value;
+    } else if (named(arg, "--default-image")) {
+        if (!(value = value_of(argc, argv, i, "--default-image")) || !*value)
+            return cli_usage_error(command, "--default-image needs an image's name, or host "
+                                            "(the host's /usr)");
+        globals->default_image = value;
+    } else if (named(arg, "--allow-images")) {
+        if (!(value = value_of(argc, argv, i, "--allow-images")) || !*value)
+            return cli_usage_error(command, "--allow-images needs the images requests may name, "
+                                            "comma-separated (host for the host's /usr), e.g. "
+                                            "--allow-images default,host");
+        globals->images_allowed = value;
     } else if (named(arg, "--policy")) {
         if (!(value = value_of(argc, argv, i, "--policy")) || !*value)
             return cli_usage_error(command, "--policy needs a file");

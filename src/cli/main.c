@@ -16,6 +16,7 @@ static const char usage[] =
     "  sessions list|new|rm|gc             manage sessions (see 'runbox sessions --help')\n"
     "  check [--json]                      which isolation guarantees hold on this host\n"
     "  envs list|gc                        cached dependency environments\n"
+    "  images list|build|import|rm         root images sandboxes run on (Python 3.13, ...)\n"
     "  files list|put|get|rm SESSION ...   a session's files\n"
     "  storage [show|unmount]              where sessions' files live, and how capped\n"
     "  daemon                              serve stateful calls of the CLI (started on demand)\n"
@@ -25,6 +26,15 @@ static const char usage[] =
     "options (before or after the command):\n"
     "  --state-dir DIR   where sessions live (also RUNBOX_STATE_DIR; default\n"
     "                    /var/lib/runbox as root, else $XDG_STATE_HOME/runbox)\n"
+    "  --images DIR      the image store (also RUNBOX_IMAGES; default the state\n"
+    "                    directory's images/)\n"
+    "  --default-image NAME\n"
+    "                    the image executions get when they name none (also\n"
+    "                    RUNBOX_DEFAULT_IMAGE; default \"default\" when the store has it,\n"
+    "                    else \"host\", the host's own /usr)\n"
+    "  --allow-images LIST\n"
+    "                    the images requests may name, comma-separated (also\n"
+    "                    RUNBOX_ALLOW_IMAGES; default any the store has, and host)\n"
     "  --policy FILE     deny patterns checked before code runs (also RUNBOX_POLICY;\n"
     "                    default " CLI_DEFAULT_POLICY " when it exists)\n"
     "  --install-network outside|host\n"
@@ -123,6 +133,8 @@ int main(int argc, char **argv)
         return cli_check(&globals, argc - i, argv + i);
     if (!strcmp(command, "envs"))
         return cli_envs(&globals, argc - i, argv + i);
+    if (!strcmp(command, "images"))
+        return cli_images(&globals, argc - i, argv + i);
     if (!strcmp(command, "files"))
         return cli_files(&globals, argc - i, argv + i);
     if (!strcmp(command, "storage"))
@@ -139,7 +151,7 @@ int main(int argc, char **argv)
     }
     return cli_usage_error(
         NULL,
-        "unknown command '%.64s' (accepted: run, sessions, files, envs, storage, check, serve, "
-        "mcp)",
+        "unknown command '%.64s' (accepted: run, sessions, files, envs, images, storage, check, "
+        "serve, mcp)",
         command);
 }

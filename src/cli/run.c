@@ -18,6 +18,8 @@ static const char run_usage[] =
     "options:\n"
     "  --session ID        run in this session (created on first use); without it the\n"
     "                      run gets a fresh session that is removed afterwards\n"
+    "  --image NAME        the root image to run on (runbox images list; \"host\" is the\n"
+    "                      host's /usr); default: the operator's (--default-image)\n"
     "  --timeout SECONDS   wall-clock limit (default 30, at most 300)\n"
     "  --json              print exactly one line: the result object\n"
     "  --stream            print newline-delimited JSON events as they happen, the\n"
@@ -53,6 +55,7 @@ typedef struct run_options {
     const char *code_arg;
     const char *file;
     const char *session;
+    const char *image;
     const char *input;
     double timeout;
     enum output_mode mode;
@@ -204,6 +207,11 @@ static int parse(int argc, char **argv, run_options *opts)
             opts->network = 0;
         } else if (!strcmp(arg, "--stateful")) {
             opts->stateful = true;
+        } else if (is_option(arg, "--image")) {
+            if (!(value = option_value(argc, argv, &i, "--image")) || !*value)
+                return cli_usage_error("run", "--image needs an image's name (runbox images list "
+                                              "shows them; \"host\" is the host's /usr)");
+            opts->image = value;
         } else if (is_option(arg, "--session")) {
             if (!(value = option_value(argc, argv, &i, "--session")))
                 return cli_usage_error("run", "--session needs an id");
@@ -315,6 +323,8 @@ static json_t *request_json(const rbx_request *request)
     json_object_set_new(body, text ? "code" : "code_bytes", code);
     if (request->session_id)
         json_object_set_new(body, "session_id", json_string(request->session_id));
+    if (request->image)
+        json_object_set_new(body, "image", json_string(request->image));
     if (request->timeout_s > 0)
         json_object_set_new(body, "timeout", json_real(request->timeout_s));
     if (request->trace)
@@ -492,6 +502,7 @@ int cli_run(cli_globals *globals, int argc, char **argv)
     rbx_request_init(&request);
     request.language = opts.language;
     request.session_id = opts.session;
+    request.image = opts.image;
     request.timeout_s = opts.timeout;
     request.env = opts.env;
     request.env_count = opts.env_count;

@@ -108,6 +108,7 @@ static json_t *execute(rbx_engine *engine, mcp_output *output, mcp_call *call)
     request.code = json_string_value(code);
     request.code_len = json_string_length(code);
     request.session_id = text_argument(call, "session_id");
+    request.image = text_argument(call, "image");
     request.timeout_s = json_number_value(json_object_get(call->arguments, "timeout"));
     request.cpus = json_number_value(json_object_get(call->arguments, "cpus"));
     request.stateful = json_is_true(json_object_get(call->arguments, "stateful"));

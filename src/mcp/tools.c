@@ -176,6 +176,12 @@ static json_t *execution_input(const tool_spec *spec, const rbx_config *config)
                                       "string", "description", text));
     }
     json_object_set_new(properties, "egress_allow", egress_allow_input());
+    json_object_set_new(
+        properties, "image",
+        json_pack("{s:s, s:s, s:s}", "type", "string", "pattern", "^[a-z0-9][a-z0-9._-]{0,62}$",
+                  "description",
+                  "The root image to run on, by name (the operator's images; \"host\" is the "
+                  "host's own system). Default: the operator's default image."));
     json_t *schema = object_schema(properties, json_pack("[s]", spec->tool.code_argument));
     json_object_set_new(schema, "additionalProperties", json_false());
     return schema;
@@ -197,6 +203,7 @@ static const struct result_field {
      "The session it ran in (a fresh one, now deleted, when none "
      "was given)."},
     {"language", "string", true, "python, javascript or bash."},
+    {"image", "string", false, "The root image it ran on (\"host\": the host's own system)."},
     {"error_type", "string", true,
      "null on success, else SyntaxError, TimeoutError, MemoryError, "
      "ImportError, PermissionError or RuntimeError."},

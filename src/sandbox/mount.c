@@ -11,8 +11,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <linux/mount.h>
+#include <linux/openat2.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/sendfile.h>
@@ -56,13 +59,42 @@ static const char *const default_paths[] = {
     "/etc/debian_version",
     "/etc/python3",
     "/etc/python3.11",
+    "/etc/python3.12",
+    "/etc/python3.13",
     "/etc/inputrc",
     "/etc/pip.conf",
     "/etc/xdg/pip",
     "/etc/matplotlibrc",
     "/etc/fonts", /* fontconfig's, for matplotlib's text */
+    "/etc/npmrc",
     NULL,
 };
+
+/* The host's configuration rather than its software: which certificate
+ * authorities to trust (a proxy's own among them), where package mirrors
+ * are, names of hosts, the time zone. A sandbox on an image still takes
+ * these from the host, so an image built anywhere works behind this
+ * host's proxy and mirrors. */
+static const char *const host_config[] = {
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/ca-certificates.conf",
+    "/etc/pip.conf",
+    "/etc/xdg/pip",
+    "/etc/npmrc",
+    "/etc/hosts",
+    "/etc/localtime",
+    "/etc/timezone",
+    NULL,
+};
+
+static bool is_host_config(const char *path)
+{
+    for (const char *const *p = host_config; *p; p++)
+        if (!strcmp(*p, path))
+            return true;
+    return false;
+}
 
 /* The sandbox's own account database: one user, the session's owner. */
 static const char passwd_text[] = "root:x:0:0:root:/root:/usr/sbin/nologin\n"
@@ -106,40 +138,97 @@ static void plan_proc_masks(rbx_root_plan *plan)
     }
 }
 
-void rbx_root_plan_build(rbx_root_plan *plan, const char *const *paths, size_t tmp_size_mb,
-                         size_t home_size_mb)
+/* Where a system path of the root is on the host, and what it is: the
+ * host's own path, or for an image the path resolved inside the image's
+ * tree (its absolute links lead into the image, never out: RESOLVE_IN_ROOT),
+ * through /proc/self/fd. *link is its own target when it is a top-level
+ * link (/bin -> usr/bin), recreated as such. Returns false when it is not
+ * there. */
+static bool locate(const char *tree, const char *path, char *host, size_t host_size,
+                   struct stat *st, char *link, size_t link_size)
+{
+    link[0] = 0;
+    char own[RBX_ROOT_PATH_MAX * 2];
+    if (snprintf(own, sizeof own, "%s%s", tree ? tree : "", path) >= (int)sizeof own ||
+        lstat(own, st) != 0)
+        return false;
+    if (S_ISLNK(st->st_mode) && strchr(path + 1, '/') == NULL) {
+        ssize_t n = readlink(own, link, link_size - 1);
+        if (n <= 0)
+            return false;
+        link[n] = 0;
+        return true;
+    }
+    if (!tree) {
+        /* Deeper links (/etc/resolv.conf -> ...) are bound as what they point to. */
+        if (stat(path, st) != 0)
+            return false;
+        snprintf(host, host_size, "%s", path);
+        return true;
+    }
+    int root = open(tree, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0)
+        return false;
+    struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT};
+    int fd = (int)syscall(SYS_openat2, root, path + 1, &how, sizeof how);
+    close(root);
+    if (fd < 0)
+        return false;
+    char proc[64], real[RBX_ROOT_PATH_MAX * 2];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(proc, real, sizeof real - 1);
+    bool ok = n > 0 && (size_t)n < sizeof real - 1 && fstat(fd, st) == 0;
+    close(fd);
+    if (!ok)
+        return false;
+    real[n] = 0;
+    /* Relative to the tree (rbx_root_plan's tree). */
+    size_t len = strlen(tree);
+    if (strncmp(real, tree, len) || real[len] != '/' || strlen(real + len + 1) >= host_size)
+        return false;
+    snprintf(host, host_size, "%s", real + len + 1);
+    return true;
+}
+
+bool rbx_root_plan_build(rbx_root_plan *plan, const char *const *paths, size_t tmp_size_mb,
+                         size_t home_size_mb, const char *image_tree)
 {
     memset(plan, 0, sizeof *plan);
     plan->tmp_size_mb = tmp_size_mb ? tmp_size_mb : 256;
     plan->home_size_mb = home_size_mb ? home_size_mb : 1024;
+    if (image_tree) {
+        char real[PATH_MAX];
+        if (!realpath(image_tree, real) || strlen(real) >= sizeof plan->tree)
+            return false;
+        snprintf(plan->tree, sizeof plan->tree, "%s", real);
+    }
+    bool has_usr = false;
     for (const char *const *p = paths ? paths : default_paths; *p; p++) {
         if (plan->count == RBX_ROOT_MAX_STEPS || strlen(*p) >= RBX_ROOT_PATH_MAX || (*p)[0] != '/')
             continue;
         struct stat st;
-        if (lstat(*p, &st) != 0)
-            continue;
         rbx_root_step *step = &plan->steps[plan->count];
+        char link[RBX_ROOT_PATH_MAX];
+        step->in_image = image_tree && !is_host_config(*p);
+        if (!locate(step->in_image ? plan->tree : NULL, *p, step->host, sizeof step->host, &st,
+                    link, sizeof link))
+            continue;
         snprintf(step->inside, sizeof step->inside, "%s", *p);
-        if (S_ISLNK(st.st_mode) && strchr(*p + 1, '/') == NULL) {
-            ssize_t n = readlink(*p, step->host, sizeof step->host - 1);
-            if (n <= 0)
-                continue;
-            step->host[n] = 0;
+        if (link[0]) {
+            snprintf(step->host, sizeof step->host, "%s", link);
             step->kind = ROOT_SYMLINK;
         } else {
-            /* Deeper links (/etc/resolv.conf -> ...) are bound as what they point to. */
-            if (stat(*p, &st) != 0)
-                continue;
-            snprintf(step->host, sizeof step->host, "%s", *p);
             step->is_dir = S_ISDIR(st.st_mode);
             /* Only what the sandbox's user could read anyway is copied (by
              * init, which no longer is the host's root when it copies). */
             bool small = S_ISREG(st.st_mode) && st.st_size <= RBX_ROOT_COPY_MAX;
             step->kind = small && (st.st_mode & S_IROTH) ? ROOT_COPY : ROOT_BIND_RO;
+            has_usr |= step->is_dir && !strcmp(*p, "/usr");
         }
         plan->count++;
     }
     plan_proc_masks(plan);
+    return has_usr;
 }
 
 void rbx_root_plan_add_point(rbx_root_plan *plan, const char *inside)
@@ -356,12 +445,18 @@ static int overlay_usr(const char *host, const char *dst)
     return mount("runbox", dst, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, options);
 }
 
-static int build_system(const rbx_root_plan *plan, bool template, const char **step)
+static int build_system(const rbx_root_plan *plan, int tree_fd, bool template, const char **step)
 {
     char dst[RBX_ROOT_PATH_MAX + 16], parent[RBX_ROOT_PATH_MAX + 16], made[sizeof parent] = "";
+    char source[RBX_ROOT_PATH_MAX + 32];
     for (size_t i = 0; i < plan->count; i++) {
         const rbx_root_step *s = &plan->steps[i];
         *step = s->inside;
+        const char *host = s->host;
+        if (s->in_image && s->kind != ROOT_SYMLINK) {
+            snprintf(source, sizeof source, "/proc/self/fd/%d/%s", tree_fd, s->host);
+            host = source;
+        }
         if (!join(dst, sizeof dst, NEW_ROOT, s->inside))
             return -1;
         /* Parents of a file (/etc for /etc/hosts) are plain directories;
@@ -379,14 +474,14 @@ static int build_system(const rbx_root_plan *plan, bool template, const char **s
         if (s->kind == ROOT_SYMLINK)
             rc = symlink(s->host, dst) != 0 && errno != EEXIST ? -1 : 0;
         else if (s->kind == ROOT_COPY)
-            rc = copy_file(s->host, dst, 0644, RBX_ROOT_COPY_MAX);
+            rc = copy_file(host, dst, 0644, RBX_ROOT_COPY_MAX);
         else if (template && s->is_dir && !strcmp(s->inside, "/usr"))
-            rc = overlay_usr(s->host, dst);
+            rc = overlay_usr(host, dst);
         else if (template && s->is_dir && mkdir(dst, 0755) == 0 &&
-                 copy_tree_raw(s->host, dst, 0, &budget) == 0)
+                 copy_tree_raw(host, dst, 0, &budget) == 0)
             rc = 0;
         else /* made read-only with the whole root, in seal_system() */
-            rc = bind_ro(s->host, dst, s->is_dir, 0);
+            rc = bind_ro(host, dst, s->is_dir, 0);
         if (rc != 0)
             return -1;
     }
@@ -634,14 +729,20 @@ static int build_own_root(const rbx_root_plan *plan, const rbx_root_request *req
         if ((dirs.binds[i] = open_host_dir(request->binds[i].host)) < 0)
             return -1;
     }
+    *step = "open the image";
+    int tree = plan->tree[0] ? open(plan->tree, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (plan->tree[0] && tree < 0)
+        return -1;
     if (request->become_root && become_namespace_root(step) != 0)
         return -1;
     *step = "mount the new root";
     if (mount("runbox-root", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m") != 0)
         return -1;
-    if (build_skeleton(plan, request, step) || build_system(plan, false, step) ||
+    if (build_skeleton(plan, request, step) || build_system(plan, tree, false, step) ||
         seal_system(step) || build_dev(false, step))
         return -1;
+    if (tree >= 0)
+        close(tree);
     if (mount_own_parts(plan, request, &dirs, NEW_ROOT, step) != 0)
         return -1;
     return pivot(step);
@@ -666,12 +767,18 @@ int rbx_root_prepare_template(const rbx_root_plan *plan, const char **step)
     *step = "make mounts private";
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
         return -1;
+    *step = "open the image";
+    int tree = plan->tree[0] ? open(plan->tree, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (plan->tree[0] && tree < 0)
+        return -1;
     *step = "mount the new root";
     if (mount("runbox-root", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m") != 0)
         return -1;
-    if (build_skeleton(plan, NULL, step) || build_system(plan, true, step) || seal_system(step) ||
-        build_dev(true, step) || pivot(step))
+    if (build_skeleton(plan, NULL, step) || build_system(plan, tree, true, step) ||
+        seal_system(step) || build_dev(true, step) || pivot(step))
         return -1;
+    if (tree >= 0)
+        close(tree);
     /* A proc the sandboxes' own can be mounted over (the kernel lets a
      * user namespace mount proc only where one is fully visible), mounted
      * after the seal so that theirs may be writable. Its PID namespace is

@@ -23,7 +23,7 @@
 #define RBX_SANDBOX_HOSTNAME "runbox"
 
 #define RBX_ROOT_MAX_STEPS 64
-#define RBX_ROOT_PATH_MAX 256
+#define RBX_ROOT_PATH_MAX 384
 
 typedef enum rbx_root_step_kind {
     ROOT_BIND_RO, /* a host directory or file, read-only, nosuid, nodev */
@@ -38,6 +38,7 @@ typedef enum rbx_root_step_kind {
 typedef struct rbx_root_step {
     rbx_root_step_kind kind;
     bool is_dir;
+    bool in_image;                  /* host is relative to the plan's tree */
     char host[RBX_ROOT_PATH_MAX];   /* source path on the host, or the link's target */
     char inside[RBX_ROOT_PATH_MAX]; /* path inside the sandbox */
 } rbx_root_step;
@@ -59,6 +60,11 @@ typedef struct rbx_proc_mask {
 #define RBX_ROOT_MAX_POINTS 8
 
 typedef struct rbx_root_plan {
+    /* An image's tree (its real path), or "" for the host's paths. Steps
+     * from an image name their host path relative to it: the builder opens
+     * the tree before it covers /tmp, where a store may be, and reaches
+     * them through that descriptor. */
+    char tree[RBX_ROOT_PATH_MAX];
     size_t count;
     rbx_root_step steps[RBX_ROOT_MAX_STEPS];
     size_t mask_count;
@@ -70,9 +76,10 @@ typedef struct rbx_root_plan {
 } rbx_root_plan;
 
 /* Parent side: which of the default system paths (or `paths`, a
- * NULL-terminated list, when given) exist on this host. */
-void rbx_root_plan_build(rbx_root_plan *plan, const char *const *paths, size_t tmp_size_mb,
-                         size_t home_size_mb);
+ * NULL-terminated list, when given) exist on this host, or in image_tree
+ * (an image's tree; NULL: the host's). False when there is no /usr. */
+bool rbx_root_plan_build(rbx_root_plan *plan, const char *const *paths, size_t tmp_size_mb,
+                         size_t home_size_mb, const char *image_tree);
 /* Adds a mount point every root has (a runtime's environment). */
 void rbx_root_plan_add_point(rbx_root_plan *plan, const char *inside);
 

@@ -46,6 +46,8 @@ class LocalTransport:
             args += ["--cpus", str(body["cpus"])]
         if body.get("stateful"):
             args.append("--stateful")
+        if body.get("image") is not None:
+            args += ["--image", body["image"]]
         if body.get("network") is not None:
             args.append("--network" if body["network"] else "--no-network")
         for spec in body.get("requirements") or []:

@@ -37,6 +37,7 @@ class Client:
                 network: Optional[bool] = None, stateful: Optional[bool] = None,
                 env: Optional[Dict[str, str]] = None, stdin: Optional[str] = None,
                 egress_allow: Optional[Sequence[str]] = None,
+                image: Optional[str] = None,
                 on_output: Optional[OutputCallback] = None) -> Result:
         """Runs code; returns the result object (a failing program is a result, not an
         exception). on_output(stream, text) receives output as it is produced ("stdout" and
@@ -47,13 +48,15 @@ class Client:
         connect: only these CIDRs, addresses and domain names ("pypi.org", "*.example.com"),
         and only where the operator's policy allows them; [] reaches nothing, None keeps the
         operator's policy. What was refused is in result["egress_denied"] and
-        result["egress_denied_to"]."""
+        result["egress_denied_to"]. image names the root image to run on (`runbox images list`;
+        "host" is the host's own /usr); None: the operator's default. result["image"] says which
+        one it ran on."""
         body: Dict[str, Any] = {"language": language, "code": code}
         optional = {"timeout": timeout, "session_id": session_id,
                     "requirements": list(requirements) if requirements is not None else None,
                     "memory_mb": memory_mb, "cpus": cpus, "network": network, "env": env,
                     "stdin": stdin, "stateful": stateful,
-                    "egress_allow": _destinations(egress_allow)}
+                    "egress_allow": _destinations(egress_allow), "image": image}
         body.update({k: v for k, v in optional.items() if v is not None})
         delay = 0.5
         for attempt in range(self.retries + 1):
