@@ -1551,6 +1551,11 @@ static rbx_status unpack_tar(unpacker *u, const char *source)
     int scratch = -1;
     if (status == RBX_OK && s.kind == SOURCE_ROOTFS) {
         status = unpack_archive(u, fd);
+        if (status == RBX_OK && u->entries == 0) /* a layer may be empty; an image may not */
+            status = rbx_fail(u->err, RBX_EINVAL,
+                              "the image archive %.300s holds no member: a root filesystem "
+                              "archive holds the image's files",
+                              source);
     } else if (status == RBX_OK &&
                (status = make_scratch(u, scratch_path, sizeof scratch_path, &scratch)) == RBX_OK &&
                (status = extract_layout(u, fd, &s, scratch)) == RBX_OK) {

@@ -533,6 +533,8 @@ static void missing_source_and_other_files_are_refused(void **state)
     assert_refused(f, "nothing-here.tar", RBX_ENOENT, "nothing-here.tar");
     write_file_at(f->base_fd, "junk.tar", "this is not a tar archive at all\n", 33);
     assert_refused(f, "junk.tar", RBX_EINVAL, "the image archive is not a readable tar archive");
+    write_file_at(f->base_fd, "empty.tar", "", 0);
+    assert_refused(f, "empty.tar", RBX_EINVAL, "empty.tar holds no member");
     assert_int_equal(mkdirat(f->base_fd, "plain-dir", 0755), 0);
     assert_refused(f, "plain-dir", RBX_EINVAL, "is a directory but not an image layout");
 }
