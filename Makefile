@@ -18,7 +18,8 @@ all: build
 # package: install Debian's only where there is no npm at all. nginx and
 # HAProxy are for the cluster tests, which run them themselves: a policy-rc.d
 # (unless the host has its own) keeps their packages from starting services.
-# Then the playground's editor and bundler (web/, pinned by its lock file).
+# Then the playground's editor and bundler (web/, pinned by its lock file),
+# and the default runtime image.
 deps:
 	@missing=$$(for p in $(DEBIAN_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done; \
@@ -38,6 +39,8 @@ deps:
 	  echo "installing: chromium"; apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-liberation; }
 	npm ci --prefix web --no-audit --no-fund --loglevel=error
+	@# Last: the default runtime image needs the build and mmdebstrap (mk/images.mk).
+	@$(MAKE) --no-print-directory default-image
 
 build:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRBX_WERROR=ON >/dev/null

@@ -25,6 +25,7 @@ import time
 
 import e2b
 import egress
+import images
 import pool
 import sessions_scale
 import stateful
@@ -421,13 +422,14 @@ def write_markdown(results, path, command):
     lines += e2b.markdown(results)
     lines += egress.markdown(results)
     lines += pool.markdown(results)
+    lines += images.markdown(results)
     lines += recorded(os.path.dirname(path))
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
 
 SECTIONS = ("latency", "trace", "overhead", "startup", "cpu", "throughput", "memory", "output",
-            "dependencies", "stateful", "sessions", "e2b", "egress", "pool")
+            "dependencies", "stateful", "sessions", "e2b", "egress", "pool", "images")
 
 
 def main():
@@ -476,6 +478,8 @@ def main():
                 results["egress"] = egress.run(runbox, work, args.runs)
             if "pool" in wanted:
                 results["pool"] = pool.run(runbox, work, args.runs, PROGRAMS, bwrap_command)
+            if "images" in wanted:
+                results["images"] = images.run(runbox, work, args.runs)
             if "sessions" in wanted:
                 scale = sessions_scale.run(runbox, work, args.runs)
                 if scale:

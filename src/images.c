@@ -1,21 +1,7 @@
 /* The image store (see images.h): names, content addresses, building with
  * mmdebstrap, importing with image_unpack.c, listing and removal. */
 #include "images.h"
-#include "internal.h"
-#if __has_include("image_unpack.h") /* TEMPORARY until image_unpack.c lands */
 #include "image_unpack.h"
-#else
-typedef struct rbx_unpack_limits {
-    uint64_t max_bytes, max_entries;
-    bool drop_setid;
-} rbx_unpack_limits;
-static rbx_status rbx_image_unpack(int fd, const char *source, const rbx_unpack_limits *limits,
-                                   rbx_error *err)
-{
-    (void)fd, (void)source, (void)limits;
-    return rbx_fail(err, RBX_EINVAL, "not yet");
-}
-#endif
 #include "internal.h"
 
 #include <dirent.h>
@@ -45,7 +31,7 @@ static rbx_status rbx_image_unpack(int fd, const char *source, const rbx_unpack_
 static const char default_packages[] =
     "bash,coreutils,ca-certificates,tzdata,python3,python3-pip,python3-venv,nodejs,npm,"
     "python3-numpy,python3-pandas,python3-matplotlib,python3-scipy,python3-requests,"
-    "python3-bs4,python3-lxml,python3-pil,python3-openpyxl,fonts-dejavu-core";
+    "python3-bs4,python3-lxml,python3-pil,python3-openpyxl,fonts-dejavu-core,procps,curl";
 #define DEFAULT_SUITE "trixie"
 #define DEFAULT_MIRROR "http://deb.debian.org/debian"
 

@@ -173,6 +173,8 @@ rbx_status rbx_engine_root(rbx_engine *engine, const char *image, rbx_root **out
     }
     rbx_root *root;
     rbx_status status = make_root(engine, image, &root, err);
+    if (status == RBX_ENOENT) /* a request naming what is not there is a bad request */
+        err->status = status = RBX_EINVAL;
     if (status == RBX_OK && engine->root_count == RBX_ROOTS_MAX) {
         /* Roots are never freed while the engine lives: executions and
          * kernels hold them without counting. */

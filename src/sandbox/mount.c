@@ -198,9 +198,10 @@ bool rbx_root_plan_build(rbx_root_plan *plan, const char *const *paths, size_t t
     plan->home_size_mb = home_size_mb ? home_size_mb : 1024;
     if (image_tree) {
         char real[PATH_MAX];
-        if (!realpath(image_tree, real) || strlen(real) >= sizeof plan->tree)
+        size_t len = realpath(image_tree, real) ? strlen(real) : sizeof plan->tree;
+        if (len >= sizeof plan->tree)
             return false;
-        snprintf(plan->tree, sizeof plan->tree, "%s", real);
+        memcpy(plan->tree, real, len + 1);
     }
     bool has_usr = false;
     for (const char *const *p = paths ? paths : default_paths; *p; p++) {

@@ -22,6 +22,10 @@ RUNBOX = os.environ.get("RUNBOX_BIN", os.path.join(ROOT, "build", "runbox"))
 POOLED = os.environ.get("RUNBOX_TEST_POOLED") == "1"
 POOLED_ENV = {"RUNBOX_USE_DAEMON": "always", "RUNBOX_POOL_WAIT": "15000",
               "RUNBOX_POOL_IDLE": "2"} if POOLED else {}
+# RUNBOX_TEST_ON_IMAGE=DIR (make test-image): every runbox uses the image store DIR, so the
+# suites run on its default image (Debian 13) instead of the host's /usr.
+ON_IMAGE_ENV = {"RUNBOX_IMAGES": os.environ["RUNBOX_TEST_ON_IMAGE"]} \
+    if os.environ.get("RUNBOX_TEST_ON_IMAGE") else {}
 
 
 class Runbox:
@@ -32,7 +36,8 @@ class Runbox:
         self.bin = RUNBOX
 
     def env(self, extra=None):
-        env = {"PATH": "/usr/bin:/bin", "RUNBOX_STATE_DIR": self.state_dir, **POOLED_ENV}
+        env = {"PATH": "/usr/bin:/bin", "RUNBOX_STATE_DIR": self.state_dir, **POOLED_ENV,
+               **ON_IMAGE_ENV}
         # Keep sanitizer settings so ASan runs report into the test output.
         for key in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
             if key in os.environ:

@@ -1,0 +1,109 @@
+"""Runtime images (issue 17): what running on the default image (Debian 13, bound read-only
+from the image store) costs against running on the host's /usr. Interleaved in one run, per
+language, network off: a cold `runbox run` on each (the sandbox built from its root's
+prepared namespace), and through `runbox serve` with the pool off (cold) and on (served by a
+prepared sandbox), one server per root. The store is the one `make deps` filled
+(RUNBOX_BENCH_IMAGES, default /var/lib/runbox/images); without a default image there, the
+section says so and measures nothing."""
+import json
+import os
+import subprocess
+import time
+
+from common import Server, execute_hi, summary, timed
+
+STORE = os.environ.get("RUNBOX_BENCH_IMAGES", "/var/lib/runbox/images")
+SETTLE_S = 0.05  # the kernel's teardown of the last sandbox, out of the next one's time
+
+CODE = {"python": "print('hi')", "javascript": "console.log('hi')", "bash": "echo hi"}
+
+
+def _has_default(runbox, work):
+    state = os.path.join(work, "images-probe-state")
+    proc = subprocess.run([runbox, "--images", STORE, "--state-dir", state, "images", "list",
+                           "--json"], capture_output=True)
+    return proc.returncode == 0 and any(i["name"] == "default" for i in json.loads(proc.stdout))
+
+
+def _cli(runbox, env, language, image):
+    elapsed, out = timed([runbox, "run", language, "-c", CODE[language], "--json",
+                          "--no-network", "--image", image], env=env)
+    result = json.loads(out)
+    if result["output"] != "hi\n" or result["image"] != image:
+        raise RuntimeError(f"unexpected result: {out[:300]}")
+    return elapsed
+
+
+def _http(server, conn, language, pooled):
+    elapsed, result = execute_hi(server, conn, {"language": language, "code": CODE[language],
+                                                "network": False})
+    if result.get("pooled", False) != pooled:
+        raise RuntimeError(f"expected pooled={pooled}: {result}")
+    return elapsed
+
+
+def run(runbox, work, runs):
+    if not _has_default(runbox, work):
+        return {"skipped": f"no default image in {STORE} (make deps builds it)"}
+    env = {"PATH": "/usr/bin:/bin", "RUNBOX_STATE_DIR": os.path.join(work, "images-state"),
+           "RUNBOX_IMAGES": STORE, "RUNBOX_USE_DAEMON": "never"}
+    servers = {}
+    for root in ("default", "host"):
+        for pool in ("cold", "pooled"):
+            args = ("--images", STORE, "--default-image", root)
+            if pool == "cold":
+                args += ("--pool", "0")
+            servers[(root, pool)] = Server(runbox, os.path.join(work, f"img-{root}-{pool}-state"),
+                                           global_args=args)
+    try:
+        conns = {key: server.connection() for key, server in servers.items()}
+        results = {}
+        for language in CODE:
+            variants = {}
+            for root in ("host", "default"):
+                variants[f"cli_{root}"] = lambda r=root: _cli(runbox, env, language, r)
+                for pool in ("cold", "pooled"):
+                    key = (root, pool)
+                    variants[f"http_{pool}_{root}"] = \
+                        lambda k=key: _http(servers[k], conns[k], language, k[1] == "pooled")
+            for variant in variants.values():  # warm-up: prepared namespaces, pool shelves
+                for _ in range(3):
+                    variant()
+                    time.sleep(SETTLE_S)
+            samples = {name: [] for name in variants}
+            for i in range(runs):
+                names = list(variants) if i % 2 == 0 else list(reversed(variants))
+                for name in names:
+                    time.sleep(SETTLE_S)
+                    samples[name].append(variants[name]())
+            stats = {name: summary(values) for name, values in samples.items()}
+            for kind in ("cli", "http_cold", "http_pooled"):
+                host, image = stats[f"{kind}_host"], stats[f"{kind}_default"]
+                image["ratio_to_host"] = round(image["median_ms"] / host["median_ms"], 2)
+            results[language] = stats
+        return {"latency": results, "store": STORE}
+    finally:
+        for server in servers.values():
+            server.stop()
+
+
+def markdown(results):
+    r = results.get("images")
+    if not r:
+        return []
+    lines = ["", "## Runtime images (issue 17)", ""]
+    if "skipped" in r:
+        return lines + [f"Not measured: {r['skipped']}."]
+    lines += ["One execution printing hi, network off, interleaved in one run: on the host's "
+              "/usr (`--image host`) and on the default image (Debian 13, Python 3.13, Node.js "
+              "20, bound read-only from the store), by a cold `runbox run`, and through "
+              "`runbox serve` with its pool off (`http_cold`) and on (`http_pooled`). The "
+              "last column is the image's median over the host's.", "",
+              "| runtime | variant | host median ms | image median ms | image p90 | x host |",
+              "|---|---|---|---|---|---|"]
+    for language, stats in r["latency"].items():
+        for kind in ("cli", "http_cold", "http_pooled"):
+            host, image = stats[f"{kind}_host"], stats[f"{kind}_default"]
+            lines.append(f"| {language} | {kind} | {host['median_ms']} | {image['median_ms']} | "
+                         f"{image['p90_ms']} | {image['ratio_to_host']} |")
+    return lines
