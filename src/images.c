@@ -3,6 +3,7 @@
 #include "images.h"
 #include "image_unpack.h"
 #include "internal.h"
+#include "owner.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -243,12 +244,33 @@ typedef struct staging {
     int fd;        /* the tree */
 } staging;
 
+/* What a runbox killed while it built or unpacked an image left in tmp/
+ * ("image-<pid>-..."): removed once that process is gone. */
+static void sweep_staging(int store)
+{
+    int tmp = openat(store, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *dir = tmp < 0 ? NULL : fdopendir(dup(tmp));
+    for (struct dirent *d; dir && (d = readdir(dir));) {
+        struct stat st;
+        if (strncmp(d->d_name, "image-", 6) || fstatat(tmp, d->d_name, &st, AT_SYMLINK_NOFOLLOW))
+            continue;
+        pid_t pid = rbx_owner_pid(d->d_name + 6);
+        if (pid > 0 && rbx_owner_state_of(pid, st.st_mtime) == RBX_OWNER_GONE)
+            rbx_remove_tree(tmp, d->d_name);
+    }
+    if (dir)
+        closedir(dir);
+    if (tmp >= 0)
+        close(tmp);
+}
+
 static rbx_status staging_open(rbx_engine *engine, staging *s, rbx_error *err)
 {
     s->fd = -1;
     s->store = store_open(engine, true, err);
     if (s->store < 0)
         return err->status;
+    sweep_staging(s->store);
     rbx_trash_name(s->name, sizeof s->name, "image");
     char path[96];
     snprintf(path, sizeof path, "tmp/%s", s->name);

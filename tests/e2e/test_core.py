@@ -12,8 +12,8 @@ import pytest
 from conftest import processes_matching, wait_gone
 
 RESULT_FIELDS = {"success", "output", "error", "exit_code", "duration_ms", "session_id",
-                 "language", "error_type", "exception", "timed_out", "cancelled", "truncated",
-                 "signal", "cpu_ms", "peak_memory_kb", "limits", "cpus", "network", "pooled",
+                 "language", "image", "error_type", "exception", "timed_out", "cancelled",
+                 "truncated", "signal", "cpu_ms", "peak_memory_kb", "limits", "cpus", "network", "pooled",
                  "egress_denied", "egress_denied_to", "install", "stateful", "results",
                  "execution_count", "kernel_restarted"}
 

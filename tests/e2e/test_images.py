@@ -318,3 +318,19 @@ def test_hostile_images_arguments_are_refused(own_store, args, message):
     assert proc.returncode != 0
     assert message in proc.stderr.decode(errors="replace"), proc.stderr
     assert leftovers(own_store.images) == []
+
+
+def test_what_a_killed_build_left_is_swept(own_store, tmp_path):
+    """A runbox killed while it built or unpacked an image leaves its staging tree in tmp/;
+    the next build or import removes it once that process is gone, and never a live one's."""
+    tmp = os.path.join(own_store.images, "tmp")
+    dead = next(pid for pid in range(4194303, 4000000, -1)
+                if not os.path.exists(f"/proc/{pid}"))
+    os.makedirs(os.path.join(tmp, f"image-{dead}-dead", "usr"))
+    live = os.path.join(tmp, f"image-{os.getpid()}-live")
+    os.makedirs(live)
+    empty = tmp_path / "empty.tar"
+    empty.write_bytes(b"")
+    proc = own_store.cli("images", "import", "x", str(empty))
+    assert proc.returncode != 0  # an empty archive is refused, after the sweep
+    assert sorted(os.listdir(tmp)) == [os.path.basename(live)]

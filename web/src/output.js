@@ -20,6 +20,7 @@ const RESULT_FIELDS = [
   ['duration_ms', 'duration (ms)'],
   ['session_id', 'session'],
   ['language', 'language'],
+  ['image', 'image'],
   ['stateful', 'stateful'],
   ['execution_count', 'execution count'],
   ['kernel_restarted', 'kernel restarted'],
