@@ -15,9 +15,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 # Bytes an input may have: a JSON body of 64 KiB is plenty to reach every
 # branch (the server's cap, 10 MiB, would only slow the search); text
-# parsers get what their own limits allow, with room past them.
+# parsers get what their own limits allow, with room past them; an image
+# archive holds headers and a few small files (the unpacker's limit in the
+# harness is 4 MiB, which would only slow the search too).
 max_len() {
     case $1 in
+    image_unpack) echo 262144 ;;
     http_execute | mcp_jsonrpc | mcp_arguments | capture | json_text | kernel_wire) echo 65536 ;;
     policy_file | classify) echo 16384 ;;
     http_route | session_path | cli_values) echo 4096 ;;
