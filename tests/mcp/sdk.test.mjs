@@ -67,14 +67,14 @@ describe('runbox mcp with the SDK client', { timeout: 180000 }, () => {
     }
     const python = tools.find((t) => t.name === 'execute_python');
     assert.deepEqual(Object.keys(python.inputSchema.properties),
-      ['code', 'timeout', 'session_id', 'cpus', 'stateful', 'requirements', 'egress_allow']);
+      ['code', 'timeout', 'session_id', 'cpus', 'stateful', 'requirements', 'egress_allow', 'image']);
     assert.deepEqual(python.inputSchema.required, ['code']);
     assert.deepEqual(python.outputSchema.required, RESULT_FIELDS);
     assert.deepEqual(python.outputSchema.properties.error_type.type, ['string', 'null']);
     assert.equal(python.annotations.readOnlyHint, false);
     const bash = tools.find((t) => t.name === 'execute_bash');
     assert.deepEqual(Object.keys(bash.inputSchema.properties),
-      ['command', 'timeout', 'session_id', 'cpus', 'stateful', 'egress_allow']);
+      ['command', 'timeout', 'session_id', 'cpus', 'stateful', 'egress_allow', 'image']);
     // What a model must know before its first call is in the description.
     for (const fact of ['/home/user', 'session_id', '30 s', '300 s', '512 MiB', '1 MiB', 'head and the tail', 'Network']) {
       assert.ok(python.description.includes(fact), `execute_python's description mentions ${fact}`);
