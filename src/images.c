@@ -490,7 +490,7 @@ rbx_status rbx_image_build(rbx_engine *engine, const char *name, const char *pac
     rbx_status status = check_new_name(engine, name, err);
     if (status != RBX_OK)
         return status;
-    char list[4096] = "", why[300];
+    char list[4096] = "", why[300], base_suite[64];
     if (!packages && !from && !strcmp(name, "default"))
         packages = default_packages;
     if (from) {
@@ -507,8 +507,10 @@ rbx_status rbx_image_build(rbx_engine *engine, const char *name, const char *pac
                             "holds is unknown; --from takes an image runbox images build made",
                             from);
         const char *at = strstr(base.source, "mmdebstrap ");
-        if (!suite && at)
-            suite = at + strlen("mmdebstrap ");
+        if (!suite && at) { /* the base's suite, kept past base's scope */
+            snprintf(base_suite, sizeof base_suite, "%s", at + strlen("mmdebstrap "));
+            suite = base_suite;
+        }
         if (!add_packages(list, sizeof list, base.packages, why, sizeof why))
             return rbx_fail(err, RBX_EINVAL, "%s", why);
     }
