@@ -312,8 +312,8 @@ def test_build_from_a_base_lists_remove(own_store):
     (("list", "--bogus"), "unexpected argument '--bogus'"),
 ])
 def test_hostile_images_arguments_are_refused(own_store, args, message):
-    if args[0] == "build" and not IS_ROOT and len(args) > 2:
-        message = "needs root"
+    if args[0] == "build" and not IS_ROOT and len(args) > 2 and "needs a value" not in message:
+        message = "needs root"  # refused before the arguments' content is looked at
     proc = own_store.cli("images", *args)
     assert proc.returncode != 0
     assert message in proc.stderr.decode(errors="replace"), proc.stderr
