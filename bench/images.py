@@ -11,11 +11,17 @@ import subprocess
 import time
 
 from common import Server, execute_hi, summary, timed
+from pool import _refilled
 
 STORE = os.environ.get("RUNBOX_BENCH_IMAGES", "/var/lib/runbox/images")
 SETTLE_S = 0.05  # the kernel's teardown of the last sandbox, out of the next one's time
 
 CODE = {"python": "print('hi')", "javascript": "console.log('hi')", "bash": "echo hi"}
+# The interpreters themselves, outside any sandbox: the host's, and the image's own in a
+# chroot of its tree (root only), so the difference runbox adds is told from theirs.
+BARE = {"python": ["/usr/bin/python3", "-c", CODE["python"]],
+        "javascript": ["/usr/bin/node", "-e", CODE["javascript"]],
+        "bash": ["/bin/bash", "-c", CODE["bash"]]}
 
 
 def _has_default(runbox, work):
@@ -34,10 +40,30 @@ def _cli(runbox, env, language, image):
     return elapsed
 
 
+def _tree(runbox, work):
+    state = os.path.join(work, "images-probe-state")
+    out = subprocess.run([runbox, "--images", STORE, "--state-dir", state, "images", "list",
+                          "--json"], capture_output=True).stdout
+    digest = next(i["digest"] for i in json.loads(out) if i["name"] == "default")
+    return os.path.join(STORE, digest.replace(":", "-"))
+
+
+def _bare(command, chroot=None):
+    elapsed, out = timed((["/usr/sbin/chroot", chroot] if chroot else []) + command,
+                         env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+    if out.strip() != b"hi":
+        raise RuntimeError(f"unexpected output: {out[:200]}")
+    return elapsed
+
+
 def _http(server, conn, language, pooled):
+    """pooled: whether it must have been served by a prepared sandbox (None: either, while
+    the pool's shelves grow to what sequential calls need)."""
+    if pooled:
+        _refilled(server)  # a prepared sandbox waits, as it would for a steady client
     elapsed, result = execute_hi(server, conn, {"language": language, "code": CODE[language],
                                                 "network": False})
-    if result.get("pooled", False) != pooled:
+    if pooled is not None and result.get("pooled", False) != pooled:
         raise RuntimeError(f"expected pooled={pooled}: {result}")
     return elapsed
 
@@ -58,17 +84,22 @@ def run(runbox, work, runs):
     try:
         conns = {key: server.connection() for key, server in servers.items()}
         results = {}
+        tree = _tree(runbox, work) if os.geteuid() == 0 else None
         for language in CODE:
             variants = {}
+            if tree:
+                variants["bare_host"] = lambda check=True: _bare(BARE[language])
+                variants["bare_default"] = lambda check=True: _bare(BARE[language], tree)
             for root in ("host", "default"):
-                variants[f"cli_{root}"] = lambda r=root: _cli(runbox, env, language, r)
+                variants[f"cli_{root}"] = lambda r=root, check=True: _cli(runbox, env, language, r)
                 for pool in ("cold", "pooled"):
                     key = (root, pool)
                     variants[f"http_{pool}_{root}"] = \
-                        lambda k=key: _http(servers[k], conns[k], language, k[1] == "pooled")
-            for variant in variants.values():  # warm-up: prepared namespaces, pool shelves
-                for _ in range(3):
-                    variant()
+                        lambda k=key, check=True: _http(servers[k], conns[k], language,
+                                                        k[1] == "pooled" if check else None)
+            for name, variant in variants.items():  # warm-up: namespaces, pool shelves
+                for _ in range(5):
+                    variant(check=False)
                     time.sleep(SETTLE_S)
             samples = {name: [] for name in variants}
             for i in range(runs):
@@ -77,9 +108,10 @@ def run(runbox, work, runs):
                     time.sleep(SETTLE_S)
                     samples[name].append(variants[name]())
             stats = {name: summary(values) for name, values in samples.items()}
-            for kind in ("cli", "http_cold", "http_pooled"):
-                host, image = stats[f"{kind}_host"], stats[f"{kind}_default"]
-                image["ratio_to_host"] = round(image["median_ms"] / host["median_ms"], 2)
+            for kind in ("bare", "cli", "http_cold", "http_pooled"):
+                if f"{kind}_host" in stats:
+                    host, image = stats[f"{kind}_host"], stats[f"{kind}_default"]
+                    image["ratio_to_host"] = round(image["median_ms"] / host["median_ms"], 2)
             results[language] = stats
         return {"latency": results, "store": STORE}
     finally:
@@ -97,12 +129,15 @@ def markdown(results):
     lines += ["One execution printing hi, network off, interleaved in one run: on the host's "
               "/usr (`--image host`) and on the default image (Debian 13, Python 3.13, Node.js "
               "20, bound read-only from the store), by a cold `runbox run`, and through "
-              "`runbox serve` with its pool off (`http_cold`) and on (`http_pooled`). The "
-              "last column is the image's median over the host's.", "",
+              "`runbox serve` with its pool off (`http_cold`) and on (`http_pooled`); `bare` is "
+              "the interpreter alone, the host's and the image's own (in a chroot of its tree), "
+              "outside any sandbox. The last column is the image's median over the host's.", "",
               "| runtime | variant | host median ms | image median ms | image p90 | x host |",
               "|---|---|---|---|---|---|"]
     for language, stats in r["latency"].items():
-        for kind in ("cli", "http_cold", "http_pooled"):
+        for kind in ("bare", "cli", "http_cold", "http_pooled"):
+            if f"{kind}_host" not in stats:
+                continue
             host, image = stats[f"{kind}_host"], stats[f"{kind}_default"]
             lines.append(f"| {language} | {kind} | {host['median_ms']} | {image['median_ms']} | "
                          f"{image['p90_ms']} | {image['ratio_to_host']} |")
