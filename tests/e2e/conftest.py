@@ -80,6 +80,32 @@ class Runbox:
         proc = self.cli("storage", "unmount")
         assert proc.returncode == 0, proc.stderr
 
+    def mcp_call(self, tool, arguments, *args):
+        """One tools/call through `runbox mcp ARGS` (after the handshake): the JSON-RPC reply,
+        once the code has run."""
+        messages = [
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                        "clientInfo": {"name": "t", "version": "1"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+             "params": {"name": tool, "arguments": arguments}},
+        ]
+        proc = subprocess.Popen([self.bin, "mcp", *args], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env())
+        try:
+            proc.stdin.write("".join(json.dumps(m) + "\n" for m in messages).encode())
+            proc.stdin.flush()
+            while True:
+                line = proc.stdout.readline()
+                assert line, proc.stderr.read()
+                reply = json.loads(line)
+                if reply.get("id") == 2:
+                    return reply
+        finally:
+            proc.stdin.close()
+            assert proc.wait(timeout=60) == 0
+
     def session_dir(self, session_id):
         return os.path.join(self.state_dir, "sessions", session_id)
 

@@ -58,29 +58,8 @@ def test_state_dir_is_taken_before_or_after_every_command(runbox, two_dirs, wher
 
 def test_mcp_takes_the_state_dir_after_the_command(runbox, two_dirs):
     _, chosen = two_dirs
-    messages = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"}}},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-         "params": {"name": "execute_bash",
-                    "arguments": {"command": "echo mcp", "session_id": "placed"}}},
-    ]
-    proc = subprocess.Popen([runbox.bin, "mcp", "--state-dir", chosen], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=runbox.env())
-    try:
-        proc.stdin.write("".join(json.dumps(m) + "\n" for m in messages).encode())
-        proc.stdin.flush()
-        call = None
-        while call is None:  # the reply to the call, once the code has run
-            line = proc.stdout.readline()
-            assert line, proc.stderr.read()
-            reply = json.loads(line)
-            call = reply if reply.get("id") == 2 else None
-    finally:
-        proc.stdin.close()
-        assert proc.wait(timeout=60) == 0
+    call = runbox.mcp_call("execute_bash", {"command": "echo mcp", "session_id": "placed"},
+                           "--state-dir", chosen)
     assert call["result"]["structuredContent"]["output"] == "mcp\n", call
     assert os.path.isdir(os.path.join(chosen, "sessions", "placed"))
 

@@ -183,39 +183,14 @@ def test_the_operators_allow_list_and_default(on_image):
     assert proc.returncode != 0 and b"the default image: no image named 'gone'" in proc.stderr
 
 
-def mcp_call(box, arguments):
-    messages = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"}}},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-         "params": {"name": "execute_python", "arguments": arguments}},
-    ]
-    proc = subprocess.Popen([box.bin, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=box.env())
-    try:
-        proc.stdin.write("".join(json.dumps(m) + "\n" for m in messages).encode())
-        proc.stdin.flush()
-        while True:  # the reply to the call, once the code has run
-            line = proc.stdout.readline()
-            assert line, proc.stderr.read()
-            reply = json.loads(line)
-            if reply.get("id") == 2:
-                return reply
-    finally:
-        proc.stdin.close()
-        assert proc.wait(timeout=60) == 0
-
-
 def test_mcp_takes_an_image(on_image):
-    reply = mcp_call(on_image, {"code": "import sys; print(sys.version_info[:2])",
-                                "image": "host"})
+    version = "import sys; print(sys.version_info[:2])"
+    reply = on_image.mcp_call("execute_python", {"code": version, "image": "host"})
     result = reply["result"]["structuredContent"]
     assert result["image"] == "host" and result["success"], reply
-    reply = mcp_call(on_image, {"code": "import sys; print(sys.version_info[:2])"})
+    reply = on_image.mcp_call("execute_python", {"code": version})
     assert reply["result"]["structuredContent"]["image"] == "default"
-    reply = mcp_call(on_image, {"code": "1", "image": "../../etc"})
+    reply = on_image.mcp_call("execute_python", {"code": "1", "image": "../../etc"})
     text = json.dumps(reply)
     assert "is not an image name" in text or "does not match" in text, reply
 
