@@ -50,6 +50,21 @@ void rbx_request_init(rbx_request *request)
     request->network = -1;
 }
 
+/* path as an absolute one (a relative one from the working directory), so
+ * that what runbox records and passes on does not depend on where it ran. */
+static bool absolute_path(char *out, size_t size, const char *path)
+{
+    if (path[0] == '/') {
+        snprintf(out, size, "%s", path);
+        return true;
+    }
+    char cwd[2048];
+    if (!getcwd(cwd, sizeof cwd))
+        return false;
+    snprintf(out, size, "%s/%s", cwd, path);
+    return true;
+}
+
 static void default_state_dir(char *out, size_t size)
 {
     if (geteuid() == 0) {
@@ -162,14 +177,8 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
 
     const char *dir = engine->config.state_dir;
     if (dir && *dir) {
-        if (dir[0] != '/') {
-            char cwd[2048];
-            if (!getcwd(cwd, sizeof cwd))
-                goto fail_cwd;
-            snprintf(engine->state_dir, sizeof engine->state_dir, "%s/%s", cwd, dir);
-        } else {
-            snprintf(engine->state_dir, sizeof engine->state_dir, "%s", dir);
-        }
+        if (!absolute_path(engine->state_dir, sizeof engine->state_dir, dir))
+            goto fail_cwd;
     } else {
         default_state_dir(engine->state_dir, sizeof engine->state_dir);
     }
@@ -188,14 +197,11 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
         free(engine);
         return NULL;
     }
-    char cwd_buf[2048];
-    if (engine->config.images_dir && engine->config.images_dir[0] == '/')
-        snprintf(engine->images_dir, sizeof engine->images_dir, "%s", engine->config.images_dir);
-    else if (engine->config.images_dir && *engine->config.images_dir)
-        snprintf(engine->images_dir, sizeof engine->images_dir, "%s/%s",
-                 getcwd(cwd_buf, sizeof cwd_buf) ? cwd_buf : ".", engine->config.images_dir);
-    else
+    const char *images = engine->config.images_dir;
+    if (!images || !*images)
         snprintf(engine->images_dir, sizeof engine->images_dir, "%s/images", engine->state_dir);
+    else if (!absolute_path(engine->images_dir, sizeof engine->images_dir, images))
+        goto fail_cwd;
     engine->config.images_dir = engine->images_dir;
     if (rbx_roots_init(engine, err) != RBX_OK) {
         rbx_engine_free(engine);
@@ -232,7 +238,7 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
     return engine;
 
 fail_cwd:
-    rbx_fail(err, RBX_ESYSTEM, "cannot resolve the state directory: %s", strerror(errno));
+    rbx_fail(err, RBX_ESYSTEM, "cannot resolve the state or image directory: %s", strerror(errno));
     free(engine);
     return NULL;
 }

@@ -26,6 +26,7 @@
  * its plan (which paths the sandbox shows) and, as root, its prepared
  * mount namespace. Made once per engine and image, kept until the end. */
 #define RBX_ROOTS_MAX 16
+#define RBX_ROOT_RUNTIMES_MAX 8
 typedef struct rbx_root {
     char image[RBX_IMAGE_NAME_MAX];    /* "host" or the image's name */
     char digest[RBX_IMAGE_DIGEST_MAX]; /* "" for host */
@@ -33,6 +34,9 @@ typedef struct rbx_root {
     struct rbx_root_plan *plan;
     struct rbx_template *template; /* NULL: none (not root, or turned off) */
     pthread_mutex_t template_lock;
+    /* Per language (the runtime table's order), why its interpreter is not
+     * in the image: NULL when it is. Found once: an image never changes. */
+    const char *runtime_missing[RBX_ROOT_RUNTIMES_MAX];
 } rbx_root;
 
 struct rbx_engine {
@@ -292,6 +296,10 @@ bool rbx_link_stays_inside(const char *path, const char *target);
 /* Replaces whatever is at name below dirfd with a new file holding data:
  * a link planted there is removed, never followed. */
 int rbx_write_new_file(int dirfd, const char *name, const void *data, size_t len);
+/* dirfd's ".lock" (made if need be), locked exclusively for the caller,
+ * who unlocks by closing the returned fd; -1 when it cannot be opened.
+ * What runbox processes sharing a directory serialise their changes on. */
+int rbx_lock_dir(int dirfd);
 /* All of len bytes to fd (retrying short writes and EINTR); -1 with errno. */
 int rbx_write_all(int fd, const void *data, size_t len);
 /* files.c: the directories leading to a session file path, made beneath

@@ -33,6 +33,23 @@ static void root_free(rbx_root *root)
     free(root);
 }
 
+/* Why the runtime's interpreter cannot run from the image's tree, or NULL
+ * when it can (resolved inside the image, as the sandbox will). */
+static const char *interpreter_missing(const char *tree, const rbx_runtime *runtime)
+{
+    int dir = open(tree, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT};
+    int fd =
+        dir < 0 ? -1 : (int)syscall(SYS_openat2, dir, runtime->interpreter + 1, &how, sizeof how);
+    struct stat st;
+    bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111);
+    if (fd >= 0)
+        close(fd);
+    if (dir >= 0)
+        close(dir);
+    return ok ? NULL : fd < 0 ? "not there" : "not an executable file";
+}
+
 /* A new root for the host (place NULL) or an image. */
 static rbx_root *root_new(rbx_engine *engine, const rbx_image_place *place, rbx_error *err)
 {
@@ -43,6 +60,11 @@ static rbx_root *root_new(rbx_engine *engine, const rbx_image_place *place, rbx_
         return NULL;
     }
     pthread_mutex_init(&root->template_lock, NULL);
+    if (rbx_runtime_count() > RBX_ROOT_RUNTIMES_MAX) { /* a language added: raise the max */
+        rbx_fail(err, RBX_ESYSTEM, "more languages than RBX_ROOT_RUNTIMES_MAX");
+        root_free(root);
+        return NULL;
+    }
     snprintf(root->image, sizeof root->image, "%s", place ? place->name : "host");
     if (place) {
         snprintf(root->digest, sizeof root->digest, "%s", place->digest);
@@ -57,6 +79,8 @@ static rbx_root *root_new(rbx_engine *engine, const rbx_image_place *place, rbx_
     }
     for (size_t i = 0; i < rbx_runtime_count(); i++) {
         const rbx_runtime *runtime = rbx_runtime_find(rbx_runtime_name(i));
+        if (place)
+            root->runtime_missing[i] = interpreter_missing(root->plan->tree, runtime);
         if (runtime->env_run_at)
             rbx_root_plan_add_point(root->plan, runtime->env_run_at);
         if (runtime->env_inside)
@@ -194,23 +218,15 @@ rbx_status rbx_engine_root(rbx_engine *engine, const char *image, rbx_root **out
 bool rbx_root_has_runtime(const rbx_root *root, const rbx_runtime *runtime, char *why,
                           size_t why_size)
 {
-    if (!root->tree[0])
-        return true;
-    int dir = open(root->tree, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT};
-    int fd =
-        dir < 0 ? -1 : (int)syscall(SYS_openat2, dir, runtime->interpreter + 1, &how, sizeof how);
-    struct stat st;
-    bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111);
-    if (fd >= 0)
-        close(fd);
-    if (dir >= 0)
-        close(dir);
-    if (!ok)
+    for (size_t i = 0; i < rbx_runtime_count(); i++) {
+        const char *missing = root->runtime_missing[i];
+        if (rbx_runtime_find(rbx_runtime_name(i)) != runtime || !missing)
+            continue;
         snprintf(why, why_size, "image '%s' has no %s (%s): it cannot run %s", root->image,
-                 runtime->interpreter, fd < 0 ? "not there" : "not an executable file",
-                 runtime->name);
-    return ok;
+                 runtime->interpreter, missing, runtime->name);
+        return false;
+    }
+    return true;
 }
 
 int rbx_root_template_ns(rbx_root *root)
