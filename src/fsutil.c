@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -210,6 +211,15 @@ int rbx_write_new_file(int dirfd, const char *name, const void *data, size_t len
         return -1;
     }
     return close(fd);
+}
+
+int rbx_lock_dir(int dirfd)
+{
+    int fd = openat(dirfd, ".lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        while (flock(fd, LOCK_EX) != 0 && errno == EINTR)
+            ;
+    return fd;
 }
 
 int rbx_write_all(int fd, const void *data, size_t len)

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -79,16 +78,6 @@ static int store_open(rbx_engine *engine, bool create, rbx_error *err)
         close(fd);
         return -1;
     }
-    return fd;
-}
-
-/* Serialises changes to names between runbox processes. */
-static int store_lock(int store)
-{
-    int fd = openat(store, ".lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd >= 0)
-        while (flock(fd, LOCK_EX) != 0 && errno == EINTR)
-            ;
     return fd;
 }
 
@@ -337,7 +326,7 @@ static rbx_status commit(rbx_engine *engine, staging *s, const char *name, const
     snprintf(dir, sizeof dir, "sha256-%s", hex);
     snprintf(from, sizeof from, "tmp/%s", s->name);
     snprintf(meta, sizeof meta, "%s.json", dir);
-    int lock = store_lock(s->store);
+    int lock = rbx_lock_dir(s->store);
     char existing[80];
     if (read_name(s->store, name, existing, sizeof existing)) {
         if (lock >= 0)
@@ -651,7 +640,7 @@ rbx_status rbx_image_remove(rbx_engine *engine, const char *name, rbx_error *err
     int store = store_open(engine, false, err);
     if (store < 0)
         return err->status;
-    int lock = store_lock(store);
+    int lock = rbx_lock_dir(store);
     char dir[80], path[112];
     snprintf(path, sizeof path, "names/%s", name);
     bool had = read_name(store, name, dir, sizeof dir) && unlinkat(store, path, 0) == 0;

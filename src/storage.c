@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/random.h>
@@ -299,17 +298,6 @@ static rbx_status open_fds(rbx_engine *engine, int state_fd, rbx_error *err)
     return RBX_OK;
 }
 
-/* Serializes set-up and migration between runbox processes sharing the
- * state directory; released when the engine is ready. */
-static int lock_state(int state_fd)
-{
-    int fd = openat(state_fd, ".lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd >= 0)
-        while (flock(fd, LOCK_EX) != 0 && errno == EINTR)
-            ;
-    return fd;
-}
-
 rbx_status rbx_storage_open(rbx_engine *engine, rbx_error *err)
 {
     engine->sessions_fd = engine->session_trash_fd = engine->scratch_fd = -1;
@@ -317,7 +305,9 @@ rbx_status rbx_storage_open(rbx_engine *engine, rbx_error *err)
     if (state_fd < 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot open state directory %s: %s", engine->state_dir,
                         strerror(errno));
-    int lock = lock_state(state_fd);
+    /* Set-up and migration are serialised between runbox processes sharing
+     * the state directory; the lock goes when the engine is ready. */
+    int lock = rbx_lock_dir(state_fd);
     const char *reason = engine->config.storage == RBX_STORAGE_CHOOSE_PLAIN
                              ? "the operator chose plain storage"
                              : no_btrfs_reason(engine);
@@ -390,7 +380,7 @@ rbx_status rbx_storage_unmount(rbx_engine *engine, rbx_error *err)
         return RBX_OK;
     rbx_storage_close(engine);
     int state_fd = open_dir_at(AT_FDCWD, engine->state_dir);
-    int lock = state_fd >= 0 ? lock_state(state_fd) : -1;
+    int lock = state_fd >= 0 ? rbx_lock_dir(state_fd) : -1;
     rbx_status status = RBX_OK;
     /* A runbox that is on its way out (a daemon asked to stop) lets go
      * within moments: it gets a few seconds. */
