@@ -309,3 +309,40 @@ def test_what_a_killed_build_left_is_swept(own_store, tmp_path):
     proc = own_store.cli("images", "import", "x", str(empty))
     assert proc.returncode != 0  # an empty archive is refused, after the sweep
     assert sorted(os.listdir(tmp)) == [os.path.basename(live)]
+
+
+def test_the_same_content_is_one_tree_whatever_its_times(own_store, tmp_path):
+    """Images are addressed by their content: the same files imported twice, their times
+    changed in between, give one digest and one tree, which stays until its last name goes."""
+    import tarfile
+    root = tmp_path / "rootfs"
+    (root / "usr" / "share").mkdir(parents=True)
+    (root / "usr" / "share" / "data").write_text("the same bytes\n")
+    archives = []
+    for n, when in enumerate((1_000_000, 2_000_000)):
+        for path in (root / "usr" / "share" / "data", root / "usr" / "share", root / "usr"):
+            os.utime(path, (when, when))
+        archive = tmp_path / f"rootfs{n}.tar"
+        with tarfile.open(archive, "w") as tar:
+            tar.add(root / "usr", arcname="usr")
+        archives.append(archive)
+    digests = []
+    for name, archive in zip(("first", "second"), archives):
+        proc = own_store.cli("images", "import", name, str(archive), "--json")
+        assert proc.returncode == 0, proc.stderr
+        digests.append(json.loads(proc.stdout)["digest"])
+    assert digests[0] == digests[1]
+    tree = os.path.join(own_store.images, digests[0].replace(":", "-"))
+    trees = [e for e in os.listdir(own_store.images) if e.startswith("sha256-") and
+             not e.endswith(".json")]
+    assert trees == [os.path.basename(tree)]
+    assert own_store.cli("images", "rm", "first").returncode == 0
+    assert os.path.isdir(tree)  # "second" still names it
+    assert own_store.cli("images", "rm", "second").returncode == 0
+    assert not os.path.exists(tree)
+    # Different bytes, a different digest.
+    (root / "usr" / "share" / "data").write_text("other bytes\n")
+    with tarfile.open(tmp_path / "other.tar", "w") as tar:
+        tar.add(root / "usr", arcname="usr")
+    proc = own_store.cli("images", "import", "third", str(tmp_path / "other.tar"), "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["digest"] != digests[0]
