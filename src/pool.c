@@ -26,6 +26,11 @@
  * addresses, the template and the policy of its time. */
 #define MAX_AGE_MS 120000
 #define MANAGER_TICK_MS 250
+/* A prepared sandbox whose interpreter has not said it waits for its code
+ * (runtime.c) after this long is a failure; the slices keep a stopping pool
+ * from waiting on one still starting. */
+#define INTERPRETER_START_MS 60000
+#define INTERPRETER_POLL_MS 50
 
 typedef enum { P_PREPARING, P_READY, P_TAKEN, P_DONE, P_RETIRED } pooled_state;
 
@@ -174,6 +179,36 @@ static void unshelve(shelf *s, entry *e)
         }
 }
 
+/* The bootstrap's "W" on the code socket: the interpreter is up and waits
+ * for its code, so an execution taking the sandbox pays none of its start. */
+static rbx_status await_interpreter(rbx_pool *pool, entry *e, rbx_error *err)
+{
+    int64_t deadline = rbx_now_ms() + INTERPRETER_START_MS;
+    for (;;) {
+        struct pollfd p = {.fd = e->pooled.code_fd, .events = POLLIN};
+        int n = poll(&p, 1, INTERPRETER_POLL_MS);
+        if (n > 0) {
+            char said = 0;
+            if (read(e->pooled.code_fd, &said, 1) == 1 && said == 'W')
+                return RBX_OK;
+            return rbx_fail(err, RBX_ESYSTEM,
+                            "a prepared sandbox's interpreter ended before it waited for code");
+        }
+        if (n < 0 && errno != EINTR)
+            return rbx_fail(err, RBX_ESYSTEM, "cannot wait for a prepared sandbox: %s",
+                            strerror(errno));
+        pthread_mutex_lock(&pool->lock);
+        bool stopping = pool->stopping;
+        pthread_mutex_unlock(&pool->lock);
+        if (stopping)
+            return RBX_OK; /* retired by the keeper, never shelved */
+        if (rbx_now_ms() > deadline)
+            return rbx_fail(err, RBX_ESYSTEM,
+                            "a prepared sandbox's interpreter did not start within %d s",
+                            INTERPRETER_START_MS / 1000);
+    }
+}
+
 /* Its keeper: makes the sandbox, shelves it, waits until an execution is
  * done with it or the manager retires it, then destroys it. */
 static void *keeper(void *arg)
@@ -182,6 +217,9 @@ static void *keeper(void *arg)
     rbx_pool *pool = e->pool;
     rbx_error err = {0};
     rbx_status status = prepare(pool, e, &err);
+    bool started = status == RBX_OK;
+    if (started)
+        status = await_interpreter(pool, e, &err);
     pthread_mutex_lock(&pool->lock);
     shelf *s = &pool->shelves[e->shelf];
     s->preparing--;
@@ -210,7 +248,7 @@ static void *keeper(void *arg)
     bool was_taken = e->state == P_DONE;
     pthread_mutex_unlock(&pool->lock);
 
-    if (status == RBX_OK) {
+    if (started) {
         /* Whatever the execution left (nothing, when it ran to its end). */
         rbx_sandbox_kill(&e->pooled.sandbox);
         rbx_sandbox_reap(&e->pooled.sandbox, NULL);

@@ -13,7 +13,11 @@
  * so its bootstrap takes the environment from there, and steps into its
  * working directory again (the session's directory was mounted over it
  * meanwhile) before the code is even parsed. The same bootstrap text runs
- * both ways, so its command line is the same too. */
+ * both ways, so its command line is the same too. A prepared sandbox's fd 3
+ * is a socket (a cold start's is a memfd): there the bootstrap first writes
+ * "W", once its interpreter is up and about to wait for the code, so the
+ * pool offers only sandboxes that have paid their interpreter's start (an
+ * image's Node.js takes 100 ms and more to start, the host's 25). */
 #include "internal.h"
 #include "sandbox/mount.h"
 
@@ -37,6 +41,7 @@ static const char python_bootstrap[] =
     "        "
     "site.addsitedir(p);sys.path.remove(p);sys.path.insert(min(at,default=len(sys.path)),p)\n"
     "def _rbx_load():\n"
+    "    if os.fstat(3).st_mode&0o170000==0o140000:os.write(3,b'W')\n"
     "    f=os.fdopen(3,'rb');s=f.read();f.close()\n"
     "    if s[:1]==b'\\0':s=s[1:]\n"
     "    else:\n"
@@ -61,7 +66,10 @@ static const char python_bootstrap[] =
     "_rbx_g={'__name__':'__main__','__builtins__':__builtins__,'__doc__':None}\n"
     "exec(_rbx_code,_rbx_g)\n";
 
-/* JavaScript: compile as a CommonJS function body first (with import()
+/* JavaScript: a prepared sandbox makes process.stdout and stderr while it
+ * waits (their streams' modules are compiled on first use: 10 ms of an
+ * execution on an image whose Node.js has no code cache, 3 on the host's).
+ * Then, compile as a CommonJS function body first (with import()
  * working as in a main script; its experimental-feature warning is muted).
  * Code with import or export statements (or top-level await) is an ES
  * module: it is written next to the session's files, so that bare
@@ -75,6 +83,7 @@ static const char python_bootstrap[] =
 static const char javascript_bootstrap[] =
     "'use strict';"
     "const fs=require('fs'),vm=require('vm'),Module=require('module'),path=require('path');"
+    "if(fs.fstatSync(3).isSocket()){process.stdout;process.stderr;fs.writeSync(3,'W');}"
     "let src=fs.readFileSync(3,'utf8');fs.closeSync(3);"
     "if(src[0]==='\\0')src=src.slice(1);else{const end=src.indexOf('\\0\\0');"
     "for(const k of Object.keys(process.env))delete process.env[k];"
@@ -114,7 +123,7 @@ static const char javascript_bootstrap[] =
  * "SR" means it parsed; the code then runs with eval on line 1, so $LINENO
  * matches the code's lines. */
 static const char bash_bootstrap[] =
-    "while IFS= read -r -d '' -u 3 __rbx_code && [ -n \"$__rbx_code\" ]; do "
+    "[ -S /dev/fd/3 ] && printf W >&3; while IFS= read -r -d '' -u 3 __rbx_code && [ -n \"$__rbx_code\" ]; do "
     "[ -n \"${__rbx_warm-}\" ] || { builtin cd -- " RBX_SANDBOX_HOME "; unset OLDPWD; "
     "export OLDPWD; __rbx_warm=1; }; export \"$__rbx_code\"; done; unset __rbx_warm; "
     "read -r -d '' -u 3 __rbx_code; exec 3<&-; printf S >&4; "

@@ -6,8 +6,10 @@ import concurrent.futures
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tarfile
 import time
 
 import pytest
@@ -384,3 +386,81 @@ def test_bad_pool_options_are_refused_before_listening(tmp_path, args, message):
                           "--listen", "127.0.0.1:0"], capture_output=True, text=True, timeout=30)
     assert run.returncode == 2, run
     assert message in run.stderr, run.stderr
+
+
+# --- a sandbox is offered only once its interpreter waits ----------------------------------
+
+SLOW_START_S = 4
+
+
+def _copy_from_host(tree, path):
+    """path and the links on the way to it, from the host into tree (targets stay inside)."""
+    parts = path.strip("/").split("/")
+    for i in range(len(parts)):
+        here = "/" + "/".join(parts[:i + 1])
+        if os.path.islink(here):
+            if not os.path.lexists(tree + here):
+                os.makedirs(os.path.dirname(tree + here), exist_ok=True)
+                os.symlink(os.readlink(here), tree + here)
+            resolved = os.path.normpath(os.path.join(os.path.dirname(here), os.readlink(here)))
+            return _copy_from_host(tree, "/".join([resolved] + parts[i + 1:]))
+    os.makedirs(os.path.dirname(tree + path), exist_ok=True)
+    if not os.path.exists(tree + path):
+        shutil.copy2(path, tree + path)
+
+
+def _slow_bash_image(tmp_path):
+    """An image whose bash takes SLOW_START_S seconds to start: /bin/bash is a script that
+    sleeps, then runs the real bash (the host's, with its libraries)."""
+    tree = str(tmp_path / "tree")
+    for program in ("/usr/bin/bash", "/usr/bin/sleep"):
+        _copy_from_host(tree, program)
+        ldd = subprocess.run(["ldd", program], capture_output=True, text=True, check=True)
+        for line in ldd.stdout.splitlines():
+            words = line.split()
+            library = words[2] if "=>" in words and len(words) > 2 else words[0]
+            if library.startswith("/"):
+                _copy_from_host(tree, library)
+    for directory in ("etc", "tmp", "home", "root", "proc", "dev", "sys", "run"):
+        os.makedirs(os.path.join(tree, directory), exist_ok=True)
+    os.chmod(os.path.join(tree, "tmp"), 0o1777)
+    if not os.path.lexists(tree + "/bin"):
+        os.symlink("usr/bin", tree + "/bin")
+    os.rename(tree + "/usr/bin/bash", tree + "/usr/bin/bash-real")
+    with open(tree + "/usr/bin/bash", "w") as f:
+        f.write(f"#!/usr/bin/bash-real\n/usr/bin/sleep {SLOW_START_S}\n"
+                "exec /usr/bin/bash-real \"$@\"\n")
+    os.chmod(tree + "/usr/bin/bash", 0o755)
+    archive = str(tmp_path / "slow.tar")
+    with tarfile.open(archive, "w") as tar:
+        tar.add(tree, arcname=".")
+    return archive
+
+
+def test_a_sandbox_is_offered_only_once_its_interpreter_waits(start_server, tmp_path):
+    """The pool counts a sandbox as ready when its interpreter has started and waits for code
+    (the bootstrap says so), not when its process is made: an image's interpreter may take long
+    to start (Debian 13's Node.js takes 100 ms and more), and an execution handed a sandbox
+    still starting would pay for it. Here bash takes seconds to start: the sandbox is preparing
+    all that time, and the execution it then serves pays none of it."""
+    if os.geteuid() != 0:
+        pytest.skip("importing an image needs root")
+    store = str(tmp_path / "store")
+    archive = _slow_bash_image(tmp_path)
+    imported = subprocess.run([RUNBOX, "--state-dir", str(tmp_path / "import-state"), "--images",
+                               store, "images", "import", "slow", archive],
+                              capture_output=True, timeout=120)
+    subprocess.run([RUNBOX, "--state-dir", str(tmp_path / "import-state"), "storage", "unmount"],
+                   capture_output=True, timeout=60)
+    assert imported.returncode == 0, imported.stderr
+    started = time.monotonic()
+    server = start_server(global_args=("--images", store, "--default-image", "slow"))
+    wait_ready(server, seconds=60)
+    waited = time.monotonic() - started
+    assert waited >= SLOW_START_S - 0.5, \
+        f"a sandbox was offered {waited:.1f} s after start, before its bash could have started"
+    result = server.execute(language="bash", code="echo hi")
+    assert result["success"] and result["output"] == "hi\n", result
+    assert result["pooled"] and result["image"] == "slow", result
+    # Its bash had started: the execution did not wait for the seconds of its start.
+    assert result["duration_ms"] < SLOW_START_S * 1000 / 2, result
