@@ -123,7 +123,8 @@ static const char javascript_bootstrap[] =
  * "SR" means it parsed; the code then runs with eval on line 1, so $LINENO
  * matches the code's lines. */
 static const char bash_bootstrap[] =
-    "[ -S /dev/fd/3 ] && printf W >&3; while IFS= read -r -d '' -u 3 __rbx_code && [ -n \"$__rbx_code\" ]; do "
+    "[ -S /dev/fd/3 ] && printf W >&3; "
+    "while IFS= read -r -d '' -u 3 __rbx_code && [ -n \"$__rbx_code\" ]; do "
     "[ -n \"${__rbx_warm-}\" ] || { builtin cd -- " RBX_SANDBOX_HOME "; unset OLDPWD; "
     "export OLDPWD; __rbx_warm=1; }; export \"$__rbx_code\"; done; unset __rbx_warm; "
     "read -r -d '' -u 3 __rbx_code; exec 3<&-; printf S >&4; "
