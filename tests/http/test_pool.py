@@ -6,7 +6,6 @@ import concurrent.futures
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import tarfile
@@ -393,34 +392,14 @@ def test_bad_pool_options_are_refused_before_listening(tmp_path, args, message):
 SLOW_START_S = 4
 
 
-def _copy_from_host(tree, path):
-    """path and the links on the way to it, from the host into tree (targets stay inside)."""
-    parts = path.strip("/").split("/")
-    for i in range(len(parts)):
-        here = "/" + "/".join(parts[:i + 1])
-        if os.path.islink(here):
-            if not os.path.lexists(tree + here):
-                os.makedirs(os.path.dirname(tree + here), exist_ok=True)
-                os.symlink(os.readlink(here), tree + here)
-            resolved = os.path.normpath(os.path.join(os.path.dirname(here), os.readlink(here)))
-            return _copy_from_host(tree, "/".join([resolved] + parts[i + 1:]))
-    os.makedirs(os.path.dirname(tree + path), exist_ok=True)
-    if not os.path.exists(tree + path):
-        shutil.copy2(path, tree + path)
-
-
 def _slow_bash_image(tmp_path):
     """An image whose bash takes SLOW_START_S seconds to start: /bin/bash is a script that
     sleeps, then runs the real bash (the host's, with its libraries)."""
     tree = str(tmp_path / "tree")
     for program in ("/usr/bin/bash", "/usr/bin/sleep"):
-        _copy_from_host(tree, program)
-        ldd = subprocess.run(["ldd", program], capture_output=True, text=True, check=True)
-        for line in ldd.stdout.splitlines():
-            words = line.split()
-            library = words[2] if "=>" in words and len(words) > 2 else words[0]
-            if library.startswith("/"):
-                _copy_from_host(tree, library)
+        e2e.add_host_path(tree, program)
+        for library in e2e.libraries(program):
+            e2e.add_host_path(tree, library)
     for directory in ("etc", "tmp", "home", "root", "proc", "dev", "sys", "run"):
         os.makedirs(os.path.join(tree, directory), exist_ok=True)
     os.chmod(os.path.join(tree, "tmp"), 0o1777)
