@@ -361,11 +361,17 @@ typedef struct rbx_image_info {
     char source[512];    /* "mmdebstrap trixie", or the archive it was imported from */
     char packages[4096]; /* Debian packages it was built with, comma-separated; "" imported */
     bool is_default;     /* what executions get when they name no image */
+    bool allowed;        /* requests may name it (--allow-images) */
+    unsigned languages;  /* bit i: it has language i's interpreter (rbx_runtime_name(i)) */
 } rbx_image_info;
 
 /* The store's images, by name. */
 rbx_status rbx_image_list(rbx_engine *engine, rbx_image_info **infos, size_t *count,
                           rbx_error *err);
+/* "host", the host's own /usr, described as an image is. */
+void rbx_image_host_info(rbx_engine *engine, rbx_image_info *info);
+/* As JSON (free() it): the fields of `runbox images list --json` and GET /v1/images. */
+char *rbx_image_info_to_json(const rbx_image_info *info);
 /* Builds an image with mmdebstrap (root only): Debian suite's essential
  * packages and `packages` (comma- or space-separated), plus, with `from`,
  * the packages that image was built with. Its output goes to log_fd. */

@@ -9,12 +9,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <linux/openat2.h>
 #include <nettle/sha2.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -129,6 +131,60 @@ const char *rbx_image_default_name(rbx_engine *engine)
 const char *rbx_engine_default_image(rbx_engine *engine)
 {
     return engine->roots[0]->image;
+}
+
+bool rbx_image_allowed(const rbx_engine *engine, const char *name)
+{
+    const char *list = engine->config.images_allowed;
+    if (!list)
+        return true;
+    size_t len = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == len && !strncmp(p, name, n))
+            return true;
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    return false;
+}
+
+const char *rbx_image_interpreter_missing(int tree_fd, const rbx_runtime *runtime)
+{
+    struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT};
+    int fd = tree_fd < 0
+                 ? -1
+                 : (int)syscall(SYS_openat2, tree_fd, runtime->interpreter + 1, &how, sizeof how);
+    struct stat st;
+    bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111);
+    if (fd >= 0)
+        close(fd);
+    return ok ? NULL : fd < 0 ? "not there" : "not an executable file";
+}
+
+/* Bit i set: the tree has the interpreter of language i. */
+static unsigned tree_languages(int tree_fd)
+{
+    unsigned languages = 0;
+    for (size_t i = 0; i < rbx_runtime_count() && i < 32; i++)
+        if (!rbx_image_interpreter_missing(tree_fd, rbx_runtime_find(rbx_runtime_name(i))))
+            languages |= 1u << i;
+    return languages;
+}
+
+void rbx_image_host_info(rbx_engine *engine, rbx_image_info *info)
+{
+    memset(info, 0, sizeof *info);
+    snprintf(info->name, sizeof info->name, "host");
+    snprintf(info->source, sizeof info->source, "the host's /usr");
+    info->is_default = engine->root_count && !strcmp(engine->roots[0]->image, "host");
+    info->allowed = rbx_image_allowed(engine, "host");
+    int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    info->languages = tree_languages(root);
+    if (root >= 0)
+        close(root);
 }
 
 /* --- content address ------------------------------------------------------------- */
@@ -310,6 +366,11 @@ static void fill_info(rbx_engine *engine, int store, const char *name, const cha
         json_decref(doc);
     }
     info->is_default = engine->root_count && !strcmp(engine->roots[0]->image, name);
+    info->allowed = rbx_image_allowed(engine, name);
+    int tree = openat(store, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    info->languages = tree_languages(tree);
+    if (tree >= 0)
+        close(tree);
 }
 
 /* Moves the staged tree into the store under its digest (or drops it for

@@ -38,4 +38,12 @@ rbx_status rbx_image_locate(rbx_engine *engine, const char *name, rbx_image_plac
  * when the store has it, else "host". */
 const char *rbx_image_default_name(rbx_engine *engine);
 
+/* Whether the operator lets requests name this image (--allow-images). */
+bool rbx_image_allowed(const rbx_engine *engine, const char *name);
+
+/* Why the runtime's interpreter cannot run from the tree open as tree_fd,
+ * or NULL when it can (resolved inside the tree, as the sandbox will). */
+struct rbx_runtime;
+const char *rbx_image_interpreter_missing(int tree_fd, const struct rbx_runtime *runtime);
+
 #endif

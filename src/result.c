@@ -117,6 +117,26 @@ char *rbx_event_to_json(rbx_stream stream, const char *data, size_t len)
     return out;
 }
 
+char *rbx_image_info_to_json(const rbx_image_info *info)
+{
+    json_t *languages = json_array();
+    for (size_t i = 0; i < rbx_runtime_count() && i < 32; i++)
+        if (info->languages & (1u << i))
+            json_array_append_new(languages, json_string(rbx_runtime_name(i)));
+    /* The host's /usr is no stored tree: it has no digest, size or date. */
+    bool stored = info->digest[0] != 0;
+    json_t *obj =
+        json_pack("{s:s, s:o, s:o, s:o, s:s, s:s, s:b, s:b, s:o}", "name", info->name, "digest",
+                  stored ? json_string(info->digest) : json_null(), "size_bytes",
+                  stored ? json_integer((json_int_t)info->size_bytes) : json_null(), "created",
+                  stored ? json_integer((json_int_t)info->created_unix) : json_null(), "source",
+                  info->source, "packages", info->packages, "default", info->is_default, "allowed",
+                  info->allowed, "languages", languages);
+    char *out = obj ? json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(obj);
+    return out;
+}
+
 char *rbx_session_info_to_json(const rbx_session_info *info)
 {
     json_t *kernels = json_array();

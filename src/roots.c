@@ -12,12 +12,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 static void root_free(rbx_root *root)
@@ -31,23 +28,6 @@ static void root_free(rbx_root *root)
     pthread_mutex_destroy(&root->template_lock);
     free(root->plan);
     free(root);
-}
-
-/* Why the runtime's interpreter cannot run from the image's tree, or NULL
- * when it can (resolved inside the image, as the sandbox will). */
-static const char *interpreter_missing(const char *tree, const rbx_runtime *runtime)
-{
-    int dir = open(tree, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT};
-    int fd =
-        dir < 0 ? -1 : (int)syscall(SYS_openat2, dir, runtime->interpreter + 1, &how, sizeof how);
-    struct stat st;
-    bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111);
-    if (fd >= 0)
-        close(fd);
-    if (dir >= 0)
-        close(dir);
-    return ok ? NULL : fd < 0 ? "not there" : "not an executable file";
 }
 
 /* A new root for the host (place NULL) or an image. */
@@ -77,15 +57,18 @@ static rbx_root *root_new(rbx_engine *engine, const rbx_image_place *place, rbx_
         root_free(root);
         return NULL;
     }
+    int tree = place ? open(root->plan->tree, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
     for (size_t i = 0; i < rbx_runtime_count(); i++) {
         const rbx_runtime *runtime = rbx_runtime_find(rbx_runtime_name(i));
         if (place)
-            root->runtime_missing[i] = interpreter_missing(root->plan->tree, runtime);
+            root->runtime_missing[i] = rbx_image_interpreter_missing(tree, runtime);
         if (runtime->env_run_at)
             rbx_root_plan_add_point(root->plan, runtime->env_run_at);
         if (runtime->env_inside)
             rbx_root_plan_add_point(root->plan, runtime->env_inside);
     }
+    if (tree >= 0)
+        close(tree);
     const char *use_template = getenv("RUNBOX_TEMPLATE");
     if (engine->is_root && !(use_template && !strcmp(use_template, "0"))) {
         root->template = calloc(1, sizeof *root->template);
@@ -102,25 +85,6 @@ static rbx_root *root_new(rbx_engine *engine, const rbx_image_place *place, rbx_
         }
     }
     return root;
-}
-
-/* Whether the operator lets requests name this image. */
-static bool allowed(const rbx_engine *engine, const char *image)
-{
-    const char *list = engine->config.images_allowed;
-    if (!list)
-        return true;
-    size_t len = strlen(image);
-    for (const char *p = list; *p;) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n == len && !strncmp(p, image, n))
-            return true;
-        if (!end)
-            break;
-        p = end + 1;
-    }
-    return false;
 }
 
 static rbx_status make_root(rbx_engine *engine, const char *image, rbx_root **out, rbx_error *err)
@@ -182,7 +146,7 @@ rbx_status rbx_engine_root(rbx_engine *engine, const char *image, rbx_root **out
     char why[160];
     if (strcmp(image, "host") && !rbx_image_name_ok(image, why, sizeof why))
         return rbx_fail(err, RBX_EINVAL, "image: %s", why);
-    if (!allowed(engine, image))
+    if (!rbx_image_allowed(engine, image))
         return rbx_fail(err, RBX_EINVAL,
                         "image '%s' is not one this runbox lets requests name (allowed: %s)", image,
                         engine->config.images_allowed);

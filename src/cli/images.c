@@ -33,10 +33,10 @@ static const char images_usage[] =
 
 static json_t *image_json(const rbx_image_info *info)
 {
-    return json_pack("{s:s, s:s, s:I, s:I, s:s, s:s, s:b}", "name", info->name, "digest",
-                     info->digest, "size_bytes", (json_int_t)info->size_bytes, "created",
-                     (json_int_t)info->created_unix, "source", info->source, "packages",
-                     info->packages, "default", info->is_default);
+    char *text = rbx_image_info_to_json(info);
+    json_t *obj = text ? json_loads(text, 0, NULL) : NULL;
+    free(text);
+    return obj ? obj : json_object();
 }
 
 static void print_image(const rbx_image_info *info)
