@@ -15,6 +15,7 @@ static const route runbox_routes[] = {
     {"GET", "/metrics", http_handle_metrics, BODY_NONE, false},
     {"GET", "/openapi.json", http_handle_openapi, BODY_NONE, false},
     {"POST", "/v1/execute", http_handle_execute, BODY_JSON, false},
+    {"GET", "/v1/images", http_handle_images, BODY_NONE, false},
     {"GET", "/v1/sessions", http_handle_sessions_list, BODY_NONE, false},
     {"POST", "/v1/sessions", http_handle_sessions_create, BODY_JSON_OPTIONAL, false},
     {"GET", "/v1/sessions/{id}", http_handle_session_get, BODY_NONE, false},

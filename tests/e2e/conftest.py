@@ -6,9 +6,8 @@ import hashlib
 import http.server
 import json
 import os
-import shutil
 import subprocess
-import tempfile
+import sys
 import threading
 import time
 import zipfile
@@ -17,6 +16,9 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNBOX = os.environ.get("RUNBOX_BIN", os.path.join(ROOT, "build", "runbox"))
+# Images made by tests from the host's own programs (tests/lib/host_tree.py).
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+from host_tree import host_programs_tree  # noqa: E402,F401
 # RUNBOX_TEST_POOLED=1 (make test-pooled): every `runbox run` goes to a daemon on the test's state
 # directory, which serves it from a prepared sandbox (waiting for one to be made, where the
 # product would start cold instead): the suite then attacks pooled sandboxes.
@@ -409,36 +411,3 @@ def serve_package_index(root, name, version, body):
                "requests": requests, "dir": root}
     finally:
         server.shutdown()
-
-
-# --- images made by tests from the host's own programs -----------------------------------
-
-def add_host_path(tree, path):
-    """Copies path from the host into tree at the same path, making on the way the links the
-    host has there (a relative or absolute target, both inside the image)."""
-    parts = path.strip("/").split("/")
-    for i in range(len(parts)):
-        here = "/" + "/".join(parts[:i + 1])
-        if os.path.islink(here):
-            target = os.readlink(here)
-            if not os.path.lexists(tree + here):
-                os.makedirs(os.path.dirname(tree + here), exist_ok=True)
-                os.symlink(target, tree + here)
-            resolved = os.path.normpath(os.path.join(os.path.dirname(here), target))
-            add_host_path(tree, "/".join([resolved] + parts[i + 1:]))
-            return
-    os.makedirs(os.path.dirname(tree + path), exist_ok=True)
-    if not os.path.exists(tree + path):
-        shutil.copy2(path, tree + path)
-
-
-def libraries(program):
-    """The paths ldd names for program."""
-    out = subprocess.run(["ldd", program], capture_output=True, text=True, check=True).stdout
-    found = []
-    for line in out.splitlines():
-        words = line.split()
-        path = words[2] if "=>" in words and len(words) > 2 else words[0]
-        if path.startswith("/"):
-            found.append(path)
-    return found

@@ -15,7 +15,7 @@ import tarfile
 
 import pytest
 
-from conftest import RUNBOX, add_host_path, libraries
+from conftest import RUNBOX, host_programs_tree
 
 IS_ROOT = os.geteuid() == 0
 HOST_PROGRAMS = ["/bin/bash", "/usr/bin/env", "/bin/cat"]
@@ -49,15 +49,7 @@ pytestmark = pytest.mark.skipif(not images_cli_available(),
 @pytest.fixture(scope="module")
 def rootfs(tmp_path_factory):
     """A minimal root filesystem tree: bash, env, cat, their libraries, the marker."""
-    tree = str(tmp_path_factory.mktemp("rootfs") / "tree")
-    os.mkdir(tree, 0o755)
-    for program in HOST_PROGRAMS:
-        add_host_path(tree, program)
-        for library in libraries(program):
-            add_host_path(tree, library)
-    for directory in ("etc", "tmp", "home", "root", "proc", "dev", "sys", "run", "var/tmp"):
-        os.makedirs(os.path.join(tree, directory), exist_ok=True)
-    os.chmod(os.path.join(tree, "tmp"), 0o1777)
+    tree = host_programs_tree(str(tmp_path_factory.mktemp("rootfs") / "tree"), HOST_PROGRAMS)
     os.makedirs(os.path.dirname(os.path.join(tree, MARKER_PATH)))
     with open(os.path.join(tree, MARKER_PATH), "w") as f:
         f.write(MARKER)

@@ -406,14 +406,7 @@ SLOW_START_S = 4
 def _slow_bash_image(tmp_path):
     """An image whose bash takes SLOW_START_S seconds to start: /bin/bash is a script that
     sleeps, then runs the real bash (the host's, with its libraries)."""
-    tree = str(tmp_path / "tree")
-    for program in ("/usr/bin/bash", "/usr/bin/sleep"):
-        e2e.add_host_path(tree, program)
-        for library in e2e.libraries(program):
-            e2e.add_host_path(tree, library)
-    for directory in ("etc", "tmp", "home", "root", "proc", "dev", "sys", "run"):
-        os.makedirs(os.path.join(tree, directory), exist_ok=True)
-    os.chmod(os.path.join(tree, "tmp"), 0o1777)
+    tree = e2e.host_programs_tree(str(tmp_path / "tree"), ("/usr/bin/bash", "/usr/bin/sleep"))
     if not os.path.lexists(tree + "/bin"):
         os.symlink("usr/bin", tree + "/bin")
     os.rename(tree + "/usr/bin/bash", tree + "/usr/bin/bash-real")
