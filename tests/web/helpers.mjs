@@ -24,10 +24,11 @@ const require = createRequire(path.join(root, 'web', 'package.json'));
 const { chromium } = require('playwright-core');
 
 // Starts `runbox serve` on a free loopback port (port 0: the server names
-// the one it got in its first log line).
-export async function startServer() {
+// the one it got in its first log line), with globalArgs before `serve`.
+export async function startServer({ globalArgs = [] } = {}) {
   const stateDir = mkdtempSync(path.join(tmpdir(), 'rbx-web-'));
-  const child = spawn(RUNBOX, ['--state-dir', stateDir, 'serve', '--listen', '127.0.0.1:0', '--grace', '2'], {
+  const args = [...globalArgs, '--state-dir', stateDir, 'serve', '--listen', '127.0.0.1:0', '--grace', '2'];
+  const child = spawn(RUNBOX, args, {
     env: { PATH: process.env.PATH, HOME: process.env.HOME || '/root', RUNBOX_TOKEN: TOKEN },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

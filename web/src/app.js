@@ -4,6 +4,7 @@
 import { api, errorOf, onTokenAsked } from './api.js';
 import { byId } from './dom.js';
 import { createEditor, EXAMPLES } from './editor.js';
+import { ImagePicker } from './images.js';
 import { refreshMetrics } from './metrics.js';
 import { RunView } from './output.js';
 import { SessionsView } from './sessions.js';
@@ -32,6 +33,7 @@ async function* streamEvents(response) {
 
 function start() {
   const languagePicker = byId('language');
+  const images = new ImagePicker();
   const stateful = byId('stateful');
   const timeout = byId('timeout');
   const runButton = byId('run');
@@ -55,6 +57,7 @@ function start() {
     const sessionId = sessions.current();
     const request = { language: languagePicker.value, code: editor.code(), stream: true };
     if (stateful.checked) request.stateful = true;
+    if (images.value()) request.image = images.value();
     const seconds = Number(timeout.value);
     if (Number.isFinite(seconds) && seconds > 0) request.timeout = seconds;
     const path = sessionId ? `/v1/sessions/${encodeURIComponent(sessionId)}/execute` : '/v1/execute';
@@ -117,6 +120,7 @@ function start() {
     const next = languagePicker.value;
     if (Object.values(EXAMPLES).includes(editor.code()) || editor.code().trim() === '') editor.setCode(EXAMPLES[next]);
     editor.setLanguage(next);
+    images.fit(next);
   });
   runButton.addEventListener('click', run);
   stopButton.addEventListener('click', stop);
@@ -140,6 +144,8 @@ function start() {
     setTimeout(poll, REFRESH_MS);
   }
   sessions.showFiles();
+  images.fit(languagePicker.value);
+  images.load();
   poll();
   editor.focus();
 }
