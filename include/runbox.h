@@ -368,8 +368,11 @@ typedef struct rbx_image_info {
 /* The store's images, by name. */
 rbx_status rbx_image_list(rbx_engine *engine, rbx_image_info **infos, size_t *count,
                           rbx_error *err);
-/* "host", the host's own /usr, described as an image is. */
-void rbx_image_host_info(rbx_engine *engine, rbx_image_info *info);
+/* The images a request may name: the store's that the operator allows, by
+ * name, then "host" (the host's own /usr: no digest, size or date) when it
+ * is allowed. */
+rbx_status rbx_image_list_nameable(rbx_engine *engine, rbx_image_info **infos, size_t *count,
+                                   rbx_error *err);
 /* As JSON (free() it): the fields of `runbox images list --json` and GET /v1/images. */
 char *rbx_image_info_to_json(const rbx_image_info *info);
 /* Builds an image with mmdebstrap (root only): Debian suite's essential

@@ -174,7 +174,7 @@ static unsigned tree_languages(int tree_fd)
     return languages;
 }
 
-void rbx_image_host_info(rbx_engine *engine, rbx_image_info *info)
+static void host_info(rbx_engine *engine, rbx_image_info *info)
 {
     memset(info, 0, sizeof *info);
     snprintf(info->name, sizeof info->name, "host");
@@ -687,6 +687,34 @@ rbx_status rbx_image_list(rbx_engine *engine, rbx_image_info **infos, size_t *co
     free(entries);
     close(store);
     return status;
+}
+
+rbx_status rbx_image_list_nameable(rbx_engine *engine, rbx_image_info **infos, size_t *count,
+                                   rbx_error *err)
+{
+    rbx_image_info host;
+    host_info(engine, &host);
+    rbx_status status = rbx_image_list(engine, infos, count, err);
+    if (status != RBX_OK)
+        return status;
+    size_t kept = 0;
+    for (size_t i = 0; i < *count; i++)
+        if ((*infos)[i].allowed)
+            (*infos)[kept++] = (*infos)[i];
+    *count = kept;
+    if (host.allowed) {
+        rbx_image_info *more = realloc(*infos, (kept + 1) * sizeof *more);
+        if (!more) {
+            free(*infos);
+            *infos = NULL;
+            *count = 0;
+            return rbx_fail(err, RBX_ESYSTEM, "out of memory");
+        }
+        more[kept] = host;
+        *infos = more;
+        *count = kept + 1;
+    }
+    return RBX_OK;
 }
 
 rbx_status rbx_image_remove(rbx_engine *engine, const char *name, rbx_error *err)
