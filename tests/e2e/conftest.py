@@ -31,6 +31,13 @@ ON_IMAGE_ENV = {"RUNBOX_IMAGES": os.environ["RUNBOX_TEST_ON_IMAGE"]} \
     if os.environ.get("RUNBOX_TEST_ON_IMAGE") else {}
 
 
+def default_image_tree():
+    """The root a sandbox of this suite gets: the default image's tree in the store the suite
+    runs on (RUNBOX_TEST_ON_IMAGE), or the host's /."""
+    store = ON_IMAGE_ENV.get("RUNBOX_IMAGES")
+    return os.path.realpath(os.path.join(store, "names", "default")) if store else "/"
+
+
 class Runbox:
     """Runs `runbox` with a private state directory."""
 
@@ -357,9 +364,15 @@ def pytest_sessionfinish(session, exitstatus):
             session.exitstatus = 1
 
 
+SERIAL_MARKER = ("serial: the case looks at the whole host (every runbox cgroup, every sandbox "
+                 "process, cgroups planted for any runbox to sweep), so it runs alone, after the "
+                 "parallel part of the suite (make test: -m 'not serial' with xdist, then -m serial)")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "kernel_too: the case runs against a session's kernel too "
                                        "(stateful calls), not only fresh runs")
+    config.addinivalue_line("markers", SERIAL_MARKER)
 
 
 # --- a package index of our own on loopback (PyPI is not reachable here) -----------------

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import processes_matching, wait_gone
+from conftest import default_image_tree, processes_matching, wait_gone
 
 RESULT_FIELDS = {"success", "output", "error", "exit_code", "duration_ms", "session_id",
                  "language", "image", "error_type", "exception", "timed_out", "cancelled",
@@ -478,15 +478,19 @@ def test_sigterm_to_runbox_kills_the_execution_and_cleans_up(runbox):
 
 
 def test_runbox_check_runs_each_language_in_the_sandbox_and_says_its_version(runbox):
-    # The versions are the host's interpreters', asked outside the sandbox: the check really ran
-    # each one (through its bootstrap) rather than looking for the file.
+    # The versions are those of the interpreters of the root the sandbox gets (the host's, or
+    # the default image's tree when the suite runs on an image), asked outside the sandbox: the
+    # check really ran each one (through its bootstrap) rather than looking for the file.
+    root = default_image_tree()
+    outside = ["chroot", root] if root != "/" else []
+
+    def ask(*argv):
+        return subprocess.run([*outside, *argv], capture_output=True, text=True).stdout.strip()
+
     versions = {
-        "python": subprocess.run(["/usr/bin/python3", "-c", "import platform; print(platform.python_version())"],
-                                 capture_output=True, text=True).stdout.strip(),
-        "javascript": subprocess.run(["/usr/bin/node", "--version"], capture_output=True,
-                                     text=True).stdout.strip(),
-        "bash": subprocess.run(["/bin/bash", "-c", "echo $BASH_VERSION"], capture_output=True,
-                               text=True).stdout.strip(),
+        "python": ask("/usr/bin/python3", "-c", "import platform; print(platform.python_version())"),
+        "javascript": ask("/usr/bin/node", "--version"),
+        "bash": ask("/bin/bash", "-c", "echo $BASH_VERSION"),
     }
     checks = {c["name"]: c for c in json.loads(runbox.cli("check", "--json").stdout)["checks"]}
     for language, version in versions.items():

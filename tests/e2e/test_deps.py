@@ -1,7 +1,9 @@
 """Dependencies: requirements installed once into cached environments, through the CLI, with
 real installers (pip and npm), not mocks."""
+import glob
 import json
 import os
+import shutil
 
 import pytest
 
@@ -80,6 +82,22 @@ def build_sdist(directory, name, version, setup_code):
     return filename
 
 
+def serve_setuptools(index_dir):
+    """Debian's setuptools and wheel wheels (python3-setuptools-whl, python3-wheel-whl) on the
+    loopback index: pip builds an sdist in an environment of its own with its build backend
+    from the index (Python 3.12 and later make venvs without setuptools, so the environment
+    cannot lend it)."""
+    for project in ("setuptools", "wheel"):
+        wheels = glob.glob(f"/usr/share/python-wheels/{project}-*.whl")
+        if not wheels:
+            pytest.skip(f"no {project} wheel in /usr/share/python-wheels (python3-{project}-whl)")
+        (index_dir / "simple" / project).mkdir(parents=True, exist_ok=True)
+        wheel = os.path.basename(wheels[0])
+        shutil.copy(wheels[0], index_dir / "simple" / project / wheel)
+        (index_dir / "simple" / project / "index.html").write_text(
+            f'<a href="{wheel}">{wheel}</a>')
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="the link would be followed by root")
 def test_an_install_script_cannot_make_runbox_write_outside_the_environment(runbox, tmp_path,
                                                                            package_index):
@@ -97,7 +115,8 @@ def test_an_install_script_cannot_make_runbox_write_outside_the_environment(runb
                         "target = '/opt/runbox/env/.runbox-env.json'\n"  # setup.py runs twice
                         f"if not os.path.lexists(target): os.symlink({str(victim)!r}, target)\n")
     (index_dir / "simple" / name / "index.html").write_text(f'<a href="{sdist}">{sdist}</a>')
-    env = dict(index_env(package_index), PIP_NO_BUILD_ISOLATION="1")
+    serve_setuptools(index_dir)
+    env = index_env(package_index)
     result = run_with(runbox, "python", "print('ran')", f"{name}==1.0", env=env)
     assert result["install"] is not None, result
     assert victim.read_text() == "untouched"

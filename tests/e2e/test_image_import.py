@@ -44,6 +44,16 @@ pytestmark = pytest.mark.skipif(not images_cli_available(),
                                        "(`runbox images list --json` fails)")
 
 
+@pytest.fixture
+def runbox(runbox):
+    """Imports go to the store in the test's own state directory, never to the store the suite
+    may run on (RUNBOX_TEST_ON_IMAGE: the system's, shared by every test)."""
+    suite_env = runbox.env
+    own_store = os.path.join(runbox.state_dir, "images")
+    runbox.env = lambda extra=None: {**suite_env(), "RUNBOX_IMAGES": own_store, **(extra or {})}
+    return runbox
+
+
 # --- what the tests import ----------------------------------------------------------------
 
 @pytest.fixture(scope="module")

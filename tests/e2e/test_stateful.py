@@ -256,6 +256,7 @@ def test_removing_the_session_stops_its_kernel_and_keeps_nothing(kernels):
     assert processes_matching(marker) == []  # the kernel's background job went with it
 
 
+@pytest.mark.serial
 def test_an_idle_kernel_is_reaped_and_nothing_of_it_is_left(runbox):
     before = execution_cgroups()
     marker = unique_marker()

@@ -44,6 +44,7 @@ def test_runbox_check_and_storage_say_which_layout_is_in_use(runbox):
 
 
 @root_only
+@pytest.mark.serial
 def test_sessions_add_nothing_to_the_hosts_mount_table_nor_loop_devices(runbox):
     runbox.run("bash", "true", "--session", "first", "--no-network")  # the image is mounted now
     mounts, loops = len(mount_lines()), loop_devices()

@@ -14,6 +14,10 @@ for _name, _value in vars(http_helpers.e2e).items():
         globals()[_name] = _value
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", http_helpers.e2e.SERIAL_MARKER)
+
+
 @pytest.fixture(autouse=True)
 def no_storage_left_mounted(tmp_path):
     """As root each state directory's storage is an image mounted once: none is left."""

@@ -67,6 +67,7 @@ def load_until_killed(server, kill_after):
     return outcomes
 
 
+@pytest.mark.serial
 @pytest.mark.skipif(os.geteuid() != 0, reason="the host-side sweep is checked as root")
 def test_a_server_killed_under_load_restarts_clean_and_loses_nothing(tmp_path):
     server = Server(tmp_path)

@@ -351,6 +351,7 @@ def test_the_network_and_the_egress_policy_hold_in_a_prepared_sandbox(server):
     assert address
 
 
+@pytest.mark.serial
 def test_killing_the_server_leaves_no_prepared_sandbox_behind(tmp_path):
     server = Server(tmp_path, global_args=("--pool", "6"))
     wait_ready(server, 3)

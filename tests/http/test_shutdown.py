@@ -110,6 +110,7 @@ def test_a_stream_in_flight_gets_its_result(start_server):
     assert server.proc.wait(timeout=30) == 0
 
 
+@pytest.mark.serial
 def test_a_server_killed_outright_takes_its_executions_with_it(start_server):
     """The kernel ends each sandbox when the server's process dies, however
     it died (the sandbox's init has a parent-death signal)."""
@@ -128,6 +129,7 @@ def test_a_server_killed_outright_takes_its_executions_with_it(start_server):
     remove_cgroups_left_since(cgroups_before)
 
 
+@pytest.mark.serial
 @pytest.mark.skipif(os.geteuid() != 0, reason="cgroups are root's here")
 def test_a_running_server_sweeps_what_a_killed_one_left(server):
     """Leftovers that appear while a server runs (a killed CLI's, a cgroup
