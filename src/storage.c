@@ -211,23 +211,38 @@ static int attach_loop(int image, char *device, size_t size)
     return loop;
 }
 
+/* Attaches the image and mounts it. The filesystem an unmount just took from
+ * this namespace may still live for moments in a dying prepared namespace
+ * (the kernel frees a namespace's mounts after its last process and pin are
+ * gone, later on a loaded machine): btrfs then refuses a second instance of
+ * the same filesystem (EIO or EBUSY). That passes, so the mount is tried
+ * again for up to two seconds before the image is called damaged. */
 static rbx_status mount_image(rbx_engine *engine, int state_fd, rbx_error *err)
 {
-    int image = openat(state_fd, IMAGE, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    if (image < 0)
-        return rbx_fail(err, RBX_ESYSTEM, "cannot open %s/%s: %s", engine->state_dir, IMAGE,
-                        strerror(errno));
-    char device[64];
-    int loop = attach_loop(image, device, sizeof device);
-    int saved = errno;
-    close(image);
-    if (loop < 0)
-        return rbx_fail(err, RBX_ESYSTEM, "cannot attach %s/%s to a loop device: %s",
-                        engine->state_dir, IMAGE, strerror(saved));
-    int rc =
-        mount(device, engine->sessions_dir, "btrfs", MS_NOSUID | MS_NODEV | MS_NOATIME, "discard");
-    saved = errno;
-    close(loop); /* the mount holds the device now; autoclear frees it on unmount */
+    int rc = -1, saved = 0;
+    for (int tries = 0; rc != 0 && tries < 40; tries++) {
+        if (tries > 0)
+            usleep(50 * 1000);
+        int image = openat(state_fd, IMAGE, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        if (image < 0)
+            return rbx_fail(err, RBX_ESYSTEM, "cannot open %s/%s: %s", engine->state_dir, IMAGE,
+                            strerror(errno));
+        char device[64];
+        int loop = attach_loop(image, device, sizeof device);
+        saved = errno;
+        close(image);
+        if (loop < 0)
+            return rbx_fail(err, RBX_ESYSTEM, "cannot attach %s/%s to a loop device: %s",
+                            engine->state_dir, IMAGE, strerror(saved));
+        rc = mount(device, engine->sessions_dir, "btrfs", MS_NOSUID | MS_NODEV | MS_NOATIME,
+                   "discard");
+        saved = errno;
+        /* the mount holds the device now; autoclear frees it on unmount (or
+         * now, if the mount failed) */
+        close(loop);
+        if (rc != 0 && saved != EIO && saved != EBUSY)
+            break;
+    }
     if (rc != 0)
         return rbx_fail(err, RBX_ESYSTEM,
                         "cannot mount %s/%s on %s: %s (the image may be damaged: btrfs check "
