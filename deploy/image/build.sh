@@ -76,7 +76,11 @@ started=$(date +%s)
 # --- runbox, built on SUITE ---------------------------------------------------
 # A tree of SUITE with the compiler and the -dev packages CMakeLists.txt asks
 # pkg-config for (named as this host names them: `make deps` installed them),
-# and this work tree's files (tracked and untracked, not ignored) in /src.
+# Node.js (the build bundles the playground with web/build.mjs), and this
+# work tree's files (tracked and untracked, not ignored) in /src, with the
+# playground's bundler and editor that `npm ci --prefix web` put in
+# web/node_modules (pinned by web/package-lock.json; esbuild's binary is
+# linux-x64's, as the builder is).
 builder=$work/builder
 if [ -z "$prebuilt" ]; then
     modules=$(sed -n 's/.*pkg_check_modules([A-Z_]* REQUIRED IMPORTED_TARGET \([^ )]*\)).*/\1/p' "$repo/CMakeLists.txt")
@@ -84,13 +88,15 @@ if [ -z "$prebuilt" ]; then
         pc=$(pkg-config --variable=pcfiledir "$module" 2>/dev/null)/$module.pc
         dpkg-query -S "$pc" 2>/dev/null | cut -d: -f1 || fail "no package here has $module.pc (make deps)"
     done | sort -u | paste -sd, -)
+    [ -d "$repo/web/node_modules" ] || fail "no web/node_modules: npm ci --prefix web (make deps)"
     echo "build.sh: building runbox on Debian $suite with $dev_packages"
-    mmdebstrap --variant=essential --include="build-essential,cmake,ninja-build,pkg-config,$dev_packages" \
+    mmdebstrap --variant=essential --include="build-essential,cmake,ninja-build,pkg-config,nodejs,$dev_packages" \
         --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
         "$suite" "$builder" "$mirror"
     mkdir "$builder/src"
     git -C "$repo" ls-files -z --cached --others --exclude-standard |
         tar -C "$repo" --null -T - -cf - | tar -C "$builder/src" -xf -
+    tar -C "$repo" -cf - web/node_modules | tar -C "$builder/src" -xf -
     chroot "$builder" sh -c 'cmake -S /src -B /src/build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
         cmake --build /src/build --target runbox runbox-serve'
     prebuilt=$builder/src/build
