@@ -6,11 +6,12 @@ PYTEST = /usr/bin/python3 -m pytest
 DEBIAN_PACKAGES = build-essential cmake ninja-build pkg-config libjansson-dev libcmocka-dev \
                   libseccomp-dev libmicrohttpd-dev python3 python3-pytest python3-numpy \
                   python3-pandas python3-pip python3-venv \
-                  python3-matplotlib python3-jsonschema nodejs bubblewrap slirp4netns uidmap curl iproute2 procps \
+                  python3-matplotlib python3-jsonschema python3-pytest-xdist \
+                  python3-setuptools-whl python3-wheel-whl nodejs bubblewrap slirp4netns uidmap curl iproute2 procps \
                   e2fsprogs btrfs-progs libnftnl-dev libmnl-dev nftables dnsmasq-base \
                   libarchive-dev nginx-light haproxy nettle-dev mmdebstrap
 
-.PHONY: all build asan deps test test-build test-asan test-unprivileged clean run bench mcp-sdk
+.PHONY: all build asan deps test test-all clean run bench mcp-sdk
 
 all: build
 
@@ -50,40 +51,22 @@ asan:
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRBX_SANITIZE=ON -DRBX_WERROR=ON >/dev/null
 	cmake --build $(ASAN_BUILD)
 
-# The whole suite, on the normal build and again under ASan and UBSan, then
-# the end-to-end tests again as an unprivileged user.
-test: test-build test-asan test-unprivileged
+# `make test` runs the stages of tests/ci/stages.py's plan "ci": the whole suite once in
+# the configuration users get (root, the default image, the pool on), and each variant
+# (ASan+UBSan, unprivileged, cgroup v2, pooled CLI, host root) with the tests whose code
+# path it changes; independent stages side by side. It prints a line per stage at the end
+# and stops at the first that fails. `make test-all` runs every suite in every variant, as
+# before a change to the sandbox, the pool, the kernels or the storage (README: Tests).
+# The stages' targets are in mk/ci.mk.
+test:
+	/usr/bin/python3 tests/ci/stages.py --plan ci
+
+test-all:
+	/usr/bin/python3 tests/ci/stages.py --plan all
 
 # The MCP server is driven by the official TypeScript SDK, from the npm registry.
 mcp-sdk:
 	cd tests/mcp && npm ci --no-audit --no-fund --loglevel=error
-
-test-build: build mcp-sdk
-	cd $(BUILD) && ctest --output-on-failure
-	RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox $(PYTEST) -q tests/e2e tests/http tests/client
-	cd tests/mcp && RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox node --test
-
-# ASan keeps freed memory in quarantine (256 MB by default) to catch late
-# uses; a server streaming tens of MB would hold all of it, and the tests
-# that bound the server's memory would measure ASan instead of runbox.
-ASAN_SERVER_OPTIONS = detect_leaks=1:abort_on_error=0:quarantine_size_mb=16
-
-test-asan: asan mcp-sdk
-	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure
-	ASAN_OPTIONS=$(ASAN_SERVER_OPTIONS) UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  RUNBOX_BIN=$(CURDIR)/$(ASAN_BUILD)/runbox $(PYTEST) -q tests/e2e tests/http tests/client
-	cd tests/mcp && ASAN_OPTIONS=detect_leaks=1 RUNBOX_BIN=$(CURDIR)/$(ASAN_BUILD)/runbox node --test
-
-# runbox as an ordinary user: user namespaces without root, rlimits instead
-# of cgroups. The tests run from a copy the user can read.
-UNPRIVILEGED_USER ?= rbxtest
-test-unprivileged: build
-	id $(UNPRIVILEGED_USER) >/dev/null 2>&1 || useradd -m -s /bin/bash $(UNPRIVILEGED_USER)
-	dir=$$(mktemp -d /tmp/runbox-unprivileged.XXXXXX) && \
-	cp -r tests deploy clients $(BUILD)/runbox $(BUILD)/try-syscall $$dir/ && chmod -R a+rX $$dir && \
-	su $(UNPRIVILEGED_USER) -s /bin/bash -c "cd $$dir && RUNBOX_BIN=$$dir/runbox \
-	  RUNBOX_TRY_SYSCALL=$$dir/try-syscall $(PYTEST) -q -p no:cacheprovider tests/e2e"; \
-	rc=$$?; rm -rf $$dir; exit $$rc
 
 # The benchmark: runbox built optimized, against bare interpreters and bubblewrap.
 bench:
@@ -97,6 +80,6 @@ run: build
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) build-bench
 
-# Further targets, one file per concern (fuzzing, soak, the cgroup v2 VM):
-# each may add to DEBIAN_PACKAGES and to the targets `test` runs.
+# Further targets, one file per concern (fuzzing, soak, the cgroup v2 VM, the
+# stages of make test): each may add to DEBIAN_PACKAGES.
 include $(wildcard mk/*.mk)

@@ -3,5 +3,3 @@
 .PHONY: test-cluster
 test-cluster: build
 	RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox $(PYTEST) -q -p no:cacheprovider tests/cluster
-
-test: test-cluster

@@ -12,7 +12,9 @@
 #                           (deploy/image/build.sh: root, the Debian archive,
 #                           about two minutes; not run by make test)
 #   make image-smoke        that image run as a privileged container would be,
-#                           and runbox serve checked in it (deploy/image/smoke-test.sh)
+#                           and runbox serve checked in it (deploy/image/smoke-test.sh),
+#                           then the same checks with the image under podman, as a
+#                           node's runtime runs it (deploy/image/podman-smoke-test.sh)
 KUBERNETES_VALIDATE_VERSION ?= 1.37.0
 # The oldest Kubernetes the manifests are for, and the newest the validator knows.
 KUBERNETES_VERSIONS ?= 1.31 1.37
@@ -20,9 +22,9 @@ DEPLOY_VENV ?= build-deploy/venv
 IMAGE_ARCHIVE ?= build-image/runbox-oci.tar
 IMAGE_SUITE ?= trixie
 
-DEBIAN_PACKAGES += mmdebstrap umoci systemd
+DEBIAN_PACKAGES += mmdebstrap umoci systemd podman runc
 
-.PHONY: test-deploy kubernetes-config image image-smoke
+.PHONY: test-deploy deploy-venv kubernetes-config image image-smoke
 
 # kubernetes-validate from PyPI beside Debian's pytest and PyYAML.
 $(DEPLOY_VENV)/.installed-$(KUBERNETES_VALIDATE_VERSION):
@@ -31,11 +33,12 @@ $(DEPLOY_VENV)/.installed-$(KUBERNETES_VALIDATE_VERSION):
 	$(DEPLOY_VENV)/bin/pip install -q kubernetes-validate==$(KUBERNETES_VALIDATE_VERSION)
 	touch $@
 
+deploy-venv: $(DEPLOY_VENV)/.installed-$(KUBERNETES_VALIDATE_VERSION)
+
 test-deploy: $(DEPLOY_VENV)/.installed-$(KUBERNETES_VALIDATE_VERSION)
 	RUNBOX_KUBERNETES_VERSIONS="$(KUBERNETES_VERSIONS)" \
 	  $(DEPLOY_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/deploy
 
-test: test-deploy
 
 kubernetes-config:
 	/usr/bin/python3 deploy/kubernetes/render.py
@@ -45,3 +48,4 @@ image:
 
 image-smoke:
 	deploy/image/smoke-test.sh $(IMAGE_ARCHIVE)
+	deploy/image/podman-smoke-test.sh $(IMAGE_ARCHIVE)

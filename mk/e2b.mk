@@ -1,7 +1,7 @@
 # E2B compatibility (issue 18): E2B's released e2b-code-interpreter SDK, from
 # PyPI and unmodified, runs its code on runbox serve --e2b-listen. The SDK
-# goes into a venv of its own that also sees Debian's pytest; the suite runs
-# against the normal build, then the ASan build.
+# goes into a venv of its own that also sees Debian's pytest (and pytest-xdist); the
+# stages of make test (mk/ci.mk) run it against the normal build and the ASan build.
 E2B_SDK_VERSION ?= 2.11.5
 E2B_VENV ?= $(BUILD)/e2b-venv
 E2B_PYTEST = $(E2B_VENV)/bin/python -m pytest -q -p no:cacheprovider
@@ -23,6 +23,4 @@ test-e2b-asan: asan e2b-sdk
 	ASAN_OPTIONS=$(ASAN_SERVER_OPTIONS) UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  RUNBOX_BIN=$(CURDIR)/$(ASAN_BUILD)/runbox $(E2B_PYTEST) tests/e2b
 
-test-build: test-e2b
-test-asan: test-e2b-asan
 bench: e2b-sdk

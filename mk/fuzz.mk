@@ -32,9 +32,6 @@ fuzz-ci: fuzz-build
 	status=0; tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_CI_SECONDS) $(FUZZ_WORK) || status=1; \
 	$(MAKE) fuzz-api || status=1; exit $$status
 
-# CI runs every harness briefly under ASan and UBSan, and schemathesis.
-test: fuzz-ci
-
 # schemathesis from PyPI in a venv of its own (the 4.x line runs on Debian's
 # Python 3.11), against runbox-serve of the normal build on a free loopback
 # port with a state directory of its own. Every execution it sends really
@@ -42,6 +39,9 @@ test: fuzz-ci
 SCHEMATHESIS_VERSION ?= 4.32.5
 FUZZ_API_VENV ?= $(FUZZ_BUILD)/venv
 FUZZ_API_EXAMPLES ?= 25
+
+.PHONY: fuzz-api-venv
+fuzz-api-venv: $(FUZZ_API_VENV)/bin/schemathesis
 
 $(FUZZ_API_VENV)/bin/schemathesis:
 	/usr/bin/python3 -m venv $(FUZZ_API_VENV)

@@ -21,4 +21,3 @@ soak: build
 soak-ci: build
 	/usr/bin/python3 tests/soak/soak.py --runbox $(CURDIR)/$(BUILD)/runbox --stateful \
 	  --executions $(SOAK_CI_EXECUTIONS) --mcp-executions $(SOAK_CI_MCP_EXECUTIONS)
-test: soak-ci

@@ -21,5 +21,3 @@ test-web-asan: asan
 screenshots: build
 	RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox RBX_SCREENSHOTS=$(CURDIR)/docs/screenshots node --test tests/web/
 
-test: test-web
-test-asan: test-web-asan

@@ -21,10 +21,10 @@ export function newStateDir() {
 }
 
 // The environment the server gets: a private state directory, and the
-// sanitizer options of the caller when there are any.
+// sanitizer options of the caller when there are any, and the image store it names.
 export function serverEnv(stateDir) {
   const env = { PATH: process.env.PATH, HOME: process.env.HOME || '/root', RUNBOX_STATE_DIR: stateDir };
-  for (const name of ['ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS']) {
+  for (const name of ['ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS', 'RUNBOX_IMAGES']) {
     if (process.env[name]) env[name] = process.env[name];
   }
   return env;

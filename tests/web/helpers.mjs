@@ -29,7 +29,10 @@ export async function startServer({ globalArgs = [] } = {}) {
   const stateDir = mkdtempSync(path.join(tmpdir(), 'rbx-web-'));
   const args = [...globalArgs, '--state-dir', stateDir, 'serve', '--listen', '127.0.0.1:0', '--grace', '2'];
   const child = spawn(RUNBOX, args, {
-    env: { PATH: process.env.PATH, HOME: process.env.HOME || '/root', RUNBOX_TOKEN: TOKEN },
+    // RUNBOX_IMAGES: the image store the run's servers use (make test: the system's, whose
+    // default image users get); --images in globalArgs names another.
+    env: { PATH: process.env.PATH, HOME: process.env.HOME || '/root', RUNBOX_TOKEN: TOKEN,
+      ...(process.env.RUNBOX_IMAGES ? { RUNBOX_IMAGES: process.env.RUNBOX_IMAGES } : {}) },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
