@@ -181,24 +181,19 @@ class Runner:
                 self.stop_all()
 
     def stop_all(self):
-        """The first failure stops the stages beside it: their process groups get SIGTERM,
-        then SIGKILL after 20 s (a test suite's teardown removes what it made)."""
+        """The first failure stops the stages beside it: every process of their trees gets
+        SIGTERM, then SIGKILL after 20 s (a test suite's teardown removes what it made). The
+        whole tree, not the process group: some programs make groups of their own (timeout,
+        which runs the cgroup v2 VM's qemu, does)."""
         self.stopping = True
-        procs = list(self.running.values())
-        for proc in procs:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        roots = [proc.pid for proc in self.running.values()]
+        for pid in (p for root in roots for p in process_tree(root)):
+            signal_quietly(pid, signal.SIGTERM)
 
         def kill_later():
             time.sleep(20)
-            for proc in procs:
-                if proc.poll() is None:
-                    try:
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
+            for pid in (p for root in roots for p in process_tree(root)):
+                signal_quietly(pid, signal.SIGKILL)
         threading.Thread(target=kill_later, daemon=True).start()
 
     def lane(self, stages):
@@ -215,6 +210,33 @@ class Runner:
             thread.start()
         for thread in threads:
             thread.join()
+
+
+def process_tree(root):
+    """root and every process below it."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
+def signal_quietly(pid, number):
+    try:
+        os.kill(pid, number)
+    except ProcessLookupError:
+        pass
 
 
 def lanes_of(step):

@@ -3,6 +3,7 @@ target, the closing lines of each runner are counted, and a failing stage stops 
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -97,3 +98,26 @@ def test_a_failing_stage_stops_the_run_and_the_table_says_so(tmp_path, capsys):
     later = stages.Stage("later", "ci-build", "", "")
     runner.run(later)  # a stopped run starts nothing more
     assert later.status == "not run"
+
+
+def test_stopping_reaches_processes_in_groups_of_their_own(tmp_path):
+    """A stage's program that makes a process group of its own (timeout does, for the VM's
+    qemu) is stopped too when another stage fails."""
+    pid_file = tmp_path / "pid"
+    stage = subprocess.Popen(["sh", "-c", f"setsid sh -c 'echo $$ > {pid_file}; exec sleep 301' "
+                                          "& wait"], start_new_session=True)
+    deadline = time.time() + 10
+    while not (pid_file.exists() and pid_file.read_text().strip()) and time.time() < deadline:
+        time.sleep(0.05)
+    lone = int(pid_file.read_text())
+    assert os.getpgid(lone) != os.getpgid(stage.pid)  # out of reach of a killpg
+    runner = stages.Runner([])
+    runner.running["x"] = stage
+    runner.stop_all()
+    stage.wait(timeout=10)
+    deadline = time.time() + 10
+    while os.path.exists(f"/proc/{lone}") and time.time() < deadline:
+        time.sleep(0.05)
+    state = open(f"/proc/{lone}/stat").read().rsplit(")", 1)[1].split()[0] \
+        if os.path.exists(f"/proc/{lone}") else "gone"
+    assert state in ("gone", "Z"), f"process {lone} of the stage survived the stop ({state})"
