@@ -71,6 +71,20 @@ class Runbox:
         RUNS["pooled"] += result.get("pooled") is True
         return result
 
+    def start(self, language, code, *args, until, env=None):
+        """`runbox run LANGUAGE -c CODE --stream ARGS` in the background, returned once the
+        program has printed `until` (a stdout event): a test waits on the program's own word,
+        not a fixed sleep. The caller waits for the process."""
+        proc = self.popen("run", language, "-c", code, "--stream", *args, env=env)
+        seen = ""
+        for line in proc.stdout:
+            event = json.loads(line)
+            assert event["type"] != "result", f"ended before it printed {until!r}: {event}"
+            seen += event.get("data", "") if event["type"] == "stdout" else ""
+            if until in seen:
+                return proc
+        raise AssertionError(f"runbox ended before the program printed {until!r}")
+
     def popen(self, *args, env=None):
         return subprocess.Popen([self.bin, *args], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=self.env(env))

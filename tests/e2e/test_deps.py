@@ -240,14 +240,13 @@ def test_python_specs_are_normalized_into_one_environment(runbox, spec, normaliz
 def test_envs_gc_removes_unused_environments_but_never_one_in_use(runbox):
     first = run_with(runbox, "python", "print(1)", "numpy", env={"PIP_NO_INDEX": "1"})
     assert first["success"]
-    busy = runbox.popen("run", "python", "-c", "import time; time.sleep(3)", "--json",
-                        "--require", "numpy", env={"PIP_NO_INDEX": "1"})
-    import time
-    time.sleep(1.5)
+    busy = runbox.start("python", "import time; print('using it', flush=True); time.sleep(3)",
+                        "--require", "numpy", until="using it", env={"PIP_NO_INDEX": "1"})
     gc = runbox.cli("envs", "gc", "--unused", "0")
     assert gc.returncode == 0 and "removed 0" in gc.stdout.decode()
     assert len(envs(runbox)) == 1
     busy.communicate(timeout=60)
+    assert busy.returncode == 0
     gc = runbox.cli("envs", "gc", "--unused", "0")
     assert "removed 1" in gc.stdout.decode()
     assert envs(runbox) == []

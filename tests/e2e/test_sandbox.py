@@ -810,8 +810,7 @@ def test_abstract_unix_sockets_do_not_cross_sessions(runbox):
     listen = (f"import socket,time\ns=socket.socket(socket.AF_UNIX)\ns.bind('\\0{name}')\n"
               "s.listen(1)\nprint('listening', flush=True)\ntime.sleep(4)")
     network = "--network" if IS_ROOT else "--no-network"  # rootless networking may be absent
-    proc = runbox.popen("run", "python", "-c", listen, "--session", "a1", network, "--json")
-    time.sleep(1.5)
+    proc = runbox.start("python", listen, "--session", "a1", network, until="listening")
     connect = (f"import socket\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect('\\0{name}')\n"
                " print('connected')\nexcept OSError as e: print('refused')")
     result = runbox.run("python", connect, "--session", "b1", network)
