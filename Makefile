@@ -65,8 +65,11 @@ test-all:
 	/usr/bin/python3 tests/ci/stages.py --plan all
 
 # The MCP server is driven by the official TypeScript SDK, from the npm registry.
-mcp-sdk:
+mcp-sdk: tests/mcp/node_modules/.installed
+
+tests/mcp/node_modules/.installed: tests/mcp/package-lock.json
 	cd tests/mcp && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
 # The benchmark: runbox built optimized, against bare interpreters and bubblewrap.
 bench:

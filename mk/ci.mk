@@ -36,13 +36,15 @@ ASAN_SERVER_OPTIONS = detect_leaks=1:abort_on_error=0:quarantine_size_mb=16
 ci-build: build asan fuzz-build mcp-sdk e2b-sdk deploy-venv fuzz-api-venv default-image
 
 # The default configuration, every suite: unit, e2e, http, client, MCP, E2B, the playground.
+# The E2B suite runs in one process: E2B's SDK in debug mode reaches its sandbox at the
+# fixed port 49999, which two workers cannot both listen on.
 test-default: build mcp-sdk e2b-sdk default-image
 	cd $(BUILD) && ctest --output-on-failure
 	$(PYTEST_Q) tests/ci
 	$(call two_passes,$(ON_IMAGE_ENV) RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox,$(PYTEST_Q),\
 	  tests/e2e tests/http tests/client)
 	cd tests/mcp && $(NODE_IMAGE_ENV) RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox node --test
-	$(ON_IMAGE_ENV) RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox $(E2B_PYTEST) -n $(TEST_JOBS) tests/e2b
+	$(ON_IMAGE_ENV) RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox $(E2B_PYTEST) tests/e2b
 	$(NODE_IMAGE_ENV) RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox node --test tests/web/
 
 # ASan and UBSan: the C that the suites below run, under the sanitizers. The adversarial
@@ -56,14 +58,14 @@ test-asan: asan mcp-sdk e2b-sdk default-image
 	$(call two_passes,$(ON_IMAGE_ENV) $(ASAN_ENV),$(PYTEST_Q),$(ASAN_E2E) tests/http tests/client)
 	cd tests/mcp && $(NODE_IMAGE_ENV) ASAN_OPTIONS=detect_leaks=1 \
 	  RUNBOX_BIN=$(CURDIR)/$(ASAN_BUILD)/runbox node --test
-	$(ON_IMAGE_ENV) $(ASAN_ENV) $(E2B_PYTEST) -n $(TEST_JOBS) tests/e2b
+	$(ON_IMAGE_ENV) $(ASAN_ENV) $(E2B_PYTEST) tests/e2b
 
 test-asan-full: asan mcp-sdk e2b-sdk default-image
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure
 	$(call two_passes,$(ON_IMAGE_ENV) $(ASAN_ENV),$(PYTEST_Q),tests/e2e tests/http tests/client)
 	cd tests/mcp && $(NODE_IMAGE_ENV) ASAN_OPTIONS=detect_leaks=1 \
 	  RUNBOX_BIN=$(CURDIR)/$(ASAN_BUILD)/runbox node --test
-	$(ON_IMAGE_ENV) $(ASAN_ENV) $(E2B_PYTEST) -n $(TEST_JOBS) tests/e2b
+	$(ON_IMAGE_ENV) $(ASAN_ENV) $(E2B_PYTEST) tests/e2b
 	$(NODE_IMAGE_ENV) $(ASAN_ENV) node --test tests/web/
 
 # runbox as an ordinary user: user namespaces without root, rlimits instead

@@ -13,8 +13,9 @@
 # WORK_DIR keeps Debian's kernel package (fetch-kernel.sh downloads it the
 # first time) and receives the initramfs, the scratch disk (removed
 # afterwards), the console log and the guest's results. The guest has no
-# network device. RBX_VM_ACCEL=kvm|tcg, RBX_VM_TIMEOUT (seconds) and
-# RBX_VM_PYTEST (pytest's arguments) override the defaults below.
+# network device. RBX_VM_ACCEL=kvm|tcg, RBX_VM_TIMEOUT (seconds),
+# RBX_VM_PYTEST (pytest's arguments) and RBX_VM_CPUS (the guest's CPUs, 2)
+# override the defaults below.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -83,7 +84,7 @@ start=$(date +%s)
 : >"$work/console.log"
 timeout -k 10 "$vm_timeout" qemu-system-x86_64 \
     -nodefaults -no-user-config -no-reboot -display none "${accel_args[@]}" \
-    -machine q35 -smp 2 -m 4G -nic none \
+    -machine q35 -smp "${RBX_VM_CPUS:-2}" -m 4G -nic none \
     -kernel "$(ls "$kernel_dir"/boot/vmlinuz-* | head -n 1)" -initrd "$work/initramfs.cpio" \
     -append "$append" \
     -serial file:"$work/console.log" \
