@@ -18,6 +18,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=smoke-lib.sh
+. "$here/smoke-lib.sh"
 repo=$(cd "$here/../.." && pwd)
 archive=${1:-build-image/runbox-oci.tar}
 port=${RUNBOX_SMOKE_PORT:-18081}
@@ -76,17 +78,7 @@ for _ in $(seq 150); do
     sleep 0.2
 done
 
-inside python3 - "$port" <"$here/smoke_checks.py" || { podman logs "$name" | tail -n 20; exit 1; }
-
-# The StatefulSet's preStop hook, as the kubelet would run it.
-hook=$(python3 -c 'import sys, yaml
-sts = yaml.safe_load(open(sys.argv[1]))
-[c] = [c for c in sts["spec"]["template"]["spec"]["containers"] if c["name"] == "runbox"]
-print(c["lifecycle"]["preStop"]["exec"]["command"][2])' "$repo/deploy/kubernetes/runbox-statefulset.yaml")
-inside /bin/sh -c "${hook//:8080/:$port}" >/dev/null
-health=$(inside curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/healthz")
-[ "$health" = 503 ] || { echo "FAIL the preStop hook drains: /healthz says $health"; exit 1; }
-echo "ok   the preStop hook drains: /healthz says 503"
+smoke_checks || { podman logs "$name" | tail -n 20; exit 1; }
 
 # What the kubelet does at the end: the image's stop signal, then a grace period.
 podman stop --time 60 "$name" >/dev/null

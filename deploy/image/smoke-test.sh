@@ -20,6 +20,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=smoke-lib.sh
+. "$here/smoke-lib.sh"
 repo=$(cd "$here/../.." && pwd)
 archive=${1:-build-image/runbox-oci.tar}
 tag=${2:-}
@@ -100,17 +102,7 @@ for _ in $(seq 100); do
     sleep 0.2
 done
 
-inside python3 - "$port" <"$here/smoke_checks.py"
-
-# The StatefulSet's preStop hook, as the kubelet would run it.
-hook=$(python3 -c 'import sys, yaml
-sts = yaml.safe_load(open(sys.argv[1]))
-[c] = [c for c in sts["spec"]["template"]["spec"]["containers"] if c["name"] == "runbox"]
-print(c["lifecycle"]["preStop"]["exec"]["command"][2])' "$repo/deploy/kubernetes/runbox-statefulset.yaml")
-inside /bin/sh -c "${hook//:8080/:$port}" >/dev/null
-health=$(inside curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/healthz")
-[ "$health" = 503 ] || { echo "FAIL the preStop hook drains: /healthz says $health"; exit 1; }
-echo "ok   the preStop hook drains: /healthz says 503"
+smoke_checks || exit 1
 
 kill -TERM "$(pid1)"
 status=0
