@@ -71,7 +71,8 @@ static bool settle_session(http_request *req, json_t *body, http_error *err)
 }
 
 /* While draining, the node keeps serving the sessions it holds and takes
- * no new work: no new session, no one-off execution. */
+ * no new work: no new session, no one-off execution, no new E2B context
+ * (every front end of the server asks this). */
 bool http_drain_refuses(http_request *req, const char *session_id, http_error *err)
 {
     if (!atomic_load(&req->server->drain_requested))
@@ -81,7 +82,8 @@ bool http_drain_refuses(http_request *req, const char *session_id, http_error *e
     http_error_set(err, MHD_HTTP_SERVICE_UNAVAILABLE, "draining",
                    "this runbox node is draining: it serves only the sessions it holds, and "
                    "%s%.64s is not one of them; send it to another node",
-                   session_id ? "session " : "a one-off execution", session_id ? session_id : "");
+                   session_id ? "session " : "new work (a one-off execution or a new context)",
+                   session_id ? session_id : "");
     return true;
 }
 

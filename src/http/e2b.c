@@ -295,6 +295,12 @@ static enum MHD_Result handle_execute(http_request *req)
         json_decref(body);
         return queued;
     }
+    /* A draining node runs the contexts whose sessions it holds (they have
+     * run here), nothing new. */
+    if (http_drain_refuses(req, context.id, &err)) {
+        json_decref(body);
+        return http_reply_error(req, &err);
+    }
     json_t *request = runbox_request(req->server, body, &context, &err);
     json_decref(body);
     if (!request)
@@ -339,6 +345,8 @@ static enum MHD_Result handle_context_create(http_request *req)
     if (!typed) {
         queued = http_reply_fail(req, MHD_HTTP_BAD_REQUEST, "invalid_request",
                                  "'language' and 'cwd' must be strings");
+    } else if (http_drain_refuses(req, NULL, &err)) {
+        queued = http_reply_error(req, &err);
     } else if (!canonical) {
         queued = unknown_language(req, language);
     } else if (cwd && (cwd[0] != '/' || strlen(cwd) > RBX_KERNEL_CWD_MAX)) {

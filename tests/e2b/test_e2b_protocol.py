@@ -172,3 +172,24 @@ def test_serve_refuses_bad_e2b_listeners(args, says, tmp_path):
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 2, done
     assert says in done.stderr, done.stderr
+
+
+def test_a_draining_node_runs_the_contexts_it_holds_and_takes_no_new_one(e2b_server):
+    """POST /v1/admin/drain on runbox's API holds for the E2B port too: the context that ran
+    here keeps running, a new context or one that never ran is refused with 503 and says why."""
+    held = json.loads(e2b_server.e2b_request("POST", "/contexts", b'{"language": "python"}',
+                                             {"Content-Type": "application/json"})[1])
+    assert ndjson(execute(e2b_server, {"code": "x = 41", "context_id": held["id"]})[1])
+    fresh = json.loads(e2b_server.e2b_request("POST", "/contexts", b'{"language": "python"}',
+                                              {"Content-Type": "application/json"})[1])
+    drained = e2b_server.request("POST", "/v1/admin/drain")
+    assert drained.status == 200 and drained.json()["draining"] is True
+    lines = ndjson(execute(e2b_server, {"code": "x + 1", "context_id": held["id"]})[1])
+    assert lines[0]["text"] == "42", lines
+    status, body = e2b_server.e2b_request("POST", "/contexts", b'{"language": "python"}',
+                                          {"Content-Type": "application/json"})
+    assert status == 503 and b"draining" in body, body
+    status, body = execute(e2b_server, {"code": "1", "context_id": fresh["id"]})
+    assert status == 503 and b"draining" in body and fresh["id"].encode() in body, body
+    status, body = execute(e2b_server, {"code": "1", "language": "bash"})  # a default context
+    assert status == 503 and b"draining" in body, body
