@@ -403,6 +403,10 @@ bool http_session_agrees(const http_request *req, const char *named, http_error 
 /* True (and err) when a draining node refuses work for session_id (NULL: a
  * one-off execution): only the sessions it holds are served. */
 bool http_drain_refuses(http_request *req, const char *session_id, http_error *err);
+
+/* framing.c: refuses a request whose framing or routing headers are
+ * ambiguous (Content-Length with Transfer-Encoding, a header sent twice). */
+bool http_framing_check(http_request *req, http_error *err);
 enum MHD_Result http_handle_images(http_request *req);
 enum MHD_Result http_handle_sessions_create(http_request *req);
 enum MHD_Result http_handle_sessions_list(http_request *req);

@@ -67,6 +67,8 @@ static enum MHD_Result request_begin(http_request *req)
         return http_reply_fail(req, MHD_HTTP_BAD_REQUEST, "invalid_path",
                                "the path contains a control character or an encoded NUL");
     http_error err;
+    if (!http_framing_check(req, &err))
+        return http_reply_error(req, &err);
     if (!http_origin_check(server, req->connection, &err))
         return http_reply_error(req, &err);
     if (!http_route_is_open(req->api, req->path) && !req->api->authorized(server, req->connection))

@@ -228,3 +228,45 @@ def test_a_silent_client_is_dropped(start_server):
         assert sock.recv(100) == b""
         assert time.time() - started < 6
     assert server.healthy()
+
+
+def json_error(answer):
+    """The JSON error of a raw HTTP/1.1 answer: (status, the body's error object)."""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    assert b"application/json" in head.lower(), answer[:300]
+    return status, json.loads(body)
+
+
+@pytest.mark.parametrize("framing", [
+    b"Content-Length: 11\r\nTransfer-Encoding: chunked\r\n",
+    b"Transfer-Encoding: chunked\r\nContent-Length: 11\r\n",
+])
+def test_content_length_with_transfer_encoding_is_400(server, framing):
+    """Request smuggling: a proxy that reads the body by one and runbox by the other would
+    disagree on where the next request starts. Both are refused, before the body."""
+    answer = server.raw(b"POST /v1/execute HTTP/1.1\r\nHost: localhost\r\n"
+                        b"Content-Type: application/json\r\n" + framing +
+                        b"Connection: close\r\n\r\nb\r\n{\"code\":1}\r\n0\r\n\r\n")
+    status, body = json_error(answer)
+    assert status == 400 and body["error"]["code"] == "ambiguous_framing", body
+    assert "Content-Length and Transfer-Encoding" in body["error"]["message"]
+    assert server.healthy()
+
+
+@pytest.mark.parametrize("header", [b"X-Runbox-Session: a\r\nX-Runbox-Session: b\r\n",
+                                    b"X-Runbox-Session: a\r\nx-runbox-session: a\r\n",
+                                    b"Content-Type: application/json\r\n"])
+def test_a_routing_or_framing_header_sent_twice_is_400(server, header):
+    """A balancer may join two X-Runbox-Session headers into one (a, b) and route by it while
+    runbox took the first: the session a request is routed by must be unambiguous."""
+    body = b'{"language": "bash", "code": "echo hi"}'
+    answer = server.raw(b"POST /v1/execute HTTP/1.1\r\nHost: localhost\r\n"
+                        b"Content-Type: application/json\r\n" + header +
+                        b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+    status, error = json_error(answer)
+    assert status == 400 and error["error"]["code"] == "duplicate_header", error
+    name = header.split(b":")[0].decode()
+    assert name.lower() in error["error"]["message"].lower() and "2 times" in \
+        error["error"]["message"], error
+    assert server.healthy()
