@@ -186,7 +186,9 @@ def test_program_that_stops_itself_is_still_killed_on_time(runbox):
     ("javascript", "console.log('tick'); for (;;) {}"),
 ])
 def test_infinite_loops_time_out_with_output_kept(runbox, language, code):
-    result = runbox.run(language, code, "--timeout", "1")
+    # 3 s: the interpreter must have started and printed before the timeout, which took more
+    # than 1 s for Node.js on a machine loaded with the rest of the suite.
+    result = runbox.run(language, code, "--timeout", "3")
     assert result["timed_out"] and result["error_type"] == "TimeoutError"
     assert result["output"] == "tick\n"
 
