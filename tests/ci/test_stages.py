@@ -121,3 +121,13 @@ def test_stopping_reaches_processes_in_groups_of_their_own(tmp_path):
     state = open(f"/proc/{lone}/stat").read().rsplit(")", 1)[1].split()[0] \
         if os.path.exists(f"/proc/{lone}") else "gone"
     assert state in ("gone", "Z"), f"process {lone} of the stage survived the stop ({state})"
+
+
+def test_make_deps_of_a_ci_run_is_a_row_and_part_of_the_total():
+    deps = stages.deps_stage("1000", 600.0, 1000 + 750.0)
+    assert deps.name == "deps" and deps.seconds == 150.0 and deps.status == "passed"
+    assert stages.deps_stage("", 600.0, 1750.0) is None  # make test alone: no such row
+    assert stages.deps_stage("not-a-time", 600.0, 1750.0) is None
+    text = stages.table([deps], 750.0)
+    assert text.splitlines()[1].split()[:3] == ["deps", "150", "passed"]
+    assert "total 750 s (12.5 min)" in text
