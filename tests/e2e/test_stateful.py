@@ -248,7 +248,9 @@ def test_removing_the_session_stops_its_kernel_and_keeps_nothing(kernels):
     marker = unique_marker()
     call(kernels, "bash", f"sleep {marker} &")
     assert started(marker)
-    removed = kernels.cli("sessions", "rm", "st")
+    # --wait: once seen under load (CI, 4 workers), the session still read busy just after
+    # the call's result had arrived; what removal does to the kernel is the point here.
+    removed = kernels.cli("sessions", "rm", "st", "--wait", "10")
     assert removed.returncode == 0, removed.stderr
     deadline = time.time() + 10
     while processes_matching(marker) and time.time() < deadline:
