@@ -31,6 +31,13 @@ ON_IMAGE_ENV = {"RUNBOX_IMAGES": os.environ["RUNBOX_TEST_ON_IMAGE"]} \
     if os.environ.get("RUNBOX_TEST_ON_IMAGE") else {}
 
 
+# Wall-time bounds of the cases are for real CPUs; in the cgroup v2 VM with its CPU emulated
+# (tests/cgroup2, RBX_VM_ACCEL=tcg), beside the rest of make test, everything takes several
+# times longer. A bound still proves what it is for (the program would otherwise run on for
+# thousands of seconds) when multiplied by this.
+SLOWDOWN = 4 if os.environ.get("RBX_VM_ACCEL") == "tcg" else 1
+
+
 def default_image_tree():
     """The root a sandbox of this suite gets: the default image's tree in the store the suite
     runs on (RUNBOX_TEST_ON_IMAGE), or the host's /."""
