@@ -390,6 +390,19 @@ SERIAL_MARKER = ("serial: the case looks at the whole host (every runbox cgroup,
                  "parallel part of the suite (make test: -m 'not serial' with xdist, then -m serial)")
 
 
+def pytest_collection_modifyitems(config, items):
+    """In the pooled pass a prepared sandbox's program names no session in its environment
+    until its code runs (sandbox_processes counts it for any session then), so a case that
+    counts a session's processes would count another worker's: such cases run alone there."""
+    if not POOLED:
+        return
+    import inspect
+    for item in items:
+        function = getattr(item, "function", None)
+        if function and "sandbox_processes(" in inspect.getsource(function):
+            item.add_marker(pytest.mark.serial)
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "kernel_too: the case runs against a session's kernel too "
                                        "(stateful calls), not only fresh runs")
