@@ -373,10 +373,22 @@ def live_helpers():
 RUNS = {"total": 0, "pooled": 0}
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """With pytest-xdist each worker counts its own runs: the controller adds them up."""
+    runs = getattr(node, "workeroutput", {}).get("runbox_runs", {})
+    for key in RUNS:
+        RUNS[key] += runs.get(key, 0)
+
+
 def pytest_sessionfinish(session, exitstatus):
     """In the pooled pass many runs must have met a prepared sandbox (some cannot: stdin,
     requirements, a narrowed egress policy, a configuration of their own): else the pass
     proved nothing about pooled sandboxes."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: its controller judges
+        workeroutput["runbox_runs"] = dict(RUNS)
+        return
     if POOLED and RUNS["total"]:
         share = RUNS["pooled"] / RUNS["total"]
         print(f"\npooled pass: {RUNS['pooled']} of {RUNS['total']} runs served by prepared "
