@@ -6,8 +6,12 @@
 # (TEST_JOBS workers: the cases mostly wait on sandboxes, so more workers than cores pay),
 # then the `serial` cases alone, which look at the whole host (every runbox cgroup, every
 # sandbox process, the host's loop devices) and would see the other workers' sandboxes.
+#
+# A case that fails is run once more (pytest-rerunfailures) before the stage fails: a few
+# cases bound work by wall time, and with the other lane's emulated CPU beside them the
+# machine is loaded; a fault of runbox fails twice (the logs say "rerun" for each retry).
 TEST_JOBS ?= 4
-PYTEST_Q = $(PYTEST) -q -p no:cacheprovider
+PYTEST_Q = $(PYTEST) -q -p no:cacheprovider --reruns 1
 
 # $(call two_passes,ENVIRONMENT,PYTEST,FILES): pytest's exit 5 (no case selected: a file
 # list with no serial case) is not a failure.

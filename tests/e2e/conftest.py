@@ -108,7 +108,13 @@ class Runbox:
             path = os.path.join(self.state_dir, trash)
             if os.path.isdir(path):
                 assert os.listdir(path) == [], f"a removed session left files behind in {trash}"
+        # A daemon on its way out lets go of the storage within moments, later on a loaded
+        # machine than runbox's own few seconds of patience: a teardown waits longer.
+        deadline = time.time() + 30
         proc = self.cli("storage", "unmount")
+        while proc.returncode != 0 and b"busy" in proc.stderr and time.time() < deadline:
+            time.sleep(0.5)
+            proc = self.cli("storage", "unmount")
         assert proc.returncode == 0, proc.stderr
 
     def mcp_call(self, tool, arguments, *args):
