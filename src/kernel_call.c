@@ -21,19 +21,55 @@
 /* Rich outputs kept per call; what is past it is counted, not kept. */
 #define RESULTS_CAP ((size_t)8 << 20)
 #define READ_CHUNK (64 * 1024)
-#define LINE_MAX_BYTES ((size_t)64 << 20)
+/* A channel line longer than any rich output that could be kept is skipped
+ * to its end as it comes (and counted as dropped): what a kernel writes
+ * holds no more of the server's memory than its results may. */
+#define LINE_MAX_BYTES (RESULTS_CAP + ((size_t)1 << 20))
+
+/* A call's stdout or stderr, closed until the driver's mark for the call
+ * (kernel_wire.h): the bytes before it are an earlier call's, such as the
+ * tail of code that ended its call early with a forged "done". */
+typedef struct stream_gate {
+    char mark[48];
+    size_t mark_len;
+    size_t matched; /* bytes of the mark the stream ended with so far */
+    bool open;
+} stream_gate;
+
+/* How many bytes of data belong to no call (all of them while the gate
+ * stays closed, else those up to the end of the mark). The mark's first
+ * byte, RS, comes again only as its last, so a mismatch restarts the match
+ * at that byte without losing an overlap. */
+static size_t gate_pass(stream_gate *gate, const char *data, size_t len)
+{
+    for (size_t i = 0; !gate->open && i < len; i++) {
+        if (data[i] == gate->mark[gate->matched])
+            gate->matched++;
+        else
+            gate->matched = data[i] == gate->mark[0] ? 1 : 0;
+        if (gate->matched == gate->mark_len) {
+            gate->open = true;
+            return i + 1;
+        }
+    }
+    return gate->open ? 0 : len;
+}
 
 typedef struct call_state {
     rbx_kernel *k;
     const rbx_kernel_call *call;
     rbx_capture out_capture, err_capture;
     rbx_output out, err;
+    stream_gate out_gate, err_gate;
     char *line; /* the channel's unfinished line */
     size_t line_len, line_cap;
+    bool skipping_line; /* past LINE_MAX_BYTES: dropped to its newline */
     json_t *results;
     size_t results_bytes;
     uint64_t results_dropped;
     int64_t id;
+    bool started; /* the driver took this call ("start" with its id) */
+    bool held;    /* it never did: earlier code held the kernel to the end */
     bool done, died, broken, timed_out, cancelled, interrupted;
     rbx_kernel_event finish;
     rbx_exit_report report;
@@ -55,7 +91,11 @@ static void drop_stale(rbx_kernel *k)
 
 static void on_event(call_state *s, rbx_kernel_event *event)
 {
-    if (event->type == RBX_KERNEL_EVENT_DISPLAY) {
+    if (!s->started) {
+        /* Until the driver takes this call, its events are an earlier
+         * call's (displays of code still running, a forged "done"). */
+        s->started = event->type == RBX_KERNEL_EVENT_START && event->id == s->id;
+    } else if (event->type == RBX_KERNEL_EVENT_DISPLAY) {
         char *text = json_dumps(event->output, JSON_COMPACT);
         size_t len = text ? strlen(text) : 0;
         if (text && s->results_bytes + len <= RESULTS_CAP) {
@@ -87,9 +127,30 @@ static void read_channel(call_state *s)
         s->broken = true; /* the driver closed it: the kernel is going */
         return;
     }
+    const char *data = buf;
+    if (s->skipping_line) {
+        const char *newline = memchr(buf, '\n', (size_t)n);
+        size_t skipped = newline ? (size_t)(newline - buf) + 1 : (size_t)n;
+        s->results_dropped += skipped;
+        s->skipping_line = !newline;
+        data += skipped;
+        n -= (ssize_t)skipped;
+    }
+    if (s->line_len + (size_t)n + 1 > LINE_MAX_BYTES) {
+        /* Longer than anything kept could be: dropped, with what it has so
+         * far, up to its newline; a newline in this chunk ends it. */
+        const char *newline = memchr(data, '\n', (size_t)n);
+        size_t skipped = newline ? (size_t)(newline - data) + 1 : (size_t)n;
+        s->results_dropped += s->line_len + skipped;
+        s->line_len = 0;
+        s->skipping_line = !newline;
+        data += skipped;
+        n -= (ssize_t)skipped; /* the rest, if any, is less than a chunk */
+    }
     if (s->line_len + (size_t)n + 1 > s->line_cap) {
         size_t cap = (s->line_len + (size_t)n + 1) * 2;
-        char *grown = cap <= LINE_MAX_BYTES ? realloc(s->line, cap) : NULL;
+        cap = cap < LINE_MAX_BYTES ? cap : LINE_MAX_BYTES;
+        char *grown = realloc(s->line, cap);
         if (!grown) {
             s->broken = true;
             return;
@@ -97,7 +158,7 @@ static void read_channel(call_state *s)
         s->line = grown;
         s->line_cap = cap;
     }
-    memcpy(s->line + s->line_len, buf, (size_t)n);
+    memcpy(s->line + s->line_len, data, (size_t)n);
     s->line_len += (size_t)n;
     char *start = s->line, *newline;
     while (!s->done && (newline = memchr(start, '\n', s->line_len - (size_t)(start - s->line)))) {
@@ -114,11 +175,13 @@ static void read_channel(call_state *s)
     memmove(s->line, start, s->line_len);
 }
 
-static void read_output(call_state *s, int fd, rbx_output *output)
+static void read_output(call_state *s, int fd, rbx_output *output, stream_gate *gate)
 {
     char buf[READ_CHUNK];
     ssize_t n = read(fd, buf, sizeof buf);
-    if (n > 0 && rbx_output_deliver(output, buf, (size_t)n) != 0)
+    size_t stale = n > 0 ? gate_pass(gate, buf, (size_t)n) : 0;
+    if (n > 0 && stale < (size_t)n &&
+        rbx_output_deliver(output, buf + stale, (size_t)n - stale) != 0)
         s->cancelled = true;
 }
 
@@ -127,11 +190,15 @@ static void drain_output(call_state *s)
 {
     int fds[] = {s->k->box.sandbox.stdout_fd, s->k->box.sandbox.stderr_fd};
     rbx_output *outputs[] = {&s->out, &s->err};
+    stream_gate *gates[] = {&s->out_gate, &s->err_gate};
     char buf[READ_CHUNK];
     for (size_t i = 0; i < 2; i++) {
         ssize_t n;
-        while (fds[i] >= 0 && (n = read(fds[i], buf, sizeof buf)) > 0)
-            (void)rbx_output_deliver(outputs[i], buf, (size_t)n);
+        while (fds[i] >= 0 && (n = read(fds[i], buf, sizeof buf)) > 0) {
+            size_t stale = gate_pass(gates[i], buf, (size_t)n);
+            if (stale < (size_t)n)
+                (void)rbx_output_deliver(outputs[i], buf + stale, (size_t)n - stale);
+        }
         (void)rbx_output_flush(outputs[i]);
     }
 }
@@ -163,9 +230,9 @@ static void watch(call_state *s)
         if (ready < 0 && errno != EINTR)
             break;
         if (fds[0].revents)
-            read_output(s, box->sandbox.stdout_fd, &s->out);
+            read_output(s, box->sandbox.stdout_fd, &s->out, &s->out_gate);
         if (fds[1].revents)
-            read_output(s, box->sandbox.stderr_fd, &s->err);
+            read_output(s, box->sandbox.stderr_fd, &s->err, &s->err_gate);
         if (fds[2].revents)
             read_channel(s);
         if (fds[3].revents)
@@ -174,6 +241,14 @@ static void watch(call_state *s)
             s->cancelled = true;
         if (s->done || s->died || s->broken)
             break;
+        if (!s->started && (s->cancelled || rbx_now_us() >= deadline)) {
+            /* The driver never took the call: an earlier call's code, which
+             * ended that call early, still runs. An interrupt now would
+             * stop it and then run this call past its end: the kernel goes. */
+            s->timed_out = !s->cancelled;
+            s->held = true;
+            break;
+        }
         if (!s->interrupted && (s->cancelled || rbx_now_us() >= deadline)) {
             s->timed_out = !s->cancelled;
             interrupt(s, &deadline);
@@ -197,9 +272,15 @@ static void note(rbx_result *result, const char *text)
 
 static void notes(call_state *s, rbx_result *result, bool lost, bool oom)
 {
-    char text[240];
+    char text[256];
     double timeout = s->call->asked_s;
-    if (oom) {
+    if (s->held) {
+        snprintf(text, sizeof text,
+                 "[runbox: %s before the kernel took the call: code of an earlier call, which "
+                 "ended that call early, was still running; the kernel was stopped: its state "
+                 "is lost]",
+                 s->cancelled ? "cancelled" : "timed out");
+    } else if (oom) {
         snprintf(text, sizeof text,
                  "[runbox: the kernel reached its memory limit of %llu MiB and was stopped: its "
                  "state is lost; the next call starts a fresh one]",
@@ -325,7 +406,12 @@ rbx_status rbx_kernel_call_run(rbx_engine *engine, rbx_kernel *k, const rbx_kern
 
     drop_stale(k);
     const rbx_request *request = call->request;
-    rbx_kernel_wire_call wire = {.id = s.id = ++k->calls,
+    k->calls++;
+    s.id = rbx_kernel_wire_new_id();
+    s.out_gate.mark_len = s.err_gate.mark_len =
+        rbx_kernel_wire_mark(s.id, s.out_gate.mark, sizeof s.out_gate.mark);
+    memcpy(s.err_gate.mark, s.out_gate.mark, sizeof s.err_gate.mark);
+    rbx_kernel_wire_call wire = {.id = s.id,
                                  .code = request->code,
                                  .code_len = request->code_len,
                                  .env = request->env,

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 /* A growing byte buffer. */
 typedef struct buffer {
@@ -36,6 +37,21 @@ static void put_text(buffer *b, const char *text)
     put(b, text, strlen(text));
 }
 
+size_t rbx_kernel_wire_mark(int64_t id, char *mark, size_t size)
+{
+    int n = snprintf(mark, size, RBX_KERNEL_MARK_FORMAT, (long long)id);
+    return n > 0 && (size_t)n < size ? (size_t)n : 0;
+}
+
+int64_t rbx_kernel_wire_new_id(void)
+{
+    uint64_t r = 0;
+    while (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+        ; /* cannot fail for 8 bytes once the pool is ready; EINTR retries */
+    r &= ((uint64_t)1 << 53) - 1;
+    return r ? (int64_t)r : 1;
+}
+
 /* bash's $'...' quoting, byte for byte: every byte that is not plain and
  * safe becomes \xHH, so the result is one line whatever the code holds. */
 static void put_bash_quoted(buffer *b, const char *data, size_t len)
@@ -63,6 +79,11 @@ static char *bash_request(const rbx_kernel_wire_call *call, size_t *len)
     char number[32];
     const char *const *env = call->env;
     size_t env_count = call->env_count;
+    snprintf(number, sizeof number, "%lld", (long long)call->id);
+    /* First, so that what cd and the environment say is the call's. */
+    put_text(&b, "__rbx_start ");
+    put_text(&b, number);
+    put_text(&b, "\n");
     if (call->cwd) {
         /* Before the call begins, so that a failure shows on its stderr. */
         put_text(&b, "builtin cd -- ");
@@ -80,9 +101,9 @@ static char *bash_request(const rbx_kernel_wire_call *call, size_t *len)
         }
         put_text(&b, "\n");
     }
-    snprintf(number, sizeof number, "%lld ", (long long)call->id);
     put_text(&b, "__rbx_begin ");
     put_text(&b, number);
+    put_text(&b, " ");
     put_bash_quoted(&b, call->code, call->code_len);
     put_text(&b, "\n[[ $__rbx_ok ]] && { eval \"$__rbx_code\"; } </dev/null\n");
     if (env_count)
@@ -140,6 +161,11 @@ static bool parse_bash(const char *line, rbx_kernel_event *event)
 {
     long long id;
     int status;
+    if (sscanf(line, "B %lld", &id) == 1) {
+        event->type = RBX_KERNEL_EVENT_START;
+        event->id = id;
+        return true;
+    }
     if (sscanf(line, "D %lld %d", &id, &status) == 2) {
         event->type = RBX_KERNEL_EVENT_DONE;
         event->id = id;
@@ -173,7 +199,11 @@ static bool parse_json(const char *line, size_t len, rbx_kernel_event *event)
     json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
     const char *type = json_string_value(json_object_get(root, "type"));
     bool ok = false;
-    if (type && !strcmp(type, "display")) {
+    if (type && !strcmp(type, "start")) {
+        event->type = RBX_KERNEL_EVENT_START;
+        event->id = json_integer_value(json_object_get(root, "id"));
+        ok = json_is_integer(json_object_get(root, "id"));
+    } else if (type && !strcmp(type, "display")) {
         const char *kind = json_string_value(json_object_get(root, "kind"));
         json_t *data = json_object_get(root, "data");
         if (kind && (!strcmp(kind, "display_data") || !strcmp(kind, "execute_result")) &&

@@ -1,15 +1,28 @@
 /* What runbox speaks with a kernel's driver (src/kernels/): how a call is
  * asked for and how its events come back, in the runtime's dialect. JSON:
  * one request per line ({"id", "code", "env"}), events one per line
- * ({"type": "display", "kind", "data"}, then {"type": "done", ...}). Bash:
- * two lines of shell per call, the code quoted byte for byte, and "D ID
- * STATUS" or "S ID" back. */
+ * ({"type": "start"}, {"type": "display", "kind", "data"}, then {"type":
+ * "done", ...}). Bash: a few lines of shell per call, the code quoted byte
+ * for byte, and "B ID", then "D ID STATUS" or "S ID" back.
+ *
+ * A call's id is random, so that code of an earlier call cannot name it.
+ * When the driver takes a call (its earlier code has ended), it writes the
+ * call's mark, RBX_KERNEL_MARK, to its stdout and stderr and says "start"
+ * on its channel: what came on each before that belongs to no call. */
 #ifndef RBX_KERNEL_WIRE_H
 #define RBX_KERNEL_WIRE_H
 
 #include "internal.h"
 
 #include <jansson.h>
+
+/* The mark that opens a call's stdout and stderr: RS "runbox:" ID RS. */
+#define RBX_KERNEL_MARK_FORMAT "\036runbox:%lld\036"
+/* Its bytes for the call id into mark (at least 48 bytes); its length. */
+size_t rbx_kernel_wire_mark(int64_t id, char *mark, size_t size);
+/* A new call's id: random, positive, and exact as a JSON number in
+ * JavaScript (below 2^53). */
+int64_t rbx_kernel_wire_new_id(void);
 
 /* One call as the driver gets it. */
 typedef struct rbx_kernel_wire_call {
@@ -34,7 +47,12 @@ typedef enum rbx_kernel_status {
 } rbx_kernel_status;
 
 typedef struct rbx_kernel_event {
-    enum { RBX_KERNEL_EVENT_DISPLAY, RBX_KERNEL_EVENT_DONE, RBX_KERNEL_EVENT_OTHER } type;
+    enum {
+        RBX_KERNEL_EVENT_START, /* the driver took the call */
+        RBX_KERNEL_EVENT_DISPLAY,
+        RBX_KERNEL_EVENT_DONE,
+        RBX_KERNEL_EVENT_OTHER
+    } type;
     json_t *output; /* display: {"kind": ..., "data": {...}} (owned) */
     int64_t id;
     rbx_kernel_status status; /* done */

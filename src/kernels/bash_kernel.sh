@@ -1,8 +1,10 @@
 # runbox's Bash kernel: a live interactive bash for a session's stateful
 # calls, so its working directory, variables, functions and aliases persist.
 # bash reads its commands from fd 0, the kernel's socket, where runbox
-# writes, per call, two lines (the code quoted as $'...', every byte that is
-# not plain ASCII as \xHH, so the line holds it whole, whatever it is):
+# writes, per call, a few lines (the code quoted as $'...', every byte that
+# is not plain ASCII as \xHH, so the line holds it whole, whatever it is):
+#   __rbx_start ID
+#   [builtin cd -- DIR, __rbx_env_set NAME VALUE..., on a call that has them]
 #   __rbx_begin ID $'CODE'
 #   [[ $__rbx_ok ]] && { eval "$__rbx_code"; } </dev/null
 # An interactive shell is what makes SIGINT stop the command that runs and
@@ -13,6 +15,13 @@ PS1= PS2= PS4=
 unset HISTFILE
 set +o history
 __rbx_state=idle
+# The call is taken: its mark opens stdout and stderr, and "B ID" says so on
+# fd 3; what came before belongs to no call (kernel_wire.h).
+__rbx_start() {
+    builtin printf '\036runbox:%s\036' "$1"
+    builtin printf '\036runbox:%s\036' "$1" >&2
+    builtin printf 'B %s\n' "$1" >&3
+}
 __rbx_begin() {
     __rbx_id=$1 __rbx_code=$2 __rbx_ok=
     # The code as a function's body: parsed whole, none of it run.

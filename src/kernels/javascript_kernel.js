@@ -92,7 +92,18 @@
     return { name: 'Error', text: `Uncaught ${util.inspect(error)}` };
   };
 
+  // The call is taken: its mark opens stdout and stderr, then "start" on the
+  // channel; what came before belongs to no call (kernel_wire.h).
+  const start = (request) => {
+    const mark = `\x1erunbox:${Number(request.id)}\x1e`;
+    for (const fd of [1, 2]) {
+      try { fs.writeSync(fd, mark); } catch { /* a closed descriptor: nothing to mark */ }
+    }
+    send({ type: 'start', id: request.id });
+  };
+
   const execute = async (request) => {
+    start(request);
     count += 1;
     const done = { type: 'done', id: request.id, execution_count: count, status: 'ok', exception: null };
     if (request.cwd) {  // a fresh kernel's first call: where it was asked to start

@@ -227,6 +227,64 @@ def test_a_kernel_that_exits_is_reported_and_replaced(kernels):
     assert values(call(kernels, "python", "'z' in dir()")) == ["False"]
 
 
+# --- what a kernel says of its calls ------------------------------------------------------
+# User code shares its kernel's process and can write to the driver's channel (fd 3): it can
+# lie about its own call, but what it leaves running must never land in another call.
+
+FORGE_PYTHON = """import json, os, sys, time
+frame = sys._getframe()
+while frame and "request" not in frame.f_locals:  # the driver's frame: this call's own id
+    frame = frame.f_back
+forged = {"type": "done", "id": frame.f_locals["request"]["id"], "status": "ok"}
+os.write(3, (json.dumps(forged) + "\\n").encode())
+time.sleep(%s)
+print("LATE-FROM-CALL-1")
+display({"text/plain": "LATE-DISPLAY"}, raw=True)
+"""
+
+
+@pytest.mark.parametrize("language,forge", [
+    ("python", FORGE_PYTHON % (1.5 * SLOWDOWN)),
+    ("bash", "printf 'D %%s 0\\n' \"$__rbx_id\" >&3; sleep %s; echo LATE-FROM-CALL-1; "
+             "echo LATE-FROM-CALL-1 >&2" % (1.5 * SLOWDOWN)),
+    # JavaScript's driver keeps the call's id where a cell cannot reach it: the forgery
+    # guesses the first call's number.
+    ("javascript", "require('fs').writeSync(3, JSON.stringify({type: 'done', id: 1, status: 'ok'}) + '\\n');\n"
+                   "await new Promise((r) => setTimeout(r, %d));\n"
+                   "console.log('LATE-FROM-CALL-1'); display('LATE-DISPLAY');" % (1500 * SLOWDOWN)),
+])
+def test_output_after_a_forged_done_lands_in_no_other_call(kernels, language, forge):
+    call(kernels, language, forge)
+    second = call(kernels, language, "echo call-2" if language == "bash" else
+                  "print('call-2')" if language == "python" else "console.log('call-2')")
+    assert second["output"] == "call-2\n" and "LATE" not in second["error"], second
+    assert "LATE" not in json.dumps(second["results"]), second
+    assert second["success"] is True and second["kernel_restarted"] is False, second
+
+
+def test_a_kernel_held_by_an_earlier_calls_code_is_stopped_at_the_next_calls_timeout(kernels):
+    call(kernels, "python", "kept = 1")
+    call(kernels, "python", FORGE_PYTHON % 3600)
+    started = time.monotonic()
+    held = call(kernels, "python", "print('call-3')", "st", "--timeout", "2")
+    assert time.monotonic() - started < 10 * SLOWDOWN
+    assert held["error_type"] == "TimeoutError" and held["kernel_restarted"] is True, held
+    assert "before the kernel took the call" in held["error"] and "call-3" not in held["output"]
+    fresh = call(kernels, "python", "print('kept' in dir())")
+    assert fresh["output"] == "False\n" and fresh["success"] is True, fresh
+
+
+def test_a_channel_line_longer_than_any_kept_result_is_dropped_not_held(kernels):
+    # 20 MiB on fd 3 in one line: more than the 8 MiB of results a call keeps. The server
+    # skips it as it comes, counts it, and the call and its kernel go on.
+    result = call(kernels, "python", "import os\nos.write(3, b'x' * (20 << 20) + b'\\n')\n"
+                  "kept = 2\nprint('after')")
+    assert result["success"] is True and result["output"] == "after\n", result
+    assert result["truncated"]["results"] >= 20 << 20, result["truncated"]
+    again = call(kernels, "python", "print(kept)")
+    assert again["output"] == "2\n" and again["kernel_restarted"] is False, again
+
+
 # --- lifecycle -----------------------------------------------------------------------------
 
 def test_sessions_list_shows_the_kernel_and_restart_stops_it(kernels):

@@ -39,8 +39,8 @@ static void a_fresh_kernel_is_told_where_to_start(void **state)
     free(line);
     char *text = rbx_kernel_wire_request(RBX_KERNEL_BASH, &call, &len);
     assert_non_null(text);
-    /* First, quoted byte for byte, before the call begins. */
-    const char *want = "builtin cd -- $'/home/user/it\\x27s'\n__rbx_begin 1 ";
+    /* After the call's mark, quoted byte for byte, before the call begins. */
+    const char *want = "__rbx_start 1\nbuiltin cd -- $'/home/user/it\\x27s'\n__rbx_begin 1 ";
     assert_memory_equal(text, want, strlen(want));
     free(text);
 }
@@ -53,7 +53,8 @@ static void bash_request_quotes_every_unsafe_byte(void **state)
     rbx_kernel_wire_call call = {.id = 9, .code = code, .code_len = sizeof code - 1};
     char *text = rbx_kernel_wire_request(RBX_KERNEL_BASH, &call, &len);
     assert_non_null(text);
-    assert_string_equal(text, "__rbx_begin 9 $'echo \\x27x\\x27\\x0a\\x24(rm -rf /)\\xff'\n"
+    assert_string_equal(text, "__rbx_start 9\n"
+                              "__rbx_begin 9 $'echo \\x27x\\x27\\x0a\\x24(rm -rf /)\\xff'\n"
                               "[[ $__rbx_ok ]] && { eval \"$__rbx_code\"; } </dev/null\n");
     free(text);
 }
@@ -99,6 +100,39 @@ static void display_and_done_events_parse(void **state)
     assert_int_equal(e.status, RBX_KERNEL_SYNTAX);
 }
 
+static void start_events_and_marks(void **state)
+{
+    (void)state;
+    rbx_kernel_event e;
+    const char *start = "{\"type\": \"start\", \"id\": 9007199254740991}";
+    assert_true(rbx_kernel_wire_parse(RBX_KERNEL_JSON, start, strlen(start), &e));
+    assert_int_equal(e.type, RBX_KERNEL_EVENT_START);
+    assert_int_equal(e.id, 9007199254740991LL);
+    assert_true(rbx_kernel_wire_parse(RBX_KERNEL_BASH, "B 77", 4, &e));
+    assert_int_equal(e.type, RBX_KERNEL_EVENT_START);
+    assert_int_equal(e.id, 77);
+    char mark[48];
+    assert_int_equal(rbx_kernel_wire_mark(77, mark, sizeof mark), 11);
+    assert_memory_equal(mark, "\036runbox:77\036", 11);
+    /* Ids are random, positive and exact as JavaScript numbers. */
+    int64_t first = rbx_kernel_wire_new_id(), differ = 0;
+    for (int i = 0; i < 64; i++) {
+        int64_t id = rbx_kernel_wire_new_id();
+        assert_true(id > 0 && id < ((int64_t)1 << 53));
+        differ += id != first;
+    }
+    assert_true(differ >= 63);
+    /* A bash request opens with the call's mark, before cd and env. */
+    const char *env[] = {"A=1"};
+    size_t len;
+    rbx_kernel_wire_call call = {.id = 12345, .code = "true", .code_len = 4, .env = env,
+                                 .env_count = 1, .cwd = "/home/user"};
+    char *text = rbx_kernel_wire_request(RBX_KERNEL_BASH, &call, &len);
+    assert_true(strncmp(text, "__rbx_start 12345\n", 18) == 0);
+    assert_non_null(strstr(text, "__rbx_begin 12345 $'true'"));
+    free(text);
+}
+
 static void anything_else_is_refused(void **state)
 {
     (void)state;
@@ -110,13 +144,15 @@ static void anything_else_is_refused(void **state)
         "{\"type\": \"display\", \"kind\": \"display_data\", \"data\": \"text\"}",
         "{\"type\": \"done\", \"status\": \"exploded\"}",
         "{\"type\": \"done\", \"status\": \"ok\", \"status\": \"error\"}", /* duplicate key */
+        "{\"type\": \"start\"}",
+        "{\"type\": \"start\", \"id\": \"7\"}",
     };
     rbx_kernel_event e;
     for (size_t i = 0; i < sizeof bad_json / sizeof *bad_json; i++) {
         assert_false(rbx_kernel_wire_parse(RBX_KERNEL_JSON, bad_json[i], strlen(bad_json[i]), &e));
         rbx_kernel_event_free(&e);
     }
-    static const char *const bad_bash[] = {"", "D", "D x 1", "X 1 2", "S"};
+    static const char *const bad_bash[] = {"", "D", "D x 1", "X 1 2", "S", "B", "B x"};
     for (size_t i = 0; i < sizeof bad_bash / sizeof *bad_bash; i++)
         assert_false(rbx_kernel_wire_parse(RBX_KERNEL_BASH, bad_bash[i], strlen(bad_bash[i]), &e));
 }
@@ -129,6 +165,7 @@ int main(void)
         cmocka_unit_test(bash_request_quotes_every_unsafe_byte),
         cmocka_unit_test(bash_request_sets_and_restores_env),
         cmocka_unit_test(display_and_done_events_parse),
+        cmocka_unit_test(start_events_and_marks),
         cmocka_unit_test(anything_else_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
