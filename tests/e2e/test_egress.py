@@ -410,12 +410,12 @@ def test_only_the_addresses_that_answer_the_asked_name_are_admitted(rb):
              "--egress-allow", "*.good.test")
     names = ["mixed.good.test", "chain.good.test", "wrongq.good.test", "Case.Good.Test."]
     resolved, seen, result = resolve_and_probe(run, names, PUBLIC[:9])
-    # The reply to another question and the one with another ID were not taken for the answer.
-    assert resolved["wrongq.good.test"] == "198.51.100.7", resolved
     admitted = {"198.51.100.1", "198.51.100.4", "198.51.100.7", "198.51.100.9"}
     expected = {a: f"hello from {a}" if a in admitted else "ConnectionRefusedError"
                 for a in PUBLIC[:9]}
     assert seen == expected, (seen, resolved)
+    # The reply to another question and the one with another ID were not taken for the answer.
+    assert resolved["wrongq.good.test"] == "198.51.100.7", resolved
     for refused in set(PUBLIC[:9]) - admitted:
         assert f"{refused}:{PORT}" in result["egress_denied_to"], result
 
@@ -536,9 +536,12 @@ def test_rules_for_metadata_and_link_local_ranges_are_in_the_sandboxs_namespace(
     refused = set_ranges(rules, "default4") + set_ranges(rules, "default6")
     for address in ("169.254.169.254", "169.254.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1",
                     "100.64.0.1", "127.0.0.1", "0.0.0.0", "224.0.0.1", "255.255.255.255",
-                    "fe80::1", "fd00:ec2::254", "fc00::1", "::1", "ff02::1"):
+                    "fe80::1", "fd00:ec2::254", "fc00::1", "::1", "ff02::1",
+                    "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe", "64:ff9b::a00:1",
+                    "64:ff9b:1::1"):
         assert covered(refused, address), (address, rules)
-    for address in ("203.0.113.80", "8.8.8.8", "2001:db8::1", "2606:4700::1111"):
+    for address in ("203.0.113.80", "8.8.8.8", "2001:db8::1", "2606:4700::1111",
+                    "64:ff9b::808:808"):
         assert not covered(refused, address), (address, rules)
     # The host's (here: the client namespace's) own address, always refused.
     assert covered(set_ranges(rules, "deny4"), CLIENT), rules
