@@ -447,6 +447,12 @@ static rbx_status host_addresses(rbx_egress_list *list, rbx_error *err)
         }
         if ((status = grow((void **)&list->cidrs, list->cidr_count, sizeof cidr, err)) == RBX_OK)
             list->cidrs[list->cidr_count++] = cidr;
+        /* And its NAT64 form, as the default ranges have theirs. */
+        rbx_cidr nat64 = {.family = AF_INET6, .addr = {0, 0x64, 0xff, 0x9b}, .prefix = 128};
+        memcpy(nat64.addr + 12, cidr.addr, 4);
+        if (cidr.family == AF_INET && status == RBX_OK &&
+            (status = grow((void **)&list->cidrs, list->cidr_count, sizeof nat64, err)) == RBX_OK)
+            list->cidrs[list->cidr_count++] = nat64;
     }
     freeifaddrs(all);
     return status;

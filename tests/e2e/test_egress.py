@@ -545,6 +545,7 @@ def test_rules_for_metadata_and_link_local_ranges_are_in_the_sandboxs_namespace(
         assert not covered(refused, address), (address, rules)
     # The host's (here: the client namespace's) own address, always refused.
     assert covered(set_ranges(rules, "deny4"), CLIENT), rules
+    assert covered(set_ranges(rules, "deny6"), "64:ff9b::" + CLIENT), rules  # its NAT64 form
     assert 'counter name "refused"' in rules and "reject" in rules, rules
 
 

@@ -331,6 +331,18 @@ static void test_a_name_admits_no_refused_address_unless_allowed_by_cidr(void **
     rbx_egress_plan plan2 = {.policy = &both};
     assert_true(may_admit(&plan2, "10.8.0.1"));
     assert_false(may_admit(&plan2, "10.9.0.1"));
+    /* The host's own addresses, read when a plan is made, in their NAT64
+     * form too (the loopback interface's 127.0.0.1 is one of them). */
+    rbx_egress_plan made;
+    assert_int_equal(rbx_egress_plan_make(&made, &both, NULL, &err), RBX_OK);
+    bool nat64_loopback = false;
+    for (size_t i = 0; i < made.host.cidr_count; i++)
+        nat64_loopback |= made.host.cidrs[i].family == AF_INET6 &&
+                          !memcmp(made.host.cidrs[i].addr,
+                                  "\0\x64\xff\x9b\0\0\0\0\0\0\0\0\x7f\0\0\x01", 16);
+    assert_true(nat64_loopback);
+    assert_false(may_admit(&made, "64:ff9b::127.0.0.1"));
+    rbx_egress_plan_free(&made);
     /* An open policy already allows every address: a name only narrows. */
     both.open = true;
     assert_true(may_admit(&plan2, "169.254.169.254"));
