@@ -19,6 +19,13 @@
     {                                                                                              \
         AF_INET6, {b0, b1}, p                                                                      \
     }
+/* An IPv4 range as NAT64 addresses (64:ff9b::/96, RFC 6052): a NAT64
+ * gateway (a cloud's, for IPv6-only hosts) turns them into IPv4 packets
+ * sent from its own network, metadata and private ranges included. */
+#define NAT64(a, b, c, d, p)                                                                       \
+    {                                                                                              \
+        AF_INET6, {0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0, a, b, c, d}, 96 + p                \
+    }
 
 /* Never the public internet: what a sandbox must not reach unless the
  * operator says so. 0.0.0.0/8 and :: reach the host itself. */
@@ -39,6 +46,21 @@ const rbx_cidr rbx_egress_default_deny[] = {
     V6(0xfe, 0x80, 10),     /* link-local fe80::/10 */
     V6(0xfe, 0xc0, 10),     /* site-local fec0::/10 (deprecated, still routed by some) */
     V6(0xff, 0, 8),         /* multicast */
+    /* IPv4-mapped ::ffff:0:0/96: a program's connect() to one sends IPv4
+     * (refused above as IPv4); never a destination of its own. */
+    {AF_INET6, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff}, 96},
+    {AF_INET6, {0, 0x64, 0xff, 0x9b, 0, 1}, 48}, /* NAT64 for local use (RFC 8215) */
+    NAT64(0, 0, 0, 0, 8),                        /* the IPv4 ranges above, through NAT64 */
+    NAT64(10, 0, 0, 0, 8),
+    NAT64(100, 64, 0, 0, 10),
+    NAT64(127, 0, 0, 0, 8),
+    NAT64(169, 254, 0, 0, 16),
+    NAT64(172, 16, 0, 0, 12),
+    NAT64(192, 0, 0, 0, 24),
+    NAT64(192, 168, 0, 0, 16),
+    NAT64(198, 18, 0, 0, 15),
+    NAT64(224, 0, 0, 0, 4),
+    NAT64(240, 0, 0, 0, 4),
 };
 const size_t rbx_egress_default_deny_count =
     sizeof rbx_egress_default_deny / sizeof rbx_egress_default_deny[0];
@@ -425,6 +447,12 @@ static rbx_status host_addresses(rbx_egress_list *list, rbx_error *err)
         }
         if ((status = grow((void **)&list->cidrs, list->cidr_count, sizeof cidr, err)) == RBX_OK)
             list->cidrs[list->cidr_count++] = cidr;
+        /* And its NAT64 form, as the default ranges have theirs. */
+        rbx_cidr nat64 = {.family = AF_INET6, .addr = {0, 0x64, 0xff, 0x9b}, .prefix = 128};
+        memcpy(nat64.addr + 12, cidr.addr, 4);
+        if (cidr.family == AF_INET && status == RBX_OK &&
+            (status = grow((void **)&list->cidrs, list->cidr_count, sizeof nat64, err)) == RBX_OK)
+            list->cidrs[list->cidr_count++] = nat64;
     }
     freeifaddrs(all);
     return status;
@@ -490,6 +518,45 @@ bool rbx_egress_domain_listed(const rbx_egress_list *list, const char *name)
             return true;
     }
     return false;
+}
+
+static bool cidr_holds(const rbx_cidr *cidr, int family, const uint8_t *addr)
+{
+    if (cidr->family != family)
+        return false;
+    size_t whole = cidr->prefix / 8, bits = cidr->prefix % 8;
+    if (memcmp(cidr->addr, addr, whole) != 0)
+        return false;
+    return !bits || ((cidr->addr[whole] ^ addr[whole]) & (uint8_t)(0xff << (8 - bits))) == 0;
+}
+
+static bool cidrs_hold(const rbx_cidr *cidrs, size_t count, int family, const uint8_t *addr)
+{
+    for (size_t i = 0; i < count; i++)
+        if (cidr_holds(&cidrs[i], family, addr))
+            return true;
+    return false;
+}
+
+bool rbx_egress_default_refuses(int family, const uint8_t *addr)
+{
+    return cidrs_hold(rbx_egress_default_deny, rbx_egress_default_deny_count, family, addr);
+}
+
+bool rbx_egress_name_may_admit(const rbx_egress_plan *plan, int family, const uint8_t *addr)
+{
+    const rbx_egress_policy *policy = plan->policy;
+    if (policy->open)
+        return true; /* the operator allows every address: a name only narrows */
+    if (cidrs_hold(plan->host.cidrs, plan->host.cidr_count, family, addr) ||
+        cidrs_hold(policy->deny.cidrs, policy->deny.cidr_count, family, addr))
+        return false;
+    /* Only the operator opens a refused range, and only by address: whoever
+     * answers for an allowed name (its owner, or anyone who can add a name
+     * below a wildcard) must not be able to point it at the metadata
+     * service, a private network or the host. */
+    return cidrs_hold(policy->allow.cidrs, policy->allow.cidr_count, family, addr) ||
+           !rbx_egress_default_refuses(family, addr);
 }
 
 rbx_egress_name_verdict rbx_egress_judge_name(const rbx_egress_plan *plan, const char *asked)

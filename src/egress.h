@@ -82,6 +82,16 @@ rbx_status rbx_egress_plan_make(rbx_egress_plan *plan, const rbx_egress_policy *
                                 const rbx_request *request, rbx_error *err);
 void rbx_egress_plan_free(rbx_egress_plan *plan);
 
+/* Whether the public default refuses an address (family AF_INET or
+ * AF_INET6, network order). */
+bool rbx_egress_default_refuses(int family, const uint8_t *addr);
+/* Whether an address that answers a name the policy allows may be admitted
+ * into the sandbox's rules: never the host's own addresses or the
+ * operator's denied ranges, and an address of the ranges refused by
+ * default only when the operator's allow list holds it as a CIDR (or the
+ * policy is open). */
+bool rbx_egress_name_may_admit(const rbx_egress_plan *plan, int family, const uint8_t *addr);
+
 /* Whether a name matches one of the list's domains. */
 bool rbx_egress_domain_listed(const rbx_egress_list *list, const char *name);
 

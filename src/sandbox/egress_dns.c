@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <arpa/nameser.h>
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <resolv.h>
@@ -21,6 +22,10 @@
 #define QUERY_TIMEOUT_MS 5000
 #define QUERIES_PER_GUARD 64 /* in flight; more are dropped (the client retries) */
 #define DNS_MAX 4096
+#define CHAIN_MAX 16 /* names of a CNAME chain followed, the asked one included */
+/* An A record takes 16 bytes at least (a compressed name, 10 of fixed
+ * fields, 4 of address): no message of DNS_MAX holds more. */
+#define ADDRESSES_MAX (DNS_MAX / 16)
 
 struct rbx_egress_guard {
     int nl_fd, dns_fd;
@@ -36,7 +41,7 @@ typedef struct query {
     int fd; /* connected to the operator's resolver */
     struct sockaddr_storage client;
     socklen_t client_len;
-    uint8_t id[2];
+    rbx_egress_question question;
     rbx_egress_name_verdict verdict;
     int64_t deadline_ms;
 } query;
@@ -87,15 +92,130 @@ static void query_end(size_t index)
     slots[index].gen++;
 }
 
-bool rbx_egress_dns_question(const uint8_t *msg, size_t len, char *name, size_t size)
+/* The one question of msg, whether a query (response false) or not. */
+static bool question_of(const uint8_t *msg, size_t len, bool response,
+                        rbx_egress_question *question)
 {
     ns_msg parsed;
     ns_rr rr;
-    if (ns_initparse(msg, (int)len, &parsed) != 0 || ns_msg_getflag(parsed, ns_f_qr) ||
-        ns_msg_count(parsed, ns_s_qd) != 1 || ns_parserr(&parsed, ns_s_qd, 0, &rr) != 0)
+    if (len < HFIXEDSZ || len > DNS_MAX || ns_initparse(msg, (int)len, &parsed) != 0 ||
+        ns_msg_getflag(parsed, ns_f_qr) != response ||
+        ns_msg_getflag(parsed, ns_f_opcode) != ns_o_query || ns_msg_count(parsed, ns_s_qd) != 1 ||
+        ns_parserr(&parsed, ns_s_qd, 0, &rr) != 0)
         return false;
-    snprintf(name, size, "%s", ns_rr_name(rr));
+    memcpy(question->id, msg, 2);
+    question->type = ns_rr_type(rr);
+    question->qclass = ns_rr_class(rr);
+    snprintf(question->name, sizeof question->name, "%s", ns_rr_name(rr));
     return true;
+}
+
+bool rbx_egress_dns_question(const uint8_t *msg, size_t len, rbx_egress_question *question)
+{
+    return question_of(msg, len, false, question);
+}
+
+/* Names as libresolv writes them (dn_expand): no final dot, a byte that is
+ * not printable as \DDD, a special character escaped with '\'. Two names
+ * are the same in DNS when they differ only in the case of ASCII letters,
+ * which is then true of their texts too. */
+static bool same_name(const char *a, const char *b)
+{
+    return strcasecmp(a, b) == 0;
+}
+
+bool rbx_egress_dns_answers(const rbx_egress_question *question, const uint8_t *msg, size_t len)
+{
+    rbx_egress_question answered;
+    return question_of(msg, len, true, &answered) && !memcmp(answered.id, question->id, 2) &&
+           answered.type == question->type && answered.qclass == question->qclass &&
+           same_name(answered.name, question->name);
+}
+
+static bool in_chain(char chain[][NS_MAXDNAME], size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (same_name(chain[i], name))
+            return true;
+    return false;
+}
+
+/* Follows the CNAME records of the answer section from chain[0]; returns
+ * how many names the chain has. A loop or a chain longer than CHAIN_MAX
+ * ends it. */
+static size_t follow_chain(ns_msg *parsed, char chain[][NS_MAXDNAME])
+{
+    size_t n = 1;
+    int count = ns_msg_count(*parsed, ns_s_an);
+    for (bool longer = true; longer && n < CHAIN_MAX;) {
+        longer = false;
+        for (int i = 0; i < count && !longer; i++) {
+            ns_rr rr;
+            char target[NS_MAXDNAME];
+            if (ns_parserr(parsed, ns_s_an, i, &rr) != 0)
+                return n;
+            if (ns_rr_type(rr) != ns_t_cname || ns_rr_class(rr) != ns_c_in ||
+                !same_name(ns_rr_name(rr), chain[n - 1]))
+                continue;
+            if (ns_name_uncompress(ns_msg_base(*parsed), ns_msg_end(*parsed), ns_rr_rdata(rr),
+                                   target, sizeof target) < 0 ||
+                in_chain(chain, n, target))
+                return n;
+            snprintf(chain[n++], NS_MAXDNAME, "%s", target);
+            longer = true;
+        }
+    }
+    return n;
+}
+
+/* Whether a name of the chain is on the operator's deny list: deny wins
+ * over allow, for the names an allowed name leads to too. */
+static bool chain_denied(char chain[][NS_MAXDNAME], size_t n, const rbx_egress_list *deny)
+{
+    for (size_t i = 1; deny && i < n; i++) {
+        char name[NS_MAXDNAME];
+        size_t len = strlen(chain[i]);
+        for (size_t c = 0; c <= len; c++)
+            name[c] = (char)tolower((unsigned char)chain[i][c]);
+        if (len && name[len - 1] == '.')
+            name[len - 1] = 0;
+        if (rbx_egress_domain_listed(deny, name))
+            return true;
+    }
+    return false;
+}
+
+size_t rbx_egress_dns_addresses(const rbx_egress_question *question, const uint8_t *msg,
+                                size_t len, const rbx_egress_list *deny, rbx_egress_address *out,
+                                size_t max)
+{
+    ns_msg parsed;
+    if (len < HFIXEDSZ || len > DNS_MAX || ns_initparse(msg, (int)len, &parsed) != 0)
+        return 0;
+    char chain[CHAIN_MAX][NS_MAXDNAME];
+    snprintf(chain[0], NS_MAXDNAME, "%s", question->name);
+    size_t names = follow_chain(&parsed, chain);
+    if (chain_denied(chain, names, deny))
+        return 0;
+    size_t n = 0;
+    for (int i = 0; i < ns_msg_count(parsed, ns_s_an) && n < max; i++) {
+        ns_rr rr;
+        if (ns_parserr(&parsed, ns_s_an, i, &rr) != 0)
+            break;
+        int type = ns_rr_type(rr);
+        int family = type == ns_t_a && ns_rr_rdlen(rr) == 4       ? AF_INET
+                     : type == ns_t_aaaa && ns_rr_rdlen(rr) == 16 ? AF_INET6
+                                                                  : 0;
+        if (!family || ns_rr_class(rr) != ns_c_in ||
+            (question->type != type && question->type != ns_t_any) ||
+            !in_chain(chain, names, ns_rr_name(rr)))
+            continue;
+        out[n].family = family;
+        memset(out[n].addr, 0, sizeof out[n].addr);
+        memcpy(out[n].addr, ns_rr_rdata(rr), ns_rr_rdlen(rr));
+        n++;
+    }
+    return n;
 }
 
 size_t rbx_egress_dns_refusal(uint8_t *msg, size_t len)
@@ -123,9 +243,10 @@ static void answer_refused(rbx_egress_guard *guard, uint8_t *msg, size_t len,
 static void ask(rbx_egress_guard *guard, uint8_t *msg, size_t len,
                 const struct sockaddr_storage *client, socklen_t client_len)
 {
-    char name[NS_MAXDNAME];
-    if (len < HFIXEDSZ || !rbx_egress_dns_question(msg, len, name, sizeof name))
+    rbx_egress_question question;
+    if (!rbx_egress_dns_question(msg, len, &question))
         return;
+    const char *name = question.name;
     rbx_egress_name_verdict verdict = rbx_egress_judge_name(guard->plan, name);
     if (verdict.refused) {
         /* A lookup asks for A and AAAA, and retries: one name, one count. */
@@ -156,7 +277,7 @@ static void ask(rbx_egress_guard *guard, uint8_t *msg, size_t len,
                  .fd = fd,
                  .client = *client,
                  .client_len = client_len,
-                 .id = {msg[0], msg[1]},
+                 .question = question,
                  .verdict = verdict,
                  .deadline_ms = rbx_now_ms() + QUERY_TIMEOUT_MS};
     slots[index].kind = SLOT_QUERY;
@@ -170,27 +291,26 @@ static void ask(rbx_egress_guard *guard, uint8_t *msg, size_t len,
     guard->in_flight++;
 }
 
-/* The addresses of the answer, admitted before the program sees them. */
+/* The addresses that answer the allowed name, admitted before the program
+ * sees them. Whoever answers for the name chooses them, so the policy's
+ * ranges still hold (rbx_egress_name_may_admit); the answer reaches the
+ * program whole, and a connection to what was not admitted is refused and
+ * reported as any other. */
 static void admit_answers(query *q, const uint8_t *msg, size_t len)
 {
     if (!q->verdict.named_allow && !q->verdict.named_narrow)
         return;
-    ns_msg parsed;
-    if (ns_initparse(msg, (int)len, &parsed) != 0)
-        return;
-    for (int i = 0; i < ns_msg_count(parsed, ns_s_an); i++) {
-        ns_rr rr;
-        if (ns_parserr(&parsed, ns_s_an, i, &rr) != 0)
-            break;
-        int family = ns_rr_type(rr) == ns_t_a && ns_rr_rdlen(rr) == 4       ? AF_INET
-                     : ns_rr_type(rr) == ns_t_aaaa && ns_rr_rdlen(rr) == 16 ? AF_INET6
-                                                                            : 0;
-        if (!family)
+    const rbx_egress_plan *plan = q->guard->plan;
+    rbx_egress_address found[ADDRESSES_MAX];
+    size_t n = rbx_egress_dns_addresses(&q->question, msg, len, &plan->policy->deny, found,
+                                        ADDRESSES_MAX);
+    for (size_t i = 0; i < n; i++) {
+        if (!rbx_egress_name_may_admit(plan, found[i].family, found[i].addr))
             continue;
         if (q->verdict.named_allow)
-            (void)rbx_egress_rules_admit(q->guard->nl_fd, false, family, ns_rr_rdata(rr));
+            (void)rbx_egress_rules_admit(q->guard->nl_fd, false, found[i].family, found[i].addr);
         if (q->verdict.named_narrow)
-            (void)rbx_egress_rules_admit(q->guard->nl_fd, true, family, ns_rr_rdata(rr));
+            (void)rbx_egress_rules_admit(q->guard->nl_fd, true, found[i].family, found[i].addr);
     }
 }
 
@@ -201,7 +321,12 @@ static void on_answer(size_t index)
     ssize_t n = recv(q->fd, msg, sizeof msg, MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
-    if (n >= HFIXEDSZ && msg[0] == q->id[0] && msg[1] == q->id[1]) {
+    /* A datagram that is not the response to this question (another ID,
+     * another question) is ignored, as a stub resolver ignores it, and
+     * the query waits on for its answer until its deadline. */
+    if (n >= 0 && !rbx_egress_dns_answers(&q->question, msg, (size_t)n))
+        return;
+    if (n > 0) {
         admit_answers(q, msg, (size_t)n);
         (void)sendto(q->guard->dns_fd, msg, (size_t)n, MSG_DONTWAIT,
                      (const struct sockaddr *)&q->client, q->client_len);

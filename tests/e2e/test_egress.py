@@ -4,7 +4,10 @@ Traffic goes only to loopback and to network namespaces made here: runbox
 runs inside a namespace of the test ("client", 10.213.0.1 and fd00:213::1),
 joined by a veth pair to another ("testhost", 10.213.0.2, 10.213.0.3 and
 fd00:213::2) that serves TCP on port 8080 and DNS (dnsmasq) for names of
-its own. Routes to the test hosts exist only in the client namespace: the
+its own. The test host also holds the metadata address (169.254.169.254)
+and stand-ins for public addresses (198.51.100.1-9, 203.0.113.9), and a
+hostile DNS server on 10.213.0.3 whose answers point allowed names at
+them. Routes to the test hosts exist only in the client namespace: the
 host's own network is never touched. Addresses the policy must refuse
 (metadata, private ranges) are refused inside the sandbox, before a packet
 leaves it; the rules for the ranges no test host has are read back from
@@ -29,6 +32,14 @@ pytestmark = pytest.mark.skipif(
 
 HOST_A, HOST_B, CLIENT = "10.213.0.2", "10.213.0.3", "10.213.0.1"
 PORT = 8080
+METADATA = "169.254.169.254"
+# Stand-ins for public addresses (documentation ranges, outside the default refusal), held by
+# the test host and routed to it from the client namespace only.
+PUBLIC = [f"198.51.100.{i}" for i in range(1, 10)] + ["203.0.113.9"]
+# What dnsmasq answers for its names: public stand-ins too, since a name admits no private
+# address (only the operator's CIDRs do).
+NAMED_A, NAMED_B = "203.0.113.1", "203.0.113.2"
+PUBLIC += [NAMED_A, NAMED_B]
 
 # What the test host's TCP servers answer: their own address, so a test
 # knows which one it reached.
@@ -58,6 +69,107 @@ for host in %r:
     print(host, "=>", probe(host))
 """
 
+# A DNS server that answers as an attacker who controls the names below good.test would: each
+# (name, type) gets its replies in order, each reply a question (the asked one unless given),
+# an ID offset, and records for the answer (an) and additional (ar) sections. Any other
+# question gets an empty answer.
+HOSTILE_DNS = r"""
+import json, socket, struct, sys
+TYPES = {"A": 1, "AAAA": 28, "CNAME": 5}
+def wire(name):
+    return b"".join(bytes([len(l)]) + l.encode() for l in name.rstrip(".").split(".")) + b"\0"
+def record(owner, kind, value):
+    if kind == "A":
+        data = socket.inet_pton(socket.AF_INET, value)
+    elif kind == "AAAA":
+        data = socket.inet_pton(socket.AF_INET6, value)
+    else:
+        data = wire(value)
+    return wire(owner) + struct.pack("!HHIH", TYPES[kind], 1, 60, len(data)) + data
+answers = {(name, TYPES[kind]): replies for name, kind, replies in json.loads(sys.argv[2])}
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], 53))
+print("ready", flush=True)
+while True:
+    query, client = s.recvfrom(4096)
+    end = 12
+    while query[end]:
+        end += 1 + query[end]
+    qname, (qtype,) = query[12:end + 1], struct.unpack("!H", query[end + 1:end + 3])
+    labels, at = [], 0
+    while qname[at]:
+        labels.append(qname[at + 1:at + 1 + qname[at]].decode().lower())
+        at += 1 + qname[at]
+    (qid,) = struct.unpack("!H", query[:2])
+    for reply in answers.get((".".join(labels), qtype), [{}]):
+        an, ar = reply.get("an", []), reply.get("ar", [])
+        question = wire(reply["question"]) if "question" in reply else qname
+        head = struct.pack("!HHHHHH", (qid + reply.get("id", 0)) & 0xFFFF, 0x8180, 1, len(an),
+                           0, len(ar))
+        s.sendto(head + question + struct.pack("!HH", qtype, 1)
+                 + b"".join(record(*r) for r in an + ar), client)
+"""
+
+HOSTILE_ANSWERS = [
+    ["meta.good.test", "A", [{"an": [["meta.good.test", "A", METADATA]]}]],
+    ["private.good.test", "A", [{"an": [["private.good.test", "A", HOST_B]]}]],
+    # The name's own address, and records about other names beside it.
+    ["mixed.good.test", "A", [{"an": [["mixed.good.test", "A", "198.51.100.1"],
+                                      ["unrelated.test", "A", "198.51.100.2"]],
+                               "ar": [["extra.test", "A", "198.51.100.3"]]}]],
+    # A CNAME chain to its end, and a second chain that starts at another name.
+    ["chain.good.test", "A", [{"an": [["chain.good.test", "CNAME", "edge.cdn.test"],
+                                      ["edge.cdn.test", "A", "198.51.100.4"],
+                                      ["decoy.good.test", "CNAME", "far.cdn.test"],
+                                      ["far.cdn.test", "A", "198.51.100.5"]]}]],
+    # An answer to another question first, then one with another ID, then the answer.
+    ["wrongq.good.test", "A", [{"question": "other.good.test",
+                                "an": [["wrongq.good.test", "A", "198.51.100.8"]]},
+                               {"id": 1, "an": [["wrongq.good.test", "A", "198.51.100.6"]]},
+                               {"an": [["wrongq.good.test", "A", "198.51.100.7"]]}]],
+    # Owner names in another case than the question's.
+    ["case.good.test", "A", [{"an": [["CASE.Good.TEST", "A", "198.51.100.9"]]}]],
+    ["v4.good.test", "A", [{"an": [["v4.good.test", "A", a] for a in (
+        "127.0.0.1", "0.0.0.0", "10.1.2.3", "100.64.0.1", METADATA, "172.16.0.1", "192.0.0.170",
+        "192.168.1.1", "198.18.0.1", "224.0.0.1", "255.255.255.255", CLIENT,
+        "203.0.113.9")]}]],
+    ["v6.good.test", "AAAA", [{"an": [["v6.good.test", "AAAA", a] for a in (
+        "::", "::1", "fe80::1", "fc00::1", "fd00:ec2::254", "fec0::1", "ff02::1",
+        "::ffff:169.254.169.254", "::ffff:10.1.2.3", "64:ff9b::a9fe:a9fe", "64:ff9b::a01:203",
+        "64:ff9b:1::a9fe:a9fe", "fd00:213::1", "2001:db8::1", "64:ff9b::cb00:7109")]}]],
+]
+
+# The sandbox's side of a hostile answer: resolve each name (IPv4) through runbox's resolver,
+# then connect to each address, named or not.
+RESOLVE_AND_PROBE = """
+import socket
+def resolve(name):
+    try:
+        infos = socket.getaddrinfo(name, %d, socket.AF_INET, socket.SOCK_STREAM)
+        return ",".join(sorted({i[4][0] for i in infos}))
+    except OSError as e:
+        return type(e).__name__
+def probe(host):
+    try:
+        with socket.create_connection((host, %d), timeout=5) as s:
+            return s.recv(100).decode().strip()
+    except OSError as e:
+        return type(e).__name__
+for name in %r:
+    print(name, "->", resolve(name))
+for host in %r:
+    print(host, "=>", probe(host))
+"""
+
+
+def resolve_and_probe(run, names, hosts, *args):
+    result = run(RESOLVE_AND_PROBE % (PORT, PORT, names, hosts), *args)
+    assert result["exit_code"] == 0, result
+    lines = result["output"].splitlines()
+    resolved = dict(line.split(" -> ") for line in lines if " -> " in line)
+    seen = dict(line.split(" => ") for line in lines if " => " in line)
+    return resolved, seen, result
+
 
 def ip(*args, check=True):
     return subprocess.run(["ip", *args], check=check, capture_output=True)
@@ -76,19 +188,26 @@ class Network:
            veth_h, "netns", self.testhost)
         for ns, dev, addrs in ((self.client, veth_c, [CLIENT + "/24", "fd00:213::1/64"]),
                                (self.testhost, veth_h,
-                                [HOST_A + "/24", HOST_B + "/24", "fd00:213::2/64"])):
+                                [HOST_A + "/24", HOST_B + "/24", "fd00:213::2/64",
+                                 METADATA + "/32"] + [a + "/32" for a in PUBLIC])):
             for addr in addrs:
                 ip("-n", ns, "addr", "add", addr, "dev", dev, "nodad")
             ip("-n", ns, "link", "set", dev, "up")
             ip("-n", ns, "link", "set", "lo", "up")
+        for route in (METADATA + "/32", "198.51.100.0/24", "203.0.113.0/24"):
+            ip("-n", self.client, "route", "add", route, "dev", veth_c)
         self.procs.append(self.spawn(self.testhost, ["/usr/bin/python3", "-c", SERVER,
-                                                     HOST_A, HOST_B], wait_for=b"ready"))
+                                                     HOST_A, HOST_B, METADATA, *PUBLIC],
+                                     wait_for=b"ready"))
+        self.procs.append(self.spawn(self.testhost, ["/usr/bin/python3", "-c", HOSTILE_DNS,
+                                                     HOST_B, json.dumps(HOSTILE_ANSWERS)],
+                                     wait_for=b"ready"))
         self.procs.append(self.spawn(self.testhost, [
             shutil.which("dnsmasq"), "--keep-in-foreground", "--no-resolv", "--no-hosts",
             "--bind-interfaces", f"--listen-address={HOST_A}", "--port=53", "--pid-file",
-            "--user=root", "--address=/allowed.test/" + HOST_A,
-            "--address=/other.test/" + HOST_B, "--address=/sub.wild.test/" + HOST_B,
-            "--address=/denied.test/" + HOST_A]))
+            "--user=root", "--address=/allowed.test/" + NAMED_A,
+            "--address=/other.test/" + NAMED_B, "--address=/sub.wild.test/" + NAMED_B,
+            "--address=/denied.test/" + NAMED_A]))
         self.wait_dns()
 
     def spawn(self, ns, argv, wait_for=None):
@@ -219,12 +338,12 @@ def test_the_hosts_own_addresses_are_refused_even_when_their_range_is_allowed(rb
 
 def test_a_domain_allow_list_admits_what_it_resolved_and_nothing_else(rb):
     run = rb("--egress-default", "none", "--egress-allow", "allowed.test,*.wild.test")
-    code = PROBE % (PORT, ["allowed.test", "sub.wild.test", HOST_B, "other.test"])
+    code = PROBE % (PORT, ["allowed.test", "sub.wild.test", "other.test"])
     result = run(code)
     seen = dict(line.split(" => ") for line in result["output"].splitlines())
     # The name resolved (by runbox, through the test's DNS) and is reachable.
-    assert seen["allowed.test"] == f"hello from {HOST_A}", seen
-    assert seen["sub.wild.test"] == f"hello from {HOST_B}", seen
+    assert seen["allowed.test"] == f"hello from {NAMED_A}", seen
+    assert seen["sub.wild.test"] == f"hello from {NAMED_B}", seen
     # other.test is not on the list: the lookup is refused, and is reported.
     assert seen["other.test"] == "gaierror", seen
     assert "other.test" in result["egress_denied_to"], result
@@ -232,10 +351,11 @@ def test_a_domain_allow_list_admits_what_it_resolved_and_nothing_else(rb):
 
 def test_a_direct_connection_to_an_address_no_allowed_name_resolved_to_is_refused(rb):
     run = rb("--egress-default", "none", "--egress-allow", "allowed.test")
-    # allowed.test is 10.213.0.2; 10.213.0.3 was never an answer.
-    seen, result = probe(run, ["allowed.test", HOST_B])
-    assert seen == {"allowed.test": f"hello from {HOST_A}", HOST_B: "ConnectionRefusedError"}, seen
-    assert f"{HOST_B}:{PORT}" in result["egress_denied_to"], result
+    # allowed.test is NAMED_A; NAMED_B was never an answer.
+    seen, result = probe(run, ["allowed.test", NAMED_B])
+    assert seen == {"allowed.test": f"hello from {NAMED_A}",
+                    NAMED_B: "ConnectionRefusedError"}, seen
+    assert f"{NAMED_B}:{PORT}" in result["egress_denied_to"], result
 
 
 def test_a_denied_domain_is_not_resolved_and_other_dns_servers_are_refused(rb):
@@ -251,7 +371,7 @@ except OSError as e:
     result = run(code)
     seen = dict(line.split(" => ") for line in result["output"].splitlines())
     assert seen["denied.test"] == "gaierror", seen
-    assert seen["allowed.test"] == f"hello from {HOST_A}", seen
+    assert seen["allowed.test"] == f"hello from {NAMED_A}", seen
     # Asking the test's DNS server directly, not through runbox, is refused.
     assert seen["dns-elsewhere"] == "PermissionError", seen
     assert "denied.test" in result["egress_denied_to"], result
@@ -261,8 +381,99 @@ except OSError as e:
 def test_a_request_narrowed_to_a_name_reaches_that_name_only(rb):
     run = rb("--egress-allow", "10.213.0.0/24")
     seen, _ = probe(run, ["allowed.test", "other.test"], "--egress-allow", "allowed.test")
-    assert seen == {"allowed.test": f"hello from {HOST_A}",
+    assert seen == {"allowed.test": f"hello from {NAMED_A}",
                     "other.test": "ConnectionRefusedError"}, seen
+
+
+# What an allowed name may admit: the hostile DNS server on HOST_B answers for *.good.test.
+
+def test_an_allowed_name_pointed_at_the_metadata_or_a_private_address_admits_neither(rb):
+    for default in ("public", "none"):
+        run = rb("--egress-resolver", HOST_B, "--egress-default", default,
+                 "--egress-allow", "*.good.test")
+        resolved, seen, result = resolve_and_probe(
+            run, ["meta.good.test", "private.good.test"], [METADATA, HOST_B])
+        # The program gets the answer as DNS gave it, and learns from the result why its
+        # connection failed; the name did not open what the policy refuses.
+        assert resolved == {"meta.good.test": METADATA, "private.good.test": HOST_B}, resolved
+        assert seen == {METADATA: "ConnectionRefusedError",
+                        HOST_B: "ConnectionRefusedError"}, (default, seen)
+        assert f"{METADATA}:{PORT}" in result["egress_denied_to"], result
+        assert f"{HOST_B}:{PORT}" in result["egress_denied_to"], result
+
+
+def test_only_the_addresses_that_answer_the_asked_name_are_admitted(rb):
+    """Its own records and those at the end of its CNAME chain; not other names' records in
+    the same message, not the additional section, not a chain that starts elsewhere, not a
+    reply to another question or with another ID. Owner names match in any case."""
+    run = rb("--egress-resolver", HOST_B, "--egress-default", "none",
+             "--egress-allow", "*.good.test")
+    names = ["mixed.good.test", "chain.good.test", "wrongq.good.test", "Case.Good.Test."]
+    resolved, seen, result = resolve_and_probe(run, names, PUBLIC[:9])
+    admitted = {"198.51.100.1", "198.51.100.4", "198.51.100.7", "198.51.100.9"}
+    expected = {a: f"hello from {a}" if a in admitted else "ConnectionRefusedError"
+                for a in PUBLIC[:9]}
+    assert seen == expected, (seen, resolved)
+    # The reply to another question and the one with another ID were not taken for the answer.
+    assert resolved["wrongq.good.test"] == "198.51.100.7", resolved
+    for refused in set(PUBLIC[:9]) - admitted:
+        assert f"{refused}:{PORT}" in result["egress_denied_to"], result
+
+
+def test_a_name_admits_no_address_of_the_refused_ranges_ipv4_or_ipv6(rb):
+    """Read back from the sandbox's own sets: of an answer full of loopback, unspecified,
+    private, shared, link-local, multicast, broadcast, unique-local, site-local, IPv4-mapped,
+    NAT64 forms of those, and the host's own addresses, only the public ones are admitted."""
+    run = rb("--egress-resolver", HOST_B, "--egress-allow", "*.good.test")
+    code = ("import socket\n"
+            "for name, family in (('v4.good.test', socket.AF_INET), "
+            "('v6.good.test', socket.AF_INET6)):\n"
+            "    print(name, len(socket.getaddrinfo(name, 80, family, socket.SOCK_STREAM)))\n")
+    sets, result = admitted_sets(run, code)
+    assert result["output"].split() == ["v4.good.test", "13", "v6.good.test", "15"], result
+    assert sets == {"named4": ["203.0.113.9"], "named6": ["2001:db8::1", "64:ff9b::cb00:7109"]}, \
+        sets
+
+
+def test_an_allowed_cidr_still_admits_its_addresses_by_name(rb):
+    run = rb("--egress-resolver", HOST_B, "--egress-default", "none",
+             "--egress-allow", f"*.good.test,{HOST_B}/32")
+    resolved, seen, _ = resolve_and_probe(run, ["private.good.test", "meta.good.test"],
+                                          [HOST_B, METADATA])
+    assert seen == {HOST_B: f"hello from {HOST_B}", METADATA: "ConnectionRefusedError"}, seen
+    sets, _ = admitted_sets(run, "import socket; socket.getaddrinfo('private.good.test', 80, "
+                                 "socket.AF_INET)")
+    assert sets["named4"] == [HOST_B], sets
+
+
+def admitted_sets(run, code):
+    """Runs code, then holds its sandbox (a sleep) while the sets of addresses admitted by name
+    are read with nft from the sandbox's network namespace: {set: [addresses]}."""
+    import threading
+    marker = unique_marker()
+    box = {}
+    full = code + f"\nimport subprocess; subprocess.run(['sleep', '{marker}'])\n"
+    thread = threading.Thread(target=lambda: box.update(result=run(full, timeout=120)))
+    thread.start()
+    sets = {}
+    try:
+        deadline = time.time() + 60
+        pids = []
+        while not pids and time.time() < deadline:
+            pids = processes_matching(marker)
+            time.sleep(0.05)
+        assert pids, "the sandbox's sleep did not start"
+        for name in ("named4", "named6"):
+            listing = subprocess.run(["nsenter", f"--net=/proc/{pids[0]}/ns/net", "nft", "-j",
+                                      "list", "set", "inet", "runbox", name],
+                                     capture_output=True, text=True, check=True).stdout
+            found = [item["set"] for item in json.loads(listing)["nftables"] if "set" in item]
+            sets[name] = sorted(found[0].get("elem", []))
+    finally:
+        for pid in processes_matching(marker):
+            os.kill(pid, signal.SIGKILL)
+        thread.join(60)
+    return sets, box.get("result")
 
 
 def test_a_stateful_kernel_enforces_and_reports_per_call(rb):
@@ -325,12 +536,16 @@ def test_rules_for_metadata_and_link_local_ranges_are_in_the_sandboxs_namespace(
     refused = set_ranges(rules, "default4") + set_ranges(rules, "default6")
     for address in ("169.254.169.254", "169.254.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1",
                     "100.64.0.1", "127.0.0.1", "0.0.0.0", "224.0.0.1", "255.255.255.255",
-                    "fe80::1", "fd00:ec2::254", "fc00::1", "::1", "ff02::1"):
+                    "fe80::1", "fd00:ec2::254", "fc00::1", "::1", "ff02::1",
+                    "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe", "64:ff9b::a00:1",
+                    "64:ff9b:1::1"):
         assert covered(refused, address), (address, rules)
-    for address in ("203.0.113.80", "8.8.8.8", "2001:db8::1", "2606:4700::1111"):
+    for address in ("203.0.113.80", "8.8.8.8", "2001:db8::1", "2606:4700::1111",
+                    "64:ff9b::808:808"):
         assert not covered(refused, address), (address, rules)
     # The host's (here: the client namespace's) own address, always refused.
     assert covered(set_ranges(rules, "deny4"), CLIENT), rules
+    assert covered(set_ranges(rules, "deny6"), "64:ff9b::" + CLIENT), rules  # its NAT64 form
     assert 'counter name "refused"' in rules and "reject" in rules, rules
 
 

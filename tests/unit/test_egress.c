@@ -280,6 +280,77 @@ static void test_the_default_ranges_cover_metadata_and_private_networks(void **s
     }
 }
 
+static bool may_admit(const rbx_egress_plan *plan, const char *text)
+{
+    uint8_t addr[16] = {0};
+    int family = strchr(text, ':') ? AF_INET6 : AF_INET;
+    assert_int_equal(inet_pton(family, text, addr), 1);
+    return rbx_egress_name_may_admit(plan, family, addr);
+}
+
+/* What a hostile answer for an allowed name may put into the sandbox's
+ * rules: no address the policy refuses, in any of its spellings. */
+static void test_a_name_admits_no_refused_address_unless_allowed_by_cidr(void **state)
+{
+    static const char *const refused[] = {
+        "169.254.169.254", "169.254.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "100.64.0.1",
+        "192.0.0.170", "198.18.0.1", "127.0.0.1", "127.1.2.3", "0.0.0.0", "224.0.0.251",
+        "239.255.255.250", "255.255.255.255", "::", "::1", "fe80::1", "febf::1", "fec0::1",
+        "fc00::1", "fd00:ec2::254", "ff02::1", "ff05::1:3",
+        /* IPv4-mapped: refused whatever the address (an IPv6 socket sends IPv4) */
+        "::ffff:169.254.169.254", "::ffff:10.0.0.1", "::ffff:127.0.0.1", "::ffff:8.8.8.8",
+        /* NAT64 of the refused IPv4 ranges, and the local-use NAT64 prefix */
+        "64:ff9b::a9fe:a9fe", "64:ff9b::169.254.169.254", "64:ff9b::10.1.2.3",
+        "64:ff9b::127.0.0.1", "64:ff9b::192.168.0.1", "64:ff9b::224.0.0.1",
+        "64:ff9b:1::8.8.8.8",
+        /* the host's own (below) and the operator's denied range */
+        "203.0.113.5", "2001:db8:5::1", "198.51.100.77"};
+    static const char *const admitted[] = {"8.8.8.8", "203.0.113.80", "172.32.0.1",
+                                           "100.128.0.1", "2606:4700::1111", "2001:db8::1",
+                                           "64:ff9b::8.8.8.8", "64:ff9b::203.0.113.80",
+                                           /* allowed by CIDR, though private */
+                                           "10.20.1.2", "fd00:20::1", "64:ff9b::a14:102"};
+    rbx_egress_policy policy = policy_of(
+        "*.good.test,10.20.0.0/16,fd00:20::/32,64:ff9b::10.20.0.0/112", "198.51.100.0/24", false,
+        NULL);
+    rbx_egress_plan plan = {.policy = &policy};
+    rbx_error err = {0};
+    assert_int_equal(rbx_egress_list_parse(&plan.host, "203.0.113.5,2001:db8:5::1", "host", &err),
+                     RBX_OK);
+    for (int only = 0; only < 2; only++) {
+        policy.allowlist_only = only; /* the same in both modes */
+        for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+            if (may_admit(&plan, refused[i]))
+                fail_msg("a name admitted %s", refused[i]);
+        for (size_t i = 0; i < sizeof admitted / sizeof *admitted; i++)
+            if (!may_admit(&plan, admitted[i]))
+                fail_msg("a name did not admit %s", admitted[i]);
+    }
+    /* The operator's deny wins over its allowed CIDR. */
+    rbx_egress_policy both = policy_of("10.0.0.0/8", "10.9.0.0/16", false, NULL);
+    rbx_egress_plan plan2 = {.policy = &both};
+    assert_true(may_admit(&plan2, "10.8.0.1"));
+    assert_false(may_admit(&plan2, "10.9.0.1"));
+    /* The host's own addresses, read when a plan is made, in their NAT64
+     * form too (the loopback interface's 127.0.0.1 is one of them). */
+    rbx_egress_plan made;
+    assert_int_equal(rbx_egress_plan_make(&made, &both, NULL, &err), RBX_OK);
+    bool nat64_loopback = false;
+    for (size_t i = 0; i < made.host.cidr_count; i++)
+        nat64_loopback |= made.host.cidrs[i].family == AF_INET6 &&
+                          !memcmp(made.host.cidrs[i].addr,
+                                  "\0\x64\xff\x9b\0\0\0\0\0\0\0\0\x7f\0\0\x01", 16);
+    assert_true(nat64_loopback);
+    assert_false(may_admit(&made, "64:ff9b::127.0.0.1"));
+    rbx_egress_plan_free(&made);
+    /* An open policy already allows every address: a name only narrows. */
+    both.open = true;
+    assert_true(may_admit(&plan2, "169.254.169.254"));
+    rbx_egress_policy_free(&both);
+    rbx_egress_list_free(&plan.host);
+    rbx_egress_policy_free(&policy);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -293,6 +364,7 @@ int main(void)
         cmocka_unit_test(test_the_operators_file),
         cmocka_unit_test(test_open_takes_no_lists),
         cmocka_unit_test(test_the_default_ranges_cover_metadata_and_private_networks),
+        cmocka_unit_test(test_a_name_admits_no_refused_address_unless_allowed_by_cidr),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
