@@ -37,6 +37,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -551,22 +552,55 @@ static int make_scratch_dirs(rbx_engine *engine, int dir, bool with_home)
     return 0;
 }
 
+/* Who made a scratch space: the pid of the runbox process, in an attribute
+ * of its subvolume rather than in its name. A sandbox's mount table shows
+ * the path of its /tmp and home within the storage (the kernel prints a
+ * bind's path in its filesystem, and btrfs its subvolume's), and the
+ * server's pid is none of the sandbox's business. */
+#define SCRATCH_OWNER "trusted.runbox.owner"
+/* An owner is written moments after its subvolume is made: one without
+ * (its maker died in between) is a leftover once it is this old. */
+#define SCRATCH_UNOWNED_SECONDS 60
+
+static int set_scratch_owner(int dir)
+{
+    char pid[16];
+    int len = snprintf(pid, sizeof pid, "%d", (int)getpid());
+    return fsetxattr(dir, SCRATCH_OWNER, pid, (size_t)len, 0);
+}
+
+/* The owner of a scratch space (0: none written), and whether one that
+ * names none is old enough to be a leftover. */
+static pid_t scratch_owner(int scratch_fd, const char *name)
+{
+    int dir = open_dir_at(scratch_fd, name);
+    char text[16];
+    ssize_t n = dir >= 0 ? fgetxattr(dir, SCRATCH_OWNER, text, sizeof text - 1) : -1;
+    if (dir >= 0)
+        close(dir);
+    if (n <= 0)
+        return 0;
+    text[n] = 0;
+    char *end;
+    long pid = strtol(text, &end, 10);
+    return *end == 0 && pid > 0 && pid <= 4194304 ? (pid_t)pid : 0;
+}
+
 rbx_status rbx_scratch_make(rbx_engine *engine, bool with_home, rbx_scratch *scratch,
                             rbx_error *err)
 {
     memset(scratch, 0, sizeof *scratch);
     if (engine->storage != RBX_STORAGE_BTRFS)
         return RBX_OK;
-    char hex[20];
-    random_hex(hex, sizeof hex);
-    snprintf(scratch->name, sizeof scratch->name, "%d-%s", (int)getpid(), hex);
+    random_hex(scratch->name, sizeof scratch->name);
     if (rbx_btrfs_subvolume_create(engine->scratch_fd, scratch->name) != 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot create the execution's scratch space: %s",
                         strerror(errno));
     scratch->made = true;
     int dir = open_dir_at(engine->scratch_fd, scratch->name);
     uint64_t cap = with_home ? engine->config.disk_cap_bytes : SCRATCH_TMP_BYTES;
-    if (dir < 0 || rbx_btrfs_limit(dir, cap) != 0 || make_scratch_dirs(engine, dir, with_home)) {
+    if (dir < 0 || set_scratch_owner(dir) != 0 || rbx_btrfs_limit(dir, cap) != 0 ||
+        make_scratch_dirs(engine, dir, with_home)) {
         rbx_status status = rbx_fail(
             err, RBX_ESYSTEM, "cannot prepare the execution's scratch space: %s", strerror(errno));
         if (dir >= 0)
@@ -618,8 +652,15 @@ static void sweep_dir(rbx_engine *engine, int dirfd)
     while ((entry = readdir(dir))) {
         struct stat st;
         if (entry->d_name[0] == '.' || strlen(entry->d_name) >= 128 ||
-            fstatat(dirfd, entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-            rbx_owner_state_of(leftover_owner(entry->d_name), st.st_ctim.tv_sec) != RBX_OWNER_GONE)
+            fstatat(dirfd, entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        pid_t owner = leftover_owner(entry->d_name);
+        if (!owner && dirfd == engine->scratch_fd)
+            owner = scratch_owner(dirfd, entry->d_name);
+        bool gone = owner ? rbx_owner_state_of(owner, st.st_ctim.tv_sec) == RBX_OWNER_GONE
+                          : dirfd == engine->scratch_fd &&
+                                time(NULL) - st.st_ctim.tv_sec > SCRATCH_UNOWNED_SECONDS;
+        if (!gone)
             continue;
         if (count == cap) {
             cap = cap ? cap * 2 : 16;

@@ -36,7 +36,7 @@ rbx_status rbx_storage_room(rbx_engine *engine, rbx_error *err);
  * where the storage caps sizes (else *made is false and tmpfs serves). */
 typedef struct rbx_scratch {
     bool made;
-    char name[64];       /* below the scratch directory: <pid>-<random> */
+    char name[64];       /* below the scratch directory: random (its owner: storage.c) */
     char tmp_path[4400]; /* host paths, for the sandbox's binds */
     char home_path[4400];
 } rbx_scratch;

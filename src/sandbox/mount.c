@@ -429,21 +429,26 @@ static int copy_tree_raw(const char *src, const char *dst, int depth, tree_budge
 
 /* /usr in the prepared namespace: an overlay of the host's /usr (read-only,
  * no upper layer), so that the sandbox's mount table names "runbox", not
- * the host's block device. overlayfs wants two lower layers: the second is
- * the mount point's own empty directory. */
-static int overlay_usr(const char *host, const char *dst)
+ * the host's block device nor the path of an image's tree. The kernel
+ * shows an overlay's options as they were given, so it is made after the
+ * pivot, from paths of the new root: build_system() binds the host's /usr
+ * at /usr, the overlay of it goes up at /tmp (overlayfs wants two lower
+ * layers: the second is /tmp's own empty directory, which every sandbox
+ * covers), the bind is detached (the overlay holds its layers) and the
+ * overlay moves to /usr. Its options read "lowerdir=/usr:/tmp". */
+static int overlay_usr(const rbx_root_plan *plan, const char **step)
 {
-    char options[RBX_ROOT_PATH_MAX * 3] = "lowerdir=";
-    if (mkdir(dst, 0755) != 0 && errno != EEXIST)
+    bool has_usr = false;
+    for (size_t i = 0; i < plan->count; i++)
+        has_usr |= plan->steps[i].is_dir && !strcmp(plan->steps[i].inside, "/usr");
+    if (!has_usr)
+        return 0;
+    *step = "/usr";
+    if (mount("runbox", "/tmp", "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV,
+              "lowerdir=/usr:/tmp") != 0 ||
+        umount2("/usr", MNT_DETACH) != 0 || mount("/tmp", "/usr", NULL, MS_MOVE, NULL) != 0)
         return -1;
-    if (strlen(host) + strlen(dst) + 16 >= sizeof options) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    strcat(options, host);
-    strcat(options, ":");
-    strcat(options, dst);
-    return mount("runbox", dst, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, options);
+    return 0;
 }
 
 static int build_system(const rbx_root_plan *plan, int tree_fd, bool template, const char **step)
@@ -476,9 +481,8 @@ static int build_system(const rbx_root_plan *plan, int tree_fd, bool template, c
             rc = symlink(s->host, dst) != 0 && errno != EEXIST ? -1 : 0;
         else if (s->kind == ROOT_COPY)
             rc = copy_file(host, dst, 0644, RBX_ROOT_COPY_MAX);
-        else if (template && s->is_dir && !strcmp(s->inside, "/usr"))
-            rc = overlay_usr(host, dst);
-        else if (template && s->is_dir && mkdir(dst, 0755) == 0 &&
+        else if (template && s->is_dir && strcmp(s->inside, "/usr") != 0 &&
+                 mkdir(dst, 0755) == 0 &&
                  copy_tree_raw(host, dst, 0, &budget) == 0)
             rc = 0;
         else /* made read-only with the whole root, in seal_system() */
@@ -607,6 +611,52 @@ static int mask_proc(const rbx_root_plan *plan, const char *root, const char **s
     return set_attr(dst, MOUNT_ATTR_RDONLY, false);
 }
 
+/* The sandbox's own boot id. /proc/sys/kernel/random/boot_id is the
+ * host's, the same in every sandbox and stable until the host reboots: a
+ * program could tell which sandboxes share a host, or that the host stayed
+ * up. A random one (a version 4 UUID, as the kernel makes) goes in a file
+ * of the sandbox's /dev/shm, bound read-only over the host's, and the file
+ * is unlinked: /dev/shm is empty again, and the bind holds the only name
+ * of it. The bind cannot be undone inside: seccomp refuses umount, the
+ * program has no capability, and a user namespace made below would get it
+ * locked. root is "" (in place) or NEW_ROOT (before the pivot). */
+static int own_boot_id(const char *root, const char **step)
+{
+    *step = "the sandbox's boot id";
+    unsigned char bytes[16];
+    if (syscall(SYS_getrandom, bytes, sizeof bytes, 0) != (long)sizeof bytes)
+        return -1;
+    bytes[6] = (unsigned char)((bytes[6] & 0x0f) | 0x40); /* version 4 */
+    bytes[8] = (unsigned char)((bytes[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+    static const char hex[] = "0123456789abcdef";
+    char text[38];
+    size_t at = 0;
+    for (size_t i = 0; i < sizeof bytes; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            text[at++] = '-';
+        text[at++] = hex[bytes[i] >> 4];
+        text[at++] = hex[bytes[i] & 15];
+    }
+    text[at++] = '\n';
+    text[at] = 0;
+    char file[RBX_ROOT_PATH_MAX], dst[RBX_ROOT_PATH_MAX];
+    if (!join(file, sizeof file, root, "/dev/shm/.boot_id") ||
+        !join(dst, sizeof dst, root, "/proc/sys/kernel/random/boot_id"))
+        return -1;
+    if (make_file(file, text) != 0 || chmod(file, 0444) != 0)
+        return -1;
+    int rc = mount(file, dst, NULL, MS_BIND, NULL);
+    if (rc == 0)
+        rc = set_attr(dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                               MOUNT_ATTR_NOEXEC,
+                      false);
+    int saved = errno;
+    (void)unlink(file);
+    errno = saved;
+    /* A kernel without the file (no CONFIG_PROC_SYSCTL): nothing to cover. */
+    return rc != 0 && errno == ENOENT ? 0 : rc;
+}
+
 /* Puts a host directory at dst: a detached mount (from the prepared
  * namespace's parent), or one opened here before the uid switch. */
 static int attach(int tree, int fd, const char *dst, unsigned attrs)
@@ -660,7 +710,8 @@ static int mount_own_parts(const rbx_root_plan *plan, const rbx_root_request *re
         return -1;
     *step = "/dev/shm";
     if (!join(dst, sizeof dst, root, "/dev/shm") ||
-        mount("runbox-shm", dst, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m") != 0)
+        mount("runbox-shm", dst, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m") != 0 ||
+        own_boot_id(root, step) != 0)
         return -1;
     *step = RBX_SANDBOX_HOME;
     if (!join(dst, sizeof dst, root, RBX_SANDBOX_HOME))
@@ -776,7 +827,7 @@ int rbx_root_prepare_template(const rbx_root_plan *plan, const char **step)
     if (mount("runbox-root", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m") != 0)
         return -1;
     if (build_skeleton(plan, NULL, step) || build_system(plan, tree, true, step) ||
-        seal_system(step) || build_dev(true, step) || pivot(step))
+        seal_system(step) || build_dev(true, step) || pivot(step) || overlay_usr(plan, step))
         return -1;
     if (tree >= 0)
         close(tree);

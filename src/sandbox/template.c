@@ -114,7 +114,9 @@ static int build(const rbx_root_plan *plan, char *why, size_t why_size)
 
 /* Bumped when what a template holds changes, so that a runbox of another
  * version never uses one it did not build. */
-#define TEMPLATE_LAYOUT 2 /* 2: resolv.conf names runbox's resolver, 127.0.0.53 */
+/* 2: resolv.conf names runbox's resolver, 127.0.0.53; 3: /usr's overlay names
+ * paths of the root only */
+#define TEMPLATE_LAYOUT 3
 
 /* The pinned namespace's name: the host's stamp, then a hash (FNV-1a) of
  * the plan (plain data, zeroed before it was filled), the version and the

@@ -8,6 +8,7 @@ does not, they fail rather than run.
 """
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -18,7 +19,8 @@ import uuid
 
 import pytest
 
-from conftest import (ROOT, SLOWDOWN, Runbox, execution_cgroups, existing, live_helpers, planted_cgroups,
+from conftest import (ROOT, SLOWDOWN, Runbox, daemons, execution_cgroups, existing, live_helpers,
+                      planted_cgroups,
                       processes_matching, remove_cgroups_left_since, sandbox_processes,
                       unique_marker, wait_gone)
 
@@ -546,6 +548,108 @@ def test_the_mount_table_does_not_name_the_hosts_block_devices(runbox):
     for line in result["output"].splitlines():
         fields = line.split()
         assert fields[2] not in host_devices and fields[fields.index("-") + 2] not in host_devices, line
+
+
+# --- what a sandbox learns of its host from /proc -------------------------------------------
+
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+# Reads the boot id, tries to unmount and to overwrite it, reads it again from another process.
+READ_BOOT_ID = f"""
+import ctypes, os, subprocess
+first = open({BOOT_ID!r}).read().strip()
+libc = ctypes.CDLL(None, use_errno=True)
+umount = os.strerror(ctypes.get_errno()) if libc.umount2({BOOT_ID.encode()!r}, 2) else "unmounted"
+try:
+    with open({BOOT_ID!r}, "w") as f:
+        f.write("x")
+    write = "written"
+except OSError as e:
+    write = e.strerror
+later = subprocess.run(["cat", {BOOT_ID!r}], capture_output=True, text=True).stdout.strip()
+print(first, later, umount, write, sep="|")
+"""
+UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+
+
+def boot_id_seen(runbox, *args):
+    result = runbox.run("python", READ_BOOT_ID, "--no-network", *args)
+    first, later, umount, write = result["output"].strip().split("|")
+    assert UUID4.fullmatch(first) and later == first, result
+    assert umount == "Operation not permitted", result
+    assert write in ("Read-only file system", "Permission denied"), result
+    return first
+
+
+@kernel_too
+def test_each_sandbox_has_a_boot_id_of_its_own_which_it_cannot_undo(runbox):
+    """The host's boot id is the same in every sandbox until the host reboots: programs could
+    tell that they share a host, and that it stayed up. Each sandbox reads one of its own, the
+    same for the whole execution (a kernel's for its whole life), and can neither unmount nor
+    overwrite it."""
+    with open(BOOT_ID) as f:
+        host = f.read().strip()
+    kernel = isinstance(runbox, KernelRunbox)
+    first = boot_id_seen(runbox)
+    second = boot_id_seen(runbox, *(("--session", "other") if kernel else ()))
+    assert host not in (first, second) and first != second, (host, first, second)
+    if kernel:  # the same kernel, a later call: the same sandbox
+        assert boot_id_seen(runbox) == first
+
+
+def mount_table_and_server_pids(runbox, code):
+    """The output of code (bash) in a sandbox, and the pids of the runbox processes that
+    served it (the CLI and any daemon of the state directory)."""
+    args = ("--session", "adversary") if isinstance(runbox, KernelRunbox) else ()
+    proc = runbox.popen("run", "bash", "-c", code, "--json", "--no-network", *args)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    result = json.loads(out)
+    assert result["success"], result
+    return result["output"], {proc.pid, *daemons(runbox.state_dir)}
+
+
+def mount_table(output):
+    """(line, the paths it names: its root in its file system, its source, the options that
+    hold a path, and its options) per line of a mountinfo."""
+    for line in output.splitlines():
+        fields = line.split()
+        dash = fields.index("-")
+        options = fields[dash + 3].split(",") if len(fields) > dash + 3 else []
+        yield line, [fields[3], fields[dash + 2]] + [o for o in options if "/" in o], options
+
+
+@kernel_too
+def test_the_mount_table_names_no_pid_or_path_of_runbox(runbox):
+    """What /proc/self/mountinfo still shows is what the kernel forces (README: Security
+    model): mount ids, file system types, the mapped uid, and a bind's path within its file
+    system. That path names no pid of the runbox process serving the sandbox (scratch space
+    was <pid>-<random>), and, as root, nothing names a host path of runbox's (state
+    directory, image store, this checkout) or a descriptor of it."""
+    output, pids = mount_table_and_server_pids(runbox, "cat /proc/self/mountinfo")
+    for line, paths, _ in mount_table(output):
+        for pid in pids:
+            assert not [p for p in paths if re.search(rf"(?<![0-9]){pid}(?![0-9])", p)], (pid, line)
+        assert "/proc/self/fd" not in line and ROOT not in line, line
+        if IS_ROOT:
+            for host_path in (runbox.state_dir, os.path.realpath(runbox.state_dir),
+                              "/var/lib/runbox", os.environ.get("RUNBOX_TEST_ON_IMAGE") or "/nowhere"):
+                assert host_path not in line, (host_path, line)
+
+
+@kernel_too
+@root_only
+def test_the_usr_overlay_is_made_of_paths_of_the_sandbox(runbox):
+    """The kernel shows an overlay's layers as they were named when it was made: /usr's
+    named a descriptor of runbox's (an image) and where the root was built (/tmp/usr). Each
+    layer it names now is a directory of the sandbox's own root."""
+    code = ("cat /proc/self/mountinfo; echo ===; "
+            "for p in $(grep -o 'lowerdir=[^, ]*' /proc/self/mountinfo | cut -d= -f2 | tr : ' '); "
+            "do test -d \"$p\" && echo \"$p\"; done; true")
+    output, _ = mount_table_and_server_pids(runbox, code)
+    table, existing_layers = output.split("===\n")
+    layers = {p for _, _, options in mount_table(table) for o in options
+              if o.startswith("lowerdir=") for p in o[len("lowerdir="):].split(":")}
+    assert layers and set(existing_layers.split()) == layers, (layers, existing_layers)
 
 
 @kernel_too
