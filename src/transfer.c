@@ -7,7 +7,8 @@
  * files are read, and none sees a half-imported session. Export reads
  * beneath the session's directory without following links (links are
  * archived as links, whatever they point to) and carries everything an
- * import takes (transfer.h): names as bytes, any depth, holes as holes.
+ * import takes (transfer.h): names as bytes, any depth, holes as holes,
+ * a file's other names as hard links to its first.
  * Sandboxed code chose all of it, so a session must not be able to make
  * its export fail where its import would not: that would pin it to its
  * node. Where a session holds more than a move carries, export refuses
@@ -77,6 +78,10 @@ typedef struct level {
 
 typedef struct exporter {
     struct archive *out;
+    /* Files with more than one name: the first goes whole, the others as
+     * hard links to it, so that a file linked a thousand times costs the
+     * archive (and the import's cap) its data once, as it costs the disk. */
+    struct archive_entry_linkresolver *links;
     char *path; /* the member being written, relative to the session */
     size_t path_cap;
     size_t members;
@@ -193,7 +198,8 @@ static bool write_file_data(exporter *x, int fd, struct archive_entry *entry, of
     off_t at = 0;
     la_int64_t offset, length;
     while (archive_entry_sparse_next(entry, &offset, &length) == ARCHIVE_OK) {
-        if (!write_zeros(x, (uint64_t)(offset - at)) || !write_region(x, fd, offset, (uint64_t)length))
+        if (!write_zeros(x, (uint64_t)(offset - at)) ||
+            !write_region(x, fd, offset, (uint64_t)length))
             return false;
         at = offset + length;
     }
@@ -217,11 +223,19 @@ static bool export_file(exporter *x, int dir, const char *name)
     }
     struct archive_entry *entry = new_entry(x, &st);
     bool ok = entry != NULL;
-    uint64_t data = ok ? map_data(fd, st.st_size, entry) : 0;
+    if (ok && st.st_nlink > 1) {
+        archive_entry_set_dev(entry, st.st_dev);
+        archive_entry_set_ino64(entry, (la_int64_t)st.st_ino);
+        archive_entry_set_nlink(entry, (unsigned)st.st_nlink);
+        struct archive_entry *unused = NULL; /* tar's way never holds one back */
+        archive_entry_linkify(x->links, &entry, &unused);
+    }
+    bool linked = ok && archive_entry_hardlink(entry) != NULL;
+    uint64_t data = ok && !linked ? map_data(fd, st.st_size, entry) : 0;
     if (ok && data > x->cap - x->bytes)
         ok = refuse(x, rbx_transfer_too_big(x->err, "the session", x->cap));
     x->bytes += data;
-    ok = ok && write_header(x, entry) && write_file_data(x, fd, entry, st.st_size);
+    ok = ok && write_header(x, entry) && (linked || write_file_data(x, fd, entry, st.st_size));
     if (entry)
         archive_entry_free(entry);
     close(fd);
@@ -411,11 +425,16 @@ rbx_status rbx_session_export(rbx_engine *engine, const char *id, int out_fd, rb
     if (status != RBX_OK)
         return status;
     int work = open_work(&session, err);
-    exporter x = {
-        .out = archive_write_new(), .cap = rbx_transfer_cap(engine), .err = err, .status = RBX_OK};
+    exporter x = {.out = archive_write_new(),
+                  .links = archive_entry_linkresolver_new(),
+                  .cap = rbx_transfer_cap(engine),
+                  .err = err,
+                  .status = RBX_OK};
+    if (x.links)
+        archive_entry_linkresolver_set_strategy(x.links, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED);
     if (work < 0) {
         x.status = err->status;
-    } else if (!x.out || archive_write_set_format_pax_restricted(x.out) != ARCHIVE_OK ||
+    } else if (!x.out || !x.links || archive_write_set_format_pax_restricted(x.out) != ARCHIVE_OK ||
                /* Names are bytes: stored as they are, whatever the locale
                 * (runbox runs in "C", where libarchive could not convert a
                 * name like données.csv to the UTF-8 pax wants). */
@@ -428,6 +447,8 @@ rbx_status rbx_session_export(rbx_engine *engine, const char *id, int out_fd, rb
     }
     if (x.out)
         archive_write_free(x.out);
+    if (x.links)
+        archive_entry_linkresolver_free(x.links);
     free(x.path);
     if (work >= 0)
         close(work);

@@ -13,10 +13,11 @@
  * session one directory at a time, never through a link (openat2 with
  * RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, O_NOFOLLOW): a link is made as a
  * link, its target is data that no host-side walk follows, so a link to /
- * or .. is as good as any. Names are bytes; absolute names and "." or ".."
- * components are refused, and so are hard links, devices, FIFOs and
- * sockets (export writes none). Set-id bits are dropped. Any refusal
- * removes the new session whole. */
+ * or .. is as good as any. A hard link must name a regular file placed
+ * before it, resolved the same way. Names are bytes; absolute names and
+ * "." or ".." components are refused (in a hard link's target too), and
+ * so are devices, FIFOs and sockets (export writes none). Set-id bits are
+ * dropped. Any refusal removes the new session whole. */
 #include "transfer.h"
 
 #include <archive.h>
@@ -304,6 +305,41 @@ static rbx_status place_dir(importer *m, struct archive_entry *entry, int dir, c
     return RBX_OK;
 }
 
+/* A hard link names a file the archive placed before it: resolved
+ * beneath the session like any member, so it cannot reach outside, and it
+ * must be a regular file (not a link, which linkat would not follow, nor a
+ * directory). */
+static rbx_status place_hard_link(importer *m, struct archive_entry *entry, int dir,
+                                  const char *name, const char *path)
+{
+    const char *target;
+    size_t len;
+    if (member_path(archive_entry_hardlink(entry), &target, &len, m->err) != RBX_OK || len == 0)
+        return rbx_fail(m->err, RBX_EINVAL, "the archive's hard link '%.200s' names no file",
+                        path);
+    size_t dir_len = len;
+    while (dir_len > 0 && target[dir_len - 1] != '/')
+        dir_len--;
+    char *leaf = strndup(target + dir_len, len - dir_len);
+    int from = leaf ? open_dir_below(m, m->work, target, dir_len ? dir_len - 1 : 0, false) : -1;
+    struct stat st;
+    rbx_status status = RBX_OK;
+    if (from < 0 || fstatat(from, leaf, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+        status = rbx_fail(m->err, RBX_EINVAL,
+                          "the archive's hard link '%.200s' does not name a regular file it "
+                          "holds before it",
+                          path);
+    else if (linkat(from, leaf, dir, name, 0) != 0)
+        status = rbx_fail(m->err, RBX_EINVAL, "cannot make '%.200s' in the session: %s", path,
+                          errno == EEXIST ? "the archive holds it twice" : strerror(errno));
+    else
+        m->files++;
+    if (from >= 0)
+        close(from);
+    free(leaf);
+    return status;
+}
+
 static rbx_status place_link(importer *m, struct archive_entry *entry, int dir, const char *name,
                              const char *path)
 {
@@ -333,11 +369,16 @@ static void apply_late_modes(importer *m)
 static rbx_status check_member(importer *m, struct archive_entry *entry, const char *raw,
                                const char *path)
 {
-    if (archive_entry_hardlink(entry))
-        return rbx_fail(m->err, RBX_EINVAL,
-                        "the archive's member '%.200s' is a hard link: only directories, regular "
-                        "files and symbolic links are accepted",
-                        raw);
+    if (archive_entry_hardlink(entry)) { /* another name of a file inside the session */
+        const char *target;
+        size_t len;
+        if (member_path(archive_entry_hardlink(entry), &target, &len, m->err) != RBX_OK)
+            return RBX_EINVAL;
+        if (len == 0)
+            return rbx_fail(m->err, RBX_EINVAL, "the archive's hard link '%.200s' names no file",
+                            raw);
+        return RBX_OK;
+    }
     mode_t type = archive_entry_filetype(entry);
     if (type == AE_IFLNK) {
         const char *target = archive_entry_symlink(entry);
@@ -411,6 +452,8 @@ static rbx_status import_member(importer *m, struct archive_entry *entry)
                               errno == ELOOP || errno == ENOTDIR || errno == EXDEV
                                   ? "a member before it made its directory a file or a link"
                                   : strerror(errno));
+        else if (archive_entry_hardlink(entry))
+            status = place_hard_link(m, entry, dir, name, path);
         else if (type == AE_IFREG)
             status = place_file(m, entry, dir, name, path);
         else if (type == AE_IFDIR)

@@ -182,7 +182,8 @@ HOSTILE = {
     # Links are data, whatever they point to (test_session_move.py): members through them are not.
     "member through a link": tar_of(member("d/link", tarfile.SYMTYPE, link=".."),
                                     member("d/link/escaped")),
-    "hard link": tar_of(member("ok"), member("hard", tarfile.LNKTYPE, link="ok")),
+    "hard link out": tar_of(member("ok"), member("hard", tarfile.LNKTYPE, link="../ok")),
+    "hard link to nothing": tar_of(member("ok"), member("hard", tarfile.LNKTYPE, link="gone")),
     "device node": tar_of(member("ok"), member("dev", tarfile.CHRTYPE)),
     "FIFO": tar_of(member("fifo", tarfile.FIFOTYPE)),
     "not a tar": b"this is not an archive" * 100,

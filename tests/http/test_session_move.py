@@ -39,6 +39,11 @@ os.mkdir("sticky"); os.chmod("sticky", 0o1777)
 os.mkdir("empty")
 with open("sparse", "wb") as f:                  # 64 MiB that hold 8 KiB
     f.seek(1 << 20); f.write(b"middle"); f.seek((64 << 20) - 3); f.write(b"end")
+with open("big", "wb") as f:                     # 1 MiB under 21 names: 1 MiB to carry
+    f.write(os.urandom(1 << 20))
+os.mkdir("names")
+for n in range(20):
+    os.link("big", f"names/{n}")
 os.mkdir("deep"); os.chdir("deep")
 for level in range(300):                         # 300 levels of short names...
     os.mkdir("d"); os.chdir("d")
@@ -78,7 +83,7 @@ def tree_of(top):
                 while chunk := os.read(f, 1 << 20):
                     digest.update(chunk)
                 os.close(f)
-                tree[path] = ("file", oct(mode), st.st_size, digest.hexdigest())
+                tree[path] = ("file", oct(mode), st.st_size, st.st_nlink, digest.hexdigest())
             elif stat.S_ISDIR(st.st_mode):
                 tree[path] = ("dir", oct(mode))
                 sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
@@ -130,8 +135,9 @@ def fill(execute, canary):
 
 def check_moved(state_a, state_b, canary):
     before, after = tree_of(work_of(state_a, SESSION)), tree_of(work_of(state_b, SESSION))
-    assert len(before) > 330 and before[b"root"] == ("link", os.fsencode(canary))
+    assert len(before) > 350 and before[b"root"] == ("link", os.fsencode(canary))
     assert before[b"up"] == ("link", b"..") and before[b"new\nline"][0] == "file"
+    assert before[b"names/7"][3] == 21
     assert_same_tree(before, after)
     sparse = os.stat(os.path.join(work_of(state_b, SESSION), "sparse"))
     assert sparse.st_size == 64 << 20 and sparse.st_blocks * 512 < 1 << 20, sparse  # holes stay
@@ -144,11 +150,13 @@ def test_a_session_its_own_code_filled_moves_whole_over_http(two_nodes, tmp_path
     fill(lambda code: a.execute(language="python", session_id=SESSION, code=code), canary)
     exported = a.request("GET", f"/v1/sessions/{SESSION}/export")
     assert exported.status == 200, exported
+    assert len(exported.body) < 4 << 20  # holes and a file's other names carry no data
     imported = b.request("POST", f"/v1/sessions/{SESSION}/import", body=exported.body)
     assert imported.status == 201, imported
     check_moved(a.state_dir, b.state_dir, canary)
     # The moved session works, and removing it follows none of its links.
-    out = b.execute(language="bash", session_id=SESSION, code="cat 'new\nline' ro/in/f; readlink up")
+    out = b.execute(language="bash", session_id=SESSION,
+                    code="cat 'new\nline' ro/in/f; readlink up")
     assert out["output"] == "new\nline\ninside a read-only directory\n..\n", out
     assert b.request("DELETE", f"/v1/sessions/{SESSION}").status == 200
     assert_canary_untouched(canary)
@@ -201,6 +209,14 @@ def through_links(canary):
                                               ("f/g", tarfile.REGTYPE, "", b"y")],
         "hard link out": [("hard", tarfile.LNKTYPE, c + "/keep", None)],
         "hard link up": [("hard", tarfile.LNKTYPE, "../../keep", None)],
+        "hard link through a link": [("in", tarfile.SYMTYPE, c, None),
+                                     ("hard", tarfile.LNKTYPE, "in/keep", None)],
+        "hard link to a link": [("in", tarfile.SYMTYPE, c + "/keep", None),
+                                ("hard", tarfile.LNKTYPE, "in", None)],
+        "hard link to a directory": [("d", tarfile.DIRTYPE, "", None),
+                                     ("hard", tarfile.LNKTYPE, "d", None)],
+        "hard link to a later file": [("hard", tarfile.LNKTYPE, "f", None),
+                                      ("f", tarfile.REGTYPE, "", b"x")],
     }
 
 
@@ -274,7 +290,8 @@ def test_export_refuses_what_import_would_with_the_same_reason(two_nodes):
     before writing the rest, and import refuses such an archive alike."""
     a, b = two_nodes
     out = a.execute(language="python", session_id="crowded", timeout=120,
-                    code="import os\nfor i in range(100001): os.close(os.open(str(i), os.O_CREAT))\n"
+                    code="import os\nfor i in range(100001):\n"
+                         "    os.close(os.open(str(i), os.O_CREAT))\n"
                          "print(len(os.listdir('.')))")
     assert out["output"] == "100001\n", out
     exported = a.request("GET", "/v1/sessions/crowded/export")
