@@ -49,8 +49,8 @@ rbx_status rbx_transfer_too_many(rbx_error *err, const char *what)
 rbx_status rbx_transfer_too_big(rbx_error *err, const char *what, uint64_t cap)
 {
     return rbx_fail(err, RBX_ENOSPC,
-                    "%s holds more than the session's disk cap of %llu bytes of data (copies "
-                    "that share their blocks count whole in an archive): remove files",
+                    "%s holds more than the disk cap of %llu bytes of data and names "
+                    "(copies that share their blocks count whole in an archive): remove files",
                     what, (unsigned long long)cap);
 }
 
@@ -85,7 +85,7 @@ typedef struct exporter {
     char *path; /* the member being written, relative to the session */
     size_t path_cap;
     size_t members;
-    uint64_t bytes, cap;
+    uint64_t bytes, names, cap; /* data, names and link targets: within cap together */
     rbx_error *err;
     rbx_status status;
 } exporter;
@@ -104,8 +104,23 @@ static bool refuse(exporter *x, rbx_status status)
     return false;
 }
 
+/* What the cap has left for the rest of the session. */
+static uint64_t room(const exporter *x)
+{
+    return x->cap - x->bytes - x->names;
+}
+
 static bool write_header(exporter *x, struct archive_entry *entry)
 {
+    /* Names count like data: a tree 20,000 levels deep holds 400 MB of
+     * them in an archive, though hardly any on the session's disk. */
+    const char *link = archive_entry_symlink(entry);
+    if (!link)
+        link = archive_entry_hardlink(entry);
+    uint64_t names = strlen(archive_entry_pathname(entry)) + (link ? strlen(link) : 0);
+    if (names > room(x))
+        return refuse(x, rbx_transfer_too_big(x->err, "the session", x->cap));
+    x->names += names;
     if (archive_write_header(x->out, entry) != ARCHIVE_OK)
         return export_failed(x, archive_error_string(x->out));
     return true;
@@ -232,7 +247,7 @@ static bool export_file(exporter *x, int dir, const char *name)
     }
     bool linked = ok && archive_entry_hardlink(entry) != NULL;
     uint64_t data = ok && !linked ? map_data(fd, st.st_size, entry) : 0;
-    if (ok && data > x->cap - x->bytes)
+    if (ok && data > room(x))
         ok = refuse(x, rbx_transfer_too_big(x->err, "the session", x->cap));
     x->bytes += data;
     ok = ok && write_header(x, entry) && (linked || write_file_data(x, fd, entry, st.st_size));

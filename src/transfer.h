@@ -6,9 +6,10 @@
  * A session's names are bytes (newlines and non-UTF-8 ones too), each at
  * most NAME_MAX bytes, at any depth; its links are data, carried with
  * their targets as they are and never followed by the host; holes in its
- * files stay holes. What bounds a move is what bounds an import's cost:
- * the number of members and the bytes of data, which the session's disk
- * cap bounds. */
+ * files stay holes, and a file's other names are hard links to it. What
+ * bounds a move is what bounds an import's cost: the number of members,
+ * and the bytes of data, names and link targets together, which the
+ * session's disk cap bounds. */
 #pragma once
 
 #include "internal.h"
@@ -18,8 +19,8 @@
  * made. */
 #define RBX_TRANSFER_MEMBERS_MAX 100000
 
-/* The bytes of data one move may carry (holes not counted): the session's
- * disk cap, or no bound where there is none. */
+/* The bytes of data, names and link targets one move may carry (holes
+ * not counted): the session's disk cap, or no bound where there is none. */
 uint64_t rbx_transfer_cap(const rbx_engine *engine);
 
 /* The refusals both sides give, where `what` is "the session" (export)

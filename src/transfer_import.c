@@ -2,10 +2,10 @@
  *
  * The archive is read twice. The first pass reads its headers alone and
  * checks everything a header tells: names, kinds, the member count and
- * the bytes of data against the session's disk cap, so that an archive
- * past a limit is refused at the first member past it, before a file is
- * made (300,000 empty members: refused after reading 100,001 headers, not
- * after making 100,000 files and removing them). The second pass makes the
+ * the bytes of data and names against the session's disk cap, so that an
+ * archive past a limit is refused at the first member past it, before a
+ * file is made (300,000 empty members: refused after reading 100,001
+ * headers, not after making 100,000 files and removing them). The second pass makes the
  * session from the same bytes: kept in memory, re-read from a regular
  * file, or spooled to an unnamed file while the first pass reads a pipe.
  *
@@ -61,7 +61,7 @@ typedef struct importer {
     int dir_fd;         /* kept open: a directory's members come together */
     late_mode *late;
     size_t late_count, late_cap;
-    uint64_t bytes, cap;
+    uint64_t bytes, names, cap; /* data, names and link targets: within cap together */
     size_t members, files;
     rbx_error *err;
 } importer;
@@ -228,7 +228,7 @@ static rbx_status write_data(importer *m, int fd, const char *path, off_t size)
             return rbx_fail(m->err, RBX_EINVAL, "the archive is damaged at '%.200s': %s", path,
                             archive_error_string(m->in));
         m->bytes += n;
-        if (m->bytes > m->cap)
+        if (m->bytes > m->cap - m->names)
             return rbx_transfer_too_big(m->err, "the archive", m->cap);
         if (offset < 0 || offset > size || (uint64_t)(size - offset) < n)
             return rbx_fail(m->err, RBX_EINVAL, "the archive is damaged at '%.200s'", path);
@@ -412,7 +412,7 @@ static rbx_status check_member(importer *m, struct archive_entry *entry, const c
         while (archive_entry_sparse_next(entry, &offset, &length) == ARCHIVE_OK)
             data += (uint64_t)length;
     }
-    if (data > m->cap - m->bytes)
+    if (data > m->cap - m->bytes - m->names)
         return rbx_transfer_too_big(m->err, "the archive", m->cap);
     if (m->work < 0)
         m->bytes += data; /* the checking pass; placing counts what it writes */
@@ -438,6 +438,15 @@ static rbx_status import_member(importer *m, struct archive_entry *entry)
     }
     if (++m->members > RBX_TRANSFER_MEMBERS_MAX)
         return rbx_transfer_too_many(m->err, "the archive");
+    /* Names count like data (transfer.c says why), and bound the work of
+     * placing members one directory at a time. */
+    const char *link = archive_entry_symlink(entry);
+    if (!link)
+        link = archive_entry_hardlink(entry);
+    uint64_t names = len + (link ? strlen(link) : 0);
+    if (names > m->cap - m->bytes - m->names)
+        return rbx_transfer_too_big(m->err, "the archive", m->cap);
+    m->names += names;
     char *path = strndup(start, len);
     if (!path)
         return rbx_fail(m->err, RBX_ESYSTEM, "out of memory");
