@@ -323,14 +323,18 @@ rbx_status rbx_session_list(rbx_engine *engine, rbx_session_info **infos, size_t
  * the session is running: wait up to wait_s seconds, then RBX_EBUSY. */
 rbx_status rbx_session_remove(rbx_engine *engine, const char *id, double wait_s, rbx_error *err);
 
-/* Moving a session to another node (transfer.c). Export writes the
- * session's files to out_fd as a tar archive (links as links; FIFOs,
- * sockets and devices left out), holding the session so no execution
- * writes meanwhile. Import makes a new session (EBUSY if id exists) from a
- * tar archive, in memory (data, len) or read from fd: directories, regular
- * files and links that stay inside the session only, set-id bits dropped,
- * within the session's disk cap; anything else is refused with EINVAL (or
- * ENOSPC) and the new session is removed whole. */
+/* Moving a session to another node (transfer.c, transfer_import.c).
+ * Export writes the session's files to out_fd as a tar archive (links as
+ * links, whatever they point to; holes as holes; FIFOs, sockets and
+ * devices left out), holding the session so no execution writes
+ * meanwhile; a session past what a move carries (transfer.h) is refused
+ * with the reason import would give. Import makes a new session (EBUSY if
+ * id exists) from a tar archive, in memory (data, len) or read from fd:
+ * whatever export writes; directories, regular files and links only, no
+ * member below a link, set-id bits dropped, within the session's disk cap;
+ * anything else is refused with EINVAL (or ENOSPC), at the first member
+ * past a limit before anything is made, and the new session is removed
+ * whole. */
 rbx_status rbx_session_export(rbx_engine *engine, const char *id, int out_fd, rbx_error *err);
 /* Whether session id exists here: one stat, whatever its size (unlike
  * rbx_session_info_get, which measures its disk use). */

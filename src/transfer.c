@@ -1,17 +1,19 @@
-/* Moving a session between nodes: its files as a tar archive (export), and
- * a new session made from one (import). An operator drains a node, exports
- * its sessions and imports them through the load balancer, which puts each
- * on the node that owns its id now.
+/* Moving a session between nodes: its files as a tar archive (export, here),
+ * and a new session made from one (import, transfer_import.c). An operator
+ * drains a node, exports its sessions and imports them through the load
+ * balancer, which puts each on the node that owns its id now.
  *
  * Both sides hold the session's lock, so no execution writes while the
  * files are read, and none sees a half-imported session. Export reads
  * beneath the session's directory without following links (links are
- * archived as links); import trusts nothing in the archive: each path is
- * checked like an upload's, only directories, regular files and links that
- * stay inside the session are accepted, set-id bits are dropped, sizes are
- * checked against the session's disk cap before anything is written, and
- * any refusal removes the new session whole. */
-#include "internal.h"
+ * archived as links, whatever they point to) and carries everything an
+ * import takes (transfer.h): names as bytes, any depth, holes as holes,
+ * a file's other names as hard links to its first.
+ * Sandboxed code chose all of it, so a session must not be able to make
+ * its export fail where its import would not: that would pin it to its
+ * node. Where a session holds more than a move carries, export refuses
+ * before writing it all, with the reason import would give. */
+#include "transfer.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -24,14 +26,66 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define EXPORT_DEPTH_MAX 64
-#define IMPORT_ENTRIES_MAX 100000
 #define SESSION_WAIT_S 30.0
+/* A file with more holes than this goes whole: its sparse map would be
+ * larger than is worth it (and than readers like to parse). */
+#define SPARSE_REGIONS_MAX 4096
+
+/* ---- what both sides hold ------------------------------------------- */
+
+uint64_t rbx_transfer_cap(const rbx_engine *engine)
+{
+    return engine->config.disk_cap_bytes ? engine->config.disk_cap_bytes : UINT64_MAX;
+}
+
+rbx_status rbx_transfer_too_many(rbx_error *err, const char *what)
+{
+    return rbx_fail(err, RBX_EINVAL,
+                    "%s holds more than %d files, directories and links, the most a session "
+                    "move carries: pack some into one archive inside the session, or remove them",
+                    what, RBX_TRANSFER_MEMBERS_MAX);
+}
+
+rbx_status rbx_transfer_too_big(rbx_error *err, const char *what, uint64_t cap)
+{
+    return rbx_fail(err, RBX_ENOSPC,
+                    "%s holds more than the disk cap of %llu bytes of data and names "
+                    "(copies that share their blocks count whole in an archive): remove files",
+                    what, (unsigned long long)cap);
+}
+
+rbx_status rbx_transfer_file_too_big(rbx_error *err, const char *path, uint64_t size,
+                                     uint64_t cap)
+{
+    return rbx_fail(err, RBX_ENOSPC,
+                    "'%.200s' (%llu bytes) does not fit in the session's disk cap of %llu bytes",
+                    path, (unsigned long long)size, (unsigned long long)cap);
+}
 
 /* ---- export ---------------------------------------------------------- */
 
+/* One directory on the way down. Its names are read whole when it is
+ * entered, so only the directory being listed is open, however deep the
+ * tree: the walk climbs back with "..", checked to be the directory it
+ * came from. */
+typedef struct level {
+    char *names; /* NUL-separated */
+    size_t size, next;
+    dev_t dev;
+    ino_t ino;
+    size_t prefix; /* bytes of the path before this directory's members */
+} level;
+
 typedef struct exporter {
     struct archive *out;
+    /* Files with more than one name: the first goes whole, the others as
+     * hard links to it, so that a file linked a thousand times costs the
+     * archive (and the import's cap) its data once, as it costs the disk. */
+    struct archive_entry_linkresolver *links;
+    char *path; /* the member being written, relative to the session */
+    size_t path_cap;
+    size_t members;
+    uint64_t bytes, names, cap; /* data, names and link targets: within cap together */
     rbx_error *err;
     rbx_status status;
 } exporter;
@@ -43,23 +97,131 @@ static bool export_failed(exporter *x, const char *what)
     return false;
 }
 
-static bool write_header(exporter *x, const char *path, const struct stat *st, const char *link)
+static bool refuse(exporter *x, rbx_status status)
 {
-    struct archive_entry *entry = archive_entry_new();
-    if (!entry)
-        return export_failed(x, "out of memory");
-    archive_entry_set_pathname(entry, path);
-    archive_entry_set_mode(entry, st->st_mode & (S_IFMT | 0777));
-    archive_entry_set_size(entry, S_ISREG(st->st_mode) ? st->st_size : 0);
-    archive_entry_set_mtime(entry, st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
-    if (link)
-        archive_entry_set_symlink(entry, link);
-    bool ok = archive_write_header(x->out, entry) == ARCHIVE_OK;
-    archive_entry_free(entry);
-    return ok || export_failed(x, archive_error_string(x->out));
+    if (x->status == RBX_OK)
+        x->status = status;
+    return false;
 }
 
-static bool export_file(exporter *x, int dir, const char *name, const char *path)
+/* What the cap has left for the rest of the session. */
+static uint64_t room(const exporter *x)
+{
+    return x->cap - x->bytes - x->names;
+}
+
+static bool write_header(exporter *x, struct archive_entry *entry)
+{
+    /* Names count like data: a tree 20,000 levels deep holds 400 MB of
+     * them in an archive, though hardly any on the session's disk. */
+    const char *link = archive_entry_symlink(entry);
+    if (!link)
+        link = archive_entry_hardlink(entry);
+    uint64_t names = strlen(archive_entry_pathname(entry)) + (link ? strlen(link) : 0);
+    if (names > room(x))
+        return refuse(x, rbx_transfer_too_big(x->err, "the session", x->cap));
+    x->names += names;
+    if (archive_write_header(x->out, entry) != ARCHIVE_OK)
+        return export_failed(x, archive_error_string(x->out));
+    return true;
+}
+
+static struct archive_entry *new_entry(exporter *x, const struct stat *st)
+{
+    struct archive_entry *entry = archive_entry_new();
+    if (!entry) {
+        export_failed(x, "out of memory");
+        return NULL;
+    }
+    archive_entry_set_pathname(entry, x->path);
+    /* Set-id bits stay behind; a directory's sticky bit, no privilege, goes. */
+    mode_t keep = S_IFMT | 0777 | (S_ISDIR(st->st_mode) ? S_ISVTX : 0);
+    archive_entry_set_mode(entry, st->st_mode & keep);
+    archive_entry_set_size(entry, S_ISREG(st->st_mode) ? st->st_size : 0);
+    archive_entry_set_mtime(entry, st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
+    return entry;
+}
+
+/* A file with holes goes as a sparse member whose map its data regions
+ * (SEEK_DATA, SEEK_HOLE) make: the archive holds only the data, and an
+ * import counts only that against its cap, as the session's disk did.
+ * Returns the bytes of data the member carries. */
+static uint64_t map_data(int fd, off_t size, struct archive_entry *entry)
+{
+    uint64_t data = 0;
+    size_t regions = 0;
+    bool whole = false;
+    for (off_t at = 0; at < size && !whole;) {
+        off_t start = lseek(fd, at, SEEK_DATA);
+        if (start < 0 || start >= size) {
+            whole = start < 0 && errno != ENXIO; /* ENXIO: a hole to the end */
+            break;
+        }
+        off_t end = lseek(fd, start, SEEK_HOLE);
+        if (end < 0 || end > size)
+            end = size;
+        whole = ++regions > SPARSE_REGIONS_MAX;
+        archive_entry_sparse_add_entry(entry, start, end - start);
+        data += (uint64_t)(end - start);
+        at = end;
+    }
+    if (whole || data == (uint64_t)size) {
+        archive_entry_sparse_clear(entry);
+        return (uint64_t)size;
+    }
+    if (regions == 0) /* holes only: an empty region at the end says so */
+        archive_entry_sparse_add_entry(entry, size, 0);
+    return data;
+}
+
+static bool write_zeros(exporter *x, uint64_t len)
+{
+    static const char zeros[65536];
+    while (len > 0) {
+        size_t n = len < sizeof zeros ? (size_t)len : sizeof zeros;
+        if (archive_write_data(x->out, zeros, n) != (la_ssize_t)n)
+            return export_failed(x, archive_error_string(x->out));
+        len -= n;
+    }
+    return true;
+}
+
+/* len bytes of the file from offset on; what it no longer holds (it was
+ * truncated meanwhile) goes as zeros, so the member keeps its size. */
+static bool write_region(exporter *x, int fd, off_t offset, uint64_t len)
+{
+    char buf[65536];
+    while (len > 0) {
+        ssize_t n = pread(fd, buf, len < sizeof buf ? (size_t)len : sizeof buf, offset);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return write_zeros(x, len);
+        if (archive_write_data(x->out, buf, (size_t)n) != n)
+            return export_failed(x, archive_error_string(x->out));
+        offset += n;
+        len -= (uint64_t)n;
+    }
+    return true;
+}
+
+/* The member's data as a stream that libarchive cuts the holes out of. */
+static bool write_file_data(exporter *x, int fd, struct archive_entry *entry, off_t size)
+{
+    if (archive_entry_sparse_reset(entry) == 0)
+        return write_region(x, fd, 0, (uint64_t)size);
+    off_t at = 0;
+    la_int64_t offset, length;
+    while (archive_entry_sparse_next(entry, &offset, &length) == ARCHIVE_OK) {
+        if (!write_zeros(x, (uint64_t)(offset - at)) ||
+            !write_region(x, fd, offset, (uint64_t)length))
+            return false;
+        at = offset + length;
+    }
+    return write_zeros(x, (uint64_t)(size - at));
+}
+
+static bool export_file(exporter *x, int dir, const char *name)
 {
     /* O_NONBLOCK: a FIFO swapped in for the file opens at once and is
      * refused below instead of blocking the export forever. */
@@ -70,66 +232,190 @@ static bool export_file(exporter *x, int dir, const char *name, const char *path
             close(fd);
         return true; /* gone or changed kind since it was listed: not part of it */
     }
-    bool ok = write_header(x, path, &st, NULL);
-    char buf[65536];
-    off_t left = st.st_size;
-    while (ok && left > 0) {
-        ssize_t n = read(fd, buf, left < (off_t)sizeof buf ? (size_t)left : sizeof buf);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break; /* truncated meanwhile: libarchive pads the rest */
-        ok = archive_write_data(x->out, buf, (size_t)n) == n ||
-             export_failed(x, archive_error_string(x->out));
-        left -= n;
+    if ((uint64_t)st.st_size > x->cap) {
+        close(fd);
+        return refuse(x, rbx_transfer_file_too_big(x->err, x->path, (uint64_t)st.st_size, x->cap));
     }
+    struct archive_entry *entry = new_entry(x, &st);
+    bool ok = entry != NULL;
+    if (ok && st.st_nlink > 1) {
+        archive_entry_set_dev(entry, st.st_dev);
+        archive_entry_set_ino64(entry, (la_int64_t)st.st_ino);
+        archive_entry_set_nlink(entry, (unsigned)st.st_nlink);
+        struct archive_entry *unused = NULL; /* tar's way never holds one back */
+        archive_entry_linkify(x->links, &entry, &unused);
+    }
+    bool linked = ok && archive_entry_hardlink(entry) != NULL;
+    uint64_t data = ok && !linked ? map_data(fd, st.st_size, entry) : 0;
+    if (ok && data > room(x))
+        ok = refuse(x, rbx_transfer_too_big(x->err, "the session", x->cap));
+    x->bytes += data;
+    ok = ok && write_header(x, entry) && (linked || write_file_data(x, fd, entry, st.st_size));
+    if (entry)
+        archive_entry_free(entry);
     close(fd);
     return ok;
 }
 
-static bool export_dir(exporter *x, int dir, const char *prefix, int depth)
+static bool export_link(exporter *x, int dir, const char *name, const struct stat *st)
 {
-    if (depth > EXPORT_DEPTH_MAX)
-        return true; /* deeper than any upload can make: left out */
-    int fd = fcntl(dir, F_DUPFD_CLOEXEC, 0);
+    char target[4096]; /* PATH_MAX: no link's target is longer */
+    ssize_t n = readlinkat(dir, name, target, sizeof target - 1);
+    if (n <= 0)
+        return true; /* gone meanwhile */
+    target[n] = 0;
+    struct archive_entry *entry = new_entry(x, st);
+    if (!entry)
+        return false;
+    archive_entry_set_symlink(entry, target);
+    bool ok = write_header(x, entry);
+    archive_entry_free(entry);
+    return ok;
+}
+
+/* The names in dir, read whole (the member count bounds them). */
+static bool read_names(exporter *x, int dir, level *into)
+{
+    int fd = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *listing = fd >= 0 ? fdopendir(fd) : NULL;
     if (!listing) {
         if (fd >= 0)
             close(fd);
         return export_failed(x, strerror(errno));
     }
+    size_t cap = 0;
     bool ok = true;
     struct dirent *d;
-    while (ok && (d = readdir(listing))) {
+    while (ok && (errno = 0, d = readdir(listing))) {
         if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, ".."))
             continue;
-        char path[4096];
-        if (snprintf(path, sizeof path, "%s%s", prefix, d->d_name) >= (int)sizeof path)
-            continue;
-        struct stat st;
-        if (fstatat(dir, d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-            continue;
-        if (S_ISREG(st.st_mode)) {
-            ok = export_file(x, dir, d->d_name, path);
-        } else if (S_ISLNK(st.st_mode)) {
-            char target[4096];
-            ssize_t n = readlinkat(dir, d->d_name, target, sizeof target - 1);
-            if (n > 0) {
-                target[n] = 0;
-                ok = write_header(x, path, &st, target);
+        size_t len = strlen(d->d_name) + 1;
+        if (into->size + len > cap) {
+            cap = (into->size + len) * 2;
+            char *grown = realloc(into->names, cap);
+            if (!grown) {
+                ok = export_failed(x, "out of memory");
+                break;
             }
-        } else if (S_ISDIR(st.st_mode)) {
-            int sub = openat(dir, d->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (sub < 0)
-                continue;
-            char sub_prefix[sizeof path + 1];
-            snprintf(sub_prefix, sizeof sub_prefix, "%s/", path);
-            ok = write_header(x, path, &st, NULL) && export_dir(x, sub, sub_prefix, depth + 1);
-            close(sub);
+            into->names = grown;
         }
-        /* FIFOs, sockets and devices mean nothing on another node: left out. */
+        memcpy(into->names + into->size, d->d_name, len);
+        into->size += len;
     }
+    if (ok && errno)
+        ok = export_failed(x, strerror(errno));
     closedir(listing);
+    return ok;
+}
+
+/* The member's path: the directory's prefix, then name. */
+static bool set_path(exporter *x, size_t prefix, const char *name)
+{
+    size_t len = strlen(name);
+    if (prefix + len + 2 > x->path_cap) {
+        size_t cap = (prefix + len + 2) * 2;
+        char *grown = realloc(x->path, cap);
+        if (!grown)
+            return export_failed(x, "out of memory");
+        x->path = grown;
+        x->path_cap = cap;
+    }
+    memcpy(x->path + prefix, name, len + 1);
+    return true;
+}
+
+/* Climbs from the directory just finished to its parent, which must be
+ * the one the walk came down from: sandboxed code that moves a directory
+ * meanwhile makes the export fail, never wander. */
+static int climb(exporter *x, int cur, const level *parent)
+{
+    int up = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (up >= 0 && fstat(up, &st) == 0 && st.st_dev == parent->dev && st.st_ino == parent->ino)
+        return up;
+    if (up >= 0)
+        close(up);
+    export_failed(x, "a directory moved while it was exported: export it again");
+    return -1;
+}
+
+static bool push(exporter *x, level **levels, size_t *depth, size_t *cap, int dir,
+                 const struct stat *st, size_t prefix)
+{
+    if (*depth == *cap) {
+        size_t grown_cap = *cap ? *cap * 2 : 16;
+        level *grown = realloc(*levels, grown_cap * sizeof *grown);
+        if (!grown)
+            return export_failed(x, "out of memory");
+        *levels = grown;
+        *cap = grown_cap;
+    }
+    level *top = &(*levels)[(*depth)++];
+    *top = (level){.dev = st->st_dev, .ino = st->st_ino, .prefix = prefix};
+    return read_names(x, dir, top);
+}
+
+/* Depth first, with one directory open at a time, so that no depth a
+ * session can make is too deep for it. */
+static bool export_tree(exporter *x, int work)
+{
+    level *levels = NULL;
+    size_t depth = 0, cap = 0;
+    struct stat st;
+    int cur = openat(work, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    bool ok = cur >= 0 && fstat(cur, &st) == 0 ? push(x, &levels, &depth, &cap, cur, &st, 0)
+                                                : export_failed(x, strerror(errno));
+    while (ok && depth > 0) {
+        level *top = &levels[depth - 1];
+        if (top->next >= top->size) {
+            free(top->names);
+            if (--depth == 0)
+                break;
+            int up = climb(x, cur, &levels[depth - 1]);
+            close(cur);
+            cur = up;
+            ok = cur >= 0;
+            continue;
+        }
+        const char *name = top->names + top->next;
+        top->next += strlen(name) + 1;
+        if (fstatat(cur, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue; /* gone meanwhile */
+        if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode))
+            continue; /* FIFOs, sockets and devices mean nothing on another node */
+        if (++x->members > RBX_TRANSFER_MEMBERS_MAX) {
+            ok = refuse(x, rbx_transfer_too_many(x->err, "the session"));
+            break;
+        }
+        if (!set_path(x, top->prefix, name)) {
+            ok = false;
+        } else if (S_ISREG(st.st_mode)) {
+            ok = export_file(x, cur, name);
+        } else if (S_ISLNK(st.st_mode)) {
+            ok = export_link(x, cur, name, &st);
+        } else {
+            int sub = openat(cur, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            struct archive_entry *entry = sub >= 0 ? new_entry(x, &st) : NULL;
+            size_t prefix = strlen(x->path);
+            ok = sub < 0 || (entry && write_header(x, entry));
+            if (entry)
+                archive_entry_free(entry);
+            if (ok && sub >= 0 && fstat(sub, &st) == 0) {
+                x->path[prefix] = '/';
+                x->path[prefix + 1] = 0;
+                ok = push(x, &levels, &depth, &cap, sub, &st, prefix + 1);
+                close(cur);
+                cur = sub;
+            } else if (sub >= 0) {
+                close(sub);
+            }
+        }
+    }
+    while (depth > 0)
+        free(levels[--depth].names);
+    free(levels);
+    if (cur >= 0)
+        close(cur);
     return ok;
 }
 
@@ -154,10 +440,16 @@ rbx_status rbx_session_export(rbx_engine *engine, const char *id, int out_fd, rb
     if (status != RBX_OK)
         return status;
     int work = open_work(&session, err);
-    exporter x = {.out = archive_write_new(), .err = err, .status = RBX_OK};
+    exporter x = {.out = archive_write_new(),
+                  .links = archive_entry_linkresolver_new(),
+                  .cap = rbx_transfer_cap(engine),
+                  .err = err,
+                  .status = RBX_OK};
+    if (x.links)
+        archive_entry_linkresolver_set_strategy(x.links, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED);
     if (work < 0) {
         x.status = err->status;
-    } else if (!x.out || archive_write_set_format_pax_restricted(x.out) != ARCHIVE_OK ||
+    } else if (!x.out || !x.links || archive_write_set_format_pax_restricted(x.out) != ARCHIVE_OK ||
                /* Names are bytes: stored as they are, whatever the locale
                 * (runbox runs in "C", where libarchive could not convert a
                 * name like données.csv to the UTF-8 pax wants). */
@@ -165,258 +457,16 @@ rbx_status rbx_session_export(rbx_engine *engine, const char *id, int out_fd, rb
                    ARCHIVE_OK ||
                archive_write_open_fd(x.out, out_fd) != ARCHIVE_OK) {
         export_failed(&x, x.out ? archive_error_string(x.out) : "out of memory");
-    } else if (export_dir(&x, work, "", 0) && archive_write_close(x.out) != ARCHIVE_OK) {
+    } else if (export_tree(&x, work) && archive_write_close(x.out) != ARCHIVE_OK) {
         export_failed(&x, archive_error_string(x.out));
     }
     if (x.out)
         archive_write_free(x.out);
+    if (x.links)
+        archive_entry_linkresolver_free(x.links);
+    free(x.path);
     if (work >= 0)
         close(work);
     rbx_session_release(engine, &session);
     return x.status;
-}
-
-/* ---- import ---------------------------------------------------------- */
-
-typedef struct importer {
-    rbx_engine *engine;
-    struct archive *in;
-    int work;
-    uint64_t bytes, cap;
-    size_t files;
-    rbx_error *err;
-} importer;
-
-/* An archive's path as a session file path: "./" prefixes and a directory's
- * trailing slash are taken off; what is left must pass the upload check. */
-static rbx_status entry_path(const char *raw, char *path, size_t size, rbx_error *err)
-{
-    if (!raw)
-        return rbx_fail(err, RBX_EINVAL, "the archive has an entry without a usable name");
-    while (raw[0] == '.' && raw[1] == '/')
-        raw += 2;
-    snprintf(path, size, "%s", raw);
-    size_t len = strlen(path);
-    while (len > 0 && path[len - 1] == '/')
-        path[--len] = 0;
-    if (strlen(raw) >= size)
-        return rbx_fail(err, RBX_EINVAL, "the archive has a path longer than %zu bytes", size - 1);
-    rbx_error why = {0};
-    if (rbx_file_path_check(path, &why) != RBX_OK)
-        return rbx_fail(err, RBX_EINVAL, "the archive's entry '%.200s' is refused: %s", raw,
-                        why.message);
-    return RBX_OK;
-}
-
-static rbx_status import_file(importer *m, struct archive_entry *entry, const char *path)
-{
-    const char *name;
-    int dir = rbx_files_open_parent(m->engine, m->work, path, true, &name);
-    if (dir < 0)
-        return rbx_fail(m->err, RBX_EINVAL, "cannot place '%.200s' in the session: %s", path,
-                        strerror(errno));
-    mode_t mode = archive_entry_perm(entry) & 0777;
-    int fd = openat(dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-    close(dir);
-    if (fd < 0)
-        return rbx_fail(m->err, RBX_EINVAL, "cannot create '%.200s' in the session: %s", path,
-                        errno == EEXIST ? "the archive holds it twice" : strerror(errno));
-    rbx_status status = RBX_OK;
-    char buf[65536];
-    for (;;) {
-        la_ssize_t n = archive_read_data(m->in, buf, sizeof buf);
-        if (n == 0)
-            break;
-        if (n < 0) {
-            status = rbx_fail(m->err, RBX_EINVAL, "the archive is damaged at '%.200s': %s", path,
-                              archive_error_string(m->in));
-            break;
-        }
-        m->bytes += (uint64_t)n;
-        if (m->bytes > m->cap) {
-            status = rbx_fail(m->err, RBX_ENOSPC,
-                              "the archive holds more than the session's disk cap of %llu bytes",
-                              (unsigned long long)m->cap);
-            break;
-        }
-        if (rbx_write_all(fd, buf, (size_t)n) != 0) {
-            status = rbx_fail(m->err, errno == EDQUOT || errno == ENOSPC ? RBX_ENOSPC : RBX_ESYSTEM,
-                              "cannot write '%.200s': %s", path, strerror(errno));
-            break;
-        }
-    }
-    if (m->engine->is_root)
-        (void)fchown(fd, RBX_HOST_UID_BASE + RBX_SANDBOX_UID, RBX_HOST_UID_BASE + RBX_SANDBOX_UID);
-    (void)fchmod(fd, mode); /* umask took bits from the open's mode */
-    close(fd);
-    m->files++;
-    return status;
-}
-
-static rbx_status import_entry(importer *m, struct archive_entry *entry)
-{
-    char path[1100];
-    /* Bytes as stored when the archive says so (pax's hdrcharset=BINARY,
-     * as export writes), else its UTF-8 names as they are. */
-    const char *stored = archive_entry_pathname(entry);
-    if (!stored)
-        stored = archive_entry_pathname_utf8(entry);
-    /* The session's directory itself ("./" in tar's own archives) is there. */
-    if (stored && archive_entry_filetype(entry) == AE_IFDIR && stored[strspn(stored, "./")] == 0)
-        return RBX_OK;
-    rbx_status status = entry_path(stored, path, sizeof path, m->err);
-    if (status != RBX_OK)
-        return status;
-    if (archive_entry_hardlink(entry))
-        return rbx_fail(m->err, RBX_EINVAL,
-                        "the archive's entry '%.200s' is a hard link: only directories, regular "
-                        "files and symbolic links inside the session are accepted",
-                        path);
-    mode_t type = archive_entry_filetype(entry);
-    if (type == AE_IFREG) {
-        /* The declared size first: a sparse 10 GiB member is refused
-         * before a byte of it is written. */
-        if (archive_entry_size_is_set(entry) &&
-            (uint64_t)archive_entry_size(entry) > m->cap - m->bytes)
-            return rbx_fail(m->err, RBX_ENOSPC,
-                            "'%.200s' (%lld bytes) does not fit in the session's disk cap of "
-                            "%llu bytes",
-                            path, (long long)archive_entry_size(entry), (unsigned long long)m->cap);
-        return import_file(m, entry, path);
-    }
-    const char *name;
-    int dir = rbx_files_open_parent(m->engine, m->work, path, true, &name);
-    if (dir < 0)
-        return rbx_fail(m->err, RBX_EINVAL, "cannot place '%.200s' in the session: %s", path,
-                        strerror(errno));
-    int rc = 0;
-    if (type == AE_IFDIR) {
-        rc = mkdirat(dir, name, archive_entry_perm(entry) & 0777);
-        if (rc != 0 && errno == EEXIST) /* made already as a file's parent */
-            rc = 0;
-    } else if (type == AE_IFLNK) {
-        const char *target = archive_entry_symlink(entry);
-        /* Relative only: an absolute target names the sandbox's root, not
-         * the session's. */
-        if (!target || target[0] == '/' || !rbx_link_stays_inside(path, target)) {
-            close(dir);
-            return rbx_fail(m->err, RBX_EINVAL,
-                            "the archive's link '%.200s' points to '%.200s', outside the session: "
-                            "links must be relative and stay inside it",
-                            path, target ? target : "");
-        }
-        rc = symlinkat(target, dir, name);
-    } else {
-        close(dir);
-        return rbx_fail(m->err, RBX_EINVAL,
-                        "the archive's entry '%.200s' is a device, FIFO or socket: only "
-                        "directories, regular files and symbolic links are accepted",
-                        path);
-    }
-    struct stat st;
-    /* The umask took bits from mkdirat's mode (never through a link: the
-     * session holds nothing else while it is imported, but a link of the
-     * archive's may stand where a later entry names a directory). */
-    if (rc == 0 && type == AE_IFDIR && fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        S_ISDIR(st.st_mode))
-        (void)fchmodat(dir, name, archive_entry_perm(entry) & 0777, 0);
-    if (rc == 0 && m->engine->is_root)
-        (void)fchownat(dir, name, RBX_HOST_UID_BASE + RBX_SANDBOX_UID,
-                       RBX_HOST_UID_BASE + RBX_SANDBOX_UID, AT_SYMLINK_NOFOLLOW);
-    int error = errno;
-    close(dir);
-    if (rc != 0)
-        return rbx_fail(m->err, RBX_EINVAL, "cannot make '%.200s' in the session: %s", path,
-                        strerror(error));
-    return RBX_OK;
-}
-
-static rbx_status import_all(importer *m)
-{
-    struct archive_entry *entry;
-    size_t entries = 0;
-    for (;;) {
-        int rc = archive_read_next_header(m->in, &entry);
-        if (rc == ARCHIVE_EOF)
-            return RBX_OK;
-        if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
-            return rbx_fail(m->err, RBX_EINVAL, "not a readable tar archive: %s",
-                            archive_error_string(m->in));
-        if (++entries > IMPORT_ENTRIES_MAX)
-            return rbx_fail(m->err, RBX_EINVAL, "the archive has more than %d entries",
-                            IMPORT_ENTRIES_MAX);
-        rbx_status status = import_entry(m, entry);
-        if (status != RBX_OK)
-            return status;
-    }
-}
-
-static bool is_empty(int dir)
-{
-    int fd = fcntl(dir, F_DUPFD_CLOEXEC, 0);
-    DIR *listing = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!listing) {
-        if (fd >= 0)
-            close(fd);
-        return false;
-    }
-    bool empty = true;
-    struct dirent *d;
-    while (empty && (d = readdir(listing)))
-        empty = !strcmp(d->d_name, ".") || !strcmp(d->d_name, "..");
-    closedir(listing);
-    return empty;
-}
-
-rbx_status rbx_session_import(rbx_engine *engine, const char *id, const rbx_archive_source *from,
-                              rbx_session_import_info *info, rbx_error *err)
-{
-    memset(info, 0, sizeof *info);
-    if (!rbx_session_id_valid(id))
-        return rbx_fail(err, RBX_EINVAL,
-                        "invalid session id: it must match " RBX_SESSION_ID_PATTERN);
-    if (rbx_session_exists(engine, id))
-        return rbx_fail(err, RBX_EBUSY,
-                        "session %s already exists here: remove it first, or import under "
-                        "another id",
-                        id);
-    rbx_session session;
-    rbx_status status = rbx_session_acquire(engine, id, SESSION_WAIT_S, -1, &session, err);
-    if (status != RBX_OK)
-        return status;
-    importer m = {.engine = engine,
-                  .in = archive_read_new(),
-                  .work = open_work(&session, err),
-                  .cap = engine->config.disk_cap_bytes ? engine->config.disk_cap_bytes : UINT64_MAX,
-                  .err = err};
-    bool ours = m.work >= 0 && is_empty(m.work);
-    if (m.work < 0) {
-        status = err->status;
-    } else if (!ours) { /* another import (or an execution) made it meanwhile */
-        status = rbx_fail(err, RBX_EBUSY,
-                          "session %s already exists here: remove it first, or "
-                          "import under another id",
-                          id);
-    } else if (!m.in || archive_read_support_format_tar(m.in) != ARCHIVE_OK ||
-               archive_read_support_filter_gzip(m.in) != ARCHIVE_OK ||
-               (from->data ? archive_read_open_memory(m.in, from->data, from->len)
-                           : archive_read_open_fd(m.in, from->fd, 65536)) != ARCHIVE_OK) {
-        status = rbx_fail(err, RBX_EINVAL, "not a readable tar archive: %s",
-                          m.in ? archive_error_string(m.in) : "out of memory");
-    } else {
-        status = import_all(&m);
-    }
-    if (m.in)
-        archive_read_free(m.in);
-    if (m.work >= 0)
-        close(m.work);
-    info->files = m.files;
-    info->bytes = m.bytes;
-    rbx_session_release(engine, &session);
-    if (status != RBX_OK && ours) {
-        /* Nothing of a refused archive stays: the session goes whole. */
-        rbx_error ignored = {0};
-        (void)rbx_session_remove(engine, id, SESSION_WAIT_S, &ignored);
-    }
-    return status;
 }

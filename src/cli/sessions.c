@@ -23,7 +23,7 @@ static const char sessions_usage[] =
     "  export ID [--output FILE]\n"
     "                          the session's files as a tar archive, to FILE or stdout\n"
     "  import ID [FILE]        a new session ID from a tar archive (FILE or stdin) made by\n"
-    "                          export: regular files, directories and links inside it only\n"
+    "                          export: regular files, directories and links (kept as links)\n"
     "\n"
     "export and import move a session to another node: export it from the node that\n"
     "holds it, import it through the load balancer (see deploy/).\n"
