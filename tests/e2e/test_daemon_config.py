@@ -188,3 +188,53 @@ def test_runbox_serve_serves_the_cli_only_when_configured_alike(tmp_path, policy
         server.terminate()
         server.wait(timeout=30)
         box.remove_all_sessions()
+
+
+def test_a_policy_file_edited_since_its_daemon_started_applies(runbox, tmp_path):
+    """The same --policy FILE with other rules in it is another configuration."""
+    path = tmp_path / "edited.conf"
+    path.write_text("python other_rule never_matches_this\n")
+    ok(stateful(runbox, "forbidden_word = 1", "--policy", str(path), session="before"))
+    path.write_text("python forbidden_word forbidden_word\n")
+    refused = ok(stateful(runbox, "forbidden_word = 1", "--policy", str(path), session="after"))
+    assert refused["error_type"] == "PermissionError", refused
+
+
+@pytest.mark.skipif(bool(ON_IMAGE_ENV), reason="the first daemon must run on the host's /usr")
+def test_a_default_image_imported_since_its_daemon_started_applies(runbox, tmp_path):
+    """A daemon resolved "the default image" when it started (the host's /usr, the store being
+    empty): once the store has a default, a call naming no image runs on it."""
+    from host_tree import host_programs_tree
+    tree = host_programs_tree(str(tmp_path / "tree"), ["/bin/bash", "/bin/cat"])
+    os.makedirs(os.path.join(tree, "usr/share/runbox-test"))
+    with open(os.path.join(tree, "usr/share/runbox-test/marker"), "w") as f:
+        f.write("on the imported default\n")
+    archive = str(tmp_path / "default.tar")
+    subprocess.run(["tar", "-C", tree, "-cf", archive, "."], check=True)
+    store = os.path.join(runbox.state_dir, "images")
+    env = {"RUNBOX_IMAGES": store}
+    before = ok(stateful(runbox, "echo started", language="bash", session="before", env=env))
+    assert before["image"] == "host", before
+    proc = runbox.cli("images", "import", "default", archive, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    after = ok(stateful(runbox, "cat /usr/share/runbox-test/marker", language="bash",
+                        session="after", env=env))
+    assert after["image"] == "default", after
+    assert after["output"] == "on the imported default\n", after
+
+
+def test_a_state_directory_too_long_for_a_socket_address_still_gets_its_daemon(tmp_path):
+    """A Unix socket's address holds 107 bytes: the daemon's socket is reached through the
+    state directory's descriptor instead."""
+    state = str(tmp_path / ("long-" + "x" * 60) / ("state-" + "y" * 40))
+    assert len(state) + len("/daemon-0123456789abcdef.sock") > 107
+    box = Runbox(state)
+    try:
+        ok(stateful(box, "kept = 41", session="long"))
+        assert values(ok(stateful(box, "kept + 1", session="long"))) == ["42"]
+        assert len(daemons(state)) == 1
+        restarted = box.cli("sessions", "restart", "long")
+        assert restarted.stdout == b"stopped 1 kernel\n", restarted
+    finally:
+        box.remove_all_sessions()
+    assert daemons(state) == []  # storage unmount stopped it
