@@ -37,7 +37,7 @@ static const char *kernels_word(size_t n)
 
 /* Stops the session's kernels (of one language) in every runbox process
  * that serves the state directory (runbox serve, each configuration's
- * daemon), then judges here that none is left. */
+ * daemon), then looks that none of them is left. */
 static int restart_everywhere(rbx_engine *engine, const char *id, const char *language)
 {
     const char *state_dir = rbx_engine_config(engine)->state_dir;
@@ -48,18 +48,25 @@ static int restart_everywhere(rbx_engine *engine, const char *id, const char *la
             cli_local_ask(state_dir, names[i],
                           json_pack("{s:s, s:s, s:s?}", "op", "restart", "session_id", id,
                                     "language", language));
-        /* One that said busy stopped its own, and saw another's: that
-         * one's holder is asked in turn. */
+        /* One that said busy stopped its own all the same, and saw
+         * another's kernel (of any language): that one is asked in turn. */
         json_int_t n = json_integer_value(json_object_get(answer, "stopped"));
         stopped += n > 0 ? (size_t)n : 0;
         json_decref(answer);
     }
     cli_local_sockets_free(names);
-    size_t here = 0;
+    rbx_session_info info;
     rbx_error err = {0};
-    if (rbx_session_restart(engine, id, language, &here, &err) != RBX_OK)
+    if (rbx_session_info_get(engine, id, &info, &err) != RBX_OK)
         return cli_engine_error(&err);
-    stopped += here;
+    for (size_t k = 0; k < info.kernel_count; k++)
+        if (!language || !strcmp(info.kernels[k].language, language)) {
+            fprintf(stderr,
+                    "runbox: the %s kernel of session %s lives in a runbox process (pid %d) "
+                    "that serves no socket of %s: stop that process\n",
+                    info.kernels[k].language, id, info.kernels[k].owner_pid, state_dir);
+            return EXIT_SYSTEM;
+        }
     printf("stopped %zu %s\n", stopped, kernels_word(stopped));
     return 0;
 }

@@ -184,10 +184,16 @@ def test_runbox_serve_serves_the_cli_only_when_configured_alike(tmp_path, policy
         assert refused["error_type"] == "PermissionError", refused
         assert len(daemons(state)) == 1
         assert values(ok(stateful(box, "x", session="served"))) == ["1"]
+        # Its kernel is not reached by a call of other options, nor taken over.
+        proc = stateful(box, "x", "--policy", policy, session="served")
+        assert proc.returncode == 2, proc
+        assert b"the python kernel of session served lives in runbox serve (pid " \
+               b"%d) configured otherwise" % server.pid in proc.stderr, proc.stderr
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        code = server.wait(timeout=30)
         box.remove_all_sessions()
+    assert code == 0, server.stderr.read().decode(errors="replace")[-2000:]
 
 
 def test_a_policy_file_edited_since_its_daemon_started_applies(runbox, tmp_path):
