@@ -122,9 +122,10 @@ static void say_difference(char *out, size_t size, const char *option, const cha
     size_t used = strlen(out);
     if (used + 1 >= size)
         return;
-    snprintf(out + used, size - used, "%s%s (%.80s%s here, %.80s%s there)", used ? ", " : "",
-             option, mine ? mine : "not given", mine && strlen(mine) > 80 ? "..." : "",
-             theirs ? theirs : "not given", theirs && strlen(theirs) > 80 ? "..." : "");
+    /* Long values (a path, an egress list) are cut: the line stays one line. */
+    snprintf(out + used, size - used, "%s%s (%.300s%s here, %.300s%s there)", used ? ", " : "",
+             option, mine ? mine : "not given", mine && strlen(mine) > 300 ? "..." : "",
+             theirs ? theirs : "not given", theirs && strlen(theirs) > 300 ? "..." : "");
 }
 
 void cli_daemon_options_differ(json_t *mine, json_t *theirs, char *out, size_t size)
@@ -189,9 +190,12 @@ int cli_kernel_elsewhere_error(const cli_globals *globals, rbx_engine *engine,
     const char *what;
     json_t *theirs = options_of(state_dir, pid, &what);
     json_t *mine = cli_daemon_options(globals, state_dir);
-    char differ[1024] = "";
+    char differ[2048] = "";
     if (theirs && mine)
         cli_daemon_options_differ(mine, theirs, differ, sizeof differ);
+    for (char *c = differ; *c; c++) /* one line, whatever a path holds */
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
     fprintf(stderr,
             "runbox: the %s kernel of session %s lives in %s (pid %d) %s%s; give the same "
             "options to reach it, or stop it with 'runbox sessions restart %s --language %s' "
