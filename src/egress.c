@@ -310,7 +310,9 @@ static rbx_status load_file(rbx_egress_policy *policy, const char *path, char *r
     char line[4096];
     int number = 0;
     rbx_status status = RBX_OK;
+    policy->file_digest = RBX_DIGEST_START;
     while (status == RBX_OK && fgets(line, sizeof line, f)) {
+        policy->file_digest = rbx_digest_add(policy->file_digest, line, strlen(line));
         number++;
         char *p = line + strspn(line, " \t");
         p[strcspn(p, "\r\n")] = 0;

@@ -39,6 +39,9 @@ typedef struct rbx_egress_policy {
     struct sockaddr_storage resolver; /* where names are resolved */
     socklen_t resolver_len;
     char resolver_text[64];
+    uint64_t file_digest; /* of the egress file's bytes as loaded (0: none), for
+                             rbx_engine_fingerprint: edited since, it is
+                             another configuration */
 } rbx_egress_policy;
 
 /* What one sandbox enforces: the operator's policy, the host's addresses

@@ -288,10 +288,14 @@ void rbx_engine_pool_stats(rbx_engine *engine, rbx_pool_stats *stats)
 void rbx_engine_fingerprint(const rbx_engine *engine, char out[17])
 {
     const rbx_config *c = &engine->config;
+    /* What the files and the image store held when this engine read them:
+     * a policy edited since, or a default image built or imported since,
+     * is another configuration than the same names were before. */
+    const rbx_root *root = engine->roots[0];
     char text[16384];
     snprintf(text, sizeof text,
-             "%s|%zu|%g|%g|%zu|%d|%llu|%d|%llu|%u|%u|%u|%u|%g|%g|%s|%u|%d|%g|%zu|%d|%llu|%s|%s|%d|"
-             "%d|%s|%s|%s|%s|%s",
+             "%s|%zu|%.17g|%.17g|%zu|%d|%llu|%d|%llu|%u|%u|%u|%u|%.17g|%.17g|%s|%u|%d|%.17g|%zu|"
+             "%d|%llu|%s|%s|%d|%d|%s|%s|%s|%s|%s|%016llx|%016llx|%s|%s",
              c->state_dir ? c->state_dir : "", c->max_code_bytes, c->default_timeout_s,
              c->max_timeout_s, c->output_cap_bytes, c->network_off,
              (unsigned long long)c->disk_cap_bytes, (int)c->storage,
@@ -302,10 +306,11 @@ void rbx_engine_fingerprint(const rbx_engine *engine, char out[17])
              c->egress_allow ? c->egress_allow : "", c->egress_deny ? c->egress_deny : "",
              c->egress_allowlist_only, c->egress_open, c->egress_resolver ? c->egress_resolver : "",
              c->egress_file ? c->egress_file : "", c->images_dir ? c->images_dir : "",
-             c->image ? c->image : "", c->images_allowed ? c->images_allowed : "");
-    uint64_t hash = 14695981039346656037ull; /* FNV-1a: a digest, not a secret */
-    for (const char *p = text; *p; p++)
-        hash = (hash ^ (unsigned char)*p) * 1099511628211ull;
+             c->image ? c->image : "", c->images_allowed ? c->images_allowed : "",
+             (unsigned long long)rbx_policy_digest(engine->policy),
+             (unsigned long long)(engine->egress ? engine->egress->file_digest : 0),
+             root ? root->image : "", root ? root->digest : "");
+    uint64_t hash = rbx_digest_add(RBX_DIGEST_START, text, strlen(text));
     snprintf(out, 17, "%016llx", (unsigned long long)hash);
 }
 

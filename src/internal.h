@@ -71,6 +71,16 @@ rbx_status rbx_fail(rbx_error *err, rbx_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 int64_t rbx_now_ms(void); /* monotonic clock */
+
+/* FNV-1a over len bytes, going on from hash (first RBX_DIGEST_START): a
+ * digest of configuration, for rbx_engine_fingerprint; not a secret. */
+#define RBX_DIGEST_START 14695981039346656037ull
+static inline uint64_t rbx_digest_add(uint64_t hash, const void *data, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        hash = (hash ^ ((const unsigned char *)data)[i]) * 1099511628211ull;
+    return hash;
+}
 int64_t rbx_now_us(void); /* monotonic clock */
 
 /* How a runtime's kernel driver (src/kernels/) is spoken to: JSON lines,

@@ -18,6 +18,7 @@ typedef struct rule {
 } rule;
 
 struct rbx_policy {
+    uint64_t digest; /* of the file's bytes */
     size_t count;
     rule rules[POLICY_MAX_RULES];
 };
@@ -160,9 +161,12 @@ rbx_policy *rbx_policy_load(const char *path, rbx_error *err)
     ssize_t len;
     int number = 0;
     rbx_status status = policy ? RBX_OK : rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    if (policy)
+        policy->digest = RBX_DIGEST_START;
     /* Whole lines, however long: a part of one must never be read as a rule. */
     while (status == RBX_OK && (len = getline(&line, &cap, file)) >= 0) {
         number++;
+        policy->digest = rbx_digest_add(policy->digest, line, (size_t)len);
         if (len > POLICY_MAX_LINE || memchr(line, 0, (size_t)len)) {
             status = rbx_fail(err, RBX_EINVAL, "%s:%d: a line longer than %d bytes or with a NUL",
                               path, number, POLICY_MAX_LINE);
@@ -182,6 +186,11 @@ rbx_policy *rbx_policy_load(const char *path, rbx_error *err)
         return NULL;
     }
     return policy;
+}
+
+uint64_t rbx_policy_digest(const rbx_policy *policy)
+{
+    return policy ? policy->digest : 0;
 }
 
 void rbx_policy_free(rbx_policy *policy)

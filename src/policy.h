@@ -18,5 +18,8 @@ void rbx_policy_free(rbx_policy *policy);
 /* The name of the first rule of language (canonical) that code matches, or NULL. */
 const char *rbx_policy_match(const rbx_policy *policy, const char *language, const char *code);
 size_t rbx_policy_rule_count(const rbx_policy *policy);
+/* A digest of the file's bytes as they were loaded (0 for no policy): a
+ * process that loaded other rules is configured otherwise. */
+uint64_t rbx_policy_digest(const rbx_policy *policy);
 
 #endif

@@ -114,11 +114,27 @@ int cli_files(cli_globals *globals, int argc, char **argv);
 int cli_storage(cli_globals *globals, int argc, char **argv);
 int cli_daemon(cli_globals *globals, int argc, char **argv);
 
-/* local_client.c: the local socket (local/local.h), from the CLI. */
-/* Connects to the state directory's socket; with start, starts `runbox
- * daemon` when nobody serves it. -1 with why on failure. */
-int cli_local_connect(const cli_globals *globals, const char *state_dir, bool start, char *why,
-                      size_t why_size);
+/* local_client.c: the local sockets (local/local.h), from the CLI. */
+/* Connects to runbox serve's socket; -1 when none serves the state
+ * directory. It serves the CLI only when configured alike: a message with
+ * "config" from a CLI configured otherwise is declined. */
+int cli_serve_connect(const char *state_dir);
+/* Connects to the `runbox daemon` of engine's configuration (globals',
+ * from which engine was made); with start, starts it when none runs.
+ * -1 with why on failure. */
+int cli_daemon_connect(const cli_globals *globals, const rbx_engine *engine, bool start,
+                       char *why, size_t why_size);
+/* The names of the state directory's sockets that may serve: runbox
+ * serve's first, then each daemon's (NULL-terminated; or NULL, out of
+ * memory). Commands that reach every holder of kernels (sessions rm and
+ * restart, storage unmount) ask each. */
+char **cli_local_sockets(const char *state_dir);
+void cli_local_sockets_free(char **names);
+/* One message (stolen) to the socket name, and the first line of its
+ * answer; NULL when nobody serves it or it said nothing. */
+json_t *cli_local_ask(const char *state_dir, const char *name, json_t *message);
+/* The pid of the process at the other end of a local socket, or 0. */
+int cli_local_peer_pid(int fd);
 /* Sends one message (stolen) as a line. */
 int cli_local_send(int fd, json_t *message);
 /* One line of the answer, or NULL at its end. */
@@ -126,6 +142,26 @@ json_t *cli_local_read(FILE *in);
 /* Prints an {"type": "error"} answer; returns the exit code for it. */
 int cli_local_error(json_t *event);
 int cli_serve(cli_globals *globals, int argc, char **argv); /* src/http/, serve_elsewhere.c */
+
+/* daemon_options.c: what a `runbox daemon` is started with. */
+/* Every option that makes the CLI's engine, as argv after "runbox daemon"
+ * (a JSON array of strings, "--state-dir", state_dir first); NULL when
+ * one is not UTF-8 text or memory ran out. */
+json_t *cli_daemon_options(const cli_globals *globals, const char *state_dir);
+/* The name of the socket of the daemon configured as engine is: a digest
+ * of everything in its configuration that a daemon is given. */
+void cli_daemon_socket_name(const rbx_engine *engine, char *out, size_t size);
+/* Which options differ between two such lists, for a message:
+ * "--policy (/etc/p here, not given there), ..."; "" when none. */
+void cli_daemon_options_differ(json_t *mine, json_t *theirs, char *out, size_t size);
+/* The pid of the runbox process that holds the session's kernel of the
+ * language, or 0 when none does. */
+int cli_kernel_holder(rbx_engine *engine, const char *session_id, const char *language);
+/* A stateful call refused because the session's kernel lives in another
+ * runbox process, configured otherwise: says so on stderr, naming the
+ * options that differ and how to go on; returns the exit code. */
+int cli_kernel_elsewhere_error(const cli_globals *globals, rbx_engine *engine,
+                               const char *session_id, const char *language);
 int cli_mcp(cli_globals *globals, int argc, char **argv);   /* src/mcp/ */
 
 #endif

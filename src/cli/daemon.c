@@ -1,8 +1,11 @@
-/* runbox daemon: serves a state directory's local socket (local/local.h)
- * so that stateful calls from the short-lived CLI reach kernels that
- * outlive it. The CLI starts it on demand; it exits once it has no kernel
- * and no connection left (its kernels are stopped after --kernel-idle), so
- * nothing lingers when stateful sessions are not in use. */
+/* runbox daemon: serves a local socket of the state directory
+ * (local/local.h) so that stateful calls from the short-lived CLI reach
+ * kernels that outlive it. The CLI starts it on demand with every option
+ * it got, one daemon per configuration: its socket is named by the digest
+ * of its configuration (daemon_options.c), so it serves only CLIs
+ * configured as it is. It exits once it has no kernel and no connection
+ * left (its kernels are stopped after --kernel-idle), so nothing lingers
+ * when stateful sessions, or a configuration, are not in use. */
 #include "cli/cli.h"
 #include "local/local.h"
 
@@ -35,9 +38,11 @@ int cli_daemon(cli_globals *globals, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            puts("usage: runbox daemon [options]\n\nServes the state directory's local socket "
-                 "(<state>/" LOCAL_SOCKET ") for\nstateful calls from the CLI, which starts "
-                 "it on demand; it exits once its\nlast kernel is stopped.");
+            puts("usage: runbox daemon [options]\n\nServes stateful calls from the CLI "
+                 "configured as it is, on the state\ndirectory's socket "
+                 "<state>/" LOCAL_DAEMON_PREFIX "<digest of its options>" LOCAL_DAEMON_SUFFIX
+                 ". The CLI starts\none on demand with its options; it exits once its last "
+                 "kernel is stopped.");
             return 0;
         }
         int rc = cli_global_option(argc, argv, &i, globals, "daemon");
@@ -52,9 +57,10 @@ int cli_daemon(cli_globals *globals, int argc, char **argv)
         return rc;
     rbx_engine_recover(engine);
     const char *state_dir = rbx_engine_config(engine)->state_dir;
-    char why[300];
+    char why[300], name[64];
+    cli_daemon_socket_name(engine, name, sizeof name);
     int owner = 0;
-    int fd = local_listen(state_dir, &owner, why, sizeof why);
+    int fd = local_listen_at(state_dir, name, &owner, why, sizeof why);
     if (fd < 0) {
         rbx_engine_free(engine);
         /* Another runbox serves it: the CLI that started this one finds it. */
@@ -70,6 +76,8 @@ int cli_daemon(cli_globals *globals, int argc, char **argv)
         rbx_engine_free(engine);
         return EXIT_SYSTEM;
     }
+    /* A CLI configured otherwise asks which of its options differ. */
+    local_server_set_options(server, cli_daemon_options(globals, state_dir));
     cli_start_pool(engine, "daemon");
     /* With prepared sandboxes it waits as long as they are kept warm. */
     const rbx_config *config = rbx_engine_config(engine);
@@ -89,7 +97,7 @@ int cli_daemon(cli_globals *globals, int argc, char **argv)
             break;
     }
     char path[4200];
-    snprintf(path, sizeof path, "%s/" LOCAL_SOCKET, state_dir);
+    snprintf(path, sizeof path, "%s/%s", state_dir, name);
     unlink(path); /* before the last kernel's session can be used again */
     local_server_stop(server);
     rbx_engine_free(engine);

@@ -1,127 +1,41 @@
-/* The CLI's side of the local socket (local/local.h): stateful calls and
- * kernel restarts go to the runbox process that holds the kernels, which
- * is started as `runbox daemon` when nobody serves the state directory. */
+/* The CLI's side of the local sockets (local/local.h): stateful calls and
+ * kernel restarts go to the runbox process that holds the kernels: runbox
+ * serve when it runs configured as this CLI, else the `runbox daemon` of
+ * this CLI's configuration, started when none runs. */
 #include "cli/cli.h"
 #include "local/local.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 /* How long a daemon that was just started may take to answer. */
 #define DAEMON_START_MS 15000
-/* "runbox daemon --state-dir DIR", seven options with their values, the
- * egress policy's five, and the NULL. */
-#define DAEMON_ARGV_MAX (4 + 2 * 10 + 2 * 5 + 1)
 
-static int try_connect(const char *state_dir)
-{
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    if ((size_t)snprintf(addr.sun_path, sizeof addr.sun_path, "%s/" LOCAL_SOCKET, state_dir) >=
-        sizeof addr.sun_path) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0)
-        return fd;
-    int error = errno;
-    if (fd >= 0)
-        close(fd);
-    errno = error;
-    return -1;
-}
-
-/* The egress policy, given whole: the daemon's own environment (or a
- * RUNBOX_EGRESS_DEFAULT it would refuse) must not change what it applies. */
-static size_t egress_argv(const cli_globals *g, const char **argv, size_t n)
-{
-    argv[n++] = "--egress-default";
-    argv[n++] = g->egress_open ? "open" : g->egress_allowlist_only ? "none" : "public";
-    const struct {
-        const char *option, *value;
-    } given[] = {{"--egress-allow", g->egress_allow},
-                 {"--egress-deny", g->egress_deny},
-                 {"--egress-resolver", g->egress_resolver},
-                 {"--egress-file", g->egress_file}};
-    for (size_t i = 0; i < sizeof given / sizeof given[0]; i++) {
-        if (given[i].value) {
-            argv[n++] = given[i].option;
-            argv[n++] = given[i].value;
-        }
-    }
-    return n;
-}
-
-/* The options a daemon needs to serve as this CLI would (its engine's);
- * at most DAEMON_ARGV_MAX entries with the NULL. */
-static void daemon_argv(const cli_globals *g, const char *state_dir, char *numbers[7],
-                        const char **argv)
-{
-    size_t n = 0;
-    argv[n++] = "runbox";
-    argv[n++] = "daemon";
-    argv[n++] = "--state-dir";
-    argv[n++] = state_dir;
-    if (g->policy_file) {
-        argv[n++] = "--policy";
-        argv[n++] = g->policy_file;
-    }
-    if (g->install_network_host) {
-        argv[n++] = "--install-network";
-        argv[n++] = "host";
-    }
-    static const char *const storage[] = {"auto", "btrfs", "plain"};
-    argv[n++] = "--storage";
-    argv[n++] = storage[g->storage];
-    if (g->max_cpus > 0 && asprintf(&numbers[0], "%g", g->max_cpus) > 0) {
-        argv[n++] = "--max-cpus";
-        argv[n++] = numbers[0];
-    }
-    if (g->storage_bytes &&
-        asprintf(&numbers[1], "%llu", (unsigned long long)g->storage_bytes) > 0) {
-        argv[n++] = "--storage-size";
-        argv[n++] = numbers[1];
-    }
-    if (g->kernel_idle_s > 0 && asprintf(&numbers[2], "%g", g->kernel_idle_s) > 0) {
-        argv[n++] = "--kernel-idle";
-        argv[n++] = numbers[2];
-    }
-    if (g->max_kernels && asprintf(&numbers[3], "%u", g->max_kernels) > 0) {
-        argv[n++] = "--max-kernels";
-        argv[n++] = numbers[3];
-    }
-    if (g->pool >= 0 && asprintf(&numbers[4], "%d", (int)g->pool) > 0) {
-        argv[n++] = "--pool";
-        argv[n++] = numbers[4];
-    }
-    if (g->pool_memory_bytes &&
-        asprintf(&numbers[5], "%llu", (unsigned long long)g->pool_memory_bytes) > 0) {
-        argv[n++] = "--pool-memory";
-        argv[n++] = numbers[5];
-    }
-    if (g->pool_idle_s > 0 && asprintf(&numbers[6], "%g", g->pool_idle_s) > 0) {
-        argv[n++] = "--pool-idle";
-        argv[n++] = numbers[6];
-    }
-    n = egress_argv(g, argv, n);
-    argv[n] = NULL;
-}
-
-/* Starts `runbox daemon` detached from this process (twice forked, in a
- * session of its own), its errors in <state>/daemon.log. */
+/* Starts `runbox daemon` with every option of this CLI, detached from
+ * this process (twice forked, in a session of its own), its errors in
+ * <state>/daemon.log. */
 static int start_daemon(const cli_globals *globals, const char *state_dir)
 {
-    char *numbers[7] = {NULL};
-    const char *argv[DAEMON_ARGV_MAX];
-    daemon_argv(globals, state_dir, numbers, argv);
+    json_t *options = cli_daemon_options(globals, state_dir);
+    size_t count = json_array_size(options);
+    const char **argv = options ? calloc(count + 3, sizeof *argv) : NULL;
+    if (!argv) {
+        json_decref(options);
+        errno = options ? ENOMEM : EILSEQ;
+        return -1;
+    }
+    argv[0] = "runbox";
+    argv[1] = "daemon";
+    for (size_t i = 0; i < count; i++)
+        argv[i + 2] = json_string_value(json_array_get(options, i));
     char log[4200];
     snprintf(log, sizeof log, "%s/daemon.log", state_dir);
     pid_t first = fork();
@@ -139,38 +53,94 @@ static int start_daemon(const cli_globals *globals, const char *state_dir)
         execv("/proc/self/exe", (char *const *)argv);
         _exit(127);
     }
-    for (size_t i = 0; i < 7; i++)
-        free(numbers[i]);
-    if (first < 0)
+    int error = errno;
+    free(argv);
+    json_decref(options);
+    if (first < 0) {
+        errno = error;
         return -1;
+    }
     while (waitpid(first, NULL, 0) < 0 && errno == EINTR)
         ;
     return 0;
 }
 
-int cli_local_connect(const cli_globals *globals, const char *state_dir, bool start, char *why,
-                      size_t why_size)
+int cli_serve_connect(const char *state_dir)
 {
-    int fd = try_connect(state_dir);
+    return local_connect(state_dir, LOCAL_SOCKET);
+}
+
+int cli_daemon_connect(const cli_globals *globals, const rbx_engine *engine, bool start,
+                       char *why, size_t why_size)
+{
+    const char *state_dir = rbx_engine_config(engine)->state_dir;
+    char name[64];
+    cli_daemon_socket_name(engine, name, sizeof name);
+    int fd = local_connect(state_dir, name);
     if (fd >= 0 || !start) {
         if (fd < 0)
-            snprintf(why, why_size, "no runbox process serves %s/" LOCAL_SOCKET, state_dir);
+            snprintf(why, why_size, "no runbox daemon of this configuration serves %s",
+                     state_dir);
         return fd;
     }
     if (start_daemon(globals, state_dir) != 0) {
-        snprintf(why, why_size, "cannot start runbox daemon: %s", strerror(errno));
+        snprintf(why, why_size, "cannot start runbox daemon: %s",
+                 errno == EILSEQ ? "an option is not UTF-8 text" : strerror(errno));
         return -1;
     }
     for (int waited = 0; waited < DAEMON_START_MS; waited += 10) {
-        if ((fd = try_connect(state_dir)) >= 0)
+        if ((fd = local_connect(state_dir, name)) >= 0)
             return fd;
         struct timespec pause = {.tv_nsec = 10 * 1000 * 1000};
         nanosleep(&pause, NULL);
     }
-    snprintf(why, why_size,
-             "runbox daemon did not start serving %s/" LOCAL_SOCKET " (see %s/daemon.log)",
-             state_dir, state_dir);
+    snprintf(why, why_size, "runbox daemon did not start serving %s/%s (see %s/daemon.log)",
+             state_dir, name, state_dir);
     return -1;
+}
+
+/* Whether name is a daemon's socket: the prefix, 16 hex digits, the suffix. */
+static bool daemon_socket_name(const char *name)
+{
+    size_t prefix = strlen(LOCAL_DAEMON_PREFIX);
+    return !strncmp(name, LOCAL_DAEMON_PREFIX, prefix) &&
+           strspn(name + prefix, "0123456789abcdef") == 16 &&
+           !strcmp(name + prefix + 16, LOCAL_DAEMON_SUFFIX);
+}
+
+char **cli_local_sockets(const char *state_dir)
+{
+    size_t count = 1, cap = 8;
+    char **names = calloc(cap + 1, sizeof *names);
+    if (!names || !(names[0] = strdup(LOCAL_SOCKET))) {
+        free(names);
+        return NULL;
+    }
+    DIR *dir = opendir(state_dir);
+    struct dirent *entry;
+    while (dir && (entry = readdir(dir))) {
+        if (!daemon_socket_name(entry->d_name))
+            continue;
+        if (count == cap) {
+            char **grown = realloc(names, (2 * cap + 1) * sizeof *names);
+            if (!grown)
+                break;
+            names = grown;
+            cap *= 2;
+        }
+        if ((names[count] = strdup(entry->d_name)))
+            names[++count] = NULL;
+    }
+    if (dir)
+        closedir(dir);
+    return names;
+}
+
+void cli_local_sockets_free(char **names)
+{
+    for (size_t i = 0; names && names[i]; i++)
+        free(names[i]);
+    free(names);
 }
 
 int cli_local_send(int fd, json_t *message)
@@ -215,4 +185,26 @@ int cli_local_error(json_t *event)
         .status = local_status_from_name(json_string_value(json_object_get(event, "status")))};
     snprintf(err.message, sizeof err.message, "%s", message ? message : "unknown error");
     return cli_engine_error(&err);
+}
+
+json_t *cli_local_ask(const char *state_dir, const char *name, json_t *message)
+{
+    int fd = local_connect(state_dir, name);
+    FILE *in = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!in) {
+        json_decref(message);
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    json_t *answer = cli_local_send(fd, message) == 0 ? cli_local_read(in) : NULL;
+    fclose(in);
+    return answer;
+}
+
+int cli_local_peer_pid(int fd)
+{
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 ? cred.pid : 0;
 }

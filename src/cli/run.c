@@ -34,8 +34,9 @@ static const char run_usage[] =
     "  --stateful          run in the session's live interpreter (its kernel), which\n"
     "                      keeps variables, imports and the working directory from one\n"
     "                      stateful call to the next; kernels live in a runbox process\n"
-    "                      that outlives this one (runbox serve, or runbox daemon,\n"
-    "                      started here when needed)\n"
+    "                      that outlives this one and is configured as this one (runbox\n"
+    "                      serve, or the runbox daemon of these options, started here\n"
+    "                      when needed)\n"
     "  --require SPEC      a package the code needs (repeatable): a PEP 508 spec for\n"
     "                      python (numpy>=1.24), an npm spec for javascript\n"
     "                      (lodash@4.17.21); installed once into a cached environment\n"
@@ -406,31 +407,21 @@ static void note_remote_end(const rbx_request *request, json_t *result)
     note_egress_json(result);
 }
 
-/* Returned by run_remote when the run is this process's to do. */
+/* Returned by exchange when nothing of the run was done there (the
+ * process declined it, configured otherwise, or could not be sent it). */
 #define RUN_HERE (-1)
 
-/* The run in another runbox process: a stateful call in the one that holds
- * the session's kernel (started when none runs); a one-off run in one that
- * serves the state directory with prepared sandboxes, when it runs (or
- * start says to start one) and is configured alike, else RUN_HERE. */
-static int run_remote(const cli_globals *globals, rbx_engine *engine, const rbx_request *request,
-                      enum output_mode mode, bool start)
+/* Sends the run over fd (closed here, whatever happens) with the CLI's
+ * configuration, and renders what comes back; an error answer is left in
+ * *error for the caller. */
+static int exchange(int fd, const rbx_request *request, const char *config, enum output_mode mode,
+                    json_t **error)
 {
-    char why[600];
-    const char *state_dir = rbx_engine_config(engine)->state_dir;
-    int fd = cli_local_connect(globals, state_dir, start, why, sizeof why);
-    if (fd < 0 && !request->stateful)
-        return RUN_HERE;
-    if (fd < 0) {
-        fprintf(stderr, "runbox: %s\n", why);
-        return EXIT_SYSTEM;
-    }
+    *error = NULL;
     json_t *body = request_json(request);
-    char config[17];
-    rbx_engine_fingerprint(engine, config);
-    json_t *message = body ? json_pack("{s:s, s:o}", "op", "execute", "request", body) : NULL;
-    if (message && !request->stateful)
-        json_object_set_new(message, "config", json_string(config));
+    json_t *message = body ? json_pack("{s:s, s:o, s:s}", "op", "execute", "request", body,
+                                       "config", config)
+                           : NULL;
     FILE *in = message ? fdopen(fd, "r") : NULL;
     if (!in) {
         fprintf(stderr, "runbox: out of memory\n");
@@ -440,10 +431,7 @@ static int run_remote(const cli_globals *globals, rbx_engine *engine, const rbx_
     }
     if (cli_local_send(fd, message) != 0) {
         fclose(in);
-        if (!request->stateful)
-            return RUN_HERE; /* nothing of it ran */
-        fprintf(stderr, "runbox: cannot reach the runbox process that holds kernels\n");
-        return EXIT_SYSTEM;
+        return RUN_HERE;
     }
     int rc = EXIT_SYSTEM;
     json_t *event;
@@ -455,7 +443,7 @@ static int run_remote(const cli_globals *globals, rbx_engine *engine, const rbx_
         if (type && !strcmp(type, "declined")) {
             rc = RUN_HERE;
         } else if (type && !strcmp(type, "error")) {
-            rc = cli_local_error(event);
+            *error = json_incref(event);
         } else if (mode == MODE_STREAM) {
             rc = cli_print_json(json_incref(event));
         } else if (last) {
@@ -474,6 +462,63 @@ static int run_remote(const cli_globals *globals, rbx_engine *engine, const rbx_
             break;
     }
     fclose(in);
+    return rc;
+}
+
+/* Whether an error answer says the session's kernel is held elsewhere:
+ * busy, with the kernel of the call's language in a runbox process other
+ * than the one (pid) that answered. */
+static bool kernel_elsewhere(rbx_engine *engine, const rbx_request *request, json_t *error,
+                             int pid)
+{
+    const char *status = json_string_value(json_object_get(error, "status"));
+    if (!request->stateful || !request->session_id || !status || strcmp(status, "busy"))
+        return false;
+    int holder = cli_kernel_holder(engine, request->session_id, request->language);
+    return holder && holder != pid;
+}
+
+/* The run in another runbox process configured as this CLI is: runbox
+ * serve when it runs configured alike (it holds the kernels of sessions
+ * HTTP uses too), else this configuration's daemon, when it runs or start
+ * says to start it (always for a stateful call). A one-off run that
+ * neither takes returns RUN_HERE. */
+static int run_remote(const cli_globals *globals, rbx_engine *engine, const rbx_request *request,
+                      enum output_mode mode, bool start)
+{
+    const char *state_dir = rbx_engine_config(engine)->state_dir;
+    char config[17], why[600];
+    rbx_engine_fingerprint(engine, config);
+    json_t *error = NULL;
+    int fd = cli_serve_connect(state_dir);
+    int pid = fd >= 0 ? cli_local_peer_pid(fd) : 0;
+    int rc = fd >= 0 ? exchange(fd, request, config, mode, &error) : RUN_HERE;
+    /* The session's kernel in the daemon of this configuration (started
+     * before the server was): the call is its. */
+    bool to_daemon = rc == RUN_HERE || (error && kernel_elsewhere(engine, request, error, pid));
+    if (to_daemon && (fd = cli_daemon_connect(globals, engine, start && !error, why,
+                                              sizeof why)) >= 0) {
+        json_decref(error);
+        pid = cli_local_peer_pid(fd);
+        rc = exchange(fd, request, config, mode, &error);
+        if (rc == RUN_HERE && request->stateful) {
+            fprintf(stderr, "runbox: the runbox daemon of this configuration did not take the "
+                            "call (see %s/daemon.log)\n",
+                    state_dir);
+            rc = EXIT_SYSTEM;
+        }
+    } else if (to_daemon && !error && request->stateful) {
+        fprintf(stderr, "runbox: %s\n", why);
+        rc = EXIT_SYSTEM;
+    }
+    if (error) {
+        if (kernel_elsewhere(engine, request, error, pid))
+            rc = cli_kernel_elsewhere_error(globals, engine, request->session_id,
+                                            request->language);
+        else
+            rc = cli_local_error(error);
+        json_decref(error);
+    }
     return rc;
 }
 

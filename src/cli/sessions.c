@@ -27,34 +27,70 @@ static const char sessions_usage[] =
     "\n"
     "export and import move a session to another node: export it from the node that\n"
     "holds it, import it through the load balancer (see deploy/).\n"
-    "rm and restart reach a kernel held by runbox serve or runbox daemon through the\n"
-    "state directory's local socket.\n";
+    "rm and restart reach a kernel held by runbox serve or a runbox daemon (one per\n"
+    "configuration) through the state directory's local sockets.\n";
 
-/* Asks the runbox process serving the local socket (the kernels' holder)
- * to restart or remove the session; -1 when none serves it. */
-static int through_socket(const cli_globals *globals, rbx_engine *engine, json_t *message,
-                          const char *expected)
+static const char *kernels_word(size_t n)
 {
-    char why[300];
-    int fd =
-        cli_local_connect(globals, rbx_engine_config(engine)->state_dir, false, why, sizeof why);
-    FILE *in = fd >= 0 ? fdopen(fd, "r") : NULL;
-    if (!in) {
-        json_decref(message);
-        if (fd >= 0)
-            close(fd);
-        return -1;
+    return n == 1 ? "kernel" : "kernels";
+}
+
+/* Stops the session's kernels (of one language) in every runbox process
+ * that serves the state directory (runbox serve, each configuration's
+ * daemon), then looks that none of them is left. */
+static int restart_everywhere(rbx_engine *engine, const char *id, const char *language)
+{
+    const char *state_dir = rbx_engine_config(engine)->state_dir;
+    char **names = cli_local_sockets(state_dir);
+    size_t stopped = 0;
+    for (size_t i = 0; names && names[i]; i++) {
+        json_t *answer =
+            cli_local_ask(state_dir, names[i],
+                          json_pack("{s:s, s:s, s:s?}", "op", "restart", "session_id", id,
+                                    "language", language));
+        /* One that said busy stopped its own all the same, and saw
+         * another's kernel (of any language): that one is asked in turn. */
+        json_int_t n = json_integer_value(json_object_get(answer, "stopped"));
+        stopped += n > 0 ? (size_t)n : 0;
+        json_decref(answer);
     }
-    json_t *answer = cli_local_send(fd, message) == 0 ? cli_local_read(in) : NULL;
-    fclose(in);
-    const char *type = json_string_value(json_object_get(answer, "type"));
-    int rc = !type ? EXIT_SYSTEM : !strcmp(type, "error") ? cli_local_error(answer) : 0;
-    if (type && !strcmp(type, expected) && !strcmp(expected, "restarted"))
-        printf("stopped %lld kernel%s\n",
-               (long long)json_integer_value(json_object_get(answer, "stopped")),
-               json_integer_value(json_object_get(answer, "stopped")) == 1 ? "" : "s");
-    json_decref(answer);
-    return rc;
+    cli_local_sockets_free(names);
+    rbx_session_info info;
+    rbx_error err = {0};
+    if (rbx_session_info_get(engine, id, &info, &err) != RBX_OK)
+        return cli_engine_error(&err);
+    for (size_t k = 0; k < info.kernel_count; k++)
+        if (!language || !strcmp(info.kernels[k].language, language)) {
+            fprintf(stderr,
+                    "runbox: the %s kernel of session %s lives in a runbox process (pid %d) "
+                    "that serves no socket of %s: stop that process\n",
+                    info.kernels[k].language, id, info.kernels[k].owner_pid, state_dir);
+            return EXIT_SYSTEM;
+        }
+    printf("stopped %zu %s\n", stopped, kernels_word(stopped));
+    return 0;
+}
+
+/* A session with a kernel in another runbox process is removed by the
+ * processes that hold its kernels: each stops its own, and the one that
+ * holds the last removes the session. */
+static int remove_everywhere(rbx_engine *engine, const char *id, double wait)
+{
+    const char *state_dir = rbx_engine_config(engine)->state_dir;
+    char **names = cli_local_sockets(state_dir);
+    bool removed = false;
+    for (size_t i = 0; !removed && names && names[i]; i++) {
+        json_t *answer = cli_local_ask(state_dir, names[i],
+                                       json_pack("{s:s, s:s, s:f}", "op", "remove", "session_id",
+                                                 id, "wait", wait));
+        removed = !strcmp(json_string_value(json_object_get(answer, "type")) ?: "", "removed");
+        json_decref(answer);
+    }
+    cli_local_sockets_free(names);
+    rbx_error err = {0};
+    if (!removed && rbx_session_remove(engine, id, wait, &err) != RBX_OK)
+        return cli_engine_error(&err);
+    return 0;
 }
 
 static int list(rbx_engine *engine, bool as_json)
@@ -225,22 +261,12 @@ int cli_sessions(cli_globals *globals, int argc, char **argv)
             puts(fresh);
     } else if (!strcmp(sub, "rm")) {
         /* A kernel held elsewhere: that process removes the session. */
-        if (rbx_session_remove(engine, id, seconds > 0 ? seconds : 0, &err) != RBX_OK &&
-            (err.status != RBX_EBUSY ||
-             (rc = through_socket(globals, engine,
-                                  json_pack("{s:s, s:s, s:f}", "op", "remove", "session_id", id,
-                                            "wait", seconds > 0 ? seconds : 0),
-                                  "removed")) < 0))
-            rc = cli_engine_error(&err);
+        double wait = seconds > 0 ? seconds : 0;
+        if (rbx_session_remove(engine, id, wait, &err) != RBX_OK)
+            rc = err.status == RBX_EBUSY ? remove_everywhere(engine, id, wait)
+                                         : cli_engine_error(&err);
     } else if (!strcmp(sub, "restart")) {
-        json_t *message =
-            json_pack("{s:s, s:s, s:s?}", "op", "restart", "session_id", id, "language", language);
-        if ((rc = through_socket(globals, engine, message, "restarted")) < 0) {
-            size_t stopped = 0;
-            rc = rbx_session_restart(engine, id, language, &stopped, &err) != RBX_OK
-                     ? cli_engine_error(&err)
-                     : (printf("stopped %zu kernels\n", stopped), 0);
-        }
+        rc = restart_everywhere(engine, id, language);
     } else if (!strcmp(sub, "export")) {
         rc = export_session(engine, id, file);
     } else if (!strcmp(sub, "import")) {

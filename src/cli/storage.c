@@ -1,5 +1,6 @@
 /* runbox storage: where the state directory keeps sessions' files. */
 #include "cli/cli.h"
+#include "local/local.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -16,31 +17,26 @@ static const char storage_usage[] =
     "                  not pay for it); refused while code runs in a session. The next\n"
     "                  runbox on this state directory mounts it again\n";
 
-/* A runbox daemon holds the storage open: it is asked to go first (its
- * kernels with it), and waited for. runbox serve is left alone: the
- * unmount then fails, saying the storage is busy. */
-static void stop_daemon(const cli_globals *globals, const char *state_dir)
+/* Runbox daemons hold the storage open: each (one per configuration) is
+ * asked to go first, its kernels with it, and waited for. runbox serve is
+ * left alone: the unmount then fails, saying the storage is busy. */
+static void stop_daemons(const char *state_dir)
 {
-    char why[300];
-    int fd = cli_local_connect(globals, state_dir, false, why, sizeof why);
-    if (fd < 0)
-        return;
-    FILE *in = fdopen(fd, "r");
-    json_t *answer =
-        in && cli_local_send(fd, json_pack("{s:s}", "op", "stop")) == 0 ? cli_local_read(in) : NULL;
-    bool stopping = !strcmp(json_string_value(json_object_get(answer, "type")) ?: "", "stopping");
-    json_decref(answer);
-    if (in)
-        fclose(in);
-    else
-        close(fd);
-    for (int waited = 0; stopping && waited < 15000; waited += 20) {
-        int probe = cli_local_connect(globals, state_dir, false, why, sizeof why);
-        if (probe < 0)
-            return;
-        close(probe);
-        usleep(20 * 1000);
+    char **names = cli_local_sockets(state_dir);
+    for (size_t i = 0; names && names[i]; i++) {
+        json_t *answer = cli_local_ask(state_dir, names[i], json_pack("{s:s}", "op", "stop"));
+        bool stopping =
+            !strcmp(json_string_value(json_object_get(answer, "type")) ?: "", "stopping");
+        json_decref(answer);
+        for (int waited = 0; stopping && waited < 15000; waited += 20) {
+            int probe = local_connect(state_dir, names[i]);
+            if (probe < 0)
+                break;
+            close(probe);
+            usleep(20 * 1000);
+        }
     }
+    cli_local_sockets_free(names);
 }
 
 int cli_storage(cli_globals *globals, int argc, char **argv)
@@ -67,7 +63,7 @@ int cli_storage(cli_globals *globals, int argc, char **argv)
         return rc;
     rbx_error err = {0};
     if (!strcmp(sub, "unmount")) {
-        stop_daemon(globals, rbx_engine_config(engine)->state_dir);
+        stop_daemons(rbx_engine_config(engine)->state_dir);
         if (rbx_storage_unmount(engine, &err) != RBX_OK)
             rc = cli_engine_error(&err);
     } else {

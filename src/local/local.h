@@ -1,23 +1,29 @@
-/* The local socket: how a short-lived `runbox` reaches the kernels of a
- * long-lived one (stateful sessions). Each state directory has one,
- * <state>/runbox.sock, a Unix socket that only its owner's uid may open
- * (mode 0600, and the peer's credentials are checked), served by a
- * running `runbox serve` or else by `runbox daemon`, which the CLI starts
- * on demand and which exits once its last kernel is gone.
+/* The local sockets: how a short-lived `runbox` reaches the kernels of a
+ * long-lived one (stateful sessions). Unix sockets in the state directory
+ * that only its owner's uid may open (mode 0600, and the peer's
+ * credentials are checked): <state>/runbox.sock, served by a running
+ * `runbox serve`, and <state>/daemon-<key>.sock, one per configuration of
+ * `runbox daemon` (key: a digest of every option it was started with),
+ * which the CLI starts on demand and which exits once its last kernel is
+ * gone. A CLI's calls go only to a process configured as it is.
  *
  * One request per connection, a line of JSON; the answer is lines of JSON:
- *   {"op": "execute", "request": {...as HTTP's POST /v1/execute...}}
+ *   {"op": "execute", "request": {...as HTTP's POST /v1/execute...},
+ *    "config": the caller's rbx_engine_fingerprint}
  *       (code that is not UTF-8 as "code_bytes", see below)
  *       -> the stream's events ({"type": "stdout" | "stderr" | "display"}),
  *          then {"type": "result", ...} or {"type": "error", ...}
+ *       A process configured otherwise than "config" says declines the
+ *       call ({"type": "declined"}): the CLI runs a one-off run itself,
+ *       and takes a stateful call to its own configuration's daemon.
  *   {"op": "restart", "session_id": ID, "language": L or null}
- *       -> {"type": "restarted", "stopped": N}
+ *       -> {"type": "restarted", "stopped": N} (an error answer, as when
+ *          another process holds one of its kernels, has "stopped" too)
  *   {"op": "remove", "session_id": ID, "wait": SECONDS}
  *       -> {"type": "removed"}
- *       With "config": the caller's rbx_engine_fingerprint, a one-off run
- *       is declined ({"type": "declined"}) by a process configured
- *       otherwise, and the caller runs it itself.
- *   {"op": "ping"} -> {"type": "pong", "pid": N}
+ *   {"op": "ping"} -> {"type": "pong", "pid": N, "options": [...]}
+ *       (options: those a daemon was started with, as argv, so that a CLI
+ *       can say which of its own differ)
  *   {"op": "stop"} -> {"type": "stopping"}: a daemon exits (its kernels go);
  *       runbox serve refuses (stop it as a server)
  * Errors: {"type": "error", "status": "invalid" | "not_found" | "busy" |
@@ -32,6 +38,9 @@
 #include <stdbool.h>
 
 #define LOCAL_SOCKET "runbox.sock"
+/* A daemon's: LOCAL_DAEMON_PREFIX, its key (16 hex digits), LOCAL_DAEMON_SUFFIX. */
+#define LOCAL_DAEMON_PREFIX "daemon-"
+#define LOCAL_DAEMON_SUFFIX ".sock"
 /* The longest request line: a program of 1 MiB, escaped as JSON. */
 #define LOCAL_MAX_LINE ((size_t)8 << 20)
 
@@ -41,8 +50,15 @@ typedef struct local_server local_server;
  * (then returns -1 and sets *owner_pid to its pid, or 0 when unknown).
  * A socket left by a runbox that died is replaced. */
 int local_listen(const char *state_dir, int *owner_pid, char *why, size_t why_size);
+/* The same for the socket <state_dir>/<name>. */
+int local_listen_at(const char *state_dir, const char *name, int *owner_pid, char *why,
+                    size_t why_size);
+/* Connects to <state_dir>/<name>; -1 with errno when nobody serves it. */
+int local_connect(const char *state_dir, const char *name);
 /* Serves the socket on a thread of its own (one more per connection). */
 local_server *local_server_start(rbx_engine *engine, int listen_fd, bool stoppable);
+/* What "ping" answers as "options" (stolen; before serving starts). */
+void local_server_set_options(local_server *server, json_t *options);
 /* Whether a "stop" came (for a daemon). */
 bool local_server_stop_asked(local_server *server);
 /* Connections served now, and when the last one ended (monotonic ms). */

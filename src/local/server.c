@@ -30,6 +30,7 @@ struct local_server {
     size_t active;
     int64_t idle_since_ms;
     bool stoppable, stop_asked;
+    json_t *options; /* what "ping" answers as "options", or NULL */
 };
 
 static int64_t now_ms(void)
@@ -64,47 +65,96 @@ rbx_status local_status_from_name(const char *name)
     return RBX_ESYSTEM;
 }
 
-static int socket_path(const char *state_dir, struct sockaddr_un *addr, char *why, size_t size)
+/* The address of <state_dir>/<name>. A path too long for a Unix socket's
+ * address goes through a descriptor of the directory instead
+ * (/proc/self/fd/N/<name>): *dir_fd is then open until the caller has
+ * bound or connected, and closes it; else it is -1. */
+static int socket_address(const char *state_dir, const char *name, struct sockaddr_un *addr,
+                          int *dir_fd)
 {
     memset(addr, 0, sizeof *addr);
     addr->sun_family = AF_UNIX;
-    int n = snprintf(addr->sun_path, sizeof addr->sun_path, "%s/" LOCAL_SOCKET, state_dir);
+    *dir_fd = -1;
+    int n = snprintf(addr->sun_path, sizeof addr->sun_path, "%s/%s", state_dir, name);
+    if (n >= 0 && (size_t)n < sizeof addr->sun_path)
+        return 0;
+    *dir_fd = open(state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (*dir_fd < 0)
+        return -1;
+    n = snprintf(addr->sun_path, sizeof addr->sun_path, "/proc/self/fd/%d/%s", *dir_fd, name);
     if (n < 0 || (size_t)n >= sizeof addr->sun_path) {
-        snprintf(why, size, "the state directory's path is too long for a Unix socket");
+        close(*dir_fd);
+        *dir_fd = -1;
+        errno = ENAMETOOLONG;
         return -1;
     }
     return 0;
 }
 
-int local_listen(const char *state_dir, int *owner_pid, char *why, size_t why_size)
+int local_connect(const char *state_dir, const char *name)
+{
+    struct sockaddr_un addr;
+    int dir_fd;
+    if (socket_address(state_dir, name, &addr, &dir_fd) != 0)
+        return -1;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int error = 0;
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+        error = errno;
+        close(fd);
+        fd = -1;
+    } else if (fd < 0) {
+        error = errno;
+    }
+    if (dir_fd >= 0)
+        close(dir_fd);
+    errno = error;
+    return fd;
+}
+
+/* Binds addr (mode 0600) and listens; -1 with errno. */
+static int bind_owner_only(const struct sockaddr_un *addr, char *why, size_t why_size)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(why, why_size, "cannot create a socket: %s", strerror(errno));
+        return -1;
+    }
+    if (bind(fd, (const struct sockaddr *)addr, sizeof *addr) != 0) {
+        int error = errno;
+        close(fd);
+        snprintf(why, why_size, "cannot bind %s: %s", addr->sun_path, strerror(error));
+        errno = error;
+        return -1;
+    }
+    /* Only the owner may connect (the peer's uid is checked too, for the
+     * moment before this). */
+    if (chmod(addr->sun_path, 0600) != 0 || listen(fd, 64) != 0) {
+        snprintf(why, why_size, "cannot listen on %s: %s", addr->sun_path, strerror(errno));
+        close(fd);
+        unlink(addr->sun_path);
+        errno = EPERM; /* not EADDRINUSE: the caller does not try again */
+        return -1;
+    }
+    return fd;
+}
+
+int local_listen_at(const char *state_dir, const char *name, int *owner_pid, char *why,
+                    size_t why_size)
 {
     *owner_pid = 0;
     struct sockaddr_un addr;
-    if (socket_path(state_dir, &addr, why, why_size) != 0)
+    int dir_fd;
+    if (socket_address(state_dir, name, &addr, &dir_fd) != 0) {
+        snprintf(why, why_size, "cannot open the state directory %s for its socket: %s",
+                 state_dir, strerror(errno));
         return -1;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-            snprintf(why, why_size, "cannot create a socket: %s", strerror(errno));
-            return -1;
-        }
-        if (bind(fd, (struct sockaddr *)&addr, sizeof addr) == 0) {
-            /* Only the owner may connect (the peer's uid is checked too,
-             * for the moment before this). */
-            if (chmod(addr.sun_path, 0600) != 0 || listen(fd, 64) != 0) {
-                snprintf(why, why_size, "cannot listen on %s: %s", addr.sun_path, strerror(errno));
-                close(fd);
-                unlink(addr.sun_path);
-                return -1;
-            }
-            return fd;
-        }
-        int error = errno;
-        close(fd);
-        if (error != EADDRINUSE) {
-            snprintf(why, why_size, "cannot bind %s: %s", addr.sun_path, strerror(error));
-            return -1;
-        }
+    }
+    int fd = -1;
+    for (int attempt = 0; attempt < 2 && fd < 0; attempt++) {
+        fd = bind_owner_only(&addr, why, why_size);
+        if (fd >= 0 || errno != EADDRINUSE)
+            break;
         /* Taken: by a live runbox (it answers), or left by one that died. */
         int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         bool live = probe >= 0 && connect(probe, (struct sockaddr *)&addr, sizeof addr) == 0;
@@ -117,13 +167,20 @@ int local_listen(const char *state_dir, int *owner_pid, char *why, size_t why_si
         if (probe >= 0)
             close(probe);
         if (live) {
-            snprintf(why, why_size, "%s is served by another runbox process", addr.sun_path);
-            return -1;
+            snprintf(why, why_size, "%s/%s is served by another runbox process", state_dir, name);
+            break;
         }
         unlink(addr.sun_path);
+        snprintf(why, why_size, "cannot claim %s/%s", state_dir, name);
     }
-    snprintf(why, why_size, "cannot claim %s", addr.sun_path);
-    return -1;
+    if (dir_fd >= 0)
+        close(dir_fd);
+    return fd;
+}
+
+int local_listen(const char *state_dir, int *owner_pid, char *why, size_t why_size)
+{
+    return local_listen_at(state_dir, LOCAL_SOCKET, owner_pid, why, why_size);
 }
 
 /* --- one connection -------------------------------------------------------------------- */
@@ -289,10 +346,24 @@ static void restart_or_remove(local_server *server, int fd, json_t *message, boo
     }
     size_t stopped = 0;
     const char *language = json_string_value(json_object_get(message, "language"));
+    /* Refused as busy when another process holds one of its kernels: what
+     * this one stopped is said all the same (the CLI asks each in turn). */
     if (rbx_session_restart(server->engine, id, language, &stopped, &err) != RBX_OK)
-        send_error(fd, err.status, err.message);
+        send_json(fd, json_pack("{s:s, s:s, s:s, s:I}", "type", "error", "status",
+                                local_status_name(err.status), "message", err.message, "stopped",
+                                (json_int_t)stopped));
     else
         send_json(fd, json_pack("{s:s, s:I}", "type", "restarted", "stopped", (json_int_t)stopped));
+}
+
+static void pong(local_server *server, int fd)
+{
+    json_t *answer = json_pack("{s:s, s:i}", "type", "pong", "pid", (int)getpid());
+    pthread_mutex_lock(&server->lock);
+    if (answer && server->options)
+        json_object_set(answer, "options", server->options);
+    pthread_mutex_unlock(&server->lock);
+    send_json(fd, answer);
 }
 
 /* How long a client may take to send its request line: a connection that
@@ -317,7 +388,7 @@ static void serve_one(local_server *server, int fd)
     else if (!strcmp(op, "restart") || !strcmp(op, "remove"))
         restart_or_remove(server, fd, message, !strcmp(op, "remove"));
     else if (!strcmp(op, "ping"))
-        send_json(fd, json_pack("{s:s, s:i}", "type", "pong", "pid", (int)getpid()));
+        pong(server, fd);
     else if (!strcmp(op, "stop") && !server->stoppable)
         send_error(fd, RBX_EBUSY, "runbox serve holds this state directory: stop the server");
     else if (!strcmp(op, "stop")) {
@@ -437,6 +508,14 @@ local_server *local_server_start(rbx_engine *engine, int listen_fd, bool stoppab
     return server;
 }
 
+void local_server_set_options(local_server *server, json_t *options)
+{
+    pthread_mutex_lock(&server->lock);
+    json_decref(server->options);
+    server->options = options;
+    pthread_mutex_unlock(&server->lock);
+}
+
 bool local_server_idle(local_server *server, int64_t *since_ms)
 {
     pthread_mutex_lock(&server->lock);
@@ -465,5 +544,6 @@ void local_server_stop(local_server *server)
     close(server->stop[1]);
     pthread_mutex_destroy(&server->lock);
     pthread_cond_destroy(&server->changed);
+    json_decref(server->options);
     free(server);
 }

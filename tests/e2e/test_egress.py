@@ -183,7 +183,7 @@ class Network:
         self.procs = []
         ip("netns", "add", self.client)
         ip("netns", "add", self.testhost)
-        veth_c, veth_h = f"rbxeg{tag}a", f"rbxeg{tag}b"
+        veth_c, veth_h = self.veth_c, self.veth_h = f"rbxeg{tag}a", f"rbxeg{tag}b"
         ip("-n", self.client, "link", "add", "name", veth_c, "type", "veth", "peer", "name",
            veth_h, "netns", self.testhost)
         for ns, dev, addrs in ((self.client, veth_c, [CLIENT + "/24", "fd00:213::1/64"]),
@@ -490,6 +490,36 @@ def test_a_stateful_kernel_enforces_and_reports_per_call(rb):
     seen, third = probe(run, [HOST_A, HOST_B], *stateful, "--egress-allow", f"{HOST_B}/32")
     assert third["kernel_restarted"] is True, third
     assert seen == {HOST_A: "ConnectionRefusedError", HOST_B: f"hello from {HOST_B}"}, seen
+
+
+# TEST-NET-2: a public address to runbox's default policy, here a test host's (routed to it in
+# the client namespace only, so nothing leaves the test's namespaces).
+PUBLIC_HOST = "198.51.100.7"
+
+
+def test_a_stateful_call_gets_its_egress_default_after_a_daemon_of_another_started(rb, net):
+    """Issue 28: a daemon started by a stateful call with the default policy (public) served a
+    later `--egress-default none` call with its own settings. Each configuration has its own."""
+    ip("-n", net.testhost, "addr", "add", PUBLIC_HOST + "/32", "dev", net.veth_h)
+    ip("-n", net.client, "route", "add", PUBLIC_HOST + "/32", "dev", net.veth_c)
+    server = net.spawn(net.testhost, ["/usr/bin/python3", "-c", SERVER, PUBLIC_HOST],
+                       wait_for=b"ready")
+    try:
+        seen, _ = probe(rb(), [PUBLIC_HOST], "--stateful", "--session", "public")
+        assert seen == {PUBLIC_HOST: f"hello from {PUBLIC_HOST}"}, seen  # reachable by default
+        seen, result = probe(rb("--egress-default", "none"), [PUBLIC_HOST], "--stateful",
+                             "--session", "none")
+        assert seen == {PUBLIC_HOST: "ConnectionRefusedError"}, seen
+        assert result["egress_denied_to"] == [f"{PUBLIC_HOST}:{PORT}"], result
+        # The first configuration's daemon still serves its own calls as before.
+        seen, _ = probe(rb(), [PUBLIC_HOST], "--stateful", "--session", "public")
+        assert seen == {PUBLIC_HOST: f"hello from {PUBLIC_HOST}"}, seen
+    finally:
+        server.kill()
+        server.wait()
+        ip("-n", net.client, "route", "del", PUBLIC_HOST + "/32", check=False)
+        ip("-n", net.testhost, "addr", "del", PUBLIC_HOST + "/32", "dev", net.veth_h,
+           check=False)
 
 
 def test_installs_follow_the_operators_policy(rb):

@@ -365,16 +365,22 @@ def test_a_stateful_call_without_a_session_starts_one_it_keeps(runbox):
     assert values(call(runbox, "python", "k", session)) == ["'new'"]
 
 
+def daemon_socket(state_dir):
+    """The socket of the one `runbox daemon` serving state_dir (named by its configuration)."""
+    (name,) = [n for n in os.listdir(state_dir) if re.fullmatch(r"daemon-[0-9a-f]{16}\.sock", n)]
+    return os.path.join(state_dir, name)
+
+
 def test_the_local_socket_is_the_owners_alone(runbox):
     call(runbox, "python", "pass")
-    path = os.path.join(runbox.state_dir, "runbox.sock")
+    path = daemon_socket(runbox.state_dir)
     assert oct(os.stat(path).st_mode & 0o777) == "0o600"
     assert os.stat(runbox.state_dir).st_mode & 0o066 == 0  # no one else lists or writes it
 
 
 def test_the_local_socket_answers_hostile_messages_with_clear_errors(kernels):
     call(kernels, "python", "kept = 1")  # the daemon serves the socket now
-    path = os.path.join(kernels.state_dir, "runbox.sock")
+    path = daemon_socket(kernels.state_dir)
 
     def ask(data, timeout=30):
         with socket.socket(socket.AF_UNIX) as s:
@@ -418,7 +424,7 @@ def test_the_local_socket_refuses_another_user_even_when_opened_up():
     box = Runbox(os.path.join(state, "state"))
     try:
         call(box, "python", "pass")
-        path = os.path.join(box.state_dir, "runbox.sock")
+        path = daemon_socket(box.state_dir)
         os.chmod(state, 0o755)
         os.chmod(box.state_dir, 0o755)
         os.chmod(path, 0o666)
