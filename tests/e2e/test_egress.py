@@ -494,7 +494,7 @@ def test_a_stateful_kernel_enforces_and_reports_per_call(rb):
 
 # TEST-NET-2: a public address to runbox's default policy, here a test host's (routed to it in
 # the client namespace only, so nothing leaves the test's namespaces).
-PUBLIC_HOST = "198.51.100.7"
+PUBLIC_HOST = "198.51.100.77"  # not one of the module's PUBLIC stand-ins
 
 
 def test_a_stateful_call_gets_its_egress_default_after_a_daemon_of_another_started(rb, net):
