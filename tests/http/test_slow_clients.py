@@ -133,6 +133,7 @@ def test_an_authorised_client_is_served_while_another_address_holds_2000_half_re
         attacker.close()
     # One address holds at most its share; the rest were refused at once (429).
     assert held['runbox_connections{state="waiting"}'] <= 256, held
+    assert attacker.opened >= 2000
     assert held['runbox_connections_closed_total{reason="per_address"}'] >= 2000 - 256, held
     assert held["runbox_connections_per_address_max"] == 256
     assert held["runbox_connections_max"] == 1024
@@ -154,6 +155,7 @@ def test_many_addresses_cannot_fill_the_cap_the_longest_waiting_goes_first(start
     finally:
         attacker.close()
     assert held['runbox_connections{state="waiting"}'] <= 1024, held
+    assert attacker.opened >= 2000
     assert held['runbox_connections_closed_total{reason="evicted"}'] >= 2000 - 1024, held
     assert server.healthy()
 
