@@ -61,6 +61,9 @@ typedef struct serve_options {
     size_t max_download;       /* file downloads, default 100 MiB */
     double grace_s;            /* how long running work may finish on SIGTERM, default 30 */
     unsigned client_timeout_s; /* idle or trickling clients are dropped, default 30 */
+    unsigned header_timeout_s; /* for a request's head to come in, default 10 */
+    unsigned max_connections;  /* open at once over all listeners, default 1024 */
+    unsigned max_per_address;  /* of them from one address (IPv6: one /64), default 256 */
     const char *e2b_listen;    /* ADDR:PORT for E2B's protocol; NULL: not served */
 } serve_options;
 
@@ -113,6 +116,44 @@ void http_metrics_execution(metrics *m, const char *language, const char *outcom
 void http_metrics_install(metrics *m);
 void http_metrics_response(metrics *m, unsigned status);
 
+/* head.c: a request's head (request line and headers), checked before
+ * libmicrohttpd reads it. Larger heads, or more headers, are refused with
+ * 431 (414 when the request line alone is too long). */
+#define HTTP_HEAD_MAX (32 * 1024)
+#define HTTP_HEADERS_MAX 100
+typedef enum head_verdict { HEAD_INCOMPLETE, HEAD_COMPLETE, HEAD_INVALID } head_verdict;
+struct http_error;
+/* HEAD_COMPLETE sets *head_len; HEAD_INVALID sets err (a JSON error). */
+head_verdict http_head_check(const char *data, size_t len, size_t *head_len,
+                             struct http_error *err);
+
+/* gate.c: every connection of every listener waits in one thread, costing
+ * no more than its socket, until its request's head is in; then it goes
+ * to the listener's MHD daemon. The gate bounds what clients hold (see
+ * gate.c): connections per address, a deadline for the head, and a total
+ * cap at which the connection that has waited longest is closed. */
+typedef struct gate gate;
+typedef struct gate_stats {
+    unsigned waiting; /* in the gate: their head not yet in */
+    unsigned served;  /* handed to MHD: a request being read or answered */
+    unsigned addresses;
+    uint64_t refused_per_address, refused_full, evicted, timed_out, invalid_head;
+} gate_stats;
+
+gate *http_gate_new(const serve_options *options);
+/* Connections accepted on listen_fd go to daemon once their head is in. */
+bool http_gate_listen(gate *g, int listen_fd, struct MHD_Daemon *daemon);
+bool http_gate_start(gate *g);
+/* Stops accepting (the listening sockets close) and closes the
+ * connections still waiting; MHD's keep being counted until freed. */
+void http_gate_stop(gate *g);
+void http_gate_free(gate *g);
+/* MHD_OPTION_NOTIFY_CONNECTION: MHD's connections count against their
+ * address and the total as long as they are open. */
+void http_gate_connection(gate *g, struct MHD_Connection *connection,
+                          enum MHD_ConnectionNotificationCode code);
+void http_gate_stats(gate *g, gate_stats *stats);
+
 /* watchdog.c: drops clients that take too long to send a request. */
 typedef struct watchdog watchdog;
 watchdog *http_watchdog_start(unsigned limit_s);
@@ -157,6 +198,7 @@ struct http_server {
     admission admission;
     metrics *metrics;
     watchdog *watchdog;
+    gate *gate;
     atomic_bool draining; /* shutting down: new requests get 503 */
     /* The operator drains the node (POST /v1/admin/drain) before removing
      * it: not ready, no new sessions, the ones it holds still served. */
@@ -221,11 +263,12 @@ bool http_route(http_request *req, enum MHD_Result *queued);
 bool http_route_is_open(const http_api *api, const char *path);
 
 /* reply.c: every response goes through here (status and size are logged). */
-typedef struct http_error {
+struct http_error {
     unsigned status;
     const char *code;
     char message[600];
-} http_error;
+};
+typedef struct http_error http_error;
 
 void http_error_set(http_error *err, unsigned status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -249,6 +292,9 @@ enum MHD_Result http_reply_fail(http_request *req, unsigned status, const char *
                                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 enum MHD_Result http_reply_engine(http_request *req, const rbx_error *engine_err);
 json_t *http_error_json(const http_error *err);
+/* The error as a whole HTTP/1.1 response (Connection: close), for answers
+ * written straight to the socket; its length, 0 when it does not fit. */
+size_t http_error_response(const http_error *err, char *buf, size_t size);
 /* Long work ahead: no idle timeout until http_release_connection. */
 void http_hold_connection(struct MHD_Connection *connection);
 void http_release_connection(const http_server *server, struct MHD_Connection *connection);

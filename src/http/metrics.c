@@ -165,6 +165,52 @@ static void render_pool(http_server *server, FILE *out)
             (unsigned long long)pool.retired);
 }
 
+/* The bounds on what clients hold (gate.c), and what they turned away. */
+static void render_connections(http_server *server, FILE *out)
+{
+    const serve_options *o = &server->options;
+    gate_stats g;
+    http_gate_stats(server->gate, &g);
+    fprintf(out,
+            "# HELP runbox_connections Open client connections: waiting (for their request's "
+            "headers, in the gate) or served (a request being read or answered).\n"
+            "# TYPE runbox_connections gauge\n"
+            "runbox_connections{state=\"waiting\"} %u\nrunbox_connections{state=\"served\"} %u\n"
+            "# HELP runbox_connection_addresses Client addresses with open connections.\n"
+            "# TYPE runbox_connection_addresses gauge\nrunbox_connection_addresses %u\n"
+            "# HELP runbox_connections_max Connections open at once, over all listeners "
+            "(--max-connections).\n# TYPE runbox_connections_max gauge\n"
+            "runbox_connections_max %u\n"
+            "# HELP runbox_connections_per_address_max Of them from one address, an IPv6 "
+            "client by its /64 (--max-connections-per-address).\n"
+            "# TYPE runbox_connections_per_address_max gauge\n"
+            "runbox_connections_per_address_max %u\n"
+            "# HELP runbox_header_timeout_seconds How long a connection may take to send its "
+            "request line and headers.\n# TYPE runbox_header_timeout_seconds gauge\n"
+            "runbox_header_timeout_seconds %u\n"
+            "# HELP runbox_client_timeout_seconds How long a request's body may take, and how "
+            "long a client may stay silent.\n# TYPE runbox_client_timeout_seconds gauge\n"
+            "runbox_client_timeout_seconds %u\n"
+            "# HELP runbox_header_bytes_max The largest request head (request line and "
+            "headers) taken.\n# TYPE runbox_header_bytes_max gauge\n"
+            "runbox_header_bytes_max %d\n"
+            "# HELP runbox_connections_closed_total Connections refused or closed by the "
+            "bounds: per_address (429), full (503: every connection was a request being "
+            "served), evicted (the longest waiting, to make room), header_timeout, "
+            "invalid_head (answered 400, 414, 431 or 505).\n"
+            "# TYPE runbox_connections_closed_total counter\n"
+            "runbox_connections_closed_total{reason=\"per_address\"} %llu\n"
+            "runbox_connections_closed_total{reason=\"full\"} %llu\n"
+            "runbox_connections_closed_total{reason=\"evicted\"} %llu\n"
+            "runbox_connections_closed_total{reason=\"header_timeout\"} %llu\n"
+            "runbox_connections_closed_total{reason=\"invalid_head\"} %llu\n",
+            g.waiting, g.served, g.addresses, o->max_connections, o->max_per_address,
+            o->header_timeout_s < o->client_timeout_s ? o->header_timeout_s : o->client_timeout_s,
+            o->client_timeout_s, HTTP_HEAD_MAX, (unsigned long long)g.refused_per_address,
+            (unsigned long long)g.refused_full, (unsigned long long)g.evicted,
+            (unsigned long long)g.timed_out, (unsigned long long)g.invalid_head);
+}
+
 enum MHD_Result http_handle_metrics(http_request *req)
 {
     http_server *server = req->server;
@@ -186,6 +232,7 @@ enum MHD_Result http_handle_metrics(http_request *req)
             "# TYPE runbox_executions_queued gauge\nrunbox_executions_queued %u\n",
             running, queued);
     render_pool(server, out);
+    render_connections(server, out);
     fprintf(out,
             "# HELP runbox_kernels Live stateful kernels of this server.\n"
             "# TYPE runbox_kernels gauge\nrunbox_kernels %zu\n",

@@ -25,6 +25,15 @@ static const char serve_usage[] =
     "                          finish before they are cancelled (default 30)\n"
     "  --client-timeout SECONDS  how long a client may take to send a request\n"
     "                          (headers and body), or stay idle (default 30)\n"
+    "  --header-timeout SECONDS  how long a connection may take to send its\n"
+    "                          request line and headers (default 10, at most\n"
+    "                          --client-timeout)\n"
+    "  --max-connections N     connections open at once, over all listeners (default\n"
+    "                          1024); past it the one that has waited longest for\n"
+    "                          its headers is closed\n"
+    "  --max-connections-per-address N  of them from one client address (an IPv6\n"
+    "                          client by its /64; default 256); behind a balancer,\n"
+    "                          at least --max-running + --max-queue\n"
     "  --e2b-listen ADDR:PORT  also serve E2B's code-interpreter protocol there, for\n"
     "                          the unmodified e2b-code-interpreter SDK (its debug mode\n"
     "                          expects 127.0.0.1:49999); default off\n"
@@ -91,6 +100,19 @@ static int parse_option(int argc, char **argv, int *i, serve_options *o)
         if (!value || (strcmp(value, "0") && cli_parse_seconds(value, &seconds)))
             return cli_usage_error("serve", "--grace needs a number of seconds (0 or more)");
         o->grace_s = strcmp(value, "0") ? seconds : 0;
+    } else if (is_option(arg, "--header-timeout")) {
+        if (parse_count(option_value(argc, argv, i), 1, 86400, &n))
+            return cli_usage_error("serve", "--header-timeout needs whole seconds from 1");
+        o->header_timeout_s = (unsigned)n;
+    } else if (is_option(arg, "--max-connections-per-address")) {
+        if (parse_count(option_value(argc, argv, i), 1, 1000000, &n))
+            return cli_usage_error("serve",
+                                   "--max-connections-per-address needs a whole number from 1");
+        o->max_per_address = (unsigned)n;
+    } else if (is_option(arg, "--max-connections")) {
+        if (parse_count(option_value(argc, argv, i), 16, 1000000, &n))
+            return cli_usage_error("serve", "--max-connections needs a whole number from 16");
+        o->max_connections = (unsigned)n;
     } else if (is_option(arg, "--client-timeout")) {
         if (parse_count(option_value(argc, argv, i), 1, 86400, &n))
             return cli_usage_error("serve", "--client-timeout needs whole seconds from 1");
@@ -112,6 +134,9 @@ int http_options_parse(int argc, char **argv, serve_options *o, cli_globals *glo
         .max_download = (size_t)100 << 20,
         .grace_s = 30,
         .client_timeout_s = 30,
+        .header_timeout_s = 10,
+        .max_connections = 1024,
+        .max_per_address = 256,
     };
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {

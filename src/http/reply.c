@@ -48,9 +48,34 @@ json_t *http_error_json(const http_error *err)
     return inner;
 }
 
+size_t http_error_response(const http_error *err, char *buf, size_t size)
+{
+    json_t *body = json_object();
+    json_object_set_new(body, "error", http_error_json(err));
+    char *text = json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(body);
+    if (!text)
+        return 0;
+    const char *reason = MHD_get_reason_phrase_for(err->status);
+    int len = snprintf(buf, size,
+                       "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\n"
+                       "Content-Length: %zu\r\nConnection: close\r\n%s\r\n%s\n",
+                       err->status, reason && *reason ? reason : "Error", strlen(text) + 1,
+                       err->status == MHD_HTTP_TOO_MANY_REQUESTS ||
+                               err->status == MHD_HTTP_SERVICE_UNAVAILABLE
+                           ? "Retry-After: 1\r\n"
+                           : "",
+                       text);
+    free(text);
+    return len > 0 && (size_t)len < size ? (size_t)len : 0;
+}
+
 enum MHD_Result http_reply(http_request *req, unsigned status, struct MHD_Response *response,
                            uint64_t bytes)
 {
+    /* One request per connection: the next one's head passes the gate
+     * (gate.c), where waiting costs no thread and the head is checked. */
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result queued = MHD_queue_response(req->connection, status, response);
     MHD_destroy_response(response);
     req->status = status;
@@ -98,9 +123,7 @@ enum MHD_Result http_reply_error(http_request *req, const http_error *err)
         return http_reply_json(req, err->status, body, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     case MHD_HTTP_TOO_MANY_REQUESTS:
         return http_reply_json(req, err->status, body, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-    case MHD_HTTP_SERVICE_UNAVAILABLE:
-        return http_reply_json(req, err->status, body, MHD_HTTP_HEADER_CONNECTION, "close");
-    default:
+    default: /* 503 too closes the connection, as every response does */
         return http_reply_json(req, err->status, body, NULL, NULL);
     }
 }

@@ -10,7 +10,12 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+/* Descriptors kept for the engine beside the clients' connections: its
+ * sandboxes' pipes, kernels, the storage, logs. */
+#define FILES_FOR_ENGINE 1024
 
 /* The signal handler writes here and the main thread waits for it. No
  * thread blocks the signals: a blocked mask would be inherited by every
@@ -73,7 +78,7 @@ static int open_listener(const struct sockaddr_storage *addr, socklen_t len)
     int one = 1;
     /* A restart must not wait for the old connections' TIME_WAIT. */
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(fd, (const struct sockaddr *)addr, len) != 0 || listen(fd, 128) != 0) {
+        bind(fd, (const struct sockaddr *)addr, len) != 0 || listen(fd, SOMAXCONN) != 0) {
         int saved = errno;
         if (fd >= 0)
             close(fd);
@@ -81,6 +86,41 @@ static int open_listener(const struct sockaddr_storage *addr, socklen_t len)
         return -1;
     }
     return fd;
+}
+
+/* Each connection is a descriptor: the soft limit on open files (often
+ * 1024) is raised as far as --max-connections needs, within the hard
+ * limit (which only root could raise; systemd's default is 524288). When
+ * the hard limit is too low, the cap is lowered to fit and the log says
+ * so. Sandboxed programs get their own limit (spawn.c), not this one. */
+static void fit_file_limit(serve_options *o)
+{
+    struct rlimit files;
+    if (getrlimit(RLIMIT_NOFILE, &files) != 0)
+        return;
+    rlim_t want = (rlim_t)o->max_connections + FILES_FOR_ENGINE;
+    if (files.rlim_cur < want) {
+        files.rlim_cur = files.rlim_max != RLIM_INFINITY && files.rlim_max < want
+                             ? files.rlim_max
+                             : want;
+        setrlimit(RLIMIT_NOFILE, &files);
+        getrlimit(RLIMIT_NOFILE, &files);
+    }
+    if (files.rlim_cur >= want)
+        return;
+    rlim_t spare = files.rlim_cur > 2 * FILES_FOR_ENGINE ? FILES_FOR_ENGINE : files.rlim_cur / 2;
+    unsigned fits = (unsigned)(files.rlim_cur - spare);
+    json_t *line = http_log_event("file_limit");
+    json_object_set_new(line, "open_files", json_integer((json_int_t)files.rlim_cur));
+    json_object_set_new(line, "max_connections_asked", json_integer(o->max_connections));
+    json_object_set_new(line, "max_connections", json_integer(fits));
+    json_object_set_new(line, "message",
+                        json_string("the open-file limit is too low for --max-connections: "
+                                    "raise it (ulimit -n, systemd's LimitNOFILE)"));
+    http_log_emit(line);
+    o->max_connections = fits;
+    if (o->max_per_address > fits)
+        o->max_per_address = fits;
 }
 
 /* The first log line says where the server listens (the port, too, when
@@ -100,6 +140,9 @@ static void log_listening(const http_server *server, int listen_fd, const char *
     json_object_set_new(line, "max_running", json_integer(server->options.max_running));
     json_object_set_new(line, "max_queue", json_integer(server->options.max_queue));
     json_object_set_new(line, "token", json_boolean(server->token != NULL));
+    json_object_set_new(line, "max_connections", json_integer(server->options.max_connections));
+    json_object_set_new(line, "max_connections_per_address",
+                        json_integer(server->options.max_per_address));
     json_object_set_new(line, "version", json_string(RBX_VERSION));
     http_log_emit(line);
 }
@@ -229,6 +272,7 @@ int cli_serve(cli_globals *globals, int argc, char **argv)
                                "it could run code on this host (give --token-file FILE or set "
                                "RUNBOX_TOKEN, or listen on 127.0.0.1)",
                                exposed);
+    fit_file_limit(&server.options);
     rc = serve(globals, &server, &addr, addr_len, &e2b_addr, e2b_len);
     free(server.token);
     return rc;

@@ -8,11 +8,13 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Per connection: request line and headers, and the send buffer. Larger
- * headers get MHD's own 431. */
-#define CONNECTION_MEMORY ((size_t)64 * 1024)
-/* Connections beyond those that executions can occupy. */
-#define SPARE_CONNECTIONS 256
+/* Per connection: request line and headers, and the send buffer. The gate
+ * lets in heads of at most HTTP_HEAD_MAX bytes and HTTP_HEADERS_MAX
+ * headers, which leaves MHD room to spare (MHD would answer a head it
+ * cannot hold with an HTML 431 of its own). */
+#define CONNECTION_MEMORY ((size_t)128 * 1024)
+_Static_assert(CONNECTION_MEMORY >= 2 * HTTP_HEAD_MAX + HTTP_HEADERS_MAX * 64,
+               "MHD must hold every head the gate lets in");
 
 static http_request *request_new(const http_listener *listener, struct MHD_Connection *connection,
                                  const char *url, const char *method)
@@ -83,6 +85,27 @@ static enum MHD_Result request_begin(http_request *req)
     return MHD_YES;
 }
 
+/* A body past the limit whose length was not known from its headers (a
+ * chunked one): reading stops here. MHD 0.9.75 cannot queue a response
+ * while a body comes in, so the 413 is written to the socket directly and
+ * MHD told to close the connection; the rest of the body is never read. */
+static enum MHD_Result refuse_rest(http_request *req)
+{
+    http_error err;
+    http_error_set(&err, MHD_HTTP_CONTENT_TOO_LARGE, "body_too_large",
+                   "the body is larger than the limit of %zu bytes", req->body.limit);
+    char response[1024];
+    size_t len = http_error_response(&err, response, sizeof response);
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(req->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (info && len && send(info->connect_fd, response, len, MSG_NOSIGNAL | MSG_DONTWAIT) > 0) {
+        shutdown(info->connect_fd, SHUT_WR);
+        req->status = MHD_HTTP_CONTENT_TOO_LARGE;
+        req->bytes_sent += len;
+    }
+    return MHD_NO;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -97,7 +120,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     if (*upload_data_size) {
         http_body_append(&req->body, upload_data, *upload_data_size);
         *upload_data_size = 0;
-        return MHD_YES;
+        return req->body.too_large ? refuse_rest(req) : MHD_YES;
     }
     /* The whole request is in: the slow-client deadline no longer applies. */
     http_watchdog_request(connection, true);
@@ -140,6 +163,7 @@ static void on_connection(void *cls, struct MHD_Connection *connection, void **s
                           enum MHD_ConnectionNotificationCode code)
 {
     http_server *server = ((http_listener *)cls)->server;
+    http_gate_connection(server->gate, connection, code);
     http_watchdog_connection(server->watchdog, connection, socket_context, code);
 }
 
@@ -166,6 +190,8 @@ static void log_mhd(void *cls, const char *fmt, va_list ap)
 
 static void release(http_server *server)
 {
+    http_gate_free(server->gate);
+    server->gate = NULL;
     if (server->watchdog)
         http_watchdog_stop(server->watchdog);
     if (server->metrics)
@@ -175,23 +201,32 @@ static void release(http_server *server)
     pthread_mutex_destroy(&server->lock);
 }
 
-/* A thread per connection: handlers may block for an execution, and a
- * slow client holds only its own thread. */
+/* A thread per connection: handlers may block for an execution. MHD
+ * listens on nothing: the gate accepts, and adds each connection once its
+ * head is in (MHD_USE_ITC wakes MHD for it). poll(), not select(): with
+ * more than a thousand connections descriptors pass FD_SETSIZE. MHD's own
+ * limit is only a backstop; the gate's cap is the one that holds. */
 static bool start_daemon(http_listener *listener, http_server *server, const http_api *api,
                          int listen_fd)
 {
     const serve_options *o = &server->options;
     *listener = (http_listener){.server = server, .api = api};
     listener->daemon = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
-            MHD_USE_ERROR_LOG,
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
+            MHD_USE_ITC | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG,
         0, NULL, NULL, on_request, listener, MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL,
-        MHD_OPTION_LISTEN_SOCKET, listen_fd, MHD_OPTION_CONNECTION_TIMEOUT, o->client_timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, o->max_running + o->max_queue + SPARE_CONNECTIONS,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, listener, MHD_OPTION_NOTIFY_CONNECTION, on_connection, listener,
-        MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
-    return listener->daemon != NULL;
+        MHD_OPTION_CONNECTION_TIMEOUT, o->client_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+        2 * o->max_connections, MHD_OPTION_CONNECTION_MEMORY_LIMIT, CONNECTION_MEMORY,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, listener, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, listener, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
+    if (!listener->daemon)
+        return false;
+    if (!http_gate_listen(server->gate, listen_fd, listener->daemon)) {
+        MHD_stop_daemon(listener->daemon);
+        listener->daemon = NULL;
+        return false;
+    }
+    return true;
 }
 
 int http_server_start(http_server *server, int listen_fd, int e2b_fd)
@@ -202,27 +237,21 @@ int http_server_start(http_server *server, int listen_fd, int e2b_fd)
     http_admission_init(&server->admission, o->max_running, o->max_queue);
     server->metrics = http_metrics_new();
     server->watchdog = http_watchdog_start(o->client_timeout_s);
-    if (!server->metrics || !server->watchdog ||
+    server->gate = http_gate_new(o);
+    if (!server->metrics || !server->watchdog || !server->gate ||
         !start_daemon(&server->listener, server, &http_runbox_api, listen_fd)) {
         release(server);
         return -1;
     }
-    if (e2b_fd >= 0 && !start_daemon(&server->e2b_listener, server, &http_e2b_api, e2b_fd)) {
+    if ((e2b_fd >= 0 && !start_daemon(&server->e2b_listener, server, &http_e2b_api, e2b_fd)) ||
+        !http_gate_start(server->gate)) {
         MHD_stop_daemon(server->listener.daemon);
+        if (server->e2b_listener.daemon)
+            MHD_stop_daemon(server->e2b_listener.daemon);
         release(server);
         return -1;
     }
     return 0;
-}
-
-/* No new connections: the listening sockets close. */
-static void quiesce(http_listener *listener)
-{
-    if (!listener->daemon)
-        return;
-    MHD_socket socket = MHD_quiesce_daemon(listener->daemon);
-    if (socket != MHD_INVALID_SOCKET)
-        close(socket);
 }
 
 static void log_shutdown(http_server *server, const char *stage)
@@ -248,8 +277,7 @@ static void wait_requests(http_server *server, int64_t deadline_us)
 void http_server_shutdown(http_server *server)
 {
     atomic_store(&server->draining, true);
-    quiesce(&server->listener);
-    quiesce(&server->e2b_listener);
+    http_gate_stop(server->gate); /* no new connections: the listening sockets close */
     http_admission_close(&server->admission);
     log_shutdown(server, "draining");
     int64_t grace_end = http_now_us() + (int64_t)(server->options.grace_s * 1e6);

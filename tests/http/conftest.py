@@ -31,8 +31,9 @@ def start_server(tmp_path):
     report) and its sessions removed at teardown."""
     servers = []
 
-    def start(*args, env=None, listen="127.0.0.1:0", token=None, global_args=()):
-        server = Server(tmp_path, args, env=env, listen=listen, global_args=global_args)
+    def start(*args, env=None, listen="127.0.0.1:0", token=None, global_args=(), preexec_fn=None):
+        server = Server(tmp_path, args, env=env, listen=listen, global_args=global_args,
+                        preexec_fn=preexec_fn)
         server.token = token
         servers.append(server)
         return server

@@ -83,7 +83,8 @@ class Response:
 class Server:
     """One `runbox serve` process."""
 
-    def __init__(self, tmp_path, args=(), env=None, listen="127.0.0.1:0", global_args=()):
+    def __init__(self, tmp_path, args=(), env=None, listen="127.0.0.1:0", global_args=(),
+                 preexec_fn=None):
         self.state_dir = str(tmp_path / "state")
         self.log_path = str(tmp_path / f"serve-{random.randint(0, 1 << 30)}.log")
         self.token = None
@@ -93,7 +94,8 @@ class Server:
         self.args = [RUNBOX, *global_args, "serve", "--listen", listen, *args]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=log, env=full_env)
+                                         stdout=subprocess.DEVNULL, stderr=log, env=full_env,
+                                         preexec_fn=preexec_fn)
         self.port = self._wait_listening()
         self.host = "127.0.0.1"
 

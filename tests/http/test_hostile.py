@@ -94,18 +94,45 @@ def test_expect_100_continue_gets_413_without_the_body(server):
     assert server.healthy()
 
 
-def test_a_chunked_body_over_the_cap_is_413_and_never_kept(start_server):
+def test_a_chunked_body_over_the_cap_is_413_and_no_more_is_read(start_server):
+    """A chunked body's length is not known from its headers: reading stops at the limit, the
+    client gets the JSON 413 while it is still sending, and the connection closes (the server
+    used to read all of it, 64 MiB here, before it answered)."""
     server = start_server("--max-body", "1048576")
     before = server.rss_kb()
-    with socket.create_connection((server.host, server.port), timeout=60) as sock:
+    answer = []
+    with socket.create_connection((server.host, server.port), timeout=10) as sock:
         sock.sendall(b"POST /v1/execute HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                      b"Transfer-Encoding: chunked\r\n\r\n")
+
+        def read():
+            while True:
+                try:
+                    data = sock.recv(65536)
+                except OSError:
+                    return
+                if not data:
+                    return
+                answer.append(data)
+
+        reader = threading.Thread(target=read)
+        reader.start()
         chunk = b"%x\r\n" % 65536 + b" " * 65536 + b"\r\n"
-        for _ in range(200):  # 12.5 MiB
-            sock.sendall(chunk)
-        sock.sendall(b"0\r\n\r\n")
-        answer = sock.recv(65536)
-    assert answer.startswith(b"HTTP/1.1 413"), answer
+        sent = 0
+        try:
+            for _ in range(1024):  # 64 MiB
+                sock.sendall(chunk)
+                sent += len(chunk)
+        except OSError:
+            pass  # the server closed the connection: nothing more is read
+        try:
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # reset by the server
+        reader.join(10)
+    assert sent < 16 * 1048576, f"the server read {sent} bytes of a body over its 1 MiB limit"
+    status, body = json_error(b"".join(answer))
+    assert status == 413 and body["error"]["code"] == "body_too_large", body
     assert server.rss_kb() - before < 8 * 1024
     assert server.healthy()
 
@@ -180,16 +207,57 @@ def test_traversal_in_the_session_id_is_refused(server):
     assert server.healthy()
 
 
-def test_a_header_flood_is_431(server):
+def test_a_header_flood_is_431_in_json(server):
+    """Heads too large for the server are refused in the API's JSON (libmicrohttpd's own
+    answer was an HTML page)."""
     headers = b"".join(b"X-Flood-%d: %s\r\n" % (i, b"v" * 100) for i in range(2000))
     answer = server.raw(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n" + headers + b"\r\n")
-    assert answer.startswith(b"HTTP/1.1 431"), answer[:200]
+    status, body = json_error(answer)
+    assert status == 431 and body["error"]["code"] == "headers_too_large", body
     one_huge = server.raw(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"a" * 200000 +
                           b"\r\n\r\n")
-    assert one_huge.startswith(b"HTTP/1.1 431"), one_huge[:200]
+    status, body = json_error(one_huge)
+    assert status == 431 and body["error"]["code"] == "headers_too_large", body
     long_url = server.raw(b"GET /" + b"a" * 100000 + b" HTTP/1.1\r\nHost: localhost\r\n\r\n")
-    assert long_url.startswith(b"HTTP/1.1 414"), long_url[:200]
+    status, body = json_error(long_url)
+    assert status == 414 and body["error"]["code"] == "uri_too_long", body
     assert server.healthy()
+
+
+@pytest.mark.parametrize("head, status, code", [
+    (b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-Many: 1\r\n" * 100 + b"\r\n",
+     431, "headers_too_large"),
+    (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 40000 + b"\r\n\r\n",
+     431, "headers_too_large"),
+    (b"GET /healthz HTTP/2.0\r\nHost: x\r\n\r\n", 505, "http_version_not_supported"),
+    (b"GET /healthz HTTP/0.9\r\nHost: x\r\n\r\n", 505, "http_version_not_supported"),
+    (b"GET /healthz HTTX/1.1\r\nHost: x\r\n\r\n", 400, "malformed_request"),
+    (b"GET\r\nHost: x\r\n\r\n", 400, "malformed_request"),
+    (b"GET /healthz HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n", 400, "malformed_request"),
+    (b"POST /v1/execute HTTP/1.1\r\nHost: x\r\nContent-Length: 12a\r\n\r\n",
+     400, "invalid_content_length"),
+    (b"POST /v1/execute HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+     413, "body_too_large"),
+], ids=["100-headers", "40-KiB-header", "HTTP/2.0", "HTTP/0.9", "not-HTTP", "no-target",
+        "no-colon", "bad-content-length", "huge-content-length"])
+def test_every_refused_head_is_answered_in_json(server, head, status, code):
+    """Each head libmicrohttpd would refuse with an HTML page gets the API's JSON error."""
+    got, body = json_error(server.raw(head))
+    assert (got, body["error"]["code"]) == (status, code), body
+    assert body["error"]["message"]
+
+
+def test_a_head_just_within_the_limits_is_served(server):
+    """32 KiB of head and 99 headers are taken (the limits are 32 KiB and 100 headers)."""
+    many = b"".join(b"X-H%d: v\r\n" % i for i in range(98))
+    answer = server.raw(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n" + many + b"\r\n")
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:300]
+    start = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: "
+    big = start + b"c" * (32 * 1024 - len(start) - 4) + b"\r\n\r\n"
+    assert len(big) == 32 * 1024
+    answer = server.raw(big)
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:300]
+    assert b"connection: close" in answer.lower()  # one request per connection
 
 
 def test_a_slowloris_client_does_not_block_others_and_is_dropped(start_server):
