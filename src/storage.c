@@ -16,7 +16,8 @@
  * give their space back to the host) on <state>/sessions, which holds a
  * directory per session (its lock, and work/, the subvolume with its files),
  * .trash/ (sessions on their way in or out) and .scratch/ (executions'
- * /tmp and one-off homes). */
+ * /tmp and one-off homes). Every directory here is runbox's user's alone
+ * (0700, see engine.c): a sandbox reaches its own by descriptor. */
 #include "storage.h"
 #include "btrfs.h"
 #include "owner.h"
@@ -280,7 +281,7 @@ static rbx_status open_btrfs(rbx_engine *engine, int state_fd, rbx_error *err)
             return rbx_fail(err, RBX_ESYSTEM, "cannot move %s aside to migrate it: %s",
                             engine->sessions_dir, strerror(errno));
     }
-    if (mkdirat(state_fd, "sessions", 0711) != 0 && errno != EEXIST)
+    if (mkdirat(state_fd, "sessions", 0700) != 0 && errno != EEXIST)
         return rbx_fail(err, RBX_ESYSTEM, "cannot create %s: %s", engine->sessions_dir,
                         strerror(errno));
     rbx_status status = RBX_OK;
@@ -296,20 +297,20 @@ static rbx_status open_fds(rbx_engine *engine, int state_fd, rbx_error *err)
     if (engine->sessions_fd < 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot open %s: %s", engine->sessions_dir,
                         strerror(errno));
-    (void)fchmod(engine->sessions_fd, 0711);
+    /* The root of the mounted image, or a plain directory: closed to other
+     * users (earlier runbox versions left it, .trash and .scratch 0711). */
+    if (fchmod(engine->sessions_fd, 0700) != 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot close %s to other users: %s",
+                        engine->sessions_dir, strerror(errno));
     if (engine->storage == RBX_STORAGE_BTRFS && rbx_btrfs_enable_quotas(engine->sessions_fd) != 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot enable quotas on %s: %s", engine->sessions_dir,
                         strerror(errno));
     static const char *const dirs[] = {".trash", ".scratch"};
     int *fds[] = {&engine->session_trash_fd, &engine->scratch_fd};
-    for (size_t i = 0; i < 2; i++) {
-        if (mkdirat(engine->sessions_fd, dirs[i], 0711) != 0 && errno != EEXIST)
+    for (size_t i = 0; i < 2; i++)
+        if ((*fds[i] = rbx_private_dir_at(engine->sessions_fd, dirs[i])) < 0)
             return rbx_fail(err, RBX_ESYSTEM, "cannot create %s/%s: %s", engine->sessions_dir,
                             dirs[i], strerror(errno));
-        if ((*fds[i] = open_dir_at(engine->sessions_fd, dirs[i])) < 0)
-            return rbx_fail(err, RBX_ESYSTEM, "cannot open %s/%s: %s", engine->sessions_dir,
-                            dirs[i], strerror(errno));
-    }
     return RBX_OK;
 }
 
@@ -346,7 +347,7 @@ rbx_status rbx_storage_open(rbx_engine *engine, rbx_error *err)
                  engine->state_dir, (unsigned long long)(engine->config.disk_cap_bytes >> 20));
     } else {
         engine->storage = RBX_STORAGE_PLAIN;
-        if (mkdirat(state_fd, "sessions", 0711) != 0 && errno != EEXIST)
+        if (mkdirat(state_fd, "sessions", 0700) != 0 && errno != EEXIST)
             status = rbx_fail(err, RBX_ESYSTEM, "cannot create %s: %s", engine->sessions_dir,
                               strerror(errno));
         snprintf(engine->storage_detail, sizeof engine->storage_detail,
@@ -566,7 +567,10 @@ rbx_status rbx_scratch_make(rbx_engine *engine, bool with_home, rbx_scratch *scr
     scratch->made = true;
     int dir = open_dir_at(engine->scratch_fd, scratch->name);
     uint64_t cap = with_home ? engine->config.disk_cap_bytes : SCRATCH_TMP_BYTES;
-    if (dir < 0 || rbx_btrfs_limit(dir, cap) != 0 || make_scratch_dirs(engine, dir, with_home)) {
+    /* A new subvolume's top is 0755: its /tmp (1777) would be one name
+     * away from any user who learned it (a sandbox's mount table shows it). */
+    if (dir < 0 || fchmod(dir, 0700) != 0 || rbx_btrfs_limit(dir, cap) != 0 ||
+        make_scratch_dirs(engine, dir, with_home)) {
         rbx_status status = rbx_fail(
             err, RBX_ESYSTEM, "cannot prepare the execution's scratch space: %s", strerror(errno));
         if (dir >= 0)
