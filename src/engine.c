@@ -88,18 +88,21 @@ static void default_state_dir(char *out, size_t size)
  * way in: each opens its host directories (home, /tmp, environments,
  * image) by descriptor before it leaves runbox's uid (sandbox/mount.c), or
  * gets them as detached mounts from runbox (sandbox/template.c). So every
- * directory runbox makes in it is 0700; the state directory itself is 0711,
- * searchable but not listable, so that other users may run on its image
- * store (images/: system software, readable like /usr). A state directory
- * another user owns is refused: its owner could open it up at any time. */
+ * directory runbox makes in it is 0700; the state directory itself is made
+ * 0711, searchable but not listable, so that other users may run on its
+ * image store (images/: system software, readable like /usr), and one that
+ * is more open is closed to that (one that is closed more, like systemd's
+ * StateDirectoryMode=0700, stays so). A state directory another user owns
+ * is refused: its owner could open it up at any time. */
 static rbx_status open_state_dir(rbx_engine *engine, rbx_error *err)
 {
     const char *fix = "choose another with --state-dir or RUNBOX_STATE_DIR";
+    struct stat st;
+    bool existed = stat(engine->state_dir, &st) == 0;
     if (rbx_mkdir_p(engine->state_dir, 0711) != 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot create state directory %s: %s (%s)",
                         engine->state_dir, strerror(errno), fix);
     int dir = open(engine->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    struct stat st;
     if (dir < 0 || fstat(dir, &st) != 0) {
         rbx_status status = rbx_fail(err, RBX_ESYSTEM, "cannot open state directory %s: %s (%s)",
                                      engine->state_dir, strerror(errno), fix);
@@ -113,7 +116,8 @@ static rbx_status open_state_dir(rbx_engine *engine, rbx_error *err)
                           "state directory %s belongs to uid %u, not to uid %u that runbox runs "
                           "as: its owner could open the sessions' files to anyone (%s)",
                           engine->state_dir, (unsigned)st.st_uid, (unsigned)geteuid(), fix);
-    else if (fchmod(dir, 0711) != 0 || (engine->trash_fd = rbx_private_dir_at(dir, "trash")) < 0)
+    else if (fchmod(dir, existed ? 0700 | (st.st_mode & 0011) : 0711) != 0 ||
+             (engine->trash_fd = rbx_private_dir_at(dir, "trash")) < 0)
         status = rbx_fail(err, RBX_ESYSTEM, "cannot prepare state directory %s: %s (%s)",
                           engine->state_dir, strerror(errno), fix);
     /* Made when first needed; an earlier runbox left environments 0711. */

@@ -308,3 +308,28 @@ def test_a_state_directory_that_another_user_owns_is_refused():
         assert proc.returncode != 0 and b"ran" not in proc.stdout, proc
         assert b"belongs to uid 65534" in proc.stderr, proc.stderr
         assert os.listdir(state) == []  # nothing was made in it
+
+
+def test_a_state_directory_left_open_is_closed_when_runbox_starts():
+    """An earlier runbox made sessions/, .trash, .scratch and envs/ 0711, an operator may have
+    opened more: the next runbox closes each to its own user (the state directory to 0711)."""
+    with open_base() as base:
+        box = Runbox(os.path.join(base, "state"))
+        try:
+            built = box.run("python", "import numpy", "--require", "numpy", "--no-network",
+                            env={"PIP_NO_INDEX": "1"}, timeout=400)
+            assert built["success"], built
+            inner = ["sessions", "sessions/.trash", "sessions/.scratch", "envs", "trash"]
+            os.chmod(box.state_dir, 0o777)
+            for name in inner:
+                os.chmod(os.path.join(box.state_dir, name), 0o755)
+            assert box.run("bash", "echo again", "--no-network")["output"] == "again\n"
+            modes = {name: oct(stat.S_IMODE(os.stat(os.path.join(box.state_dir, name)).st_mode))
+                     for name in ["", *inner]}
+            assert modes == {"": "0o711", **{name: "0o700" for name in inner}}
+            # Closed more (systemd's StateDirectoryMode=0700) stays so.
+            os.chmod(box.state_dir, 0o700)
+            assert box.run("bash", "echo closed", "--no-network")["output"] == "closed\n"
+            assert stat.S_IMODE(os.stat(box.state_dir).st_mode) == 0o700
+        finally:
+            box.remove_all_sessions()
