@@ -305,7 +305,7 @@ def test_a_state_directory_that_another_user_owns_is_refused():
         os.chown(state, 65534, 65534)
         box = Runbox(state)
         proc = box.cli("run", "bash", "-c", "echo ran", "--no-network")
-        assert proc.returncode != 0 and b"ran" not in proc.stdout, proc
+        assert proc.returncode == 1 and b"ran" not in proc.stdout, proc
         assert b"belongs to uid 65534" in proc.stderr, proc.stderr
         assert os.listdir(state) == []  # nothing was made in it
 
