@@ -20,7 +20,8 @@ import time
 
 import pytest
 
-from conftest import ON_IMAGE_ENV, Runbox, processes_matching, sandbox_processes, unique_marker
+from conftest import (Runbox, processes_matching, sandbox_processes, unique_marker,
+                      unmount_storage_below)
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 PLANT = "planted-by-another-user"
@@ -46,9 +47,9 @@ for pid in given["pids"]:
     for line in lines:
         fields = line.split()
         root = fields[3]
-        if root != "/":  # a directory of the sessions' storage: its path below the mount
-            paths.append(os.path.join(sessions, root.lstrip("/")))
-            paths.append(os.path.dirname(os.path.join(sessions, root.lstrip("/"))))
+        if root != "/":  # a bound directory: its path below the storage, or the host's /
+            for path in (os.path.join(sessions, root.lstrip("/")), root):
+                paths += [path, os.path.dirname(path)]
 done = {"read": [], "listed": [], "written": [], "created": [], "connected": [],
         "mountinfo_read": mountinfo_read}
 for path in dict.fromkeys(paths):
@@ -153,6 +154,16 @@ def reached(done, state_dir):
             for what in ("read", "listed", "written", "created", "connected")}
 
 
+def processes_of(uid):
+    """The pids of uid's processes: an unprivileged runbox's sandboxes run as its own user."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            if os.stat(f"/proc/{pid}").st_uid == uid:
+                found.append(int(pid))
+    return found
+
+
 class AsUser(Runbox):
     """runbox run as another, ordinary user (an unprivileged runbox)."""
 
@@ -181,6 +192,7 @@ def open_base(owner=None):
     try:
         yield base
     finally:
+        unmount_storage_below(base)  # were a case to fail before its own unmount
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -284,8 +296,7 @@ def test_no_other_host_user_reaches_the_files_of_an_unprivileged_runbox():
                 paths = every_path(box.state_dir)
                 assert any("/moving/work/" in p for p in paths)
                 assert any("/envs/" in p for p in paths)
-                pids = [pid for pid in processes_matching(marker)]
-                done = as_nobody(paths, pids, box.state_dir)
+                done = as_nobody(paths, processes_of(uid), box.state_dir)
             assert_nothing_reached(box, done)
             # runbox's own user still reaches everything of its own.
             result = kernel_call(box, "print(open('/tmp/secret.txt').read(), "
