@@ -539,11 +539,15 @@ static void random_hex(char *out, size_t size)
 }
 
 /* The scratch's directories: tmp/ the sandbox's /tmp (its root's, sticky),
- * home/ a one-off run's home (its user's). */
+ * home/ a one-off run's home (its user's). The top, which btrfs makes 0755
+ * for a new subvolume, is runbox's alone: its /tmp (1777) would otherwise
+ * be one name away from any user who learned it (a sandbox's mount table
+ * shows it). */
 static int make_scratch_dirs(rbx_engine *engine, int dir, bool with_home)
 {
     uid_t root = RBX_HOST_UID_BASE, user = RBX_HOST_UID_BASE + RBX_SANDBOX_UID;
-    if (mkdirat(dir, "tmp", 0700) != 0 || fchmodat(dir, "tmp", 01777, 0) != 0 ||
+    if (fchmod(dir, 0700) != 0 || mkdirat(dir, "tmp", 0700) != 0 ||
+        fchmodat(dir, "tmp", 01777, 0) != 0 ||
         (engine->is_root && fchownat(dir, "tmp", root, root, AT_SYMLINK_NOFOLLOW) != 0))
         return -1;
     if (with_home && (mkdirat(dir, "home", 0700) != 0 ||
@@ -567,10 +571,7 @@ rbx_status rbx_scratch_make(rbx_engine *engine, bool with_home, rbx_scratch *scr
     scratch->made = true;
     int dir = open_dir_at(engine->scratch_fd, scratch->name);
     uint64_t cap = with_home ? engine->config.disk_cap_bytes : SCRATCH_TMP_BYTES;
-    /* A new subvolume's top is 0755: its /tmp (1777) would be one name
-     * away from any user who learned it (a sandbox's mount table shows it). */
-    if (dir < 0 || fchmod(dir, 0700) != 0 || rbx_btrfs_limit(dir, cap) != 0 ||
-        make_scratch_dirs(engine, dir, with_home)) {
+    if (dir < 0 || rbx_btrfs_limit(dir, cap) != 0 || make_scratch_dirs(engine, dir, with_home)) {
         rbx_status status = rbx_fail(
             err, RBX_ESYSTEM, "cannot prepare the execution's scratch space: %s", strerror(errno));
         if (dir >= 0)
