@@ -221,8 +221,9 @@ def kernel_call(box, code):
 def busy_state(box):
     """A state directory in use: a stateful kernel with files in its /tmp, /dev/shm and home,
     a one-off run that is still running with files in its /tmp and home, a dependency
-    environment, and a session being imported (its archive half sent). Yields the marker of the
-    one-off run's processes."""
+    environment, and a session imported through a pipe that is held open (whether runbox places
+    its files as they come or once the archive is whole, they are walked where it puts them).
+    Yields the marker of the one-off run's processes."""
     assert kernel_call(box, SECRETS)["output"] == "planted\n"
     built = box.run("python", "import numpy", "--require", "numpy", "--no-network",
                     env={"PIP_NO_INDEX": "1"}, timeout=400)
@@ -235,7 +236,7 @@ def busy_state(box):
                         "echo one-off > /tmp/one-off-secret; echo one-off > one-off-home; "
                         f"echo ready; sleep {marker}", "--stream", "--no-network")
     try:
-        importing.stdin.write(archive[:len(archive) // 2])
+        importing.stdin.write(archive)
         importing.stdin.flush()
         for line in one_off.stdout:
             if "ready" in json.loads(line).get("data", ""):
@@ -243,7 +244,7 @@ def busy_state(box):
         work = os.path.join(box.state_dir, "sessions", "moving", "work")
         deadline = time.monotonic() + 30
         while not (os.path.isdir(work) and os.listdir(work)):
-            assert time.monotonic() < deadline, "the import never began"
+            assert time.monotonic() < deadline, "the import placed nothing"
             time.sleep(0.05)
         yield marker
     finally:
@@ -270,7 +271,7 @@ def test_no_other_host_user_reaches_a_sandbox_or_session_file():
         try:
             with busy_state(box) as marker:
                 paths = every_path(box.state_dir)
-                assert any("/moving/work/" in p for p in paths)  # the import was under way
+                assert any("/moving/work/" in p for p in paths)  # the imported session
                 if os.geteuid() == 0:
                     assert any(p.endswith("/tmp/secret.txt") for p in paths)  # scratch space
                     pids = sandbox_processes("kept") + processes_matching(marker)
