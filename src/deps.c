@@ -244,13 +244,17 @@ static char *describe(const rbx_runtime *runtime, const rbx_root *root,
     return text;
 }
 
+/* runbox's alone, like the whole state directory (engine.c): an
+ * environment's name is a hash of what it holds, which anyone can work out. */
 static int envs_dir(rbx_engine *engine)
 {
-    char path[4400];
-    snprintf(path, sizeof path, "%s/envs", engine->state_dir);
-    if (mkdir(path, 0711) != 0 && errno != EEXIST)
-        return -1;
-    return open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int state = open(engine->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = state >= 0 ? rbx_private_dir_at(state, "envs") : -1;
+    int saved = errno;
+    if (state >= 0)
+        close(state);
+    errno = saved;
+    return fd;
 }
 
 static bool matches(int dirfd, const char *key, const char *description)

@@ -81,6 +81,59 @@ static void default_state_dir(char *out, size_t size)
         snprintf(out, size, "/tmp/runbox-%u", (unsigned)geteuid());
 }
 
+/* The state directory holds every session's files, every sandbox's scratch
+ * space (/tmp, one-off homes), the environments, the kernels' locks and the
+ * local socket: no host user but runbox's own (root, or the ordinary user
+ * an unprivileged runbox runs as) may reach any of it. Sandboxes need no
+ * way in: each opens its host directories (home, /tmp, environments,
+ * image) by descriptor before it leaves runbox's uid (sandbox/mount.c), or
+ * gets them as detached mounts from runbox (sandbox/template.c). So every
+ * directory runbox makes in it is 0700; the state directory itself is made
+ * 0711, searchable but not listable, so that other users may run on its
+ * image store (images/: system software, readable like /usr), and one that
+ * is more open is closed to that (one that is closed more, like systemd's
+ * StateDirectoryMode=0700, stays so). A state directory another user owns
+ * is refused: its owner could open it up at any time. */
+static rbx_status open_state_dir(rbx_engine *engine, rbx_error *err)
+{
+    const char *fix = "choose another with --state-dir or RUNBOX_STATE_DIR";
+    struct stat st;
+    bool existed = stat(engine->state_dir, &st) == 0;
+    if (rbx_mkdir_p(engine->state_dir, 0711) != 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot create state directory %s: %s (%s)",
+                        engine->state_dir, strerror(errno), fix);
+    int dir = open(engine->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0 || fstat(dir, &st) != 0) {
+        rbx_status status = rbx_fail(err, RBX_ESYSTEM, "cannot open state directory %s: %s (%s)",
+                                     engine->state_dir, strerror(errno), fix);
+        if (dir >= 0)
+            close(dir);
+        return status;
+    }
+    rbx_status status = RBX_OK;
+    if (st.st_uid != geteuid())
+        status = rbx_fail(err, RBX_ESYSTEM,
+                          "state directory %s belongs to uid %u, not to uid %u that runbox runs "
+                          "as: its owner could open the sessions' files to anyone (%s)",
+                          engine->state_dir, (unsigned)st.st_uid, (unsigned)geteuid(), fix);
+    else if (fchmod(dir, existed ? 0700 | (st.st_mode & 0011) : 0711) != 0 ||
+             (engine->trash_fd = rbx_private_dir_at(dir, "trash")) < 0)
+        status = rbx_fail(err, RBX_ESYSTEM, "cannot prepare state directory %s: %s (%s)",
+                          engine->state_dir, strerror(errno), fix);
+    /* Made when first needed; an earlier runbox left environments 0711. */
+    static const char *const later[] = {"envs", "templates"};
+    for (size_t i = 0; status == RBX_OK && i < sizeof later / sizeof later[0]; i++) {
+        int fd = openat(dir, later[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0 && fchmod(fd, 0700) != 0)
+            status = rbx_fail(err, RBX_ESYSTEM, "cannot close %s/%s to other users: %s",
+                              engine->state_dir, later[i], strerror(errno));
+        if (fd >= 0)
+            close(fd);
+    }
+    close(dir);
+    return status;
+}
+
 /* A process started with a closed stdin, stdout or stderr would get its
  * next pipe on that number, and a sandbox would then write into it. */
 static void keep_standard_fds_open(void)
@@ -186,15 +239,8 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
     snprintf(engine->sessions_dir, sizeof engine->sessions_dir, "%s/sessions", engine->state_dir);
     snprintf(engine->trash_dir, sizeof engine->trash_dir, "%s/trash", engine->state_dir);
 
-    /* The state directory is runbox's alone: 0711 lets the sandbox user
-     * traverse to its own session's directory and nothing else. */
-    if (rbx_mkdir_p(engine->state_dir, 0711) != 0 || chmod(engine->state_dir, 0711) != 0 ||
-        rbx_mkdir_p(engine->trash_dir, 0700) != 0) {
-        rbx_fail(err, RBX_ESYSTEM,
-                 "cannot create state directory %s: %s (choose another with --state-dir or "
-                 "RUNBOX_STATE_DIR)",
-                 engine->state_dir, strerror(errno));
-        free(engine);
+    if (open_state_dir(engine, err) != RBX_OK) {
+        rbx_engine_free(engine);
         return NULL;
     }
     const char *images = engine->config.images_dir;
@@ -228,18 +274,11 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
     /* What a killed runbox left half done (a session on its way in or out,
      * scratch space) goes first: two directory listings, usually empty. */
     rbx_storage_sweep(engine);
-    engine->trash_fd = open(engine->trash_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (engine->trash_fd < 0) {
-        rbx_fail(err, RBX_ESYSTEM, "cannot open state directory %s: %s", engine->state_dir,
-                 strerror(errno));
-        rbx_engine_free(engine);
-        return NULL;
-    }
     return engine;
 
 fail_cwd:
     rbx_fail(err, RBX_ESYSTEM, "cannot resolve the state or image directory: %s", strerror(errno));
-    free(engine);
+    rbx_engine_free(engine);
     return NULL;
 }
 

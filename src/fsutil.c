@@ -343,6 +343,20 @@ int rbx_copy_tree(int src_dirfd, int dst_dirfd)
     return copy_dir(src_dirfd, dst_dirfd, 0);
 }
 
+int rbx_private_dir_at(int dirfd, const char *name)
+{
+    if (mkdirat(dirfd, name, 0700) != 0 && errno != EEXIST)
+        return -1;
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0 && fchmod(fd, 0700) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
 /* Also called in the sandbox's child: system calls only. */
 int rbx_mkdir_p(const char *path, mode_t mode)
 {

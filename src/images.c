@@ -73,13 +73,19 @@ static int store_open(rbx_engine *engine, bool create, rbx_error *err)
                  strerror(errno));
         return -1;
     }
+    /* Stored images are system software, readable like /usr (an ordinary
+     * user's runbox may run on this store); what is being built or
+     * unpacked in tmp/ is runbox's alone until it is stored. */
+    int tmp = -1;
     if (create && ((mkdirat(fd, "names", 0755) != 0 && errno != EEXIST) ||
-                   (mkdirat(fd, "tmp", 0700) != 0 && errno != EEXIST))) {
-        rbx_fail(err, RBX_ESYSTEM, "cannot create %s/names: %s", engine->images_dir,
+                   (tmp = rbx_private_dir_at(fd, "tmp")) < 0)) {
+        rbx_fail(err, RBX_ESYSTEM, "cannot create %s/names and tmp: %s", engine->images_dir,
                  strerror(errno));
         close(fd);
         return -1;
     }
+    if (tmp >= 0)
+        close(tmp);
     return fd;
 }
 

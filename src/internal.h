@@ -285,6 +285,10 @@ int rbx_remove_tree(int dirfd, const char *name);
 /* Adds up the allocated bytes of the tree at name inside dirfd. */
 int rbx_tree_usage(int dirfd, const char *name, uint64_t *bytes);
 int rbx_mkdir_p(const char *path, mode_t mode);
+/* Makes name below dirfd a directory of runbox's user alone (0700; one an
+ * earlier runbox made more open is closed too) and opens it, never through
+ * a link. Returns the descriptor, or -1 with errno. */
+int rbx_private_dir_at(int dirfd, const char *name);
 /* Copies the tree in src_dirfd into dst_dirfd: directories, regular files,
  * symbolic links (as links, never followed) and FIFOs, with their modes
  * (set-id bits dropped), owners and times; sockets and devices are left

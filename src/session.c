@@ -71,13 +71,13 @@ void rbx_trash_name(char *out, size_t size, const char *kind)
 int rbx_session_build(rbx_engine *engine, const char *temp, int64_t created, int *dir_out)
 {
     *dir_out = -1;
-    if (mkdirat(engine->session_trash_fd, temp, 0711) != 0)
+    if (mkdirat(engine->session_trash_fd, temp, 0700) != 0)
         return -1;
     int dir =
         openat(engine->session_trash_fd, temp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dir < 0)
         return -1;
-    (void)fchmod(dir, 0711);
+    (void)fchmod(dir, 0700); /* runbox's alone, like the whole state directory (engine.c) */
     char stamp[32];
     int len = snprintf(stamp, sizeof stamp, "%lld\n", (long long)created);
     int lock = openat(dir, "lock", O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);

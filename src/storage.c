@@ -16,7 +16,8 @@
  * give their space back to the host) on <state>/sessions, which holds a
  * directory per session (its lock, and work/, the subvolume with its files),
  * .trash/ (sessions on their way in or out) and .scratch/ (executions'
- * /tmp and one-off homes). */
+ * /tmp and one-off homes). Every directory here is runbox's user's alone
+ * (0700, see engine.c): a sandbox reaches its own by descriptor. */
 #include "storage.h"
 #include "btrfs.h"
 #include "owner.h"
@@ -281,7 +282,7 @@ static rbx_status open_btrfs(rbx_engine *engine, int state_fd, rbx_error *err)
             return rbx_fail(err, RBX_ESYSTEM, "cannot move %s aside to migrate it: %s",
                             engine->sessions_dir, strerror(errno));
     }
-    if (mkdirat(state_fd, "sessions", 0711) != 0 && errno != EEXIST)
+    if (mkdirat(state_fd, "sessions", 0700) != 0 && errno != EEXIST)
         return rbx_fail(err, RBX_ESYSTEM, "cannot create %s: %s", engine->sessions_dir,
                         strerror(errno));
     rbx_status status = RBX_OK;
@@ -297,20 +298,20 @@ static rbx_status open_fds(rbx_engine *engine, int state_fd, rbx_error *err)
     if (engine->sessions_fd < 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot open %s: %s", engine->sessions_dir,
                         strerror(errno));
-    (void)fchmod(engine->sessions_fd, 0711);
+    /* The root of the mounted image, or a plain directory: closed to other
+     * users (earlier runbox versions left it, .trash and .scratch 0711). */
+    if (fchmod(engine->sessions_fd, 0700) != 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot close %s to other users: %s",
+                        engine->sessions_dir, strerror(errno));
     if (engine->storage == RBX_STORAGE_BTRFS && rbx_btrfs_enable_quotas(engine->sessions_fd) != 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot enable quotas on %s: %s", engine->sessions_dir,
                         strerror(errno));
     static const char *const dirs[] = {".trash", ".scratch"};
     int *fds[] = {&engine->session_trash_fd, &engine->scratch_fd};
-    for (size_t i = 0; i < 2; i++) {
-        if (mkdirat(engine->sessions_fd, dirs[i], 0711) != 0 && errno != EEXIST)
+    for (size_t i = 0; i < 2; i++)
+        if ((*fds[i] = rbx_private_dir_at(engine->sessions_fd, dirs[i])) < 0)
             return rbx_fail(err, RBX_ESYSTEM, "cannot create %s/%s: %s", engine->sessions_dir,
                             dirs[i], strerror(errno));
-        if ((*fds[i] = open_dir_at(engine->sessions_fd, dirs[i])) < 0)
-            return rbx_fail(err, RBX_ESYSTEM, "cannot open %s/%s: %s", engine->sessions_dir,
-                            dirs[i], strerror(errno));
-    }
     return RBX_OK;
 }
 
@@ -347,7 +348,7 @@ rbx_status rbx_storage_open(rbx_engine *engine, rbx_error *err)
                  engine->state_dir, (unsigned long long)(engine->config.disk_cap_bytes >> 20));
     } else {
         engine->storage = RBX_STORAGE_PLAIN;
-        if (mkdirat(state_fd, "sessions", 0711) != 0 && errno != EEXIST)
+        if (mkdirat(state_fd, "sessions", 0700) != 0 && errno != EEXIST)
             status = rbx_fail(err, RBX_ESYSTEM, "cannot create %s: %s", engine->sessions_dir,
                               strerror(errno));
         snprintf(engine->storage_detail, sizeof engine->storage_detail,
@@ -539,11 +540,15 @@ static void random_hex(char *out, size_t size)
 }
 
 /* The scratch's directories: tmp/ the sandbox's /tmp (its root's, sticky),
- * home/ a one-off run's home (its user's). */
+ * home/ a one-off run's home (its user's). The top, which btrfs makes 0755
+ * for a new subvolume, is runbox's alone: its /tmp (1777) would otherwise
+ * be one name away from any user who learned it (a sandbox's mount table
+ * shows it). */
 static int make_scratch_dirs(rbx_engine *engine, int dir, bool with_home)
 {
     uid_t root = RBX_HOST_UID_BASE, user = RBX_HOST_UID_BASE + RBX_SANDBOX_UID;
-    if (mkdirat(dir, "tmp", 0700) != 0 || fchmodat(dir, "tmp", 01777, 0) != 0 ||
+    if (fchmod(dir, 0700) != 0 || mkdirat(dir, "tmp", 0700) != 0 ||
+        fchmodat(dir, "tmp", 01777, 0) != 0 ||
         (engine->is_root && fchownat(dir, "tmp", root, root, AT_SYMLINK_NOFOLLOW) != 0))
         return -1;
     if (with_home && (mkdirat(dir, "home", 0700) != 0 ||

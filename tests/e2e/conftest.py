@@ -92,8 +92,8 @@ class Runbox:
                 return proc
         raise AssertionError(f"runbox ended before the program printed {until!r}")
 
-    def popen(self, *args, env=None):
-        return subprocess.Popen([self.bin, *args], stdout=subprocess.PIPE,
+    def popen(self, *args, env=None, stdin=None):
+        return subprocess.Popen([self.bin, *args], stdin=stdin, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=self.env(env))
 
     def remove_all_sessions(self):
