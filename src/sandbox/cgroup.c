@@ -7,7 +7,7 @@
  * own cgroup: its limits are not theirs, and runbox never creates anything
  * inside a cgroup some other manager owns. */
 #include "sandbox/cgroup.h"
-#include "owner.h"
+#include "base/owner.h"
 
 #include <dirent.h>
 #include <errno.h>

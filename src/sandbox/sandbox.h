@@ -8,7 +8,7 @@
 #include "sandbox/cgroup.h"
 #include "sandbox/mount.h"
 #include "sandbox/net.h"
-#include "trace.h"
+#include "base/trace.h"
 
 #include <sys/resource.h>
 

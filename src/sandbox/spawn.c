@@ -5,7 +5,7 @@
  * The child side runs after clone3() in a process that may have been copied
  * from a multi-threaded server: it must not allocate or take locks, so all
  * it needs is prepared here beforehand and it calls only system calls. */
-#include "sandbox/egress_dns.h"
+#include "egress/dns.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/template.h"

@@ -75,7 +75,7 @@ def public_names(header):
 
 
 def folder_of(source):
-    """src/sandbox/net.c -> 'sandbox'; src/engine.c -> '.' (a file of src/ itself)."""
+    """src/sandbox/net.c -> 'sandbox'; src/engine/engine.c -> '.' (a file of src/ itself)."""
     parts = source.split("/")
     return parts[1] if len(parts) > 2 else "."
 

@@ -7,7 +7,7 @@
  * normalizing it again changes nothing (it names the cached environment). */
 #include "fuzz.h"
 
-#include "deps.h"
+#include "envs/deps.h"
 
 #include <ctype.h>
 

@@ -7,8 +7,8 @@
  * chain, judged by the policy). The first byte picks which. */
 #include "fuzz.h"
 
-#include "egress.h"
-#include "sandbox/egress_dns.h"
+#include "egress/policy.h"
+#include "egress/dns.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -4,7 +4,7 @@
  * which run before anything is spawned. */
 #include "fuzz.h"
 
-#include "deps.h"
+#include "envs/deps.h"
 #include "http/http.h"
 
 #include <math.h>

@@ -20,7 +20,7 @@
  * of the archive: the seeds stay plain tar files. */
 #include "fuzz.h"
 
-#include "image_unpack.h"
+#include "images/unpack.h"
 #include "internal.h" /* rbx_remove_tree, to clear the root between inputs */
 
 #include <dirent.h>

@@ -1,4 +1,4 @@
-/* A kernel's wire (src/kernel_wire.c), both ways. Back from the driver
+/* A kernel's wire (src/kernels/wire.c), both ways. Back from the driver
  * comes whatever the code in the sandbox writes to its fd 3: parsing a line
  * never crashes or leaks, and a display event is {kind, data} with a known
  * kind and an object. Out to the driver goes the code: for the JSON
@@ -10,7 +10,7 @@
  * or the code. */
 #include "fuzz.h"
 
-#include "kernel_wire.h"
+#include "kernels/wire.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

@@ -4,7 +4,7 @@
  * its documented number of rules, and a match names one of them. */
 #include "fuzz.h"
 
-#include "policy.h"
+#include "execution/policy.h"
 
 #include <ctype.h>
 #include <sys/mman.h>

@@ -3,7 +3,7 @@
  * how names are judged under each mode. */
 #include "unit_util.h"
 
-#include "egress.h"
+#include "egress/policy.h"
 
 #include <arpa/inet.h>
 

@@ -4,7 +4,7 @@
  * byte, as an attacker who controls the names' DNS would write them. */
 #include "unit_util.h"
 
-#include "sandbox/egress_dns.h"
+#include "egress/dns.h"
 
 #include <arpa/inet.h>
 

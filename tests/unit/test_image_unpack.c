@@ -5,7 +5,7 @@
  * as it was, and so must the host's own root. */
 #include "unit_util.h"
 
-#include "image_unpack.h"
+#include "images/unpack.h"
 #include "internal.h"
 
 #include <archive.h>

@@ -3,7 +3,7 @@
  * anything that is not exactly an event is refused). */
 #include "unit_util.h"
 
-#include "kernel_wire.h"
+#include "kernels/wire.h"
 
 static void json_request_is_one_line_with_code_and_env(void **state)
 {

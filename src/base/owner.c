@@ -1,0 +1,54 @@
+/* Whether the runbox process that made a leftover still runs (owner.h). */
+#include "base/owner.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The start time of a process, in seconds since the epoch (0 if unknown):
+ * field 22 of /proc/PID/stat, in clock ticks since boot. */
+static time_t process_started(pid_t pid)
+{
+    char path[40], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    struct timespec boot, real;
+    long ticks = sysconf(_SC_CLK_TCK);
+    if (!p || ticks <= 0 || clock_gettime(CLOCK_BOOTTIME, &boot) != 0 ||
+        clock_gettime(CLOCK_REALTIME, &real) != 0)
+        return 0;
+    unsigned long long started = strtoull(p + 1, NULL, 10);
+    return real.tv_sec - boot.tv_sec + (time_t)(started / (unsigned long long)ticks);
+}
+
+rbx_owner_state rbx_owner_state_of(pid_t pid, time_t made)
+{
+    if (pid <= 0)
+        return RBX_OWNER_UNKNOWN;
+    if (kill(pid, 0) != 0)
+        return errno == ESRCH ? RBX_OWNER_GONE : RBX_OWNER_UNKNOWN;
+    time_t started = process_started(pid);
+    /* A second of slack: start times are rounded down to clock ticks. */
+    return started && started > made + 1 ? RBX_OWNER_GONE : RBX_OWNER_ALIVE;
+}
+
+pid_t rbx_owner_pid(const char *text)
+{
+    char *end;
+    long pid = strtol(text, &end, 10);
+    return end != text && *end == '-' && pid > 0 && pid <= 4194304 ? (pid_t)pid : 0;
+}

@@ -1,0 +1,38 @@
+/* The egress policy as nftables rules in a sandbox's own network namespace,
+ * spoken through a netlink socket that the sandbox's init opened there (so
+ * that runbox needs no privilege over the namespace beyond owning it).
+ *
+ *   table inet runbox
+ *     chain output (hook output): own loopback accepted; DNS anywhere but
+ *       runbox's resolver refused; denied ranges and the host's addresses
+ *       refused; the request's narrowing (chain narrow); the operator's
+ *       allowed ranges and names accepted; then the default ranges refused
+ *       (public mode) or everything refused (allow-list mode).
+ *     chain refuse: notes the destination in set denied4/denied6, counts
+ *       it in counter "refused", rejects (the program sees EHOSTUNREACH or
+ *       EPERM at once, not a hang).
+ *     sets named4/named6, narrow4/narrow6: addresses runbox's resolver
+ *       answered for allowed names. */
+#ifndef RBX_EGRESS_RULES_H
+#define RBX_EGRESS_RULES_H
+
+#include "egress/policy.h"
+
+/* What the policy refused, for the result. */
+typedef struct rbx_egress_report {
+    uint64_t refused;
+    size_t count;
+    char to[RBX_EGRESS_REPORT_MAX][128];
+} rbx_egress_report;
+
+/* Adds a destination to the report unless it is there already. */
+void rbx_egress_report_note(rbx_egress_report *report, const char *destination);
+
+rbx_status rbx_egress_rules_install(int nl_fd, const rbx_egress_plan *plan, rbx_error *err);
+/* Makes an address that the resolver answered reachable (set "named" or
+ * "narrow"); 0 on success. */
+int rbx_egress_rules_admit(int nl_fd, bool narrow, int family, const uint8_t *addr);
+/* Reads and resets what was refused since the last call. */
+void rbx_egress_rules_take_report(int nl_fd, rbx_egress_report *report);
+
+#endif

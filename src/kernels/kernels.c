@@ -1,0 +1,652 @@
+/* Stateful sessions: the engine's kernels (see kernels.h). The registry and
+ * each kernel's life are here; a call on a kernel is in kernel_call.c. */
+#include "kernels/kernels.h"
+#include "kernels/call.h"
+#include "sandbox/kernel.h"
+#include "sessions/storage.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* How long an interpreter may take to start (site and its modules loaded). */
+#define KERNEL_READY_S 60
+#define REAP_EVERY_MS 5000
+
+struct rbx_kernels {
+    pthread_mutex_t lock;
+    pthread_cond_t changed; /* a kernel started or failed; the reaper's sleep */
+    rbx_kernel *list;
+    size_t count;
+    pthread_t reaper;
+    bool reaper_started, closing;
+};
+
+rbx_kernels *rbx_kernels_new(void)
+{
+    rbx_kernels *kernels = calloc(1, sizeof *kernels);
+    if (kernels) {
+        pthread_mutex_init(&kernels->lock, NULL);
+        pthread_cond_init(&kernels->changed, NULL);
+    }
+    return kernels;
+}
+
+/* --- one kernel's life ---------------------------------------------------------------- */
+
+/* What a lock file holds once its kernel went against the session's will
+ * (it died, was killed at an interrupt's end, reaped, evicted, or its
+ * runbox stopped): a tombstone, so that the session's next call says its
+ * state is gone, whichever runbox process makes it. */
+#define LOST_RECORD "{\"lost\":true}"
+/* rbx_kernels_describe looks at a lock file by taking a shared lock for an
+ * instant (any runbox process listing sessions does): a claim that meets
+ * one tries again for this long before it takes the lock for an owner's. */
+#define CLAIM_WAIT_MS 250
+
+static void lock_file_name(char *out, size_t size, const rbx_runtime *runtime)
+{
+    snprintf(out, size, "kernel-%s.lock", runtime->name);
+}
+
+/* Says to other runbox processes that this one holds the session's kernel
+ * of this language: the lock, its pid, when it started and where its
+ * memory is counted. */
+static rbx_status claim(rbx_engine *engine, rbx_kernel *k, rbx_error *err)
+{
+    char rel[RBX_SESSION_ID_MAX + 64], name[48];
+    lock_file_name(name, sizeof name, k->runtime);
+    snprintf(rel, sizeof rel, "%s/%s", k->session_id, name);
+    k->lock_fd = openat(engine->sessions_fd, rel, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (k->lock_fd < 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot claim the kernel of session %s: %s",
+                        k->session_id, strerror(errno));
+    int64_t give_up = rbx_now_ms() + CLAIM_WAIT_MS;
+    int locked;
+    while ((locked = flock(k->lock_fd, LOCK_EX | LOCK_NB)) != 0 && errno == EWOULDBLOCK &&
+           rbx_now_ms() < give_up)
+        usleep(2000);
+    if (locked != 0) {
+        char owner[64] = "";
+        ssize_t n = pread(k->lock_fd, owner, sizeof owner - 1, 0);
+        json_t *meta = n > 0 ? json_loadb(owner, (size_t)n, 0, NULL) : NULL;
+        int pid = (int)json_integer_value(json_object_get(meta, "pid"));
+        json_decref(meta);
+        close(k->lock_fd);
+        k->lock_fd = -1;
+        char who[32] = "";
+        if (pid > 0)
+            snprintf(who, sizeof who, " (pid %d)", pid);
+        return rbx_fail(err, RBX_EBUSY,
+                        "the %s kernel of session %s is held by another runbox process%s: send "
+                        "its stateful calls there",
+                        k->runtime->name, k->session_id, who);
+    }
+    char previous[64] = "";
+    ssize_t n = pread(k->lock_fd, previous, sizeof previous - 1, 0);
+    k->was_lost = n > 0 && strstr(previous, LOST_RECORD) != NULL;
+    return RBX_OK;
+}
+
+static void record_owner(rbx_kernel *k)
+{
+    char memory[4200] = "";
+    if (k->box.sandbox.cgroup)
+        rbx_cgroup_memory_file(k->box.sandbox.cgroup, memory, sizeof memory);
+    /* Without a cgroup, the driver's resident memory stands in (program). */
+    json_t *meta =
+        json_pack("{s:i, s:I, s:s, s:i}", "pid", (int)getpid(), "started", (json_int_t)time(NULL),
+                  "memory", memory, "program", (int)k->box.program);
+    char *text = meta ? json_dumps(meta, JSON_COMPACT) : NULL;
+    json_decref(meta);
+    if (text && ftruncate(k->lock_fd, 0) == 0)
+        (void)!pwrite(k->lock_fd, text, strlen(text), 0);
+    free(text);
+}
+
+/* The sandbox a kernel runs in: like a one-off execution's, with the
+ * session's files as its home, its own scratch /tmp, the requirements'
+ * environment, and the driver as its program. */
+static rbx_status prepare(rbx_engine *engine, rbx_kernel *k, const rbx_kernel_call *call,
+                          rbx_error *err)
+{
+    const rbx_runtime *runtime = k->runtime;
+    rbx_status status = rbx_scratch_make(engine, false, &k->scratch, err);
+    if (status != RBX_OK)
+        return status;
+    k->envp = rbx_execution_env(NULL, call->session, "MPLBACKEND=Agg");
+    if (!k->envp)
+        return rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    if (k->network &&
+        (status = rbx_egress_plan_make(&k->egress, engine->egress, call->request, err)) != RBX_OK)
+        return status;
+    snprintf(k->work_path, sizeof k->work_path, "%s", call->session->work_path);
+    k->spec = (rbx_sandbox_spec){
+        .interpreter = runtime->interpreter,
+        .envp = k->envp,
+        .root = call->root->plan,
+        .root_request = {.session_path = k->work_path,
+                         .tmp_path = k->scratch.made ? k->scratch.tmp_path : NULL,
+                         .become_root = engine->is_root,
+                         .nameserver = k->network},
+        .network = k->network ? RBX_NET_OUTSIDE : RBX_NET_LOOPBACK,
+        .egress = k->network ? &k->egress : NULL,
+        .limits = k->limits,
+        .file_size_max = engine->config.disk_cap_bytes,
+        .is_root = engine->is_root,
+        .stdin_is_code_fd = runtime->kernel_greeting,
+        .template_ns = -1,
+    };
+    if (call->env) {
+        rbx_runtime_env_bind(runtime, call->env->path, k->env_dir, sizeof k->env_dir,
+                             &k->spec.root_request, &k->spec.interpreter);
+        /* The kernel holds the environment as long as it lives (the
+         * same open lock: released when its last descriptor closes). */
+        k->env_use_fd = fcntl(call->env->use_fd, F_DUPFD_CLOEXEC, 3);
+        snprintf(k->env_key, sizeof k->env_key, "%s", call->env->key);
+    }
+    size_t n = 0;
+    for (; n < sizeof runtime->kernel_argv / sizeof runtime->kernel_argv[0] &&
+           runtime->kernel_argv[n];
+         n++)
+        k->argv[n] = runtime->kernel_argv[n];
+    k->argv[0] = k->spec.interpreter;
+    if (!runtime->kernel_greeting)
+        k->argv[n++] = runtime->kernel_driver;
+    k->argv[n] = NULL;
+    k->spec.argv = (char *const *)k->argv;
+    return RBX_OK;
+}
+
+/* The kernel's own thread: starts the sandbox (which then dies with this
+ * thread, not with the call's), says how that went, and stops it when
+ * told (its wake pipe closes). */
+static void *keeper(void *arg)
+{
+    rbx_kernel *k = arg;
+    rbx_kernels *kernels = k->engine->kernels;
+    rbx_error err = {0};
+    k->spec.template_ns = rbx_root_template_ns(k->root);
+    const rbx_runtime *runtime = k->runtime;
+    rbx_status status =
+        rbx_kernel_box_start(&k->spec, runtime->kernel_greeting ? runtime->kernel_driver : NULL,
+                             runtime->kernel_greeting ? (size_t)*runtime->kernel_driver_size : 0,
+                             KERNEL_READY_S, &k->box, &err);
+    if (k->spec.template_ns >= 0)
+        close(k->spec.template_ns);
+    pthread_mutex_lock(&kernels->lock);
+    k->start_status = status;
+    k->start_err = err;
+    pthread_cond_broadcast(&kernels->changed);
+    pthread_mutex_unlock(&kernels->lock);
+    if (status != RBX_OK)
+        return NULL;
+    char byte;
+    while (read(k->wake[0], &byte, 1) < 0 && errno == EINTR)
+        ;
+    rbx_kernel_box_stop(&k->box);
+    return NULL;
+}
+
+/* Stops a kernel that is out of the registry, and frees it. */
+static void destroy(rbx_engine *engine, rbx_kernel *k)
+{
+    if (k->keeper_started) {
+        close(k->wake[1]);
+        pthread_join(k->keeper, NULL);
+        close(k->wake[0]);
+    }
+    rbx_scratch_remove(engine, &k->scratch);
+    if (k->lock_fd >= 0)
+        close(k->lock_fd);
+    if (k->env_use_fd >= 0)
+        close(k->env_use_fd);
+    rbx_execution_env_free(k->envp);
+    rbx_egress_plan_free(&k->egress); /* its sandbox is gone */
+    free(k->egress_key);
+    free(k);
+}
+
+/* Stops each kernel of a chain taken out of the registry (by next). */
+static void destroy_chain(rbx_engine *engine, rbx_kernel *gone)
+{
+    while (gone) {
+        rbx_kernel *next = gone->next;
+        destroy(engine, gone);
+        gone = next;
+    }
+}
+
+/* A request's egress_allow as one string, to tell whether a kernel was
+ * started with the same narrowing (NULL: none asked). */
+static char *egress_key(const rbx_request *request)
+{
+    if (!request->egress_allow)
+        return NULL;
+    size_t len = 2;
+    for (size_t i = 0; i < request->egress_allow_count; i++)
+        len += strlen(request->egress_allow[i]) + 1;
+    char *key = malloc(len);
+    if (!key)
+        return NULL;
+    size_t n = 0;
+    key[n++] = '=';
+    for (size_t i = 0; i < request->egress_allow_count; i++) {
+        size_t part = strlen(request->egress_allow[i]);
+        memcpy(key + n, request->egress_allow[i], part);
+        n += part;
+        key[n++] = '\n';
+    }
+    key[n] = 0;
+    return key;
+}
+
+static rbx_kernel *kernel_new(rbx_engine *engine, const rbx_kernel_call *call)
+{
+    rbx_kernel *k = calloc(1, sizeof *k);
+    if (!k)
+        return NULL;
+    k->engine = engine;
+    k->runtime = call->runtime;
+    k->root = call->root;
+    snprintf(k->session_id, sizeof k->session_id, "%s", call->session->id);
+    k->lock_fd = k->env_use_fd = -1;
+    k->wake[0] = k->wake[1] = -1;
+    k->network = rbx_execution_wants_network(engine, call->request);
+    k->egress_key = egress_key(call->request);
+    k->start_status = -1; /* starting */
+    k->limits = rbx_execution_limits(engine, call->request);
+    return k;
+}
+
+/* Starts k (in the registry, marked busy, unlocked). */
+static rbx_status start(rbx_engine *engine, rbx_kernel *k, const rbx_kernel_call *call,
+                        rbx_error *err)
+{
+    rbx_kernels *kernels = engine->kernels;
+    rbx_status status = claim(engine, k, err);
+    if (status == RBX_OK)
+        status = prepare(engine, k, call, err);
+    if (status == RBX_OK && pipe2(k->wake, O_CLOEXEC) != 0)
+        status = rbx_fail(err, RBX_ESYSTEM, "cannot create a pipe: %s", strerror(errno));
+    if (status == RBX_OK && pthread_create(&k->keeper, NULL, keeper, k) != 0)
+        status = rbx_fail(err, RBX_ESYSTEM, "cannot start the kernel's thread");
+    if (status != RBX_OK)
+        return status;
+    k->keeper_started = true;
+    pthread_mutex_lock(&kernels->lock);
+    while (k->start_status == (rbx_status)-1)
+        pthread_cond_wait(&kernels->changed, &kernels->lock);
+    pthread_mutex_unlock(&kernels->lock);
+    if (k->start_status != RBX_OK) {
+        *err = k->start_err;
+        return k->start_status;
+    }
+    record_owner(k);
+    return RBX_OK;
+}
+
+/* --- the registry ---------------------------------------------------------------------- */
+
+static size_t max_kernels(const rbx_engine *engine)
+{
+    if (engine->config.max_kernels)
+        return engine->config.max_kernels;
+    /* Half the host's memory, at each kernel's default limit. */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t memory = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 4ull << 30;
+    uint64_t each = (uint64_t)engine->config.memory_mb << 20;
+    size_t n = (size_t)(memory / 2 / (each ? each : 1));
+    return n < 2 ? 2 : n > 512 ? 512 : n;
+}
+
+static void unlink_kernel(rbx_kernels *kernels, rbx_kernel *k)
+{
+    for (rbx_kernel **at = &kernels->list; *at; at = &(*at)->next)
+        if (*at == k) {
+            *at = k->next;
+            kernels->count--;
+            return;
+        }
+}
+
+/* Leaves the kernel's tombstone in its lock file (see LOST_RECORD). */
+static void bury(const rbx_kernel *k)
+{
+    if (k->lock_fd >= 0 && ftruncate(k->lock_fd, 0) == 0)
+        (void)!pwrite(k->lock_fd, LOST_RECORD, strlen(LOST_RECORD), 0);
+}
+
+/* Forgets the tombstones of the session's kernels (of one language): a
+ * restart that was asked for is no surprise to the next call. A lock file
+ * another process holds is its live kernel's, and left alone. */
+static void forget_lost(rbx_engine *engine, const char *session_id, const char *language)
+{
+    for (size_t i = 0; i < rbx_runtime_count(); i++) {
+        const rbx_runtime *runtime = rbx_runtime_find(rbx_runtime_name(i));
+        if (language && strcmp(runtime->name, language))
+            continue;
+        char rel[RBX_SESSION_ID_MAX + 64], name[48];
+        lock_file_name(name, sizeof name, runtime);
+        snprintf(rel, sizeof rel, "%s/%s", session_id, name);
+        int fd = openat(engine->sessions_fd, rel, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+            (void)!ftruncate(fd, 0);
+        close(fd);
+    }
+}
+
+static void *reaper(void *arg);
+
+static void start_reaper(rbx_engine *engine)
+{
+    rbx_kernels *kernels = engine->kernels;
+    if (!kernels->reaper_started && pthread_create(&kernels->reaper, NULL, reaper, engine) == 0)
+        kernels->reaper_started = true;
+}
+
+/* Whether k can serve this call (else it is started afresh): alive, with
+ * the call's requirements and network. Other limits (memory, CPU) are set
+ * on its cgroup as the call asks, where the kernel allows. */
+static bool fits(rbx_engine *engine, rbx_kernel *k, const rbx_kernel_call *call)
+{
+    const char *key = call->env ? call->env->key : "";
+    if (k->dead || !rbx_kernel_box_alive(&k->box) || strcmp(k->env_key, key) ||
+        k->root != call->root || k->network != rbx_execution_wants_network(engine, call->request))
+        return false;
+    char *narrowing = egress_key(call->request);
+    bool same = (!narrowing && !k->egress_key) ||
+                (narrowing && k->egress_key && !strcmp(narrowing, k->egress_key));
+    free(narrowing);
+    if (!same)
+        return false;
+    rbx_cgroup_limits wanted = rbx_execution_limits(engine, call->request);
+    if (!memcmp(&wanted, &k->limits, sizeof wanted))
+        return true;
+    char why[256];
+    if (k->box.sandbox.cgroup && rbx_cgroup_update(k->box.sandbox.cgroup, &wanted, why, sizeof why))
+        return false;
+    k->limits = wanted;
+    return true;
+}
+
+/* The session's kernel for the call, started if need be, marked busy. */
+static rbx_status take(rbx_engine *engine, const rbx_kernel_call *call, rbx_kernel **out,
+                       bool *restarted, rbx_error *err)
+{
+    rbx_kernels *kernels = engine->kernels;
+    pthread_mutex_lock(&kernels->lock);
+    rbx_kernel *k = kernels->list;
+    while (k && (k->runtime != call->runtime || strcmp(k->session_id, call->session->id)))
+        k = k->next;
+    if (k && !fits(engine, k, call)) {
+        if (k->dead || !rbx_kernel_box_alive(&k->box))
+            bury(k);
+        unlink_kernel(kernels, k);
+        pthread_mutex_unlock(&kernels->lock);
+        destroy(engine, k);
+        *restarted = true;
+        pthread_mutex_lock(&kernels->lock);
+        k = NULL;
+    }
+    if (k) {
+        k->busy = true;
+        pthread_mutex_unlock(&kernels->lock);
+        *out = k;
+        return RBX_OK;
+    }
+    rbx_kernel *victim = NULL;
+    if (kernels->count >= max_kernels(engine)) {
+        for (rbx_kernel *v = kernels->list; v; v = v->next)
+            if (!v->busy && (!victim || v->last_used_ms < victim->last_used_ms))
+                victim = v;
+        if (!victim) {
+            size_t count = kernels->count;
+            pthread_mutex_unlock(&kernels->lock);
+            return rbx_fail(err, RBX_EBUSY,
+                            "each of the %zu kernels this runbox may keep is running a call: "
+                            "try again when one is done, or raise --max-kernels",
+                            count);
+        }
+        bury(victim);
+        unlink_kernel(kernels, victim);
+    }
+    k = kernel_new(engine, call);
+    if (k) {
+        k->busy = true;
+        k->next = kernels->list;
+        kernels->list = k;
+        kernels->count++;
+        start_reaper(engine);
+    }
+    pthread_mutex_unlock(&kernels->lock);
+    if (victim)
+        destroy(engine, victim);
+    if (!k)
+        return rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    rbx_status status = start(engine, k, call, err);
+    if (status != RBX_OK) {
+        pthread_mutex_lock(&kernels->lock);
+        unlink_kernel(kernels, k);
+        pthread_mutex_unlock(&kernels->lock);
+        destroy(engine, k);
+        return status;
+    }
+    *restarted |= k->was_lost;
+    *out = k;
+    return RBX_OK;
+}
+
+/* The call is over: the kernel is idle again, or gone if it had to go. */
+static void give_back(rbx_engine *engine, rbx_kernel *k, bool lost)
+{
+    rbx_kernels *kernels = engine->kernels;
+    pthread_mutex_lock(&kernels->lock);
+    k->busy = false;
+    k->last_used_ms = rbx_now_ms();
+    if (lost)
+        unlink_kernel(kernels, k);
+    pthread_mutex_unlock(&kernels->lock);
+    if (lost) {
+        destroy(engine, k);
+        return;
+    }
+    (void)futimens(k->lock_fd, NULL); /* its idle time, for other processes */
+}
+
+rbx_status rbx_kernel_run(rbx_engine *engine, const rbx_kernel_call *call, rbx_result *result,
+                          rbx_error *err)
+{
+    if (!call->runtime->kernel_driver)
+        return rbx_fail(err, RBX_EINVAL, "%s has no stateful mode", call->runtime->name);
+    rbx_kernel *k = NULL;
+    bool restarted = false;
+    rbx_status status = take(engine, call, &k, &restarted, err);
+    if (status != RBX_OK)
+        return status;
+    bool lost = false;
+    status = rbx_kernel_call_run(engine, k, call, result, &lost, err);
+    result->kernel_restarted = restarted || lost;
+    give_back(engine, k, lost);
+    return status;
+}
+
+/* --- stopping kernels ------------------------------------------------------------------ */
+
+size_t rbx_kernels_stop_session(rbx_engine *engine, const char *session_id, const char *language)
+{
+    rbx_kernels *kernels = engine->kernels;
+    if (!kernels)
+        return 0;
+    rbx_kernel *gone = NULL;
+    size_t n = 0;
+    pthread_mutex_lock(&kernels->lock);
+    for (rbx_kernel **at = &kernels->list; *at;) {
+        rbx_kernel *k = *at;
+        if (!strcmp(k->session_id, session_id) &&
+            (!language || !strcmp(k->runtime->name, language)) && !k->busy) {
+            *at = k->next;
+            kernels->count--;
+            k->next = gone;
+            gone = k;
+            n++;
+        } else {
+            at = &k->next;
+        }
+    }
+    pthread_mutex_unlock(&kernels->lock);
+    destroy_chain(engine, gone);
+    forget_lost(engine, session_id, language);
+    return n;
+}
+
+/* Reaps idle kernels past the idle time, and kernels that died meanwhile. */
+static void *reaper(void *arg)
+{
+    rbx_engine *engine = arg;
+    rbx_kernels *kernels = engine->kernels;
+    pthread_mutex_lock(&kernels->lock);
+    while (!kernels->closing) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += REAP_EVERY_MS / 1000;
+        pthread_cond_timedwait(&kernels->changed, &kernels->lock, &until);
+        int64_t now = rbx_now_ms(), idle_ms = (int64_t)(engine->config.kernel_idle_s * 1000);
+        rbx_kernel *gone = NULL;
+        for (rbx_kernel **at = &kernels->list; *at;) {
+            rbx_kernel *k = *at;
+            bool dead = !k->busy && k->start_status == RBX_OK && !rbx_kernel_box_alive(&k->box);
+            if (!k->busy && k->start_status == RBX_OK &&
+                (dead || now - k->last_used_ms > idle_ms)) {
+                *at = k->next;
+                kernels->count--;
+                bury(k);
+                k->next = gone;
+                gone = k;
+            } else {
+                at = &k->next;
+            }
+        }
+        pthread_mutex_unlock(&kernels->lock);
+        destroy_chain(engine, gone);
+        pthread_mutex_lock(&kernels->lock);
+    }
+    pthread_mutex_unlock(&kernels->lock);
+    return NULL;
+}
+
+void rbx_kernels_free(rbx_engine *engine)
+{
+    rbx_kernels *kernels = engine->kernels;
+    if (!kernels)
+        return;
+    pthread_mutex_lock(&kernels->lock);
+    kernels->closing = true;
+    pthread_cond_broadcast(&kernels->changed);
+    rbx_kernel *list = kernels->list;
+    kernels->list = NULL;
+    kernels->count = 0;
+    pthread_mutex_unlock(&kernels->lock);
+    if (kernels->reaper_started)
+        pthread_join(kernels->reaper, NULL);
+    while (list) {
+        rbx_kernel *next = list->next;
+        bury(list); /* runbox stops, and its kernels with it: their sessions did not ask */
+        destroy(engine, list);
+        list = next;
+    }
+    pthread_mutex_destroy(&kernels->lock);
+    pthread_cond_destroy(&kernels->changed);
+    free(kernels);
+    engine->kernels = NULL;
+}
+
+size_t rbx_kernel_count(rbx_engine *engine)
+{
+    rbx_kernels *kernels = engine->kernels;
+    if (!kernels)
+        return 0;
+    pthread_mutex_lock(&kernels->lock);
+    size_t n = kernels->count;
+    pthread_mutex_unlock(&kernels->lock);
+    return n;
+}
+
+/* --- what other processes see ------------------------------------------------------------ */
+
+static uint64_t read_number(const char *path)
+{
+    char buf[32] = "";
+    int fd = path[0] ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    return n > 0 ? strtoull(buf, NULL, 10) : 0;
+}
+
+/* A process's resident memory, from /proc/PID/statm (0 when unknown). */
+static uint64_t resident_bytes(int pid)
+{
+    char path[64], buf[128] = "";
+    snprintf(path, sizeof path, "/proc/%d/statm", pid);
+    int fd = pid > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    unsigned long long size, resident;
+    if (n <= 0 || sscanf(buf, "%llu %llu", &size, &resident) != 2)
+        return 0;
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+void rbx_kernels_describe(int session_dirfd, bool session_busy, rbx_session_info *info)
+{
+    for (size_t i = 0; i < rbx_runtime_count() && info->kernel_count < RBX_SESSION_KERNELS_MAX;
+         i++) {
+        const rbx_runtime *runtime = rbx_runtime_find(rbx_runtime_name(i));
+        char name[48];
+        lock_file_name(name, sizeof name, runtime);
+        int fd = rbx_open_regular(session_dirfd, name, O_RDONLY);
+        if (fd < 0)
+            continue;
+        struct stat st;
+        char text[4400];
+        ssize_t n = pread(fd, text, sizeof text - 1, 0);
+        bool held = flock(fd, LOCK_SH | LOCK_NB) != 0;
+        if (held && n > 0 && fstat(fd, &st) == 0) {
+            json_t *meta = json_loadb(text, (size_t)n, 0, NULL);
+            rbx_kernel_info *k = &info->kernels[info->kernel_count++];
+            snprintf(k->language, sizeof k->language, "%s", runtime->name);
+            k->owner_pid = (int)json_integer_value(json_object_get(meta, "pid"));
+            k->started_unix = json_integer_value(json_object_get(meta, "started"));
+            k->idle_s = session_busy ? 0 : (int64_t)time(NULL) - st.st_mtim.tv_sec;
+            const char *memory = json_string_value(json_object_get(meta, "memory"));
+            int program = (int)json_integer_value(json_object_get(meta, "program"));
+            k->memory_bytes = memory && memory[0] ? read_number(memory) : resident_bytes(program);
+            k->busy = session_busy;
+            json_decref(meta);
+        }
+        close(fd);
+    }
+}
+
+int rbx_kernels_foreign_owner(rbx_engine *engine, int session_dirfd)
+{
+    rbx_session_info info = {0};
+    rbx_kernels_describe(session_dirfd, false, &info);
+    for (size_t i = 0; i < info.kernel_count; i++)
+        if (info.kernels[i].owner_pid != (int)getpid())
+            return info.kernels[i].owner_pid;
+    (void)engine;
+    return 0;
+}
