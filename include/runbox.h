@@ -478,6 +478,12 @@ rbx_status rbx_file_list(rbx_engine *engine, const char *session_id, rbx_file_in
 rbx_status rbx_file_delete(rbx_engine *engine, const char *session_id, const char *path,
                            rbx_error *err);
 
+/* Text as JSON must carry it: a malloc'ed, NUL-terminated copy of data with
+ * every invalid UTF-8 sequence replaced by U+FFFD (*out_len excludes the
+ * NUL). What results hold is already so; front ends use it for text of
+ * their own (a client's bytes quoted in an error). */
+char *rbx_utf8_sanitize(const char *data, size_t len, size_t *out_len);
+
 #ifdef __cplusplus
 }
 #endif

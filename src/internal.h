@@ -63,6 +63,13 @@ struct rbx_engine {
     struct rbx_running *running; /* executions in progress, for cancellation */
     struct rbx_kernels *kernels; /* stateful sessions' kernels (kernels.h) */
     struct rbx_pool *pool;       /* prepared sandboxes (pool.h), or NULL */
+    /* What else holds a session's directory: its kernels, wired in here by
+     * the engine so that sessions/ need not know kernels/. */
+    struct rbx_session_holders {
+        size_t (*stop)(rbx_engine *engine, const char *session_id, const char *language);
+        void (*describe)(int session_dirfd, bool session_busy, rbx_session_info *info);
+        int (*foreign_owner)(rbx_engine *engine, int session_dirfd);
+    } session_holders;
 };
 
 /* error.c: fill err and return its status, so callers can write
@@ -147,6 +154,8 @@ bool rbx_spec_npm(const char *spec, bool allow_urls, char *out, size_t size, cha
                   size_t why_size);
 
 const rbx_runtime *rbx_runtime_find(const char *name);
+/* The languages' names, ", "-separated, into out. */
+void rbx_runtime_names(char *out, size_t size);
 /* The error for a language runbox does not have, naming those it has. */
 rbx_status rbx_unknown_language(rbx_error *err, const char *language);
 
@@ -175,8 +184,7 @@ char *rbx_capture_finish(rbx_capture *capture, const char *stream_name, uint64_t
                          size_t *len);
 void rbx_capture_free(rbx_capture *capture);
 
-/* utf8.c helpers (in capture.c): replace invalid sequences by U+FFFD. */
-char *rbx_utf8_sanitize(const char *data, size_t len, size_t *out_len);
+/* capture.c's UTF-8 helpers (rbx_utf8_sanitize is public: runbox.h). */
 /* Length of the longest prefix of data that is valid UTF-8. */
 size_t rbx_utf8_valid_prefix(const char *data, size_t len);
 /* Length of the longest prefix of data that does not end inside a

@@ -2,13 +2,33 @@
  * message on the local socket) turned into an rbx_request: every field
  * checked for its type, unknown fields refused, so that the front end
  * answers before anything runs. */
-#include "cli/cli.h"
+#include "api/form.h"
 
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+const char *api_json_type_name(const json_t *value)
+{
+    switch (json_typeof(value)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL:
+        return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "a boolean";
+    default:
+        return "null";
+    }
+}
 
 __attribute__((format(printf, 2, 3))) static bool invalid(form_error *err, const char *fmt, ...)
 {
@@ -23,7 +43,7 @@ __attribute__((format(printf, 2, 3))) static bool invalid(form_error *err, const
 static bool wrong_type(form_error *err, const char *field, const char *expected,
                        const json_t *value)
 {
-    return invalid(err, "'%s' must be %s, not %s", field, expected, cli_json_type_name(value));
+    return invalid(err, "'%s' must be %s, not %s", field, expected, api_json_type_name(value));
 }
 
 static bool out_of_memory(form_error *err)
@@ -46,24 +66,24 @@ static bool c_string(const json_t *value, const char *field, const char **out, f
     return true;
 }
 
-static bool parse_language(cli_form *form, json_t *value, form_error *err)
+static bool parse_language(api_form *form, json_t *value, form_error *err)
 {
     return c_string(value, "language", &form->request.language, err);
 }
 
-static bool parse_session_id(cli_form *form, json_t *value, form_error *err)
+static bool parse_session_id(api_form *form, json_t *value, form_error *err)
 {
     return c_string(value, "session_id", &form->request.session_id, err);
 }
 
 /* The engine judges the name (the store and the operator's allow-list). */
-static bool parse_image(cli_form *form, json_t *value, form_error *err)
+static bool parse_image(api_form *form, json_t *value, form_error *err)
 {
     return c_string(value, "image", &form->request.image, err);
 }
 
 /* code and stdin are bytes, NUL included (the engine judges code). */
-static bool parse_code(cli_form *form, json_t *value, form_error *err)
+static bool parse_code(api_form *form, json_t *value, form_error *err)
 {
     if (!json_is_string(value))
         return wrong_type(err, "code", "a string", value);
@@ -72,7 +92,7 @@ static bool parse_code(cli_form *form, json_t *value, form_error *err)
     return true;
 }
 
-static bool parse_stdin(cli_form *form, json_t *value, form_error *err)
+static bool parse_stdin(api_form *form, json_t *value, form_error *err)
 {
     if (!json_is_string(value))
         return wrong_type(err, "stdin", "a string", value);
@@ -81,7 +101,7 @@ static bool parse_stdin(cli_form *form, json_t *value, form_error *err)
     return true;
 }
 
-static bool parse_timeout(cli_form *form, json_t *value, form_error *err)
+static bool parse_timeout(api_form *form, json_t *value, form_error *err)
 {
     if (!json_is_number(value))
         return wrong_type(err, "timeout", "a number of seconds", value);
@@ -95,7 +115,7 @@ static bool parse_timeout(cli_form *form, json_t *value, form_error *err)
     return true;
 }
 
-static bool parse_memory(cli_form *form, json_t *value, form_error *err)
+static bool parse_memory(api_form *form, json_t *value, form_error *err)
 {
     if (!json_is_integer(value))
         return wrong_type(err, "memory_mb", "a whole number of MiB", value);
@@ -109,7 +129,7 @@ static bool parse_memory(cli_form *form, json_t *value, form_error *err)
     return true;
 }
 
-static bool parse_cpus(cli_form *form, json_t *value, form_error *err)
+static bool parse_cpus(api_form *form, json_t *value, form_error *err)
 {
     if (!json_is_number(value))
         return wrong_type(err, "cpus", "a number of cores", value);
@@ -123,7 +143,7 @@ static bool parse_cpus(cli_form *form, json_t *value, form_error *err)
     return true;
 }
 
-static bool parse_network(cli_form *form, json_t *value, form_error *err)
+static bool parse_network(api_form *form, json_t *value, form_error *err)
 {
     if (!json_is_boolean(value))
         return wrong_type(err, "network", "a boolean", value);
@@ -131,7 +151,7 @@ static bool parse_network(cli_form *form, json_t *value, form_error *err)
     return true;
 }
 
-static bool parse_stream(cli_form *form, json_t *value, form_error *err)
+static bool parse_stream(api_form *form, json_t *value, form_error *err)
 {
     if (!json_is_boolean(value))
         return wrong_type(err, "stream", "a boolean", value);
@@ -139,7 +159,7 @@ static bool parse_stream(cli_form *form, json_t *value, form_error *err)
     return true;
 }
 
-static bool parse_stateful(cli_form *form, json_t *value, form_error *err)
+static bool parse_stateful(api_form *form, json_t *value, form_error *err)
 {
     if (!json_is_boolean(value))
         return wrong_type(err, "stateful", "a boolean", value);
@@ -147,7 +167,7 @@ static bool parse_stateful(cli_form *form, json_t *value, form_error *err)
     return true;
 }
 
-static bool parse_trace(cli_form *form, json_t *value, form_error *err)
+static bool parse_trace(api_form *form, json_t *value, form_error *err)
 {
     if (!json_is_boolean(value))
         return wrong_type(err, "trace", "a boolean", value);
@@ -155,7 +175,7 @@ static bool parse_trace(cli_form *form, json_t *value, form_error *err)
     return true;
 }
 
-static bool parse_requirements(cli_form *form, json_t *value, form_error *err)
+static bool parse_requirements(api_form *form, json_t *value, form_error *err)
 {
     if (!json_is_array(value))
         return wrong_type(err, "requirements", "an array of strings", value);
@@ -177,7 +197,7 @@ static bool parse_requirements(cli_form *form, json_t *value, form_error *err)
 /* Only the shape is checked here: which destinations are valid is the
  * engine's to say (its message starts with "egress_allow"). An empty array
  * is kept apart from a missing field: it means nothing is reachable. */
-static bool parse_egress_allow(cli_form *form, json_t *value, form_error *err)
+static bool parse_egress_allow(api_form *form, json_t *value, form_error *err)
 {
     if (!json_is_array(value))
         return wrong_type(err, "egress_allow",
@@ -202,7 +222,7 @@ static bool parse_egress_allow(cli_form *form, json_t *value, form_error *err)
 }
 
 /* {"NAME": "value"} becomes "NAME=value" entries; the engine checks names. */
-static bool parse_env(cli_form *form, json_t *value, form_error *err)
+static bool parse_env(api_form *form, json_t *value, form_error *err)
 {
     if (!json_is_object(value))
         return wrong_type(err, "env", "an object of strings", value);
@@ -233,7 +253,7 @@ static bool parse_env(cli_form *form, json_t *value, form_error *err)
     return true;
 }
 
-typedef bool (*field_parser)(cli_form *form, json_t *value, form_error *err);
+typedef bool (*field_parser)(api_form *form, json_t *value, form_error *err);
 
 static const struct field {
     const char *name;
@@ -256,9 +276,9 @@ static const struct field {
     {"image", parse_image},
 };
 
-bool cli_form_parse(cli_form *form, json_t *body, form_error *err)
+bool api_form_parse(api_form *form, json_t *body, form_error *err)
 {
-    *form = (cli_form){.body = body, .stream = -1};
+    *form = (api_form){.body = body, .stream = -1};
     rbx_request_init(&form->request);
     const char *name;
     json_t *value;
@@ -283,7 +303,7 @@ bool cli_form_parse(cli_form *form, json_t *body, form_error *err)
     return true;
 }
 
-void cli_form_free(cli_form *form)
+void api_form_free(api_form *form)
 {
     for (size_t i = 0; form->env && i < form->request.env_count; i++)
         free(form->env[i]);

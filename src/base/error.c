@@ -1,10 +1,13 @@
-/* The bottom of the engine: how every module reports a failure, and the
- * clock they time things by. Nothing here knows the engine object, so the
+/* The bottom of the engine: how every module reports a failure, the
+ * clock they time things by, and the crash points tests stop them at. Nothing here knows the engine object, so the
  * sandbox's modules and the engine's helpers need nothing above them. */
 #include "internal.h"
 
 #include <stdarg.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 rbx_status rbx_fail(rbx_error *err, rbx_status status, const char *fmt, ...)
@@ -29,4 +32,11 @@ int64_t rbx_now_us(void)
 int64_t rbx_now_ms(void)
 {
     return rbx_now_us() / 1000;
+}
+
+void rbx_crash_point(const char *name)
+{
+    const char *at = getenv("RUNBOX_CRASH_AT");
+    if (at && !strcmp(at, name))
+        raise(SIGKILL);
 }

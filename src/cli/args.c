@@ -32,26 +32,6 @@ int cli_print_json(json_t *value)
     return rc;
 }
 
-const char *cli_json_type_name(const json_t *value)
-{
-    switch (json_typeof(value)) {
-    case JSON_OBJECT:
-        return "an object";
-    case JSON_ARRAY:
-        return "an array";
-    case JSON_STRING:
-        return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL:
-        return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "a boolean";
-    default:
-        return "null";
-    }
-}
-
 int cli_engine_error(const rbx_error *err)
 {
     char message[sizeof err->message];

@@ -3,6 +3,7 @@
 #define RBX_CLI_H
 
 #include "runbox.h"
+#include "api/form.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -67,9 +68,6 @@ int cli_usage_error(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Prints value as one line of JSON on stdout and releases it; returns an exit code. */
 int cli_print_json(json_t *value);
-/* "an object", "a string", ...: what a JSON value is, for error messages
- * of the front ends that parse JSON (HTTP, MCP). */
-const char *cli_json_type_name(const json_t *value);
 
 /* Maps an engine error to an exit code after printing it. */
 int cli_engine_error(const rbx_error *err);
@@ -84,26 +82,6 @@ int cli_parse_seconds(const char *text, double *seconds);
 /* Reads a whole file (or stdin for "-") up to limit bytes. */
 int cli_read_file(const char *path, size_t limit, char **data, size_t *len, char *why,
                   size_t why_size);
-
-/* form.c: an execute request as JSON (HTTP's body, the local socket's
- * messages) turned into an rbx_request; the request's strings point into
- * body, which the form owns from then on (also on failure). */
-typedef struct cli_form {
-    json_t *body;
-    rbx_request request;
-    char **env; /* "NAME=value" entries, owned */
-    const char **requirements;
-    const char **egress_allow; /* the strings point into body */
-    int stream;                /* the "stream" field (HTTP): -1 when not given */
-} cli_form;
-
-typedef struct form_error {
-    char message[600];
-    bool no_memory; /* else the request was at fault */
-} form_error;
-
-bool cli_form_parse(cli_form *form, json_t *body, form_error *err);
-void cli_form_free(cli_form *form);
 
 int cli_run(cli_globals *globals, int argc, char **argv);
 int cli_sessions(cli_globals *globals, int argc, char **argv);

@@ -225,6 +225,9 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
         engine->config.output_cap_bytes = 64;
     engine->is_root = geteuid() == 0;
     engine->kernels = rbx_kernels_new();
+    engine->session_holders.stop = rbx_kernels_stop_session;
+    engine->session_holders.describe = rbx_kernels_describe;
+    engine->session_holders.foreign_owner = rbx_kernels_foreign_owner;
     pthread_mutex_init(&engine->running_lock, NULL);
     engine->sessions_fd = engine->session_trash_fd = engine->scratch_fd = engine->trash_fd = -1;
 
@@ -267,7 +270,8 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
         rbx_engine_free(engine);
         return NULL;
     }
-    if (rbx_storage_open(engine, err) != RBX_OK) {
+    if (rbx_storage_open(engine, err) != RBX_OK ||
+        rbx_migrate_old_sessions(engine, err) != RBX_OK) {
         rbx_engine_free(engine);
         return NULL;
     }
@@ -356,11 +360,4 @@ void rbx_engine_fingerprint(const rbx_engine *engine, char out[17])
 const rbx_config *rbx_engine_config(const rbx_engine *engine)
 {
     return &engine->config;
-}
-
-void rbx_crash_point(const char *name)
-{
-    const char *at = getenv("RUNBOX_CRASH_AT");
-    if (at && !strcmp(at, name))
-        raise(SIGKILL);
 }

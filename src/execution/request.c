@@ -59,25 +59,6 @@ static rbx_status validate_env(const rbx_request *request, rbx_error *err)
     return RBX_OK;
 }
 
-static void list_languages(char *out, size_t size)
-{
-    size_t used = 0;
-    out[0] = 0;
-    for (size_t i = 0; i < rbx_runtime_count() && used < size; i++)
-        used +=
-            (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", rbx_runtime_name(i));
-}
-
-rbx_status rbx_unknown_language(rbx_error *err, const char *language)
-{
-    char names[128];
-    list_languages(names, sizeof names);
-    return rbx_fail(err, RBX_EINVAL,
-                    "unknown language '%.32s' (accepted: %s, and aliases py, python3, js, "
-                    "node, nodejs, sh, shell)",
-                    language, names);
-}
-
 /* The request's narrowing of the egress policy, checked before anything
  * runs (the network may be off: a wrong list is wrong anyway). */
 static rbx_status validate_egress(const rbx_request *request, rbx_error *err)
@@ -97,7 +78,7 @@ rbx_status rbx_request_validate(const rbx_engine *engine, const rbx_request *req
     const rbx_config *config = &engine->config;
     if (!request->language || !*request->language) {
         char names[128];
-        list_languages(names, sizeof names);
+        rbx_runtime_names(names, sizeof names);
         return rbx_fail(err, RBX_EINVAL, "no language given (accepted: %s)", names);
     }
     *runtime = rbx_runtime_find(request->language);

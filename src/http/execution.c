@@ -40,7 +40,7 @@ execution *http_execution_new(http_request *req, json_t *body, http_error *err)
         return NULL;
     }
     form_error why;
-    if (!cli_form_parse(&ex->form, body, &why)) {
+    if (!api_form_parse(&ex->form, body, &why)) {
         if (why.no_memory)
             http_error_set(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "system_error", "%s", why.message);
         else
@@ -251,7 +251,7 @@ void http_execution_free(execution *ex)
         close(ex->cancel_read);
     free(ex->result);
     free(ex->kernel_cwd);
-    cli_form_free(&ex->form);
+    api_form_free(&ex->form);
     http_queue_destroy(&ex->events);
     free(ex);
 }

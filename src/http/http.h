@@ -360,7 +360,7 @@ char *http_stream_frame(stream_format format, const char *type, const char *json
 /* stream.c: the streaming reply of an execution (which it then owns). */
 enum MHD_Result http_stream_reply(http_request *req, execution *ex);
 
-/* The body of POST /v1/execute is parsed by the CLI's cli_form (form.c),
+/* The body of POST /v1/execute is parsed by the CLI's api_form (form.c),
  * which the local socket shares. */
 
 /* execution.c: one execution's life on the server. */
@@ -376,7 +376,7 @@ struct execution {
     struct MHD_Connection *connection;
     int client_fd;        /* watched for the client going away */
     uint64_t *bytes_sent; /* the request's count, for the access log */
-    cli_form form;
+    api_form form;
     stream_format format;
     const stream_dialect *dialect;           /* NULL: runbox's own events */
     char *kernel_cwd;                        /* the request's, owned */

@@ -249,3 +249,22 @@ void rbx_runtime_env_bind(const rbx_runtime *runtime, const char *env_path, char
     if (runtime->env_interpreter)
         *interpreter = runtime->env_interpreter;
 }
+
+void rbx_runtime_names(char *out, size_t size)
+{
+    size_t used = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < rbx_runtime_count() && used < size; i++)
+        used +=
+            (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", rbx_runtime_name(i));
+}
+
+rbx_status rbx_unknown_language(rbx_error *err, const char *language)
+{
+    char names[128];
+    rbx_runtime_names(names, sizeof names);
+    return rbx_fail(err, RBX_EINVAL,
+                    "unknown language '%.32s' (accepted: %s, and aliases py, python3, js, "
+                    "node, nodejs, sh, shell)",
+                    language, names);
+}

@@ -304,11 +304,11 @@ static void execute(local_server *server, int fd, json_t *message)
         json_object_set_new(body, "code", code);
         json_object_del(body, "code_bytes");
     }
-    cli_form form;
+    api_form form;
     form_error why;
-    if (!cli_form_parse(&form, body, &why)) {
+    if (!api_form_parse(&form, body, &why)) {
         send_error(fd, why.no_memory ? RBX_ESYSTEM : RBX_EINVAL, why.message);
-        cli_form_free(&form);
+        api_form_free(&form);
         return;
     }
     /* The client hanging up makes its socket readable: the run stops. */
@@ -324,7 +324,7 @@ static void execute(local_server *server, int fd, json_t *message)
         free(line);
         rbx_result_free(&result);
     }
-    cli_form_free(&form);
+    api_form_free(&form);
 }
 
 static void restart_or_remove(local_server *server, int fd, json_t *message, bool remove)

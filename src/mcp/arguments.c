@@ -51,7 +51,7 @@ static bool check_value(const char *name, const json_t *schema, const json_t *va
     const char *type = json_string_value(json_object_get(schema, "type"));
     if (type && !has_type(value, type)) {
         snprintf(why, size, "argument '%s' must be %s%s, not %s", name,
-                 strchr("aeiou", type[0]) ? "an " : "a ", type, cli_json_type_name(value));
+                 strchr("aeiou", type[0]) ? "an " : "a ", type, api_json_type_name(value));
         return false;
     }
     /* No runtime reads past a NUL byte, and no session id holds one. */

@@ -123,12 +123,12 @@ rbx_status rbx_net_helper_start(pid_t sandbox_pid, rbx_net_helper *helper, rbx_e
         pthread_once(&helper_ns_once, start_helper_ns);
         if (helper_ns < 0)
             rc = helper_ns_error ? helper_ns_error : EINVAL;
-        else if (rbx_template_enter(helper_ns, &ns) != 0)
+        else if (rbx_mount_ns_enter(helper_ns, &ns) != 0)
             rc = errno;
     }
     if (rc == 0)
         rc = rbx_spawn_helper(RBX_SLIRP4NETNS, argv, envp, pass, 2, &pid);
-    rbx_template_leave(&ns);
+    rbx_mount_ns_leave(&ns);
     close(ready[1]);
     close(quit[0]);
     if (rc != 0) {

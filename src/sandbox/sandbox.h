@@ -65,11 +65,7 @@ void rbx_sandbox_close(rbx_sandbox *sandbox);
  * the sandbox has no policy). */
 void rbx_sandbox_egress_report(rbx_sandbox *sandbox, struct rbx_egress_report *report);
 
-/* Credentials in the child, as raw system calls: glibc's setresuid() and
- * setgroups() signal every thread the parent had, which a copy of a
- * multi-threaded server does not have, and would wait forever. */
-int rbx_setgroups_none(void);
-int rbx_setresgid_uid(unsigned id); /* setresgid(id x3) then setresuid(id x3) */
+#include "sandbox/credentials.h"
 
 /* supervise.c */
 typedef struct rbx_watch {

@@ -90,18 +90,6 @@ static int arrange_fds(const child_plan *plan)
     return syscall(SYS_close_range, 5, ~0U, 0) == 0 ? 0 : -1;
 }
 
-int rbx_setgroups_none(void)
-{
-    return (int)syscall(SYS_setgroups, 0, NULL);
-}
-
-int rbx_setresgid_uid(unsigned id)
-{
-    if (syscall(SYS_setresgid, id, id, id) != 0)
-        return -1;
-    return (int)syscall(SYS_setresuid, id, id, id);
-}
-
 /* The bounding and ambient sets go first, while CAP_SETPCAP is still held;
  * the remaining sets are cleared once the credentials are switched. */
 static int drop_bounding_set(void)
@@ -580,7 +568,7 @@ static pid_t clone_init(child_plan *plan, int *pidfd, int cgroup_dirfd)
     /* In the prepared namespace for the clone alone: the sandbox's mount
      * namespace is a copy of it, not of the host's. */
     rbx_ns_switch ns = {0};
-    if (plan->spec->template_ns >= 0 && rbx_template_enter(plan->spec->template_ns, &ns) != 0)
+    if (plan->spec->template_ns >= 0 && rbx_mount_ns_enter(plan->spec->template_ns, &ns) != 0)
         return -1;
     owner_switch owner = {0};
     pid_t pid = -1;
@@ -590,7 +578,7 @@ static pid_t clone_init(child_plan *plan, int *pidfd, int cgroup_dirfd)
             _exit(sandbox_init(plan));
         restore_owner(&owner);
     }
-    rbx_template_leave(&ns);
+    rbx_mount_ns_leave(&ns);
     return pid;
 }
 

@@ -189,50 +189,6 @@ void rbx_template_free(rbx_template *t)
     t->ns_fd = -1;
 }
 
-/* A thread may change namespaces only with a file-system context of its
- * own (root, cwd, umask), which every thread of a process shares unless it
- * unshares it: once per thread. */
-static __thread bool fs_private;
-
-int rbx_template_enter(int ns_fd, rbx_ns_switch *saved)
-{
-    saved->active = false;
-    if (!fs_private) {
-        if (unshare(CLONE_FS) != 0)
-            return -1;
-        fs_private = true;
-    }
-    saved->cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    saved->home_ns = open("/proc/thread-self/ns/mnt", O_RDONLY | O_CLOEXEC);
-    if (saved->home_ns < 0 || setns(ns_fd, CLONE_NEWNS) != 0) {
-        int error = errno;
-        if (saved->cwd >= 0)
-            close(saved->cwd);
-        if (saved->home_ns >= 0)
-            close(saved->home_ns);
-        errno = error;
-        return -1;
-    }
-    saved->active = true;
-    return 0;
-}
-
-void rbx_template_leave(rbx_ns_switch *saved)
-{
-    if (!saved->active)
-        return;
-    int error = errno;
-    /* Back where the thread was: its namespace (and so its root), then its
-     * working directory, which setns moved to the namespace's root. */
-    (void)setns(saved->home_ns, CLONE_NEWNS);
-    if (saved->cwd >= 0 && fchdir(saved->cwd) != 0)
-        (void)!chdir("/");
-    if (saved->cwd >= 0)
-        close(saved->cwd);
-    close(saved->home_ns);
-    saved->active = false;
-    errno = error;
-}
 
 /* A copy of the mount at path, detached from every namespace, private,
  * with attrs set. The last component is never a link. */
@@ -297,7 +253,7 @@ int rbx_template_replace_home(int pidfd, const char *host_dir)
     /* setns with a pidfd and CLONE_NEWNS joins that process's mount
      * namespace alone; the thread's root becomes the sandbox's root. */
     rbx_ns_switch saved;
-    int rc = rbx_template_enter(pidfd, &saved);
+    int rc = rbx_mount_ns_enter(pidfd, &saved);
     if (rc == 0) {
         /* Detached, not stacked: the sandbox's mount table then looks as
          * a cold start's would. The program's cwd keeps the old one alive
@@ -307,7 +263,7 @@ int rbx_template_replace_home(int pidfd, const char *host_dir)
         if (rc == 0)
             rc = (int)syscall(SYS_move_mount, tree, "", AT_FDCWD, RBX_SANDBOX_HOME,
                               MOVE_MOUNT_F_EMPTY_PATH);
-        rbx_template_leave(&saved);
+        rbx_mount_ns_leave(&saved);
     }
     int error = errno;
     close(tree);

@@ -34,14 +34,7 @@ typedef struct rbx_template {
 int rbx_template_ready(rbx_template *t, const rbx_root_plan *plan);
 void rbx_template_free(rbx_template *t);
 
-/* The calling thread steps into the namespace and back, around a clone. */
-typedef struct rbx_ns_switch {
-    bool active;
-    int home_ns, cwd;
-} rbx_ns_switch;
-
-int rbx_template_enter(int ns_fd, rbx_ns_switch *saved);
-void rbx_template_leave(rbx_ns_switch *saved);
+#include "sandbox/mount_ns.h"
 
 /* Parent side: the request's host directories as detached mounts, with
  * their attributes set, for the child to move into place (the child, in a

@@ -120,8 +120,8 @@ static rbx_status migrate_one(rbx_engine *engine, int old_fd, const char *old_pa
     return status;
 }
 
-rbx_status rbx_migrate_sessions(rbx_engine *engine, int old_fd, const char *old_path,
-                                rbx_error *err)
+static rbx_status migrate_sessions(rbx_engine *engine, int old_fd, const char *old_path,
+                                  rbx_error *err)
 {
     int fd = fcntl(old_fd, F_DUPFD_CLOEXEC, 0);
     DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
@@ -154,5 +154,29 @@ rbx_status rbx_migrate_sessions(rbx_engine *engine, int old_fd, const char *old_
                               ids[i], old_path, ids[i], strerror(errno));
     }
     free(ids);
+    return status;
+}
+
+rbx_status rbx_migrate_old_sessions(rbx_engine *engine, rbx_error *err)
+{
+    int state_fd = open(engine->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (state_fd < 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot open %s: %s", engine->state_dir,
+                        strerror(errno));
+    int lock = rbx_lock_dir(state_fd);
+    rbx_status status = RBX_OK;
+    int old = openat(state_fd, RBX_OLD_SESSIONS, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (old >= 0) {
+        char old_path[4300];
+        snprintf(old_path, sizeof old_path, "%s/" RBX_OLD_SESSIONS, engine->state_dir);
+        status = migrate_sessions(engine, old, old_path, err);
+        close(old);
+        /* Whatever else it held (no session) stays for the operator. */
+        if (status == RBX_OK)
+            (void)unlinkat(state_fd, RBX_OLD_SESSIONS, AT_REMOVEDIR);
+    }
+    if (lock >= 0)
+        close(lock);
+    close(state_fd);
     return status;
 }

@@ -4,7 +4,6 @@
  * state directory. Removal renames the session into trash/ while holding
  * the lock, then deletes it without following links. */
 #include "internal.h"
-#include "kernels/kernels.h"
 #include "sessions/storage.h"
 
 #include <dirent.h>
@@ -53,6 +52,26 @@ void rbx_session_id_new(char *id)
     int at = snprintf(id, RBX_SESSION_ID_MAX + 1, "rbx-");
     for (size_t i = 0; i < sizeof bytes; i++)
         at += snprintf(id + at, (size_t)(RBX_SESSION_ID_MAX + 1 - at), "%02x", bytes[i]);
+}
+
+/* The session's kernels, through what the engine wired in (see struct
+ * rbx_engine's session_holders): none when nothing was. */
+static size_t stop_holders(rbx_engine *engine, const char *id, const char *language)
+{
+    return engine->session_holders.stop ? engine->session_holders.stop(engine, id, language) : 0;
+}
+
+static int foreign_holder(rbx_engine *engine, int dir)
+{
+    return engine->session_holders.foreign_owner
+               ? engine->session_holders.foreign_owner(engine, dir)
+               : 0;
+}
+
+static void describe_holders(rbx_engine *engine, int dir, bool busy, rbx_session_info *info)
+{
+    if (engine->session_holders.describe)
+        engine->session_holders.describe(dir, busy, info);
 }
 
 static rbx_status bad_id(rbx_error *err)
@@ -259,8 +278,8 @@ rbx_status rbx_session_remove(rbx_engine *engine, const char *id, double wait_s,
         return status;
     /* Its kernels go first (they have its directory as their home); one
      * that another runbox process holds is that process's to stop. */
-    rbx_kernels_stop_session(engine, id, NULL);
-    int owner = rbx_kernels_foreign_owner(engine, dir);
+    stop_holders(engine, id, NULL);
+    int owner = foreign_holder(engine, dir);
     if (owner)
         status = rbx_fail(err, RBX_EBUSY,
                           "session %s has a kernel in another runbox process (pid %d): remove it "
@@ -306,7 +325,7 @@ rbx_status rbx_session_info_get(rbx_engine *engine, const char *id, rbx_session_
         close(lock);
     info->created_unix = read_created(dir);
     info->disk_bytes = rbx_storage_usage(engine, dir);
-    rbx_kernels_describe(dir, info->running, info);
+    describe_holders(engine, dir, info->running, info);
     close(dir);
     return RBX_OK;
 }
@@ -411,8 +430,8 @@ rbx_status rbx_session_restart(rbx_engine *engine, const char *id, const char *l
         return errno == ENOENT
                    ? rbx_fail(err, RBX_ENOENT, "no session %s", id)
                    : rbx_fail(err, RBX_ESYSTEM, "cannot open session %s: %s", id, strerror(errno));
-    *stopped = rbx_kernels_stop_session(engine, id, canonical);
-    int owner = rbx_kernels_foreign_owner(engine, dir);
+    *stopped = stop_holders(engine, id, canonical);
+    int owner = foreign_holder(engine, dir);
     close(dir);
     if (owner)
         return rbx_fail(err, RBX_EBUSY,

@@ -43,7 +43,7 @@
 #include <unistd.h>
 
 #define IMAGE "sessions.img"
-#define OLD_SESSIONS "sessions.v1" /* the earlier layout's sessions, while they move */
+#define OLD_SESSIONS RBX_OLD_SESSIONS
 #define MKFS_BTRFS_PATHS                                                                           \
     {                                                                                              \
         "/usr/sbin/mkfs.btrfs", "/sbin/mkfs.btrfs", "/usr/bin/mkfs.btrfs"                          \
@@ -357,16 +357,6 @@ rbx_status rbx_storage_open(rbx_engine *engine, rbx_error *err)
     }
     if (status == RBX_OK)
         status = open_fds(engine, state_fd, err);
-    int old = status == RBX_OK ? open_dir_at(state_fd, OLD_SESSIONS) : -1;
-    if (old >= 0) {
-        char old_path[4300];
-        snprintf(old_path, sizeof old_path, "%s/" OLD_SESSIONS, engine->state_dir);
-        status = rbx_migrate_sessions(engine, old, old_path, err);
-        close(old);
-        /* Whatever else it held (no session) stays for the operator. */
-        if (status == RBX_OK)
-            (void)unlinkat(state_fd, OLD_SESSIONS, AT_REMOVEDIR);
-    }
     if (lock >= 0)
         close(lock);
     close(state_fd);

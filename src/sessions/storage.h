@@ -49,11 +49,16 @@ void rbx_scratch_remove(rbx_engine *engine, rbx_scratch *scratch);
  * made or half removed sessions, scratch space. */
 void rbx_storage_sweep(rbx_engine *engine);
 
+/* The earlier layout's sessions, while they move (storage.c puts them
+ * there when it finds them where sessions/ now is). */
+#define RBX_OLD_SESSIONS "sessions.v1"
+
 /* migrate.c: moves the sessions of a state directory of the earlier layout
- * (one loop-mounted ext4 image per session, or plain directories) from
- * old_fd into the storage. Each session goes whole or not at all, and a
- * migration cut short resumes where it stopped. */
-rbx_status rbx_migrate_sessions(rbx_engine *engine, int old_fd, const char *old_path,
-                                rbx_error *err);
+ * (one loop-mounted ext4 image per session, or plain directories) into the
+ * storage, which rbx_storage_open made. Each session goes whole or not at
+ * all, and a migration cut short resumes where it stopped; runbox
+ * processes sharing the state directory take turns (its lock), so the
+ * second finds nothing left to move. */
+rbx_status rbx_migrate_old_sessions(rbx_engine *engine, rbx_error *err);
 
 #endif
