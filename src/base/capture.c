@@ -1,7 +1,8 @@
 /* Bounded capture of a program's output: the head and the tail of each
  * stream are kept, whatever the program prints, so memory stays bounded and
  * the agent still sees how the output began and how it ended. */
-#include "internal.h"
+#include "base/capture.h"
+#include "runbox.h"
 
 #include <stdio.h>
 #include <stdlib.h>

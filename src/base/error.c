@@ -1,7 +1,8 @@
 /* The bottom of the engine: how every module reports a failure, the
  * clock they time things by, and the crash points tests stop them at. Nothing here knows the engine object, so the
  * sandbox's modules and the engine's helpers need nothing above them. */
-#include "internal.h"
+#include "base/error.h"
+#include "runbox.h"
 
 #include <stdarg.h>
 #include <signal.h>

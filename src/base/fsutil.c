@@ -2,7 +2,7 @@
  * plant links anywhere in its session; every walk here goes through openat()
  * with O_NOFOLLOW from a directory fd, so a link is removed or counted as a
  * link, never entered (the Judge0 escapes, CVE-2024-28185/28189). */
-#include "internal.h"
+#include "base/fsutil.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* Host helper programs (mkfs for session disks, slirp4netns for the
  * network): started the one same way, quiet, with only the descriptors
  * they are given. */
-#include "internal.h"
+#include "base/fsutil.h"
 
 #include <fcntl.h>
 #include <spawn.h>

@@ -2,6 +2,11 @@
  * a table of slots (guards and queries in flight) named in epoll by index
  * and generation, so that an event of a slot freed meanwhile is ignored. */
 #include "egress/dns.h"
+#include "base/error.h"
+#include "egress/policy.h"
+#include "egress/rules.h"
+#include "kernels/wire.h"
+#include "runbox.h"
 
 #include <arpa/inet.h>
 #include <arpa/nameser.h>

@@ -11,7 +11,10 @@
 #ifndef RBX_EGRESS_DNS_H
 #define RBX_EGRESS_DNS_H
 
+#include "egress/policy.h"
 #include "egress/rules.h"
+#include "kernels/wire.h"
+#include "runbox.h"
 
 typedef struct rbx_egress_guard rbx_egress_guard;
 

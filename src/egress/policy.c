@@ -2,6 +2,8 @@
  * judging names. Enforcement is in sandbox/egress_rules.c (addresses) and
  * sandbox/egress_dns.c (names). */
 #include "egress/policy.h"
+#include "base/error.h"
+#include "runbox.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>

@@ -7,9 +7,8 @@
 #ifndef RBX_EGRESS_H
 #define RBX_EGRESS_H
 
-#include "internal.h"
-
 #include <netinet/in.h>
+#include "runbox.h"
 
 /* An address range: family AF_INET or AF_INET6, address in network order. */
 typedef struct rbx_cidr {

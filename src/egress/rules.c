@@ -1,6 +1,10 @@
 /* The egress policy's nftables rules (egress_rules.h), built with libnftnl
  * and sent over a netlink socket of the sandbox's namespace. */
 #include "egress/rules.h"
+#include "base/error.h"
+#include "egress/policy.h"
+#include "kernels/wire.h"
+#include "runbox.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

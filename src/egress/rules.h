@@ -17,6 +17,7 @@
 #define RBX_EGRESS_RULES_H
 
 #include "egress/policy.h"
+#include "runbox.h"
 
 /* What the policy refused, for the result. */
 typedef struct rbx_egress_report {

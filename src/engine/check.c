@@ -1,9 +1,16 @@
 /* runbox check: probes what this host lets runbox guarantee, in words. */
+#include "base/error.h"
 #include "egress/policy.h"
-#include "internal.h"
+#include "engine/engine.h"
+#include "execution/given.h"
 #include "execution/policy.h"
-#include "sandbox/sandbox.h"
+#include "images/roots.h"
+#include "languages/runtime.h"
+#include "runbox.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/net.h"
 #include "sandbox/seccomp.h"
+#include "sandbox/uids.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

@@ -1,13 +1,15 @@
 /* The engine object: operator configuration and the state directory. */
+#include "engine/engine.h"
+#include "base/error.h"
+#include "base/fsutil.h"
 #include "egress/policy.h"
-#include "internal.h"
-#include "kernels/kernels.h"
 #include "execution/policy.h"
+#include "images/roots.h"
+#include "kernels/kernels.h"
 #include "pool/pool.h"
+#include "runbox.h"
 #include "sandbox/cgroup.h"
-#include "sandbox/mount.h"
 #include "sandbox/net.h"
-#include "sandbox/template.h"
 #include "sessions/storage.h"
 
 #include <errno.h>
@@ -360,4 +362,11 @@ void rbx_engine_fingerprint(const rbx_engine *engine, char out[17])
 const rbx_config *rbx_engine_config(const rbx_engine *engine)
 {
     return &engine->config;
+}
+
+rbx_status rbx_storage_unmount(rbx_engine *engine, rbx_error *err)
+{
+    /* The prepared namespaces pinned for this state directory go too. */
+    rbx_roots_unpin(engine);
+    return rbx_sessions_unmount(engine, err);
 }

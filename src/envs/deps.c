@@ -9,8 +9,12 @@
  * directory that is renamed into place only when it succeeded: a failed or
  * interrupted install leaves nothing half-made behind. */
 #include "envs/deps.h"
-
-#include "sandbox/sandbox.h"
+#include "base/error.h"
+#include "base/fsutil.h"
+#include "engine/engine.h"
+#include "images/roots.h"
+#include "languages/runtime.h"
+#include "runbox.h"
 
 #include <ctype.h>
 #include <dirent.h>

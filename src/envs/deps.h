@@ -2,7 +2,9 @@
 #ifndef RBX_DEPS_H
 #define RBX_DEPS_H
 
-#include "internal.h"
+#include "images/roots.h"
+#include "languages/runtime.h"
+#include "runbox.h"
 
 #define RBX_SPEC_MAX 200
 #define RBX_ENV_META ".runbox-env.json"

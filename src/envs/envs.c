@@ -2,7 +2,11 @@
  * recently used first when their total size is over the cap. An
  * environment in use (its .use file locked by an execution) is never
  * removed. */
+#include "base/error.h"
+#include "base/fsutil.h"
+#include "engine/engine.h"
 #include "envs/deps.h"
+#include "runbox.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,10 +1,20 @@
 /* Installing an environment: the runtime's installer runs in a sandbox of
  * its own, with only the new environment's directory writable and its own
  * network setting, then the directory is renamed into place. */
-#include "envs/deps.h"
+#include "base/capture.h"
+#include "base/error.h"
+#include "base/fsutil.h"
 #include "egress/policy.h"
 #include "egress/rules.h"
+#include "engine/engine.h"
+#include "envs/deps.h"
+#include "images/roots.h"
+#include "languages/runtime.h"
+#include "runbox.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/net.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/uids.h"
 
 #include <errno.h>
 #include <fcntl.h>

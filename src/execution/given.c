@@ -3,10 +3,17 @@
  * reads it, its limits and whether it has the network; and the result's
  * account of what its egress policy refused. A module of its own below the
  * flow, the pool and the kernels, which all use it. */
-#include "internal.h"
+#include "execution/given.h"
+#include "base/error.h"
+#include "base/trace.h"
 #include "egress/rules.h"
+#include "engine/engine.h"
+#include "runbox.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/mount.h"
 #include "sandbox/net.h"
 #include "sandbox/sandbox.h"
+#include "sessions/session.h"
 
 #include <stdio.h>
 #include <stdlib.h>

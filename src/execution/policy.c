@@ -1,5 +1,7 @@
 /* Deny patterns. See policy.h. */
 #include "execution/policy.h"
+#include "base/error.h"
+#include "runbox.h"
 
 #include <ctype.h>
 #include <errno.h>

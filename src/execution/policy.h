@@ -1,11 +1,10 @@
+#include "runbox.h"
 /* The operator's policy hook: deny patterns per language, checked before a
  * request runs. This is a convenience for refusing the unmistakable (a
  * shell fork bomb, rm -rf /); isolation, not pattern matching, is the
  * security boundary. */
 #ifndef RBX_POLICY_H
 #define RBX_POLICY_H
-
-#include "internal.h"
 
 typedef struct rbx_policy rbx_policy;
 

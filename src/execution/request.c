@@ -1,6 +1,11 @@
 /* Validation of a request, before anything touches the disk or spawns. */
-#include "internal.h"
+#include "execution/request.h"
+#include "base/capture.h"
+#include "base/error.h"
 #include "egress/policy.h"
+#include "engine/engine.h"
+#include "languages/runtime.h"
+#include "runbox.h"
 
 #include <math.h>
 #include <stdio.h>

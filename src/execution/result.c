@@ -1,11 +1,11 @@
 /* Rendering results and streaming events as JSON. The field names are a
  * contract: the CLI, the HTTP and MCP servers and the clients all emit
  * exactly this object. */
-#include "internal.h"
 
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include "runbox.h"
 
 static json_t *text(const char *data, size_t len)
 {

@@ -1,14 +1,27 @@
 /* One execution, in the order the product promises: validate the request,
  * take the session, start the sandbox, watch it, classify what happened,
  * release the session. Nothing of the code runs before its syntax passed. */
-#include "envs/deps.h"
+#include "base/capture.h"
+#include "base/error.h"
+#include "base/trace.h"
 #include "egress/policy.h"
-#include "kernels/kernels.h"
+#include "engine/engine.h"
+#include "envs/deps.h"
+#include "execution/given.h"
 #include "execution/policy.h"
+#include "execution/request.h"
+#include "flow/running.h"
+#include "images/roots.h"
+#include "kernels/kernels.h"
+#include "languages/classify.h"
+#include "languages/runtime.h"
 #include "pool/pool.h"
-#include "egress/rules.h"
+#include "runbox.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/net.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/template.h"
+#include "sessions/session.h"
 #include "sessions/storage.h"
 
 #include <errno.h>

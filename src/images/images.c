@@ -1,9 +1,14 @@
 /* The image store (see images.h): names, content addresses, building with
  * mmdebstrap, importing with image_unpack.c, listing and removal. */
 #include "images/images.h"
-#include "images/unpack.h"
-#include "internal.h"
+#include "base/error.h"
+#include "base/fsutil.h"
 #include "base/owner.h"
+#include "engine/engine.h"
+#include "images/unpack.h"
+#include "languages/runtime.h"
+#include "runbox.h"
+#include "sessions/session.h"
 
 #include <dirent.h>
 #include <errno.h>

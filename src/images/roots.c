@@ -5,10 +5,15 @@
  * copied. The default root is made when the engine starts; another is
  * made when a request first names its image, up to RBX_ROOTS_MAX, and kept
  * until the engine ends. */
+#include "images/roots.h"
+#include "base/error.h"
+#include "engine/engine.h"
 #include "images/images.h"
-#include "internal.h"
+#include "languages/runtime.h"
+#include "runbox.h"
 #include "sandbox/mount.h"
 #include "sandbox/template.h"
+#include "sandbox/template_pin.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -214,4 +219,11 @@ const char *rbx_root_template_why(rbx_root *root, bool is_root)
     const char *why = ns >= 0 ? NULL : root->template->why;
     pthread_mutex_unlock(&root->template_lock);
     return why;
+}
+
+void rbx_roots_unpin(rbx_engine *engine)
+{
+    for (size_t i = 0; i < engine->root_count; i++)
+        if (engine->roots[i]->template)
+            rbx_template_unpin(engine->roots[i]->template->pin_dir, NULL);
 }

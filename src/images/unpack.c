@@ -19,7 +19,10 @@
  * A refusal leaves what was written so far inside the root, which the
  * caller removes whole; nothing is ever written outside it. */
 #include "images/unpack.h"
-#include "internal.h"
+#include "base/error.h"
+#include "base/fsutil.h"
+#include "kernels/wire.h"
+#include "runbox.h"
 
 #include <archive.h>
 #include <archive_entry.h>

@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include "runbox.h"
 
 typedef struct rbx_unpack_limits {
     uint64_t max_bytes;   /* total of regular files' sizes, every layer counted */

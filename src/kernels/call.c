@@ -2,8 +2,19 @@
  * stdout and stderr, the driver's channel, init's pidfd, the caller's
  * cancel and the deadline. */
 #include "kernels/call.h"
+#include "base/capture.h"
+#include "base/error.h"
+#include "base/trace.h"
+#include "engine/engine.h"
+#include "execution/given.h"
+#include "kernels/kernels.h"
 #include "kernels/wire.h"
+#include "languages/classify.h"
+#include "runbox.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/kernel.h"
 #include "sandbox/output.h"
+#include "sandbox/sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -8,7 +8,11 @@
 
 #include "egress/policy.h"
 #include "kernels/kernels.h"
+#include "languages/runtime.h"
+#include "runbox.h"
+#include "sandbox/cgroup.h"
 #include "sandbox/kernel.h"
+#include "sandbox/sandbox.h"
 #include "sessions/storage.h"
 
 /* A kernel, as kernels.c keeps it. */

@@ -1,8 +1,19 @@
 /* Stateful sessions: the engine's kernels (see kernels.h). The registry and
  * each kernel's life are here; a call on a kernel is in kernel_call.c. */
 #include "kernels/kernels.h"
+#include "base/error.h"
+#include "base/fsutil.h"
+#include "egress/policy.h"
+#include "engine/engine.h"
+#include "execution/given.h"
+#include "images/roots.h"
 #include "kernels/call.h"
+#include "languages/runtime.h"
+#include "runbox.h"
+#include "sandbox/cgroup.h"
 #include "sandbox/kernel.h"
+#include "sandbox/net.h"
+#include "sandbox/sandbox.h"
 #include "sessions/storage.h"
 
 #include <dirent.h>

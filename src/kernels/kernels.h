@@ -14,9 +14,11 @@
 #ifndef RBX_KERNELS_H
 #define RBX_KERNELS_H
 
-#include "envs/deps.h"
-#include "internal.h"
 #include "base/trace.h"
+#include "envs/deps.h"
+#include "languages/runtime.h"
+#include "runbox.h"
+#include "sessions/session.h"
 
 #include <pthread.h>
 

@@ -1,5 +1,7 @@
 /* What runbox speaks with a kernel's driver (see kernel_wire.h). */
 #include "kernels/wire.h"
+#include "languages/runtime.h"
+#include "runbox.h"
 
 #include <stdio.h>
 #include <stdlib.h>

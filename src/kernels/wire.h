@@ -12,7 +12,7 @@
 #ifndef RBX_KERNEL_WIRE_H
 #define RBX_KERNEL_WIRE_H
 
-#include "internal.h"
+#include "languages/runtime.h"
 
 #include <jansson.h>
 

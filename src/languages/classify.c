@@ -2,7 +2,8 @@
  * facts first (timeout, memory limit, syntax check, exit status) and from
  * the language's own uncaught-error report second. A program that exits 0
  * has no error, whatever it printed. */
-#include "internal.h"
+#include "languages/classify.h"
+#include "languages/runtime.h"
 
 #include <ctype.h>
 #include <stdlib.h>

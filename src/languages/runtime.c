@@ -18,7 +18,9 @@
  * "W", once its interpreter is up and about to wait for the code, so the
  * pool offers only sandboxes that have paid their interpreter's start (an
  * image's Node.js takes 100 ms and more to start, the host's 25). */
-#include "internal.h"
+#include "languages/runtime.h"
+#include "base/error.h"
+#include "runbox.h"
 #include "sandbox/mount.h"
 
 #include <stdio.h>

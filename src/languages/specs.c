@@ -3,7 +3,7 @@
  * name@range), and its normalized form. Pure text checks: the languages'
  * table points at them, and the environments (envs/) use them, so they sit
  * with the languages, below both. */
-#include "internal.h"
+#include "languages/runtime.h"
 
 #include <ctype.h>
 #include <stdio.h>

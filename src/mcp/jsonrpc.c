@@ -1,7 +1,7 @@
 /* JSON-RPC 2.0 as MCP uses it: one object per line, no batches (MCP
  * 2025-06-18 removed them), ids that are strings or numbers and come back
  * exactly as sent, with their type. */
-#include "internal.h"
+#include "runbox.h"
 #include "mcp/mcp.h"
 
 #include <stdarg.h>

@@ -2,8 +2,18 @@
  * language and network choice, their keepers, and the manager that sizes
  * them. */
 #include "pool/pool.h"
+#include "base/error.h"
 #include "egress/policy.h"
-#include "sandbox/template.h"
+#include "engine/engine.h"
+#include "envs/deps.h"
+#include "execution/given.h"
+#include "images/roots.h"
+#include "languages/runtime.h"
+#include "runbox.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/net.h"
+#include "sandbox/sandbox.h"
+#include "sessions/session.h"
 #include "sessions/storage.h"
 
 #include <errno.h>

@@ -22,8 +22,10 @@
 #ifndef RBX_POOL_H
 #define RBX_POOL_H
 
+#include "engine/engine.h"
 #include "envs/deps.h"
-#include "internal.h"
+#include "languages/runtime.h"
+#include "runbox.h"
 #include "sandbox/sandbox.h"
 
 typedef struct rbx_pool rbx_pool;

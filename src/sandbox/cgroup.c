@@ -8,6 +8,7 @@
  * inside a cgroup some other manager owns. */
 #include "sandbox/cgroup.h"
 #include "base/owner.h"
+#include "kernels/wire.h"
 
 #include <dirent.h>
 #include <errno.h>

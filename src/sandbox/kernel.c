@@ -1,5 +1,8 @@
 /* A kernel's sandbox (see kernel.h). */
 #include "sandbox/kernel.h"
+#include "base/error.h"
+#include "runbox.h"
+#include "sandbox/sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>

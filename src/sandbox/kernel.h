@@ -7,6 +7,7 @@
 #ifndef RBX_KERNEL_BOX_H
 #define RBX_KERNEL_BOX_H
 
+#include "runbox.h"
 #include "sandbox/sandbox.h"
 
 typedef struct rbx_kernel_box {

@@ -5,8 +5,9 @@
  * comes in through a descriptor or a detached mount, so no host path walk
  * can be redirected by a link (and its host path need not be reachable). */
 #include "sandbox/mount.h"
+#include "base/fsutil.h"
+#include "sandbox/credentials.h"
 #include "sandbox/net.h"
-#include "sandbox/sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,9 @@
 /* Network namespaces and the user-mode network helper. */
 #include "sandbox/net.h"
-#include "sandbox/template.h"
+#include "base/error.h"
+#include "base/fsutil.h"
+#include "runbox.h"
+#include "sandbox/mount_ns.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,11 +1,11 @@
+#include "runbox.h"
+#include <sys/types.h>
 /* The sandbox's network. Every execution gets its own network namespace.
  * Off: only loopback. On: slirp4netns gives it a user-mode NAT to the
  * outside, with the host's loopback unreachable (runbox's own API listens
  * there). */
 #ifndef RBX_NET_H
 #define RBX_NET_H
-
-#include "internal.h"
 
 #define RBX_SLIRP4NETNS "/usr/bin/slirp4netns"
 /* runbox's resolver (sandbox/egress_dns.h), on the sandbox's own loopback:

@@ -1,5 +1,6 @@
 /* A program's output on its way to the caller (see output.h). */
 #include "sandbox/output.h"
+#include "base/capture.h"
 
 #include <string.h>
 

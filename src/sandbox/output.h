@@ -5,7 +5,8 @@
 #ifndef RBX_OUTPUT_H
 #define RBX_OUTPUT_H
 
-#include "internal.h"
+#include "base/capture.h"
+#include "runbox.h"
 
 typedef struct rbx_output {
     rbx_stream stream;

@@ -4,13 +4,15 @@
 #ifndef RBX_SANDBOX_H
 #define RBX_SANDBOX_H
 
-#include "internal.h"
+#include "base/capture.h"
+#include "base/trace.h"
+#include "runbox.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/mount.h"
 #include "sandbox/net.h"
-#include "base/trace.h"
 
 #include <sys/resource.h>
+#include <sys/types.h>
 
 struct rbx_egress_plan;
 struct rbx_egress_guard;
@@ -64,8 +66,6 @@ void rbx_sandbox_close(rbx_sandbox *sandbox);
 /* Adds what the egress policy refused since the last call (nothing when
  * the sandbox has no policy). */
 void rbx_sandbox_egress_report(rbx_sandbox *sandbox, struct rbx_egress_report *report);
-
-#include "sandbox/credentials.h"
 
 /* supervise.c */
 typedef struct rbx_watch {

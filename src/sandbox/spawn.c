@@ -5,10 +5,21 @@
  * The child side runs after clone3() in a process that may have been copied
  * from a multi-threaded server: it must not allocate or take locks, so all
  * it needs is prepared here beforehand and it calls only system calls. */
+#include "base/error.h"
+#include "base/trace.h"
 #include "egress/dns.h"
+#include "egress/policy.h"
+#include "egress/rules.h"
+#include "runbox.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/credentials.h"
+#include "sandbox/mount.h"
+#include "sandbox/mount_ns.h"
+#include "sandbox/net.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/template.h"
+#include "sandbox/uids.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

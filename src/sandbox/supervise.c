@@ -3,6 +3,9 @@
  * loop sleeps in poll() only; no timers, no busy waiting. It returns when
  * init has exited and both output pipes are closed, which means no process
  * of the execution is left. */
+#include "base/error.h"
+#include "base/trace.h"
+#include "runbox.h"
 #include "sandbox/output.h"
 #include "sandbox/sandbox.h"
 

@@ -1,7 +1,9 @@
 /* The prepared mount namespace (see template.h). */
 #include "sandbox/template.h"
+#include "base/error.h"
 #include "runbox.h"
-#include "sandbox/sandbox.h"
+#include "sandbox/mount.h"
+#include "sandbox/mount_ns.h"
 #include "sandbox/template_pin.h"
 
 #include <errno.h>
@@ -188,7 +190,6 @@ void rbx_template_free(rbx_template *t)
         close(t->ns_fd);
     t->ns_fd = -1;
 }
-
 
 /* A copy of the mount at path, detached from every namespace, private,
  * with attrs set. The last component is never a link. */

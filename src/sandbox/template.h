@@ -34,8 +34,6 @@ typedef struct rbx_template {
 int rbx_template_ready(rbx_template *t, const rbx_root_plan *plan);
 void rbx_template_free(rbx_template *t);
 
-#include "sandbox/mount_ns.h"
-
 /* Parent side: the request's host directories as detached mounts, with
  * their attributes set, for the child to move into place (the child, in a
  * copy of the prepared namespace, could not reach the host's paths).

@@ -4,7 +4,14 @@
  * "..", absolute paths and links planted by sandboxed code cannot lead a
  * host-side operation out of the session, even if the code swaps a
  * directory for a link while we walk. */
-#include "internal.h"
+#include "sessions/files.h"
+#include "base/error.h"
+#include "base/fsutil.h"
+#include "engine/engine.h"
+#include "kernels/wire.h"
+#include "runbox.h"
+#include "sandbox/uids.h"
+#include "sessions/session.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -4,6 +4,11 @@
  * a new session built in the trash, which is then renamed into place; the
  * old one goes last. A migration cut short (a crash, a full disk) resumes
  * where it stopped: a session already in place is not copied again. */
+#include "base/error.h"
+#include "base/fsutil.h"
+#include "engine/engine.h"
+#include "runbox.h"
+#include "sessions/session.h"
 #include "sessions/storage.h"
 
 #include <dirent.h>

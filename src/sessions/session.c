@@ -3,7 +3,11 @@
  * flock(2) on the lock file, so any number of runbox processes can share a
  * state directory. Removal renames the session into trash/ while holding
  * the lock, then deletes it without following links. */
-#include "internal.h"
+#include "sessions/session.h"
+#include "base/error.h"
+#include "engine/engine.h"
+#include "languages/runtime.h"
+#include "runbox.h"
 #include "sessions/storage.h"
 
 #include <dirent.h>

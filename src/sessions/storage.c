@@ -19,10 +19,13 @@
  * /tmp and one-off homes). Every directory here is runbox's user's alone
  * (0700, see engine.c): a sandbox reaches its own by descriptor. */
 #include "sessions/storage.h"
-#include "sessions/btrfs.h"
+#include "base/error.h"
+#include "base/fsutil.h"
 #include "base/owner.h"
-#include "sandbox/template.h"
-#include "sandbox/template_pin.h"
+#include "engine/engine.h"
+#include "runbox.h"
+#include "sandbox/uids.h"
+#include "sessions/btrfs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -376,13 +379,8 @@ void rbx_storage_info_get(rbx_engine *engine, rbx_storage_info *info)
     }
 }
 
-rbx_status rbx_storage_unmount(rbx_engine *engine, rbx_error *err)
+rbx_status rbx_sessions_unmount(rbx_engine *engine, rbx_error *err)
 {
-    /* The prepared namespaces pinned for this state directory go too: the
-     * next runbox on it builds and pins them again. */
-    for (size_t i = 0; i < engine->root_count; i++)
-        if (engine->roots[i]->template)
-            rbx_template_unpin(engine->roots[i]->template->pin_dir, NULL);
     if (engine->storage != RBX_STORAGE_BTRFS)
         return RBX_OK;
     rbx_storage_close(engine);

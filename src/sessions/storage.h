@@ -9,7 +9,8 @@
 #ifndef RBX_STORAGE_H
 #define RBX_STORAGE_H
 
-#include "internal.h"
+#include "engine/engine.h"
+#include "runbox.h"
 
 /* Sets up the engine's storage (creating or mounting the image, and
  * migrating a state directory of the earlier layout, once): fills
@@ -51,6 +52,11 @@ void rbx_storage_sweep(rbx_engine *engine);
 
 /* The earlier layout's sessions, while they move (storage.c puts them
  * there when it finds them where sessions/ now is). */
+/* Unmounts the sessions' btrfs image (rbx_storage_unmount's part; the
+ * roots' pins are the images'), waiting a few seconds for a runbox on its
+ * way out. Plain storage: nothing to do. */
+rbx_status rbx_sessions_unmount(rbx_engine *engine, rbx_error *err);
+
 #define RBX_OLD_SESSIONS "sessions.v1"
 
 /* migrate.c: moves the sessions of a state directory of the earlier layout

@@ -14,6 +14,10 @@
  * node. Where a session holds more than a move carries, export refuses
  * before writing it all, with the reason import would give. */
 #include "sessions/transfer.h"
+#include "base/error.h"
+#include "engine/engine.h"
+#include "runbox.h"
+#include "sessions/session.h"
 
 #include <archive.h>
 #include <archive_entry.h>

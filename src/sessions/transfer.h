@@ -1,3 +1,4 @@
+#include "runbox.h"
 /* What a session move carries: the one set of rules that export
  * (transfer.c) and import (transfer_import.c) both hold, so that whatever
  * export writes, import accepts, and what import would refuse, export
@@ -11,8 +12,6 @@
  * and the bytes of data, names and link targets together, which the
  * session's disk cap bounds. */
 #pragma once
-
-#include "internal.h"
 
 /* Directories, files and links in one move: an import makes an inode for
  * each, and is refused at the first member past this many, before any is

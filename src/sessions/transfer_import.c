@@ -18,6 +18,13 @@
  * "." or ".." components are refused (in a hard link's target too), and
  * so are devices, FIFOs and sockets (export writes none). Set-id bits are
  * dropped. Any refusal removes the new session whole. */
+#include "base/error.h"
+#include "base/fsutil.h"
+#include "engine/engine.h"
+#include "kernels/wire.h"
+#include "runbox.h"
+#include "sandbox/uids.h"
+#include "sessions/session.h"
 #include "sessions/transfer.h"
 
 #include <archive.h>
@@ -211,7 +218,6 @@ static int parent_of(importer *m, const char *path, size_t len, const char **nam
     m->dir_fd = fd;
     return fd;
 }
-
 
 /* Data as the archive gives it, block by block: a sparse member's holes
  * are skipped over and stay holes. */

@@ -5,7 +5,8 @@
  * independent validator, and the boundary finder against the definition. */
 #include "fuzz.h"
 
-#include "internal.h"
+#include "base/capture.h"
+#include "runbox.h"
 
 /* Replays the input as chunks into a capture of a small cap (so the ring
  * wraps), and compares the result with the model's. */

@@ -5,7 +5,9 @@
  * pick the language and what happened; the rest is the stderr. */
 #include "fuzz.h"
 
-#include "internal.h"
+#include "languages/classify.h"
+#include "languages/runtime.h"
+#include "runbox.h"
 
 #include <ctype.h>
 

@@ -6,7 +6,9 @@
 #include "fuzz.h"
 
 #include "cli/cli.h"
-#include "internal.h"
+#include "execution/request.h"
+#include "languages/runtime.h"
+#include "runbox.h"
 
 #include <math.h>
 #include <regex.h>

@@ -8,7 +8,8 @@
 #include "fuzz.h"
 
 #include "http/http.h"
-#include "internal.h"
+#include "runbox.h"
+#include "sessions/files.h"
 
 static const char *const methods[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"};
 

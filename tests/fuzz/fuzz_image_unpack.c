@@ -20,8 +20,10 @@
  * of the archive: the seeds stay plain tar files. */
 #include "fuzz.h"
 
+#include "base/fsutil.h"
 #include "images/unpack.h"
-#include "internal.h" /* rbx_remove_tree, to clear the root between inputs */
+#include "runbox.h"
+#include "base/fsutil.h" /* rbx_remove_tree, to clear the root between inputs */
 
 #include <dirent.h>
 #include <errno.h>

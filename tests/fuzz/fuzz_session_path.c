@@ -5,7 +5,8 @@
  * expression), the path with the rules in internal.h, spelled out. */
 #include "fuzz.h"
 
-#include "internal.h"
+#include "runbox.h"
+#include "sessions/files.h"
 
 #include <regex.h>
 

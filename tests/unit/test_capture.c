@@ -2,7 +2,8 @@
  * and the UTF-8 helpers. */
 #include "unit_util.h"
 
-#include "internal.h"
+#include "base/capture.h"
+#include "runbox.h"
 
 #include <malloc.h>
 

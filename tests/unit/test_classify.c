@@ -2,7 +2,8 @@
  * (flags, exit status) and from the program's stderr. */
 #include "unit_util.h"
 
-#include "internal.h"
+#include "languages/classify.h"
+#include "languages/runtime.h"
 
 typedef struct classified {
     const char *error_type;

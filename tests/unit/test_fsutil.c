@@ -3,7 +3,7 @@
  * rbx_mkdir_p. Every link points into a canary directory made for the test. */
 #include "unit_util.h"
 
-#include "internal.h"
+#include "base/fsutil.h"
 
 #include <errno.h>
 #include <sys/resource.h>

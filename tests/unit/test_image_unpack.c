@@ -5,8 +5,10 @@
  * as it was, and so must the host's own root. */
 #include "unit_util.h"
 
+#include "base/fsutil.h"
 #include "images/unpack.h"
-#include "internal.h"
+#include "kernels/wire.h"
+#include "runbox.h"
 
 #include <archive.h>
 #include <archive_entry.h>

@@ -2,7 +2,10 @@
  * rejects, with a message that says what is accepted. */
 #include "unit_util.h"
 
-#include "internal.h"
+#include "engine/engine.h"
+#include "execution/request.h"
+#include "languages/runtime.h"
+#include "runbox.h"
 
 #include <math.h>
 

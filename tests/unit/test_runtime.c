@@ -1,7 +1,8 @@
 /* Unit tests of runtime.c: the table of languages and name resolution. */
 #include "unit_util.h"
 
-#include "internal.h"
+#include "languages/runtime.h"
+#include "runbox.h"
 
 #include <strings.h>
 

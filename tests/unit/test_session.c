@@ -3,7 +3,9 @@
  * follows a link out of the session, and garbage collection. */
 #include "unit_util.h"
 
-#include "internal.h"
+#include "engine/engine.h"
+#include "runbox.h"
+#include "sessions/session.h"
 
 #include <errno.h>
 #include <fcntl.h>

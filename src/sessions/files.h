@@ -1,0 +1,18 @@
+/* A session's files as the host reaches them (files.c). */
+#ifndef RBX_SESSIONS_FILES_H
+#define RBX_SESSIONS_FILES_H
+
+#include "runbox.h"
+#include <stdbool.h>
+
+/* files.c: the directories leading to a session file path, made beneath
+ * work (owned by the sandbox's user) when create; an fd of the last one,
+ * *name pointing at the path's last component. -1 with errno. */
+int rbx_files_open_parent(rbx_engine *engine, int work, const char *path, bool create,
+                          const char **name);
+
+/* files.c: whether a session file path is acceptable (relative, no "..",
+ * ".", empty or control-character components, bounded length and depth). */
+rbx_status rbx_file_path_check(const char *path, rbx_error *err);
+
+#endif
