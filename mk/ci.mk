@@ -33,11 +33,17 @@ NODE_IMAGE_ENV = RUNBOX_IMAGES=$(RBX_IMAGES)
 # that bound the server's memory would measure ASan instead of runbox.
 ASAN_SERVER_OPTIONS = detect_leaks=1:abort_on_error=0:quarantine_size_mb=16
 
-.PHONY: ci-build test-default test-asan test-unprivileged test-pooled test-host-root \
+.PHONY: layers ci-build test-default test-asan test-unprivileged test-pooled test-host-root \
 	test-asan-full test-cgroup2-full image-smoke-all
 
-# Everything the stages build, once, before they run side by side.
+# The engine's dependencies point down the layers of src/LAYERS, with no circle of files
+# and front ends on include/runbox.h alone (tests/ci/layers.py reads the build's objects).
+layers: build
+	/usr/bin/python3 tests/ci/layers.py --build $(BUILD)
+
+# Everything the stages build, once, before they run side by side; and the layers.
 ci-build: build asan fuzz-build mcp-sdk e2b-sdk deploy-venv fuzz-api-venv default-image
+	$(MAKE) --no-print-directory layers
 
 # The default configuration, every suite: unit, e2e, http, client, MCP, E2B, the playground.
 # The E2B suite runs in one process: E2B's SDK in debug mode reaches its sandbox at the
