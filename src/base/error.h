@@ -6,6 +6,7 @@
 #define RBX_BASE_ERROR_H
 
 #include "runbox.h"
+
 #include <stdint.h>
 #include <stddef.h>
 

@@ -6,6 +6,7 @@
 
 #include "images/roots.h"
 #include "runbox.h"
+
 #include <pthread.h>
 
 struct rbx_engine {

@@ -5,6 +5,7 @@
 
 #include "languages/runtime.h"
 #include "runbox.h"
+
 #include <pthread.h>
 
 /* A root that sandboxes run on: the host's /usr or an image's tree, with

@@ -4,6 +4,7 @@
 #define RBX_LANGUAGES_RUNTIME_H
 
 #include "runbox.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 

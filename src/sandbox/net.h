@@ -1,4 +1,5 @@
 #include "runbox.h"
+
 #include <sys/types.h>
 /* The sandbox's network. Every execution gets its own network namespace.
  * Off: only loopback. On: slirp4netns gives it a user-mode NAT to the

@@ -3,6 +3,7 @@
 #define RBX_SESSIONS_FILES_H
 
 #include "runbox.h"
+
 #include <stdbool.h>
 
 /* files.c: the directories leading to a session file path, made beneath

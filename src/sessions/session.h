@@ -4,6 +4,7 @@
 #define RBX_SESSIONS_SESSION_H
 
 #include "runbox.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
