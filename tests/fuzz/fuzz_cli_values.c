@@ -6,6 +6,7 @@
 #include "fuzz.h"
 
 #include "cli/cli.h"
+#include "engine/engine.h"
 #include "execution/request.h"
 #include "languages/runtime.h"
 #include "runbox.h"

@@ -4,6 +4,7 @@
  * which run before anything is spawned. */
 #include "fuzz.h"
 
+#include "engine/engine.h"
 #include "envs/deps.h"
 #include "http/http.h"
 
@@ -12,7 +13,7 @@
 static rbx_engine engine; /* validation reads only the configuration */
 
 /* What the form promises the engine about a request it accepted. */
-static void check_form(const cli_form *form, const json_t *body)
+static void check_form(const api_form *form, const json_t *body)
 {
     const rbx_request *r = &form->request;
     json_t *code = json_object_get(body, "code");
@@ -97,11 +98,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     FUZZ_CHECK(json_is_object(body));
-    cli_form form;
+    api_form form;
     form_error why;
-    if (!cli_form_parse(&form, body, &why)) {
+    if (!api_form_parse(&form, body, &why)) {
         FUZZ_CHECK(!why.no_memory && why.message[0]);
-        cli_form_free(&form);
+        api_form_free(&form);
         return 0;
     }
     check_form(&form, body);
@@ -114,6 +115,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         FUZZ_CHECK(engine_err.status == RBX_EINVAL && engine_err.message[0]);
     }
-    cli_form_free(&form);
+    api_form_free(&form);
     return 0;
 }
