@@ -14,25 +14,25 @@ struct rbx_engine {
     char state_dir[4096];
     char sessions_dir[4200];
     char trash_dir[4200];
-    int sessions_fd;      /* sessions_dir (storage.h): every walk starts here */
+    int sessions_fd;      /* sessions_dir (sessions/storage.h): every walk starts here */
     int session_trash_fd; /* its .trash/, for sessions on their way in or out */
     int scratch_fd;       /* its .scratch/, executions' scratch space */
     int trash_fd;         /* <state>/trash, for environments */
     enum { RBX_STORAGE_PLAIN, RBX_STORAGE_BTRFS } storage;
     char storage_detail[400]; /* for runbox check */
     bool is_root;
-    char images_dir[4200]; /* the image store (images.h) */
+    char images_dir[4200]; /* the image store (images/images.h) */
     /* The roots sandboxes run on (roots.c): [0] the default image's, then
      * one per other image a request named, made when first named. */
     pthread_mutex_t roots_lock;
     size_t root_count;
     struct rbx_root *roots[RBX_ROOTS_MAX];
     struct rbx_policy *policy;        /* the operator's deny patterns, or NULL */
-    struct rbx_egress_policy *egress; /* where the network may lead (egress.h) */
+    struct rbx_egress_policy *egress; /* where the network may lead (egress/policy.h) */
     pthread_mutex_t running_lock;
     struct rbx_running *running; /* executions in progress, for cancellation */
-    struct rbx_kernels *kernels; /* stateful sessions' kernels (kernels.h) */
-    struct rbx_pool *pool;       /* prepared sandboxes (pool.h), or NULL */
+    struct rbx_kernels *kernels; /* stateful sessions' kernels (kernels/kernels.h) */
+    struct rbx_pool *pool;       /* prepared sandboxes (pool/pool.h), or NULL */
     /* What else holds a session's directory: its kernels, wired in here by
      * the engine so that sessions/ need not know kernels/. */
     struct rbx_session_holders {

@@ -16,7 +16,7 @@ unset HISTFILE
 set +o history
 __rbx_state=idle
 # The call is taken: its mark opens stdout and stderr, and "B ID" says so on
-# fd 3; what came before belongs to no call (kernel_wire.h).
+# fd 3; what came before belongs to no call (kernels/wire.h).
 __rbx_start() {
     builtin printf '\036runbox:%s\036' "$1"
     builtin printf '\036runbox:%s\036' "$1" >&2

@@ -1,4 +1,4 @@
-/* One call on a kernel (see kernel_call.h). One poll loop: the sandbox's
+/* One call on a kernel (see kernels/call.h). One poll loop: the sandbox's
  * stdout and stderr, the driver's channel, init's pidfd, the caller's
  * cancel and the deadline. */
 #include "kernels/call.h"
@@ -38,7 +38,7 @@
 #define LINE_MAX_BYTES (RESULTS_CAP + ((size_t)1 << 20))
 
 /* A call's stdout or stderr, closed until the driver's mark for the call
- * (kernel_wire.h): the bytes before it are an earlier call's, such as the
+ * (kernels/wire.h): the bytes before it are an earlier call's, such as the
  * tail of code that ended its call early with a forged "done". */
 typedef struct stream_gate {
     char mark[48];

@@ -93,7 +93,7 @@
   };
 
   // The call is taken: its mark opens stdout and stderr, then "start" on the
-  // channel; what came before belongs to no call (kernel_wire.h).
+  // channel; what came before belongs to no call (kernels/wire.h).
   const start = (request) => {
     const mark = `\x1erunbox:${Number(request.id)}\x1e`;
     for (const fd of [1, 2]) {

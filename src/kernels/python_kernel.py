@@ -157,7 +157,7 @@ def run(code_object):
 def start(request):
     """The call is taken: its mark opens stdout and stderr (written to the
     descriptors, whatever the code made of sys.stdout), then "start" on the
-    channel; what came before belongs to no call (kernel_wire.h)."""
+    channel; what came before belongs to no call (kernels/wire.h)."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -1,4 +1,4 @@
-/* What runbox speaks with a kernel's driver (see kernel_wire.h). */
+/* What runbox speaks with a kernel's driver (see kernels/wire.h). */
 #include "kernels/wire.h"
 #include "languages/runtime.h"
 #include "runbox.h"

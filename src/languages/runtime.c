@@ -9,7 +9,7 @@
  * What fd 3 carries (rbx_code_payload): the execution's environment as
  * "NAME=VALUE\0" entries, an empty entry, then the code. A cold start has
  * its environment from execve already and sends no entries; a prepared
- * sandbox's interpreter (pool.h) started before its execution was known,
+ * sandbox's interpreter (pool/pool.h) started before its execution was known,
  * so its bootstrap takes the environment from there, and steps into its
  * working directory again (the session's directory was mounted over it
  * meanwhile) before the code is even parsed. The same bootstrap text runs

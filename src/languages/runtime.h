@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 /* How a runtime's kernel driver (src/kernels/) is spoken to: JSON lines,
- * or lines of shell (kernel_wire.h). */
+ * or lines of shell (kernels/wire.h). */
 typedef enum rbx_kernel_dialect { RBX_KERNEL_JSON, RBX_KERNEL_BASH } rbx_kernel_dialect;
 
 /* The kernel drivers, embedded when runbox is built (cmake/embed.cmake). */

@@ -1,4 +1,4 @@
-/* The pool of prepared sandboxes (pool.h): shelves of sandboxes per
+/* The pool of prepared sandboxes (pool/pool.h): shelves of sandboxes per
  * language and network choice, their keepers, and the manager that sizes
  * them. */
 #include "pool/pool.h"

@@ -1,4 +1,4 @@
-/* Migrating a state directory of the earlier layout (storage.h): each
+/* Migrating a state directory of the earlier layout (sessions/storage.h): each
  * session was a directory holding its lock, work/ and, as root, disk.img,
  * an ext4 image loop-mounted on work/. Each session is copied, whole, into
  * a new session built in the trash, which is then renamed into place; the

@@ -2,7 +2,7 @@
  * the client and the engine turns into host paths. Each is compared with a
  * reference written from the documentation alone: the id with the
  * documented pattern (RBX_SESSION_ID_PATTERN, compiled as a POSIX regular
- * expression), the path with the rules in internal.h, spelled out. */
+ * expression), the path with the rules of sessions/files.c, spelled out. */
 #include "fuzz.h"
 
 #include "runbox.h"
@@ -12,7 +12,7 @@
 
 static regex_t id_pattern;
 
-/* internal.h: relative; no "..", ".", empty or control-character
+/* sessions/files.c: relative; no "..", ".", empty or control-character
  * components; at most 1024 bytes, 32 levels, 255 bytes a component. */
 static bool path_acceptable(const char *path)
 {
