@@ -1,6 +1,7 @@
 /* The bottom of the engine: how every module reports a failure, the
- * clock they time things by, and the crash points tests stop them at. Nothing here knows the engine object, so the
- * sandbox's modules and the engine's helpers need nothing above them. */
+ * clock they time things by, and the crash points tests stop them at.
+ * Nothing here knows the engine object, so the sandbox's modules and the
+ * engine's helpers need nothing above them. */
 #include "base/error.h"
 #include "runbox.h"
 
