@@ -25,7 +25,8 @@ static void check_parse(rbx_kernel_dialect dialect, const uint8_t *data, size_t 
     char *line = fuzz_cstring(data, size);
     rbx_kernel_event event;
     if (rbx_kernel_wire_parse(dialect, line, strlen(line), &event)) {
-        FUZZ_CHECK(event.type == RBX_KERNEL_EVENT_DISPLAY || event.type == RBX_KERNEL_EVENT_DONE);
+        FUZZ_CHECK(event.type == RBX_KERNEL_EVENT_DISPLAY || event.type == RBX_KERNEL_EVENT_DONE ||
+                   event.type == RBX_KERNEL_EVENT_START);
         FUZZ_CHECK(memchr(event.exception, 0, sizeof event.exception) != NULL);
         if (event.type == RBX_KERNEL_EVENT_DISPLAY) {
             const char *kind = json_string_value(json_object_get(event.output, "kind"));
@@ -82,7 +83,8 @@ static void check_request(rbx_kernel_dialect dialect, const uint8_t *data, size_
         for (size_t i = 0; i < len; i++)
             FUZZ_CHECK((unsigned char)request[i] < 128 &&
                        (request[i] == '\n' || request[i] >= ' '));
-        static const char begin[] = "__rbx_begin 7 ";
+        /* The call's mark first (kernels/wire.h), then the code. */
+        static const char begin[] = "__rbx_start 7\n__rbx_begin 7 ";
         FUZZ_CHECK(!strncmp(request, begin, sizeof begin - 1));
         const char *quoted = request + sizeof begin - 1;
         const char *end = strchr(quoted, '\n');
