@@ -11,7 +11,7 @@ source file depends on which. Fails, naming the files and the symbols, on:
 Generated objects (the kernels' drivers, the playground's files) count as part of the folder
 whose files use them.
 
-    tests/ci/layers.py [--build DIR] [--layers FILE] [--graph]
+    tests/ci/layers.py [--build DIR] [--layers FILE] [--header FILE] [--root DIR] [--graph]
 """
 import argparse
 import os
@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TARGETS = ("runbox_engine", "runbox_cli", "runbox-serve", "runbox")
 
 
-def objects(build):
+def objects(build, root=ROOT):
     """{source path ('src/x/y.c' or 'generated/z.c'): object path}, one object per source."""
     found = {}
     for target in TARGETS:
@@ -33,7 +33,13 @@ def objects(build):
             for name in names:
                 if name.endswith(".c.o"):
                     path = os.path.join(where, name)
-                    found.setdefault(os.path.relpath(path, top)[:-2], path)
+                    source = os.path.relpath(path, top)[:-2]
+                    # An object whose source is gone (moved, removed) is a stale
+                    # leftover of an earlier build: not part of runbox now.
+                    origin = os.path.join(build if source.startswith("generated/") else root,
+                                          source)
+                    if os.path.exists(origin):
+                        found.setdefault(source, path)
     return found
 
 
@@ -124,8 +130,8 @@ def circles(graph):
     return found
 
 
-def check(build, layers_path, header, show_graph=False):
-    found = objects(build)
+def check(build, layers_path, header, show_graph=False, root=ROOT):
+    found = objects(build, root)
     if not found:
         return [f"no objects of runbox in {build}: build it first (make build)"]
     defined_by, uses = {}, {}
@@ -186,16 +192,18 @@ def main():
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--layers", default=os.path.join(ROOT, "src", "LAYERS"))
     parser.add_argument("--header", default=os.path.join(ROOT, "include", "runbox.h"))
+    parser.add_argument("--root", default=ROOT, help="the tree the build was made from")
     parser.add_argument("--graph", action="store_true", help="print every arrow too")
     args = parser.parse_args()
-    problems = check(args.build, args.layers, args.header, args.graph)
+    problems = check(args.build, args.layers, args.header, args.graph, args.root)
     for problem in problems:
         print(f"layers: {problem}")
     if problems:
         print(f"layers: {len(problems)} problem(s); the layers are listed in "
               f"{os.path.relpath(args.layers, ROOT)}")
         return 1
-    print(f"layers: the dependencies of {len(objects(args.build))} objects point down only")
+    print(f"layers: the dependencies of {len(objects(args.build, args.root))} objects point down "
+          "only")
     return 0
 
 
