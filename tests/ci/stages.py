@@ -49,7 +49,8 @@ def ci_plan():
     return [
         stage("build", "ci-build",
               "-", "builds runbox (normal, ASan+UBSan, libFuzzer), the tests' SDKs and venvs, "
-              "the default image if missing"),
+              "the default image if missing; `make layers` checks that the engine's "
+              "dependencies point down"),
         ([stage("default", "test-default",
                 "nothing: what users get (root, cgroup v1 here, the default image, the pool on "
                 "in serve, mcp and the daemon)",
