@@ -364,6 +364,8 @@ describe('tool calls on the wire', () => {
     server.send({ jsonrpc: '2.0', id: 'in-session', method: 'tools/call',
       params: { name: 'execute_bash', arguments: { command: 'sleep 6565.6565', session_id } } });
     await waitFor(() => processesRunning('sleep', '6565.6565').length > 0, 10000, 'the session sleep to start');
+    // Both calls run before the close (under load the one outside may start later).
+    await waitFor(() => processesRunning('sleep', '6464.6464').length > 0, 10000, 'the other sleep to start');
     try {
       const closed = await server.request('close', 'tools/call', { name: 'close_session', arguments: { session_id } });
       assert.deepEqual(closed.result.structuredContent, { session_id, closed: true });
