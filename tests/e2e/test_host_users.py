@@ -72,7 +72,14 @@ for path in dict.fromkeys(paths):
     elif stat.S_ISSOCK(st.st_mode):
         with socket.socket(socket.AF_UNIX) as s:
             try:
-                s.connect(path)
+                if len(path.encode()) < 100:
+                    s.connect(path)
+                else:  # longer than an AF_UNIX address: through the directory's descriptor
+                    d = os.open(os.path.dirname(path), os.O_PATH | os.O_DIRECTORY)
+                    try:
+                        s.connect(f"/proc/self/fd/{d}/{os.path.basename(path)}")
+                    finally:
+                        os.close(d)
                 done["connected"].append(path)
             except OSError:
                 pass
