@@ -164,6 +164,14 @@ static rbx_status migrate_sessions(rbx_engine *engine, int old_fd, const char *o
 
 rbx_status rbx_migrate_old_sessions(rbx_engine *engine, rbx_error *err)
 {
+    /* Every engine start passes here, the CLI's too: without old sessions
+     * (nearly always) no lock is taken. rbx_storage_open makes the old
+     * directory, under the lock, before any process gets here, and never
+     * after the layout is converted, so an unlocked look is enough. */
+    char old_dir[4300];
+    snprintf(old_dir, sizeof old_dir, "%s/" RBX_OLD_SESSIONS, engine->state_dir);
+    if (access(old_dir, F_OK) != 0 && errno == ENOENT)
+        return RBX_OK;
     int state_fd = open(engine->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (state_fd < 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot open %s: %s", engine->state_dir,
@@ -172,9 +180,7 @@ rbx_status rbx_migrate_old_sessions(rbx_engine *engine, rbx_error *err)
     rbx_status status = RBX_OK;
     int old = openat(state_fd, RBX_OLD_SESSIONS, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (old >= 0) {
-        char old_path[4300];
-        snprintf(old_path, sizeof old_path, "%s/" RBX_OLD_SESSIONS, engine->state_dir);
-        status = migrate_sessions(engine, old, old_path, err);
+        status = migrate_sessions(engine, old, old_dir, err);
         close(old);
         /* Whatever else it held (no session) stays for the operator. */
         if (status == RBX_OK)
