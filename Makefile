@@ -43,13 +43,18 @@ deps:
 	@# Last: the default runtime image needs the build and mmdebstrap (mk/images.mk).
 	@$(MAKE) --no-print-directory default-image
 
+# A build directory is configured and built under its own lock: the test stages run side
+# by side and each makes its build first, and two cmake runs in one directory at once
+# break it (CI once failed with "ninja: error: failed recompaction" when the default and
+# cgroup2 stages regenerated build/ together).
+locked_cmake = mkdir -p $(1) && flock $(1)/.make.lock sh -c \
+	'cmake -S . -B $(1) -G Ninja $(2) >/dev/null && cmake --build $(1) $(3)'
+
 build:
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRBX_WERROR=ON >/dev/null
-	cmake --build $(BUILD)
+	$(call locked_cmake,$(BUILD),-DCMAKE_BUILD_TYPE=RelWithDebInfo -DRBX_WERROR=ON)
 
 asan:
-	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRBX_SANITIZE=ON -DRBX_WERROR=ON >/dev/null
-	cmake --build $(ASAN_BUILD)
+	$(call locked_cmake,$(ASAN_BUILD),-DCMAKE_BUILD_TYPE=Debug -DRBX_SANITIZE=ON -DRBX_WERROR=ON)
 
 # `make test` runs the stages of tests/ci/stages.py's plan "ci": the whole suite once in
 # the configuration users get (root, the default image, the pool on), and each variant

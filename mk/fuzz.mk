@@ -15,9 +15,9 @@ DEBIAN_PACKAGES += clang libclang-rt-14-dev
 
 .PHONY: fuzz fuzz-ci fuzz-build fuzz-api
 
+fuzz-build: export CC := clang
 fuzz-build:
-	CC=clang cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRBX_FUZZ=ON >/dev/null
-	cmake --build $(FUZZ_BUILD) --target fuzz-harnesses
+	$(call locked_cmake,$(FUZZ_BUILD),-DCMAKE_BUILD_TYPE=Debug -DRBX_FUZZ=ON,--target fuzz-harnesses)
 
 # The table also goes to bench/out/fuzz.md, which make bench puts into
 # bench/RESULTS.md.
