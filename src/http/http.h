@@ -165,6 +165,7 @@ void http_watchdog_request(struct MHD_Connection *connection, bool started);
 
 typedef struct execution execution;
 typedef struct http_server http_server;
+typedef struct http_error http_error_view;
 typedef struct e2b_contexts e2b_contexts;
 struct route;
 
@@ -175,10 +176,22 @@ typedef struct http_api {
     size_t route_count;
     bool (*authorized)(const http_server *server, struct MHD_Connection *connection);
     const char *unauthorized; /* what to send instead */
+    /* The body of an error in this API's words; NULL: runbox's
+     * {"error": {"code", "message"}}. E2B's control plane wants
+     * {"code": <status>, "message"}, Connect {"code": "<name>", "message"}. */
+    json_t *(*error_body)(const http_error_view *err);
 } http_api;
 
-extern const http_api http_runbox_api; /* routes.c */
-extern const http_api http_e2b_api;    /* e2b.c */
+extern const http_api http_runbox_api;      /* routes.c */
+extern const http_api http_e2b_api;         /* e2b.c: the code interpreter (port 49999) */
+extern const http_api http_e2b_control_api; /* e2b_control.c: POST /v2/sandboxes, ... */
+extern const http_api http_e2b_envd_api;    /* e2b_envd.c: envd (port 49983) */
+
+/* e2b_pick.c: the E2B listener serves three APIs on one origin (the SDK's
+ * E2B_API_URL and E2B_SANDBOX_URL may both point at it): the control
+ * plane by its paths (/sandboxes..., /v2/sandboxes...), envd and the code
+ * interpreter by the E2b-Sandbox-Port header (49983, else 49999). */
+const http_api *http_e2b_api_pick(struct MHD_Connection *connection, const char *path);
 
 /* What a daemon's callbacks get: the server, and the API it speaks. */
 typedef struct http_listener {
@@ -496,6 +509,29 @@ bool e2b_contexts_remove(e2b_contexts *contexts, const char *id);
 /* All of them, as E2B lists them: [{id, language, cwd}]. */
 json_t *e2b_contexts_list(e2b_contexts *contexts);
 json_t *e2b_context_json(const e2b_context *context);
+
+/* e2b_sandboxes.c: E2B's sandboxes (../shared/E2B-SANDBOX-PROTOCOL.md),
+ * made through the control plane; each is a runbox session. envd's and
+ * the code interpreter's handlers find theirs here. */
+#define E2B_SANDBOX_ID_MAX 64
+
+typedef struct e2b_sandbox_view {
+    char id[E2B_SANDBOX_ID_MAX + 1];
+    char session_id[RBX_SESSION_ID_MAX + 1]; /* its files and kernels */
+    char image[RBX_IMAGE_NAME_MAX];          /* "": the operator's default */
+    int network;                             /* as rbx_request.network */
+    json_t *env;          /* its envVars, an object of strings (a reference), or NULL */
+    json_t *egress_allow; /* an array of strings narrowing egress, or NULL */
+} e2b_sandbox_view;
+
+/* The running sandbox that a request to envd or the code interpreter is
+ * for (its E2b-Sandbox-Id), once its access token (X-Access-Token, or
+ * E2B-Traffic-Access-Token) matches. False with err set otherwise: 502
+ * "sandbox ... was not found" for an unknown, killed, expired or paused
+ * one (the SDKs' words for it), 401 for a wrong or missing token. */
+bool e2b_sandbox_for_request(http_server *server, struct MHD_Connection *connection,
+                             e2b_sandbox_view *view, http_error *err);
+void e2b_sandbox_view_release(e2b_sandbox_view *view);
 
 /* The page's files, built from web/ and embedded at build time. */
 extern const char http_page_html[], http_page_js[], http_page_css[];

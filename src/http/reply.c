@@ -116,8 +116,11 @@ enum MHD_Result http_reply_json(http_request *req, unsigned status, json_t *body
 
 enum MHD_Result http_reply_error(http_request *req, const http_error *err)
 {
-    json_t *body = json_object();
-    json_object_set_new(body, "error", http_error_json(err));
+    json_t *body = NULL;
+    if (req->api->error_body)
+        body = req->api->error_body(err);
+    else if ((body = json_object()))
+        json_object_set_new(body, "error", http_error_json(err));
     switch (err->status) {
     case MHD_HTTP_UNAUTHORIZED:
         return http_reply_json(req, err->status, body, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");

