@@ -533,6 +533,38 @@ bool e2b_sandbox_for_request(http_server *server, struct MHD_Connection *connect
                              e2b_sandbox_view *view, http_error *err);
 void e2b_sandbox_view_release(e2b_sandbox_view *view);
 
+/* e2b_connect.c: the Connect protocol with its JSON codec, as E2B's SDKs
+ * speak it to envd (E2B-SANDBOX-PROTOCOL.md section 5). Errors of a unary
+ * call are http_reply_error's (envd's API writes Connect's error body). */
+/* A unary call's request (application/json): a JSON object; NULL with err
+ * (400 invalid_argument) otherwise. The caller owns it. */
+json_t *e2b_connect_unary_request(http_request *req, http_error *err);
+/* A server-stream call's request: exactly one enveloped message
+ * (application/connect+json). */
+json_t *e2b_connect_stream_request(http_request *req, http_error *err);
+/* A client-stream call's messages, in order, as a JSON array: every
+ * envelope up to the end-of-stream frame or the body's end. */
+json_t *e2b_connect_client_stream(http_request *req, http_error *err);
+/* 200 application/json with the message (stolen). */
+enum MHD_Result e2b_connect_reply(http_request *req, json_t *message);
+
+/* A server stream's response. The handler opens it (which queues the 200
+ * response) and hands it to a producer thread of its own; the connection's
+ * thread sends each message as it comes, and keepalive_json (such as
+ * {"event":{"keepalive":{}}}) after the Keepalive-Ping-Interval seconds of
+ * silence the client asked for. */
+typedef struct e2b_stream e2b_stream;
+/* NULL (and *queued set to what was answered) when it cannot be opened. */
+e2b_stream *e2b_stream_open(http_request *req, const char *keepalive_json,
+                            enum MHD_Result *queued);
+/* One message (stolen). Blocks while the client lags far behind; false
+ * once the client has gone, when the producer should stop. */
+bool e2b_stream_send(e2b_stream *stream, json_t *message);
+bool e2b_stream_client_gone(e2b_stream *stream);
+/* The end-of-stream frame: {} or the error (err NULL: success). The
+ * producer calls it exactly once; the stream is no longer its own after. */
+void e2b_stream_end(e2b_stream *stream, const http_error *err);
+
 /* The page's files, built from web/ and embedded at build time. */
 extern const char http_page_html[], http_page_js[], http_page_css[];
 extern const unsigned long http_page_html_size, http_page_js_size, http_page_css_size;
