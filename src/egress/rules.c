@@ -77,7 +77,8 @@ static bool batch_open(batch *bt, size_t size)
 static struct nlmsghdr *batch_msg(batch *bt, uint16_t type, uint16_t flags)
 {
     bt->last =
-        rbx_nft->nftnl_nlmsg_build_hdr(rbx_nft->mnl_nlmsg_batch_current(bt->b), type, NFPROTO_INET, flags, bt->seq++);
+        rbx_nft->nftnl_nlmsg_build_hdr(rbx_nft->mnl_nlmsg_batch_current(bt->b), type, NFPROTO_INET,
+                                   flags, bt->seq++);
     return bt->last;
 }
 
@@ -350,7 +351,8 @@ static void put_ranges(batch *bt, uint32_t id, const rbx_cidr *a, size_t a_count
     rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
     rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_ID, id);
     rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, (uint32_t)len);
-    rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, family == AF_INET ? TYPE_IPADDR : TYPE_IP6ADDR);
+    rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE,
+                               family == AF_INET ? TYPE_IPADDR : TYPE_IP6ADDR);
     rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_INTERVAL | NFT_SET_CONSTANT);
     rbx_nft->nftnl_set_nlmsg_build_payload(batch_msg(bt, NFT_MSG_NEWSET, NLM_F_CREATE), s);
     batch_next(bt);
@@ -359,7 +361,8 @@ static void put_ranges(batch *bt, uint32_t id, const rbx_cidr *a, size_t a_count
         if (!ranges[i].to_max)
             put_elem(s, ranges[i].to, len, true);
     }
-    rbx_nft->nftnl_set_elems_nlmsg_build_payload(batch_msg(bt, NFT_MSG_NEWSETELEM, NLM_F_CREATE), s);
+    rbx_nft->nftnl_set_elems_nlmsg_build_payload(
+        batch_msg(bt, NFT_MSG_NEWSETELEM, NLM_F_CREATE), s);
     batch_next(bt);
     rbx_nft->nftnl_set_free(s);
     free(ranges);
@@ -444,7 +447,8 @@ static void put_refuse(batch *bt)
             rbx_nft->nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_OP, NFT_DYNSET_OP_ADD);
             rbx_nft->nftnl_expr_set_str(e, NFTNL_EXPR_DYNSET_SET_NAME,
                                set_names[v4 ? SET_DENIED4 : SET_DENIED6]);
-            rbx_nft->nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_SET_ID, v4 ? SET_DENIED4 : SET_DENIED6);
+            rbx_nft->nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_SET_ID,
+                                        v4 ? SET_DENIED4 : SET_DENIED6);
             rbx_nft->nftnl_rule_add_expr(r, e);
             rule_put(bt, r);
         }
@@ -462,7 +466,8 @@ static void put_refuse(batch *bt)
         e = rbx_nft->nftnl_expr_alloc("reject");
         rbx_nft->nftnl_expr_set_u32(e, NFTNL_EXPR_REJECT_TYPE,
                            tcp ? NFT_REJECT_TCP_RST : NFT_REJECT_ICMPX_UNREACH);
-        rbx_nft->nftnl_expr_set_u8(e, NFTNL_EXPR_REJECT_CODE, tcp ? 0 : NFT_REJECT_ICMPX_ADMIN_PROHIBITED);
+        rbx_nft->nftnl_expr_set_u8(e, NFTNL_EXPR_REJECT_CODE,
+                                   tcp ? 0 : NFT_REJECT_ICMPX_ADMIN_PROHIBITED);
         rbx_nft->nftnl_rule_add_expr(r, e);
         rule_put(bt, r);
     }
@@ -695,7 +700,8 @@ int rbx_egress_rules_admit(int nl_fd, bool narrow, int family, const uint8_t *ad
     struct nftnl_set_elem *e = rbx_nft->nftnl_set_elem_alloc();
     rbx_nft->nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, addr, family == AF_INET ? 4 : 16);
     rbx_nft->nftnl_set_elem_add(s, e);
-    rbx_nft->nftnl_set_elems_nlmsg_build_payload(batch_msg(&bt, NFT_MSG_NEWSETELEM, NLM_F_CREATE), s);
+    rbx_nft->nftnl_set_elems_nlmsg_build_payload(
+        batch_msg(&bt, NFT_MSG_NEWSETELEM, NLM_F_CREATE), s);
     rbx_nft->nftnl_set_free(s);
     batch_next(&bt);
     int rc = batch_send(nl_fd, &bt);

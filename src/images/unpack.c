@@ -340,7 +340,8 @@ static rbx_status set_attributes(unpacker *u, struct archive_entry *entry, int f
         return host_failed(u, "set the mode of");
     if (rbx_ar->archive_entry_mtime_is_set(entry)) {
         struct timespec times[2] = {{.tv_nsec = UTIME_OMIT},
-                                    {rbx_ar->archive_entry_mtime(entry), rbx_ar->archive_entry_mtime_nsec(entry)}};
+                                    {rbx_ar->archive_entry_mtime(entry),
+                                      rbx_ar->archive_entry_mtime_nsec(entry)}};
         /* Cheap and not worth a refusal: a date out of range stays as it is. */
         (void)(fd >= 0 ? futimens(fd, times) : utimensat(dir, name, times, AT_SYMLINK_NOFOLLOW));
     }
@@ -1497,7 +1498,8 @@ static rbx_status extract_layout(unpacker *u, int fd, const scan *s, int scratch
         int64_t size = rbx_ar->archive_entry_size(entry);
         if (rbx_ar->archive_entry_filetype(entry) == AE_IFLNK && s->kind == SOURCE_DOCKER)
             continue; /* an alias, followed when the scan found it */
-        if (rbx_ar->archive_entry_filetype(entry) != AE_IFREG || rbx_ar->archive_entry_hardlink(entry) ||
+        if (rbx_ar->archive_entry_filetype(entry) != AE_IFREG ||
+            rbx_ar->archive_entry_hardlink(entry) ||
             rbx_ar->archive_entry_sparse_count(entry) > 0)
             status = refuse(u, "is not a plain regular file: an image layout's files must be");
         else if (size < 0 || (uint64_t)size > u->limits->max_bytes - u->bytes)

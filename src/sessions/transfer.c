@@ -455,7 +455,8 @@ rbx_status rbx_session_export(rbx_engine *engine, const char *id, int out_fd, rb
         rbx_ar->archive_entry_linkresolver_set_strategy(x.links, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED);
     if (work < 0) {
         x.status = err->status;
-    } else if (!x.out || !x.links || rbx_ar->archive_write_set_format_pax_restricted(x.out) != ARCHIVE_OK ||
+    } else if (!x.out || !x.links ||
+               rbx_ar->archive_write_set_format_pax_restricted(x.out) != ARCHIVE_OK ||
                /* Names are bytes: stored as they are, whatever the locale
                 * (runbox runs in "C", where libarchive could not convert a
                 * name like données.csv to the UTF-8 pax wants). */

@@ -319,7 +319,8 @@ static rbx_status place_hard_link(importer *m, struct archive_entry *entry, int 
 {
     const char *target;
     size_t len;
-    if (member_path(rbx_ar->archive_entry_hardlink(entry), &target, &len, m->err) != RBX_OK || len == 0)
+    if (member_path(rbx_ar->archive_entry_hardlink(entry), &target, &len, m->err) != RBX_OK ||
+        len == 0)
         return rbx_fail(m->err, RBX_EINVAL, "the archive's hard link '%.200s' names no file",
                         path);
     size_t dir_len = len;
@@ -404,7 +405,8 @@ static rbx_status check_member(importer *m, struct archive_entry *entry, const c
                         raw);
     /* Declared sizes first: a 10 GiB member (or a sparse one that claims
      * more than it holds) is refused before a byte of it is read. */
-    la_int64_t size = rbx_ar->archive_entry_size_is_set(entry) ? rbx_ar->archive_entry_size(entry) : 0;
+    la_int64_t size =
+        rbx_ar->archive_entry_size_is_set(entry) ? rbx_ar->archive_entry_size(entry) : 0;
     if (size < 0)
         return rbx_fail(m->err, RBX_EINVAL, "the archive's member '%.200s' has a negative size",
                         raw);
@@ -509,7 +511,8 @@ static la_ssize_t read_spooling(struct archive *a, void *user, const void **buf)
             return -1;
         }
         if (n > 0 && rbx_write_all(s->spool, s->buf, (size_t)n) != 0) {
-            rbx_ar->archive_set_error(a, errno, "cannot keep a copy of the archive: %s", strerror(errno));
+            rbx_ar->archive_set_error(a, errno, "cannot keep a copy of the archive: %s",
+                                      strerror(errno));
             return -1;
         }
         *buf = s->buf;
@@ -521,15 +524,17 @@ static la_ssize_t read_spooling(struct archive *a, void *user, const void **buf)
 static rbx_status open_pass(importer *m, source *s, bool first)
 {
     const rbx_archive_source *from = s->from;
-    if (!(m->in = rbx_ar->archive_read_new()) || rbx_ar->archive_read_support_format_tar(m->in) != ARCHIVE_OK ||
+    if (!(m->in = rbx_ar->archive_read_new()) ||
+        rbx_ar->archive_read_support_format_tar(m->in) != ARCHIVE_OK ||
         rbx_ar->archive_read_support_filter_gzip(m->in) != ARCHIVE_OK)
         return rbx_fail(m->err, RBX_ESYSTEM, "cannot read the archive: out of memory");
     int rc;
     if (from->data) {
         rc = rbx_ar->archive_read_open_memory(m->in, from->data, from->len);
     } else if (!first && s->spooled) {
-        rc = lseek(s->spool, 0, SEEK_SET) == 0 ? rbx_ar->archive_read_open_fd(m->in, s->spool, READ_BLOCK)
-                                               : ARCHIVE_FATAL;
+        rc = lseek(s->spool, 0, SEEK_SET) == 0
+                 ? rbx_ar->archive_read_open_fd(m->in, s->spool, READ_BLOCK)
+                 : ARCHIVE_FATAL;
     } else if (!first) {
         rc = lseek(from->fd, s->start, SEEK_SET) == s->start
                  ? rbx_ar->archive_read_open_fd(m->in, from->fd, READ_BLOCK)
