@@ -57,6 +57,10 @@ print(json.dumps(samples))
 """
 
 
+def _new_session(server, conn):
+    return json.loads(server.request("POST", "/v1/sessions", {}, conn=conn)[1])["session_id"]
+
+
 def _runbox_sandbox_variants(server, runs):
     """runbox's own API for what the SDK script does: a new session's first stateful call
     (its kernel starts), and a one-off bash `echo hi` in a session."""
@@ -64,13 +68,13 @@ def _runbox_sandbox_variants(server, runs):
     samples = {"runbox_new_session_first_stateful": [], "runbox_bash_in_session": []}
     for i in range(max(5, runs // 4)):
         start = time.perf_counter()
-        session = json.loads(server.request("POST", "/v1/sessions", {}, conn=conn)[1])["session_id"]
+        session = _new_session(server, conn)
         _timed_post(conn, f"/v1/sessions/{session}/execute",
                     {"language": "python", "code": "print('hi')", "stateful": True},
                     lambda data: json.loads(data)["output"] == "hi\n")
         samples["runbox_new_session_first_stateful"].append((time.perf_counter() - start) * 1000)
         server.request("DELETE", f"/v1/sessions/{session}", conn=conn)
-    session = json.loads(server.request("POST", "/v1/sessions", {}, conn=conn)[1])["session_id"]
+    session = _new_session(server, conn)
     for _ in range(runs):
         samples["runbox_bash_in_session"].append(_timed_post(
             conn, f"/v1/sessions/{session}/execute", {"language": "bash", "code": "echo hi"},
