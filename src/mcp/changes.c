@@ -2,19 +2,32 @@
  * session's regular files (path, size, modification time; at most
  * MCP_SNAPSHOT_MAX, the first by path) are listed before the call and
  * again after it, through the engine's file API, which never follows a
- * link. A file is changed when its size or time differs, or when its time
- * is in the second the call started or later: the engine lists whole
- * seconds, so a rewrite of the same size within one second is still seen
- * (and a file written just before the call, in the same second, may be
- * reported once too often, never missed). */
+ * link. A file changed when its size or time differs. The engine lists
+ * whole seconds, so a rewrite of the same size within the second the
+ * first list was taken would look unchanged: such files (at most
+ * HASHED_MAX, of at most HASHED_BYTES) are hashed in both lists and
+ * compared by content; past those bounds they count as changed (a
+ * change may be reported once too often, never missed). */
 #include "mcp/mcp.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#define HASHED_MAX 32
+#define HASHED_BYTES ((size_t)1 << 20)
+
+typedef struct seen_file {
+    rbx_file_info info;
+    bool hashed;
+    uint64_t hash; /* FNV-1a of the content: a check for change, not for tampering */
+} seen_file;
 
 struct mcp_snapshot {
-    rbx_file_info *files; /* regular files only, sorted by path */
+    int64_t taken_unix; /* the second the list was taken */
+    seen_file *files;   /* regular files only, sorted by path */
     size_t count;
+    rbx_file_info *infos; /* the same, as the engine's type, for callers */
 };
 
 static int by_path(const void *a, const void *b)
@@ -22,40 +35,105 @@ static int by_path(const void *a, const void *b)
     return strcmp(((const rbx_file_info *)a)->path, ((const rbx_file_info *)b)->path);
 }
 
-mcp_snapshot *mcp_snapshot_take(rbx_engine *engine, const char *session_id)
+/* Written in the second the list was taken, or later (a clock a second
+ * apart from the file system's): its time alone cannot tell a rewrite. */
+static bool ambiguous(const rbx_file_info *file, int64_t taken_unix)
+{
+    return file->modified_unix >= taken_unix - 1;
+}
+
+static bool hash_file(rbx_engine *engine, const char *session_id, const char *path,
+                      uint64_t *hash)
+{
+    char *data;
+    size_t len;
+    rbx_error err = {0};
+    if (rbx_file_get(engine, session_id, path, HASHED_BYTES, &data, &len, &err) != RBX_OK)
+        return false;
+    uint64_t h = 14695981039346656037ULL;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)data[i]) * 1099511628211ULL;
+    free(data);
+    *hash = h;
+    return true;
+}
+
+/* Files written from the second hash_from_unix on are hashed: the list
+ * after a call hashes those that the list before it did. */
+static mcp_snapshot *take(rbx_engine *engine, const char *session_id, int64_t hash_from_unix)
 {
     mcp_snapshot *snapshot = calloc(1, sizeof *snapshot);
     rbx_error err = {0};
-    if (!snapshot || !session_id || !rbx_session_id_valid(session_id) ||
-        rbx_file_list(engine, session_id, &snapshot->files, &snapshot->count, &err) != RBX_OK)
+    rbx_file_info *infos = NULL;
+    size_t count = 0;
+    if (!snapshot)
+        return NULL;
+    snapshot->taken_unix = (int64_t)time(NULL);
+    if (!session_id || !rbx_session_id_valid(session_id) ||
+        rbx_file_list(engine, session_id, &infos, &count, &err) != RBX_OK)
         return snapshot;
     size_t kept = 0;
-    for (size_t i = 0; i < snapshot->count; i++)
-        if (!strcmp(snapshot->files[i].type, "file"))
-            snapshot->files[kept++] = snapshot->files[i];
-    qsort(snapshot->files, kept, sizeof *snapshot->files, by_path);
-    snapshot->count = kept < MCP_SNAPSHOT_MAX ? kept : MCP_SNAPSHOT_MAX;
+    for (size_t i = 0; i < count; i++)
+        if (!strcmp(infos[i].type, "file"))
+            infos[kept++] = infos[i];
+    qsort(infos, kept, sizeof *infos, by_path);
+    kept = kept < MCP_SNAPSHOT_MAX ? kept : MCP_SNAPSHOT_MAX;
+    snapshot->files = calloc(kept ? kept : 1, sizeof *snapshot->files);
+    if (!snapshot->files) {
+        free(infos);
+        return snapshot;
+    }
+    size_t hashed = 0;
+    for (size_t i = 0; i < kept; i++) {
+        seen_file *file = &snapshot->files[i];
+        file->info = infos[i];
+        if (ambiguous(&file->info, hash_from_unix) && file->info.size <= HASHED_BYTES &&
+            hashed < HASHED_MAX)
+            hashed += file->hashed = hash_file(engine, session_id, file->info.path, &file->hash);
+    }
+    snapshot->infos = infos;
+    snapshot->count = kept;
     return snapshot;
+}
+
+mcp_snapshot *mcp_snapshot_take(rbx_engine *engine, const char *session_id)
+{
+    return take(engine, session_id, (int64_t)time(NULL));
 }
 
 const rbx_file_info *mcp_snapshot_files(const mcp_snapshot *snapshot, size_t *count)
 {
     *count = snapshot ? snapshot->count : 0;
-    return snapshot ? snapshot->files : NULL;
+    return snapshot ? snapshot->infos : NULL;
 }
 
 void mcp_snapshot_free(mcp_snapshot *snapshot)
 {
-    if (snapshot)
+    if (snapshot) {
         free(snapshot->files);
+        free(snapshot->infos);
+    }
     free(snapshot);
 }
 
-static const rbx_file_info *find(const mcp_snapshot *snapshot, const char *path)
+static const seen_file *find(const mcp_snapshot *snapshot, const char *path)
 {
-    rbx_file_info key;
-    snprintf(key.path, sizeof key.path, "%s", path);
-    return snapshot ? bsearch(&key, snapshot->files, snapshot->count, sizeof key, by_path) : NULL;
+    seen_file key;
+    snprintf(key.info.path, sizeof key.info.path, "%s", path);
+    return snapshot && snapshot->count
+               ? bsearch(&key, snapshot->files, snapshot->count, sizeof key, by_path)
+               : NULL;
+}
+
+/* Whether the file differs from what the list before saw of it. */
+static bool changed(const seen_file *then, const seen_file *now, const mcp_snapshot *before)
+{
+    if (!then || then->info.size != now->info.size ||
+        then->info.modified_unix != now->info.modified_unix)
+        return true;
+    if (!ambiguous(&now->info, before->taken_unix))
+        return false;
+    return !then->hashed || !now->hashed || then->hash != now->hash;
 }
 
 static json_t *resource_link(const char *uri, const rbx_file_info *file, bool created)
@@ -73,30 +151,29 @@ static json_t *resource_link(const char *uri, const rbx_file_info *file, bool cr
 /* The URIs of files created, changed or removed, and whether any came or
  * went; the links of those created or changed go into links. */
 static bool compare(const char *session_id, const mcp_snapshot *before, const mcp_snapshot *after,
-                    int64_t since_unix, json_t *uris, json_t *links, size_t *more)
+                    json_t *uris, json_t *links, size_t *more)
 {
     bool came_or_went = false;
     for (size_t i = 0; i < after->count; i++) {
-        const rbx_file_info *now = &after->files[i], *then = find(before, now->path);
-        if (then && then->size == now->size && then->modified_unix == now->modified_unix &&
-            now->modified_unix < since_unix)
+        const seen_file *now = &after->files[i], *then = find(before, now->info.path);
+        if (!changed(then, now, before))
             continue;
         came_or_went |= !then;
-        char *uri = mcp_resource_uri(session_id, now->path);
+        char *uri = mcp_resource_uri(session_id, now->info.path);
         if (!uri)
             continue;
         json_array_append_new(uris, json_string(uri));
         if (json_array_size(links) < MCP_LINKS_MAX)
-            json_array_append_new(links, resource_link(uri, now, !then));
+            json_array_append_new(links, resource_link(uri, &now->info, !then));
         else
             (*more)++;
         free(uri);
     }
-    for (size_t i = 0; before && i < before->count; i++) {
-        if (find(after, before->files[i].path))
+    for (size_t i = 0; i < before->count; i++) {
+        if (find(after, before->files[i].info.path))
             continue;
         came_or_went = true;
-        char *uri = mcp_resource_uri(session_id, before->files[i].path);
+        char *uri = mcp_resource_uri(session_id, before->files[i].info.path);
         if (uri)
             json_array_append_new(uris, json_string(uri));
         free(uri);
@@ -105,13 +182,13 @@ static bool compare(const char *session_id, const mcp_snapshot *before, const mc
 }
 
 json_t *mcp_changes_report(rbx_engine *engine, mcp_output *output, const char *session_id,
-                           const mcp_snapshot *before, int64_t since_unix)
+                           const mcp_snapshot *before)
 {
-    mcp_snapshot *after = mcp_snapshot_take(engine, session_id);
+    mcp_snapshot *after = before ? take(engine, session_id, before->taken_unix) : NULL;
     json_t *uris = json_array(), *links = json_array();
     size_t more = 0;
-    bool came_or_went = after && session_id &&
-                        compare(session_id, before, after, since_unix, uris, links, &more);
+    bool came_or_went = after && before && session_id &&
+                        compare(session_id, before, after, uris, links, &more);
     mcp_snapshot_free(after);
     mcp_client *client = mcp_client_of(output);
     mcp_client_notify(client, uris, came_or_went);

@@ -207,10 +207,10 @@ const rbx_file_info *mcp_snapshot_files(const mcp_snapshot *snapshot, size_t *co
 void mcp_snapshot_free(mcp_snapshot *snapshot);
 /* Compares before with the session's files now: notifies the output's
  * client, and returns the resource_link items (at most MCP_LINKS_MAX, the
- * rest counted in a text item) of files created or changed since
- * since_unix, or NULL when none. */
+ * rest counted in a text item) of files created or changed, or NULL when
+ * none. */
 json_t *mcp_changes_report(rbx_engine *engine, mcp_output *output, const char *session_id,
-                           const mcp_snapshot *before, int64_t since_unix);
+                           const mcp_snapshot *before);
 
 /* logging.c: notifications/message for the server's own events. */
 typedef enum mcp_log_level {

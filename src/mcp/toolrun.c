@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* A stateful call's rich outputs as content blocks a model can see:
  * images as images, the rest as their text (Markdown, else plain). */
@@ -135,7 +134,6 @@ static json_t *execute(rbx_engine *engine, mcp_output *output, mcp_call *call)
     mcp_progress progress;
     mcp_progress_init(&progress, output, call, rbx_engine_config(engine)->output_cap_bytes);
     /* The session's files before, to tell what the execution changed. */
-    int64_t started = (int64_t)time(NULL);
     mcp_snapshot *before = mcp_snapshot_take(engine, request.session_id);
     rbx_result result;
     rbx_error err = {0};
@@ -148,7 +146,7 @@ static json_t *execute(rbx_engine *engine, mcp_output *output, mcp_call *call)
         log_refusal(output, call, &err);
         return engine_failure(call, &err);
     }
-    json_t *links = mcp_changes_report(engine, output, result.session_id, before, started);
+    json_t *links = mcp_changes_report(engine, output, result.session_id, before);
     mcp_snapshot_free(before);
     if (result.kernel_restarted)
         mcp_log(output, MCP_LOG_WARNING, "kernel_restarted",
@@ -215,7 +213,7 @@ static json_t *close_session(rbx_engine *engine, mcp_output *output, const mcp_c
         return engine_failure(call, &err);
     }
     /* Its files are gone: subscribers hear of it, and the list changed. */
-    json_decref(mcp_changes_report(engine, output, id, before, 0));
+    json_decref(mcp_changes_report(engine, output, id, before));
     mcp_snapshot_free(before);
     mcp_log(output, MCP_LOG_INFO, "session_closed", json_pack("{s:s}", "session_id", id),
             "session %s closed: its files are gone", id);
