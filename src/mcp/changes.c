@@ -10,6 +10,7 @@
  * change may be reported once too often, never missed). */
 #include "mcp/mcp.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -76,7 +77,8 @@ static mcp_snapshot *take(rbx_engine *engine, const char *session_id, int64_t ha
     for (size_t i = 0; i < count; i++)
         if (!strcmp(infos[i].type, "file"))
             infos[kept++] = infos[i];
-    qsort(infos, kept, sizeof *infos, by_path);
+    if (kept) /* an empty session may list as NULL, which qsort must not get */
+        qsort(infos, kept, sizeof *infos, by_path);
     kept = kept < MCP_SNAPSHOT_MAX ? kept : MCP_SNAPSHOT_MAX;
     snapshot->files = calloc(kept ? kept : 1, sizeof *snapshot->files);
     if (!snapshot->files) {
@@ -99,6 +101,11 @@ static mcp_snapshot *take(rbx_engine *engine, const char *session_id, int64_t ha
 mcp_snapshot *mcp_snapshot_take(rbx_engine *engine, const char *session_id)
 {
     return take(engine, session_id, (int64_t)time(NULL));
+}
+
+mcp_snapshot *mcp_snapshot_list(rbx_engine *engine, const char *session_id)
+{
+    return take(engine, session_id, INT64_MAX); /* no file is recent enough to hash */
 }
 
 const rbx_file_info *mcp_snapshot_files(const mcp_snapshot *snapshot, size_t *count)

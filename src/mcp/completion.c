@@ -46,7 +46,7 @@ static void complete_path(rbx_engine *engine, const json_t *context, const char 
         json_string_value(json_object_get(json_object_get(context, "arguments"), "session_id"));
     if (!id || !rbx_session_id_valid(id))
         return;
-    mcp_snapshot *snapshot = mcp_snapshot_take(engine, id);
+    mcp_snapshot *snapshot = mcp_snapshot_list(engine, id);
     size_t count;
     const rbx_file_info *files = mcp_snapshot_files(snapshot, &count);
     for (size_t i = 0; i < count; i++)

@@ -202,6 +202,8 @@ bool mcp_client_takes_links(mcp_client *client);
 typedef struct mcp_snapshot mcp_snapshot;
 /* The session's regular files (an empty snapshot when it does not exist). */
 mcp_snapshot *mcp_snapshot_take(rbx_engine *engine, const char *session_id);
+/* The same without hashing anything: for listings, not for comparing. */
+mcp_snapshot *mcp_snapshot_list(rbx_engine *engine, const char *session_id);
 /* Its files, sorted by path. */
 const rbx_file_info *mcp_snapshot_files(const mcp_snapshot *snapshot, size_t *count);
 void mcp_snapshot_free(mcp_snapshot *snapshot);

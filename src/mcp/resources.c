@@ -105,7 +105,7 @@ typedef struct listing {
 /* Adds the session's files past the cursor; stops once the page is full. */
 static void add_session(rbx_engine *engine, const char *session_id, listing *page)
 {
-    mcp_snapshot *snapshot = mcp_snapshot_take(engine, session_id);
+    mcp_snapshot *snapshot = mcp_snapshot_list(engine, session_id);
     size_t count;
     const rbx_file_info *files = mcp_snapshot_files(snapshot, &count);
     bool resuming = !strcmp(session_id, page->after_id);
@@ -145,7 +145,8 @@ void mcp_answer_resources_list(mcp_server *server, const rpc_message *request)
                  err.message);
         return;
     }
-    qsort(infos, count, sizeof *infos, by_id);
+    if (count)
+        qsort(infos, count, sizeof *infos, by_id);
     for (size_t i = 0; i < count && !page.full; i++)
         if (strcmp(infos[i].id, page.after_id) >= 0)
             add_session(server->engine, infos[i].id, &page);
