@@ -18,27 +18,20 @@
 #define HASHED_MAX 32
 #define HASHED_BYTES ((size_t)1 << 20)
 
-typedef struct seen_file {
-    rbx_file_info info;
-    bool hashed;
-    uint64_t hash; /* FNV-1a of the content: a check for change, not for tampering */
-} seen_file;
-
 struct mcp_snapshot {
     int64_t taken_unix; /* the second the list was taken */
-    seen_file *files;   /* regular files only, sorted by path */
+    mcp_file *files;    /* regular files only, sorted by path */
     size_t count;
-    rbx_file_info *infos; /* the same, as the engine's type, for callers */
 };
 
 static int by_path(const void *a, const void *b)
 {
-    return strcmp(((const rbx_file_info *)a)->path, ((const rbx_file_info *)b)->path);
+    return strcmp(((const mcp_file *)a)->path, ((const mcp_file *)b)->path);
 }
 
 /* Written in the second the list was taken, or later (a clock a second
  * apart from the file system's): its time alone cannot tell a rewrite. */
-static bool ambiguous(const rbx_file_info *file, int64_t taken_unix)
+static bool ambiguous(const mcp_file *file, int64_t taken_unix)
 {
     return file->modified_unix >= taken_unix - 1;
 }
@@ -59,6 +52,26 @@ static bool hash_file(rbx_engine *engine, const char *session_id, const char *pa
     return true;
 }
 
+/* The engine's list, kept small: a path and two numbers a file (the
+ * engine's entries are 1.1 KB each, and a session may have 10,000). */
+static bool keep_files(mcp_snapshot *snapshot, const rbx_file_info *infos, size_t count)
+{
+    snapshot->files = calloc(count ? count : 1, sizeof *snapshot->files);
+    if (!snapshot->files)
+        return false;
+    for (size_t i = 0; i < count; i++) {
+        if (strcmp(infos[i].type, "file") != 0)
+            continue;
+        mcp_file *file = &snapshot->files[snapshot->count];
+        if (!(file->path = strdup(infos[i].path)))
+            return false;
+        file->size = infos[i].size;
+        file->modified_unix = infos[i].modified_unix;
+        snapshot->count++;
+    }
+    return true;
+}
+
 /* Files written from the second hash_from_unix on are hashed: the list
  * after a call hashes those that the list before it did. */
 static mcp_snapshot *take(rbx_engine *engine, const char *session_id, int64_t hash_from_unix)
@@ -73,28 +86,24 @@ static mcp_snapshot *take(rbx_engine *engine, const char *session_id, int64_t ha
     if (!session_id || !rbx_session_id_valid(session_id) ||
         rbx_file_list(engine, session_id, &infos, &count, &err) != RBX_OK)
         return snapshot;
-    size_t kept = 0;
-    for (size_t i = 0; i < count; i++)
-        if (!strcmp(infos[i].type, "file"))
-            infos[kept++] = infos[i];
-    if (kept) /* an empty session may list as NULL, which qsort must not get */
-        qsort(infos, kept, sizeof *infos, by_path);
-    kept = kept < MCP_SNAPSHOT_MAX ? kept : MCP_SNAPSHOT_MAX;
-    snapshot->files = calloc(kept ? kept : 1, sizeof *snapshot->files);
-    if (!snapshot->files) {
-        free(infos);
-        return snapshot;
+    bool kept = keep_files(snapshot, infos, count);
+    free(infos);
+    if (!kept) { /* out of memory: an empty list, as if the session had no files */
+        mcp_snapshot_free(snapshot);
+        return calloc(1, sizeof *snapshot);
     }
+    if (snapshot->count) /* an empty list may be NULL, which qsort must not get */
+        qsort(snapshot->files, snapshot->count, sizeof *snapshot->files, by_path);
+    for (size_t i = MCP_SNAPSHOT_MAX; i < snapshot->count; i++)
+        free(snapshot->files[i].path);
+    if (snapshot->count > MCP_SNAPSHOT_MAX)
+        snapshot->count = MCP_SNAPSHOT_MAX;
     size_t hashed = 0;
-    for (size_t i = 0; i < kept; i++) {
-        seen_file *file = &snapshot->files[i];
-        file->info = infos[i];
-        if (ambiguous(&file->info, hash_from_unix) && file->info.size <= HASHED_BYTES &&
-            hashed < HASHED_MAX)
-            hashed += file->hashed = hash_file(engine, session_id, file->info.path, &file->hash);
+    for (size_t i = 0; i < snapshot->count && hashed < HASHED_MAX; i++) {
+        mcp_file *file = &snapshot->files[i];
+        if (ambiguous(file, hash_from_unix) && file->size <= HASHED_BYTES)
+            hashed += file->hashed = hash_file(engine, session_id, file->path, &file->hash);
     }
-    snapshot->infos = infos;
-    snapshot->count = kept;
     return snapshot;
 }
 
@@ -108,42 +117,40 @@ mcp_snapshot *mcp_snapshot_list(rbx_engine *engine, const char *session_id)
     return take(engine, session_id, INT64_MAX); /* no file is recent enough to hash */
 }
 
-const rbx_file_info *mcp_snapshot_files(const mcp_snapshot *snapshot, size_t *count)
+const mcp_file *mcp_snapshot_files(const mcp_snapshot *snapshot, size_t *count)
 {
     *count = snapshot ? snapshot->count : 0;
-    return snapshot ? snapshot->infos : NULL;
+    return snapshot ? snapshot->files : NULL;
 }
 
 void mcp_snapshot_free(mcp_snapshot *snapshot)
 {
-    if (snapshot) {
+    for (size_t i = 0; snapshot && i < snapshot->count; i++)
+        free(snapshot->files[i].path);
+    if (snapshot)
         free(snapshot->files);
-        free(snapshot->infos);
-    }
     free(snapshot);
 }
 
-static const seen_file *find(const mcp_snapshot *snapshot, const char *path)
+static const mcp_file *find(const mcp_snapshot *snapshot, const char *path)
 {
-    seen_file key;
-    snprintf(key.info.path, sizeof key.info.path, "%s", path);
+    mcp_file key = {.path = (char *)path};
     return snapshot && snapshot->count
                ? bsearch(&key, snapshot->files, snapshot->count, sizeof key, by_path)
                : NULL;
 }
 
 /* Whether the file differs from what the list before saw of it. */
-static bool changed(const seen_file *then, const seen_file *now, const mcp_snapshot *before)
+static bool changed(const mcp_file *then, const mcp_file *now, const mcp_snapshot *before)
 {
-    if (!then || then->info.size != now->info.size ||
-        then->info.modified_unix != now->info.modified_unix)
+    if (!then || then->size != now->size || then->modified_unix != now->modified_unix)
         return true;
-    if (!ambiguous(&now->info, before->taken_unix))
+    if (!ambiguous(now, before->taken_unix))
         return false;
     return !then->hashed || !now->hashed || then->hash != now->hash;
 }
 
-static json_t *resource_link(const char *uri, const rbx_file_info *file, bool created)
+static json_t *resource_link(const char *uri, const mcp_file *file, bool created)
 {
     json_t *link = json_pack("{s:s, s:s, s:o, s:s, s:I}", "type", "resource_link", "uri", uri,
                              "name", rpc_text(file->path, strlen(file->path)), "description",
@@ -162,25 +169,25 @@ static bool compare(const char *session_id, const mcp_snapshot *before, const mc
 {
     bool came_or_went = false;
     for (size_t i = 0; i < after->count; i++) {
-        const seen_file *now = &after->files[i], *then = find(before, now->info.path);
+        const mcp_file *now = &after->files[i], *then = find(before, now->path);
         if (!changed(then, now, before))
             continue;
         came_or_went |= !then;
-        char *uri = mcp_resource_uri(session_id, now->info.path);
+        char *uri = mcp_resource_uri(session_id, now->path);
         if (!uri)
             continue;
         json_array_append_new(uris, json_string(uri));
         if (json_array_size(links) < MCP_LINKS_MAX)
-            json_array_append_new(links, resource_link(uri, &now->info, !then));
+            json_array_append_new(links, resource_link(uri, now, !then));
         else
             (*more)++;
         free(uri);
     }
     for (size_t i = 0; i < before->count; i++) {
-        if (find(after, before->files[i].info.path))
+        if (find(after, before->files[i].path))
             continue;
         came_or_went = true;
-        char *uri = mcp_resource_uri(session_id, before->files[i].info.path);
+        char *uri = mcp_resource_uri(session_id, before->files[i].path);
         if (uri)
             json_array_append_new(uris, json_string(uri));
         free(uri);

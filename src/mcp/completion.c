@@ -48,7 +48,7 @@ static void complete_path(rbx_engine *engine, const json_t *context, const char 
         return;
     mcp_snapshot *snapshot = mcp_snapshot_list(engine, id);
     size_t count;
-    const rbx_file_info *files = mcp_snapshot_files(snapshot, &count);
+    const mcp_file *files = mcp_snapshot_files(snapshot, &count);
     for (size_t i = 0; i < count; i++)
         offer(found, files[i].path, typed);
     mcp_snapshot_free(snapshot);

@@ -200,12 +200,19 @@ bool mcp_client_takes_links(mcp_client *client);
 
 /* changes.c: a session's files before and after a tool call. */
 typedef struct mcp_snapshot mcp_snapshot;
+typedef struct mcp_file {
+    char *path; /* relative to the session's directory */
+    uint64_t size;
+    int64_t modified_unix;
+    bool hashed;   /* hash holds an FNV-1a of the content */
+    uint64_t hash; /* a check for change, not for tampering */
+} mcp_file;
 /* The session's regular files (an empty snapshot when it does not exist). */
 mcp_snapshot *mcp_snapshot_take(rbx_engine *engine, const char *session_id);
 /* The same without hashing anything: for listings, not for comparing. */
 mcp_snapshot *mcp_snapshot_list(rbx_engine *engine, const char *session_id);
 /* Its files, sorted by path. */
-const rbx_file_info *mcp_snapshot_files(const mcp_snapshot *snapshot, size_t *count);
+const mcp_file *mcp_snapshot_files(const mcp_snapshot *snapshot, size_t *count);
 void mcp_snapshot_free(mcp_snapshot *snapshot);
 /* Compares before with the session's files now: notifies the output's
  * client, and returns the resource_link items (at most MCP_LINKS_MAX, the

@@ -72,7 +72,7 @@ static json_t *iso_time(int64_t unix_time)
     return json_string(text);
 }
 
-static json_t *describe_file(const char *session_id, const rbx_file_info *file)
+static json_t *describe_file(const char *session_id, const mcp_file *file)
 {
     char *uri = mcp_resource_uri(session_id, file->path);
     if (!uri)
@@ -107,7 +107,7 @@ static void add_session(rbx_engine *engine, const char *session_id, listing *pag
 {
     mcp_snapshot *snapshot = mcp_snapshot_list(engine, session_id);
     size_t count;
-    const rbx_file_info *files = mcp_snapshot_files(snapshot, &count);
+    const mcp_file *files = mcp_snapshot_files(snapshot, &count);
     bool resuming = !strcmp(session_id, page->after_id);
     for (size_t i = 0; i < count && !page->full; i++) {
         if (resuming && strcmp(files[i].path, page->after_path) <= 0)
