@@ -1,14 +1,17 @@
 /* The server's own events as notifications/message: an execution the
  * engine refused, a stateful session's interpreter that had to start
  * afresh, a session closed. Nothing is sent before logging/setLevel (the
- * spec leaves the default to the server; MCP 2026-07-28 makes logs opt-in
- * too), and then only at the level asked or above. Each message's data is
+ * spec leaves the default to the server), and then only at the level
+ * asked or above. MCP 2026-07-28 drops setLevel: a request opts in to the
+ * messages about it with _meta["io.modelcontextprotocol/logLevel"]. Each message's data is
  * an object a host can read: {event, message, and the event's fields}. */
 #include "mcp/mcp.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+
+#define LOG_LEVEL_KEY "io.modelcontextprotocol/logLevel"
 
 /* RFC 5424's severities, as MCP names them, least severe first. */
 static const char *const level_names[] = {"debug", "info",     "notice", "warning",
@@ -22,11 +25,19 @@ int mcp_log_level_of(const char *name)
     return -1;
 }
 
-void mcp_log(mcp_output *output, mcp_log_level level, const char *event, json_t *fields,
-             const char *fmt, ...)
+int mcp_log_level_requested(const json_t *meta)
+{
+    /* An unknown value reads as absent: dropping is the safe direction. */
+    return mcp_log_level_of(json_string_value(json_object_get(meta, LOG_LEVEL_KEY)));
+}
+
+void mcp_log(mcp_output *output, int request_level, mcp_log_level level, const char *event,
+             json_t *fields, const char *fmt, ...)
 {
     mcp_client *client = mcp_client_of(output);
-    if (!client || level < mcp_client_log_level(client)) {
+    bool asked = (request_level >= 0 && (int)level >= request_level) ||
+                 level >= mcp_client_log_level(client);
+    if (!client || !asked) {
         json_decref(fields);
         return;
     }

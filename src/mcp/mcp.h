@@ -88,6 +88,7 @@ typedef struct mcp_call {
     const mcp_tool *tool;
     json_t *arguments;      /* checked against the tool's inputSchema */
     json_t *progress_token; /* NULL: the client wants no progress */
+    int log_level;          /* MCP 2026-07-28: _meta's logLevel for this call, or -1 */
     int cancel_fd;          /* becomes readable when the call is cancelled */
     atomic_bool cancelled;  /* the client cancelled: nothing more is sent for it */
 } mcp_call;
@@ -231,10 +232,14 @@ typedef enum mcp_log_level {
 int mcp_log_level_of(const char *name);
 void mcp_client_set_log_level(mcp_client *client, mcp_log_level level);
 mcp_log_level mcp_client_log_level(mcp_client *client);
-/* Sends {event, message, ...fields} at level when the client asked for it;
- * steals fields (an object or NULL). */
-void mcp_log(mcp_output *output, mcp_log_level level, const char *event, json_t *fields,
-             const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Sends {event, message, ...fields} at level when the client asked for it:
+ * with logging/setLevel, or (MCP 2026-07-28) with the logLevel in the
+ * _meta of the request it concerns, request_level (-1: none). Steals
+ * fields (an object or NULL). */
+void mcp_log(mcp_output *output, int request_level, mcp_log_level level, const char *event,
+             json_t *fields, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* The level a request's _meta asks for, or -1. */
+int mcp_log_level_requested(const json_t *meta);
 
 /* The methods, for server.c's table. resources.c: */
 void mcp_answer_resources_list(mcp_server *server, const rpc_message *request);

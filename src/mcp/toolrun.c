@@ -61,7 +61,7 @@ static void log_refusal(mcp_output *output, const mcp_call *call, const rbx_erro
     json_t *fields = json_pack("{s:s}", "tool", call->tool->name);
     if (session_id)
         json_object_set_new(fields, "session_id", json_string(session_id));
-    mcp_log(output, err->status == RBX_ESYSTEM ? MCP_LOG_ERROR : MCP_LOG_WARNING,
+    mcp_log(output, call->log_level, err->status == RBX_ESYSTEM ? MCP_LOG_ERROR : MCP_LOG_WARNING,
             "execution_refused", fields, "%s refused: %s", call->tool->name, err->message);
 }
 
@@ -149,7 +149,7 @@ static json_t *execute(rbx_engine *engine, mcp_output *output, mcp_call *call)
     json_t *links = mcp_changes_report(engine, output, result.session_id, before);
     mcp_snapshot_free(before);
     if (result.kernel_restarted)
-        mcp_log(output, MCP_LOG_WARNING, "kernel_restarted",
+        mcp_log(output, call->log_level, MCP_LOG_WARNING, "kernel_restarted",
                 json_pack("{s:s, s:s}", "session_id", result.session_id, "language",
                           call->tool->language),
                 "the %s interpreter of session %s had to start afresh: variables from earlier "
@@ -215,7 +215,7 @@ static json_t *close_session(rbx_engine *engine, mcp_output *output, const mcp_c
     /* Its files are gone: subscribers hear of it, and the list changed. */
     json_decref(mcp_changes_report(engine, output, id, before));
     mcp_snapshot_free(before);
-    mcp_log(output, MCP_LOG_INFO, "session_closed", json_pack("{s:s}", "session_id", id),
+    mcp_log(output, call->log_level, MCP_LOG_INFO, "session_closed", json_pack("{s:s}", "session_id", id),
             "session %s closed: its files are gone", id);
     json_t *structured = json_pack("{s:s, s:b}", "session_id", id, "closed", 1);
     return rpc_result(call->id, tool_result(structured, false));

@@ -202,6 +202,23 @@ describe('logging and completion', () => {
     }
   });
 
+  it('sends the messages about one call when its _meta asks for them (MCP 2026-07-28), without setLevel', async () => {
+    const other = new WireServer(stateDir);
+    servers.push(other);
+    await other.initialize();
+    const refuse = (rid, meta) => other.request(rid, 'tools/call', {
+      name: 'execute_bash', arguments: { command: 'true', image: 'no-such-image' }, ...(meta ? { _meta: meta } : {}),
+    });
+    await refuse('quiet');
+    await refuse('too-high', { 'io.modelcontextprotocol/logLevel': 'error' });
+    await refuse('unknown', { 'io.modelcontextprotocol/logLevel': 'loud' });
+    assert.equal(other.messages.filter((m) => m.method === 'notifications/message').length, 0);
+    await refuse('asked', { 'io.modelcontextprotocol/logLevel': 'warning' });
+    const message = await other.next((m) => m.method === 'notifications/message');
+    assert.deepEqual([message.params.level, message.params.data.event], ['warning', 'execution_refused']);
+    await other.close();
+  });
+
   it('refuses malformed completion requests and completes nothing for unknown refs', async () => {
     for (const params of [{}, { ref: { type: 'ref/resource', uri: TEMPLATE } }, { argument: { name: 'x', value: '' } },
       { ref: { type: 'ref/tool', name: 'execute_python' }, argument: { name: 'language', value: '' } },
