@@ -49,7 +49,9 @@ describe('runbox mcp with the SDK client', { timeout: 180000 }, () => {
   it('initializes with the newest protocol, server info and instructions', () => {
     assert.equal(client.getServerVersion().name, 'runbox');
     assert.match(client.getServerVersion().version, /^\d+\.\d+\.\d+$/);
-    assert.deepEqual(client.getServerCapabilities(), { tools: { listChanged: false } });
+    assert.deepEqual(client.getServerCapabilities(), {
+      tools: { listChanged: false }, resources: { subscribe: true, listChanged: true }, logging: {}, completions: {},
+    });
     assert.match(client.getInstructions(), /session_id/);
   });
 

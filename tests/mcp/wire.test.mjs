@@ -113,7 +113,7 @@ describe('malformed traffic', () => {
   });
 
   it('answers unknown methods with -32601 and bogus params with -32602', async () => {
-    assert.equal((await server.request(10, 'resources/list')).error.code, -32601);
+    assert.equal((await server.request(10, 'prompts/list')).error.code, -32601);
     assert.equal((await server.request(11, 'ping', [1, 2])).error.code, -32602);
     assert.deepEqual((await server.request(16, 'ping', null)).result, {}, 'null params count as none');
     assert.equal((await server.request(12, 'tools/call', { name: 'execute_bash', arguments: 'echo' })).error.code, -32602);
