@@ -46,7 +46,7 @@ describe('before initialize', () => {
     // Newer clients probe server/discover first and fall back on -32601.
     assert.equal((await server.request(3, 'server/discover')).error.code, -32601);
     assert.equal((await server.initialize()).result.protocolVersion, '2025-11-25');
-    assert.equal((await server.request(4, 'tools/list')).result.tools.length, 5);
+    assert.equal((await server.request(4, 'tools/list')).result.tools.length, 6);
     await server.close();
   });
 });
