@@ -156,6 +156,16 @@ static const char bash_bootstrap[] =
     " && exec /usr/bin/npm install --no-audit --no-fund --no-update-notifier"                      \
     " --loglevel=error -- \"$@\""
 
+/* What JavaScript and TypeScript share: npm environments, which appear
+ * at /node_modules, the last place Node looks from /home/user, for require
+ * and import alike; and the kernel driver. */
+#define NODE_ENVIRONMENTS                                                                          \
+    .install = NPM_INSTALL, .env_inside = "/opt/runbox/env", .env_subdir = "node_modules",         \
+    .env_run_at = "/node_modules", .normalize_spec = rbx_spec_npm
+#define NODE_KERNEL_DRIVER                                                                         \
+    .kernel_driver = rbx_kernel_javascript, .kernel_driver_size = &rbx_kernel_javascript_size,     \
+    .kernel_dialect = RBX_KERNEL_JSON
+
 static const rbx_runtime runtimes[] = {
     {
         .name = "python",
@@ -192,19 +202,11 @@ static const rbx_runtime runtimes[] = {
         .needs = "Node.js 20.12 or newer",
         .argv = {"node", "--use-openssl-ca", "-e", javascript_bootstrap},
         .classify = rbx_classify_javascript,
-        /* node_modules appears at /node_modules, the last place Node looks
-         * from /home/user, for require and import alike. */
-        .install = NPM_INSTALL,
-        .env_inside = "/opt/runbox/env",
-        .env_subdir = "node_modules",
-        .env_run_at = "/node_modules",
-        .normalize_spec = rbx_spec_npm,
+        NODE_ENVIRONMENTS,
         /* The REPL's own top-level await rewriting and its parser are Node's
          * internals. */
         .kernel_argv = {"node", "--expose-internals", "--use-openssl-ca", "-e"},
-        .kernel_driver = rbx_kernel_javascript,
-        .kernel_driver_size = &rbx_kernel_javascript_size,
-        .kernel_dialect = RBX_KERNEL_JSON,
+        NODE_KERNEL_DRIVER,
     },
     {
         .name = "bash",
@@ -234,19 +236,14 @@ static const rbx_runtime runtimes[] = {
         .extension = ".ts",
         .version_code = "console.log(process.version)",
         .needs = "Node.js 22.13 or newer (its type stripping)",
+        .too_old = "bad option: --experimental-strip-types",
         .argv = {"node", "--use-openssl-ca", "--experimental-strip-types", "-e",
                  javascript_bootstrap},
         .classify = rbx_classify_javascript,
-        .install = NPM_INSTALL,
-        .env_inside = "/opt/runbox/env",
-        .env_subdir = "node_modules",
-        .env_run_at = "/node_modules",
-        .normalize_spec = rbx_spec_npm,
+        NODE_ENVIRONMENTS,
         .kernel_argv = {"node", "--expose-internals", "--use-openssl-ca",
                         "--experimental-strip-types", "-e"},
-        .kernel_driver = rbx_kernel_javascript,
-        .kernel_driver_size = &rbx_kernel_javascript_size,
-        .kernel_dialect = RBX_KERNEL_JSON,
+        NODE_KERNEL_DRIVER,
     },
 };
 

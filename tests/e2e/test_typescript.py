@@ -5,6 +5,7 @@ stripping cannot remove (enum, namespace) is a SyntaxError result and nothing ru
 Type stripping needs Node.js 22.13 or newer: the default image's official Node.js has it;
 the host's Debian Node.js 20 does not, so these cases run where the suite runs on an image."""
 import json
+import subprocess
 
 import pytest
 
@@ -12,6 +13,19 @@ from conftest import ON_IMAGE_ENV, default_image_tree
 
 pytestmark = pytest.mark.skipif(
     not ON_IMAGE_ENV, reason="TypeScript needs the default image's Node.js (the host's is 20)")
+
+
+def host_node_strips_types():
+    version = subprocess.run(["/usr/bin/node", "--version"], capture_output=True,
+                             text=True).stdout.strip().lstrip("v")
+    return tuple(int(part) for part in version.split(".")[:2]) >= (22, 13)
+
+
+@pytest.mark.skipif(host_node_strips_types(), reason="the host's Node.js strips types itself")
+def test_a_root_whose_node_cannot_strip_types_says_what_typescript_needs(runbox):
+    result = runbox.run("typescript", "const n: number = 1", "--image", "host", "--no-network")
+    assert result["error_type"] == "RuntimeError" and result["image"] == "host"
+    assert "typescript needs Node.js 22.13 or newer" in result["error"], result["error"]
 
 
 def test_types_are_stripped_and_the_code_runs(runbox):
