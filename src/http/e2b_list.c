@@ -1,12 +1,14 @@
-/* GET /v2/sandboxes: E2B's list of sandboxes, filtered by metadata and
- * state, in pages (limit, nextToken; the next page's token in the
- * X-Next-Token header, none on the last). Sandboxes are listed by their
- * start, oldest first (ties by id), and a token names the last one a page
- * held, so a sandbox killed between pages moves nothing. */
+/* GET /v2/sandboxes: E2B's list of sandboxes, filtered by metadata,
+ * state, template and start, in pages (limit, nextToken; the next page's
+ * token in the X-Next-Token header, none on the last). Sandboxes are
+ * listed by their start (order asc, the default, or desc; ties by id), and
+ * a token names the last one a page held, so a sandbox killed between
+ * pages moves nothing. */
 #include "http/http.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define LIST_DEFAULT_LIMIT 100
 #define LIST_MAX_LIMIT 1000
@@ -160,6 +162,32 @@ static bool cursor_of(const char *token, cursor *at, http_error *err)
     return true;
 }
 
+/* startedAfter: RFC 3339 / ISO 8601, 2026-01-02T03:04:05[.fff](Z|+hh:mm). */
+static bool time_of(const char *text, int64_t *ms)
+{
+    struct tm tm = {0};
+    const char *rest = strptime(text, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (!rest)
+        return false;
+    int64_t fraction_ms = 0, scale = 100;
+    if (*rest == '.')
+        for (rest++; *rest >= '0' && *rest <= '9'; rest++, scale /= 10)
+            fraction_ms += scale * (*rest - '0');
+    int offset_s = 0, hours, minutes;
+    if (*rest == 'Z' || *rest == 'z') {
+        rest++;
+    } else if ((*rest == '+' || *rest == '-') && sscanf(rest + 1, "%2d:%2d", &hours, &minutes) == 2) {
+        offset_s = (hours * 60 + minutes) * 60 * (*rest == '-' ? -1 : 1);
+        rest += 6;
+    } else if (*rest) {
+        return false;
+    }
+    if (*rest)
+        return false;
+    *ms = ((int64_t)timegm(&tm) - offset_s) * 1000 + fraction_ms;
+    return true;
+}
+
 static int by_start(const void *a, const void *b)
 {
     const e2b_sandbox *x = a, *y = b;
@@ -168,50 +196,95 @@ static int by_start(const void *a, const void *b)
     return strcmp(x->id, y->id);
 }
 
-static bool after(const e2b_sandbox *s, const cursor *at)
+static int by_start_desc(const void *a, const void *b)
 {
-    return s->started_ms > at->started_ms ||
-           (s->started_ms == at->started_ms && strcmp(s->id, at->id) > 0);
+    return by_start(b, a);
+}
+
+/* Past the cursor in the listing's order. */
+static bool after(const e2b_sandbox *s, const cursor *at, bool desc)
+{
+    if (at->started_ms < 0)
+        return true;
+    int order = s->started_ms != at->started_ms ? (s->started_ms > at->started_ms ? 1 : -1)
+                                                : strcmp(s->id, at->id);
+    return desc ? order < 0 : order > 0;
+}
+
+/* The filters of the query beside the page. */
+typedef struct list_query {
+    bool running, paused, desc;
+    size_t limit;
+    cursor at;
+    json_t *metadata;
+    const char *template_id;
+    int64_t started_after_ms;
+} list_query;
+
+static bool query_of(http_request *req, list_query *q, http_error *err)
+{
+    *q = (list_query){.at.started_ms = -1, .started_after_ms = -1};
+    const char *metadata = query(req, "metadata");
+    const char *token = query(req, "nextToken");
+    const char *order = query(req, "order");
+    const char *started = query(req, "startedAfter");
+    q->template_id = query(req, "template");
+    if (!state_filter(query(req, "state"), &q->running, &q->paused, err) ||
+        !limit_of(query(req, "limit"), &q->limit, err) ||
+        (token && *token && !cursor_of(token, &q->at, err)) ||
+        (metadata && !(q->metadata = metadata_filter(metadata, err))))
+        return false;
+    if (order && strcmp(order, "asc") && strcmp(order, "desc")) {
+        http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request", "'order' is asc or desc");
+        return false;
+    }
+    q->desc = order && !strcmp(order, "desc");
+    if (started && !time_of(started, &q->started_after_ms)) {
+        http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request",
+                       "'startedAfter' is a time such as 2026-01-02T03:04:05Z");
+        return false;
+    }
+    return true;
+}
+
+static bool listed(const e2b_sandbox *s, const list_query *q, int64_t now)
+{
+    bool live = s->paused || s->end_ms > now; /* else gone at the reaper's next round */
+    return live && after(s, &q->at, q->desc) && (s->paused ? q->paused : q->running) &&
+           (!q->metadata || metadata_matches(s->metadata, q->metadata)) &&
+           (!q->template_id || !strcmp(q->template_id, s->template_id)) &&
+           s->started_ms >= q->started_after_ms;
 }
 
 enum MHD_Result e2b_handle_list(http_request *req)
 {
     http_error err;
-    bool running, paused;
-    size_t limit;
-    cursor at = {.started_ms = -1};
-    const char *metadata = query(req, "metadata");
-    const char *token = query(req, "nextToken");
-    json_t *filter = NULL;
-    if (!state_filter(query(req, "state"), &running, &paused, &err) ||
-        !limit_of(query(req, "limit"), &limit, &err) ||
-        (token && *token && !cursor_of(token, &at, &err)) ||
-        (metadata && !(filter = metadata_filter(metadata, &err))))
+    list_query q;
+    if (!query_of(req, &q, &err)) {
+        json_decref(q.metadata);
         return http_reply_error(req, &err);
+    }
     size_t count = 0;
     e2b_sandbox *all = e2b_sandboxes_all(req->server->sandboxes, &count);
-    qsort(all, count, sizeof *all, by_start);
+    qsort(all, count, sizeof *all, q.desc ? by_start_desc : by_start);
     json_t *list = json_array();
     int64_t now = e2b_now_ms();
     char next[E2B_SANDBOX_ID_MAX + 32] = "";
     bool more = false; /* another sandbox is past this page: it gets a token */
     for (size_t i = 0; i < count && !more; i++) {
-        const e2b_sandbox *s = &all[i];
-        bool live = s->paused || s->end_ms > now; /* else gone at the reaper's next round */
-        if (!live || !after(s, &at) || !(s->paused ? paused : running) ||
-            (filter && !metadata_matches(s->metadata, filter)))
+        if (!listed(&all[i], &q, now))
             continue;
-        if (json_array_size(list) == limit) {
+        if (json_array_size(list) == q.limit) {
             more = true;
             continue;
         }
-        json_array_append_new(list, e2b_listed_json(req->server, s));
-        snprintf(next, sizeof next, "%lld.%s", (long long)s->started_ms, s->id);
+        json_array_append_new(list, e2b_listed_json(req->server, &all[i]));
+        snprintf(next, sizeof next, "%lld.%s", (long long)all[i].started_ms, all[i].id);
     }
     for (size_t i = 0; i < count; i++)
         e2b_sandbox_release(&all[i]);
     free(all);
-    json_decref(filter);
+    json_decref(q.metadata);
     return http_reply_json(req, MHD_HTTP_OK, list, more ? "X-Next-Token" : NULL,
                            more ? next : NULL);
 }
