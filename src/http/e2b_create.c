@@ -169,14 +169,29 @@ static bool env_vars_ok(json_t *env, http_error *err)
     return true;
 }
 
+/* A destination as it may be written: a CIDR, an address or a domain
+ * name (a leading "*." allowed). The engine checks each precisely when an
+ * execution uses it; this refuses at create what can never be one. */
+static bool destination_shaped(const char *text)
+{
+    size_t len = strlen(text);
+    if (len == 0 || len > 253)
+        return false;
+    return strspn(text, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.:/*-_") ==
+           len;
+}
+
 static bool string_array(json_t *value, size_t max)
 {
     size_t i;
     json_t *item;
     if (!json_is_array(value) || json_array_size(value) > max)
         return false;
-    json_array_foreach(value, i, item) if (!json_is_string(item) || !json_string_length(item) ||
-                                           json_string_length(item) > 253) return false;
+    json_array_foreach(value, i, item)
+    {
+        if (!json_is_string(item) || !destination_shaped(json_string_value(item)))
+            return false;
+    }
     return true;
 }
 

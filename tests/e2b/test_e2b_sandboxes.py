@@ -116,6 +116,29 @@ def test_a_sandbox_without_internet_access_has_only_loopback(server):
     closed.kill()
 
 
+def test_egress_narrowed_to_an_allow_list_is_kept_and_applied(server):
+    status, made, _ = api(server, "POST", "/v2/sandboxes", {
+        "templateID": "base", "network": {"denyOut": ["0.0.0.0/0"], "allowOut": ["pypi.org"]}})
+    assert status == 201, made
+    status, detail, _ = api(server, "GET", f"/sandboxes/{made['sandboxID']}")
+    assert detail["network"] == {"denyOut": ["0.0.0.0/0"], "allowOut": ["pypi.org"]}
+    # Its executions carry the list: the engine checks it (a bad entry is refused there too).
+    sbx = Sandbox.connect(made["sandboxID"])
+    assert sbx.run_code("6 * 7").text == "42"
+    # What can never be a destination is refused at create; what only looks like one
+    # (a CIDR with a bad prefix) by the engine at each execution, with its reason.
+    status, bad, _ = api(server, "POST", "/v2/sandboxes", {
+        "templateID": "base", "network": {"denyOut": ["0.0.0.0/0"], "allowOut": ["not a host!"]}})
+    assert_error(status, bad, 400)
+    status, odd, _ = api(server, "POST", "/v2/sandboxes", {
+        "templateID": "base", "network": {"denyOut": ["0.0.0.0/0"], "allowOut": ["10.0.0.0/99"]}})
+    assert status == 201
+    with pytest.raises(SandboxException, match="400.*egress_allow"):
+        Sandbox.connect(odd["sandboxID"]).run_code("1")
+    sbx.kill()
+    Sandbox.kill(odd["sandboxID"])
+
+
 # --- the control plane through the SDK ---------------------------------------------------------
 
 def test_list_filters_by_metadata_and_pages_with_a_small_limit(server):
@@ -212,6 +235,41 @@ def test_kill_removes_the_sandbox_its_session_and_its_kernels(server):
     # Its code interpreter answers as E2B's does for a sandbox that is gone.
     with pytest.raises(TimeoutException, match="not found|502"):
         sbx.run_code("1")
+
+
+def test_kill_and_expiry_stop_code_that_is_running(server):
+    import threading
+    from http_helpers import processes_matching, unique_marker
+    for end in ("kill", "expiry"):
+        sbx = Sandbox.create(timeout=4 if end == "expiry" else 300)
+        marker = unique_marker()  # `sleep MARKER`: the running code, seen from the host
+        outcome = {}
+
+        def run():
+            started = time.monotonic()
+            try:
+                outcome["execution"] = sbx.run_code(
+                    f"import subprocess\nsubprocess.run(['sleep', '{marker}'])", timeout=120)
+            except Exception as e:  # noqa: BLE001 - whichever way the SDK ends it
+                outcome["error"] = e
+            outcome["seconds"] = time.monotonic() - started
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        deadline = time.monotonic() + 20
+        while not processes_matching(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert processes_matching(marker), f"{end}: the code never started"
+        if end == "kill":
+            assert sbx.kill() is True
+        thread.join(30)
+        assert not thread.is_alive() and outcome["seconds"] < 25, outcome
+        deadline = time.monotonic() + 10
+        while processes_matching(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not processes_matching(marker), f"{end}: the code still runs"
+        assert f"e2b-{sbx.sandbox_id}" not in sessions(server)
+        assert sbx.kill() is False
 
 
 def test_pause_then_connect_keeps_files_and_tells_that_variables_are_gone(server):
