@@ -500,3 +500,33 @@ def test_the_api_key_is_checked_when_the_server_has_a_token(start_e2b):
         "Content-Type": "application/json", "E2b-Sandbox-Id": "nosuchsandbox",
         "X-Access-Token": reply["envdAccessToken"]})
     assert status == 502 and b"was not found" in body
+
+
+def test_the_code_interpreter_refuses_sandbox_ids_it_does_not_serve(server):
+    status, made, _ = api(server, "POST", "/v2/sandboxes", {"templateID": "base"})
+    token = made["envdAccessToken"]
+    body = b'{"code": "1"}'
+    for sandbox_id in ["nosuchsandbox", "x" * 500, "..", "../" + made["sandboxID"],
+                       made["sandboxID"].upper(), "e2b-python"]:
+        for method, path, data in [("POST", "/execute", body), ("GET", "/contexts", None),
+                                   ("POST", "/contexts", b"{}"),
+                                   ("DELETE", "/contexts/e2b-python", None)]:
+            status, reply = server.e2b_request(method, path, data, {
+                "Content-Type": "application/json", "E2b-Sandbox-Id": sandbox_id,
+                "X-Access-Token": token, "E2B-Traffic-Access-Token": made["trafficAccessToken"]})
+            assert status == 502 and b"was not found" in reply, (sandbox_id, path, reply)
+    # Its own id with a wrong or missing token: 401 on every route; with its token, served.
+    for headers in ({}, {"X-Access-Token": token[:-1]}, {"X-Access-Token": token + "0"},
+                    {"E2B-Traffic-Access-Token": token}):
+        for method, path, data in [("POST", "/execute", body), ("GET", "/contexts", None)]:
+            status, _ = server.e2b_request(method, path, data, {
+                "Content-Type": "application/json", "E2b-Sandbox-Id": made["sandboxID"],
+                **headers})
+            assert status == 401, (headers, path)
+    status, reply = server.e2b_request("GET", "/contexts", None, {
+        "E2b-Sandbox-Id": made["sandboxID"], "E2B-Traffic-Access-Token": made["trafficAccessToken"]})
+    assert status == 200 and {c["language"] for c in json.loads(reply)} == {"python", "javascript"}
+    # The contexts of the debug sandbox (and of no sandbox) are not a created sandbox's.
+    status, reply = server.e2b_request("GET", "/contexts")
+    assert made["sandboxID"] not in reply.decode()
+    api(server, "DELETE", f"/sandboxes/{made['sandboxID']}")
