@@ -2,15 +2,12 @@
  * sandboxes made, listed, connected to, paused and killed. Errors are
  * {"code": <HTTP status>, "message"}, which both SDKs parse (Python
  * crashes on a documented error status without it, and JS decides "not
- * found" from the body's code). The list is in e2b_list.c. */
+ * found" from the body's code). The list is in e2b_list.c, the bodies
+ * the SDKs read in e2b_describe.c. */
 #include "http/http.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-/* Deprecated in E2B's API, still required by the Python SDK. */
-#define CLIENT_ID "runbox"
 
 static json_t *control_error_body(const http_error *err)
 {
@@ -30,57 +27,6 @@ static enum MHD_Result no_content(http_request *req)
     if (!response)
         return MHD_NO;
     return http_reply(req, MHD_HTTP_NO_CONTENT, response, 0);
-}
-
-/* --- what the SDKs read ---------------------------------------------------------------- */
-
-json_t *e2b_time_json(int64_t ms)
-{
-    time_t seconds = (time_t)(ms / 1000);
-    struct tm tm;
-    char text[64];
-    gmtime_r(&seconds, &tm);
-    size_t n = strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(text + n, sizeof text - n, ".%03dZ", (int)(ms % 1000));
-    return json_string(text);
-}
-
-/* The Sandbox of create and connect: how to reach it. */
-static json_t *sandbox_json(const e2b_sandbox *s)
-{
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:n}", "templateID", s->template_id,
-                     "sandboxID", s->id, "clientID", CLIENT_ID, "envdVersion", E2B_ENVD_VERSION,
-                     "envdAccessToken", s->envd_token, "trafficAccessToken", s->traffic_token,
-                     "domain");
-}
-
-json_t *e2b_listed_json(http_server *server, const e2b_sandbox *s)
-{
-    const rbx_config *config = rbx_engine_config(server->engine);
-    int cpus = (int)config->cpus < config->cpus ? (int)config->cpus + 1 : (int)config->cpus;
-    return json_pack("{s:s, s:s, s:s, s:o, s:o, s:s, s:i, s:i, s:I, s:s, s:O}", "templateID",
-                     s->template_id, "sandboxID", s->id, "clientID", CLIENT_ID, "startedAt",
-                     e2b_time_json(s->started_ms), "endAt", e2b_time_json(s->end_ms),
-                     "envdVersion", E2B_ENVD_VERSION, "cpuCount", cpus > 0 ? cpus : 1, "memoryMB",
-                     (int)config->memory_mb, "diskSizeMB",
-                     (json_int_t)(config->disk_cap_bytes / (1024 * 1024)), "state",
-                     s->paused ? "paused" : "running", "metadata", s->metadata);
-}
-
-/* SandboxDetail: the listed fields and how to reach it. */
-static json_t *detail_json(http_server *server, const e2b_sandbox *s)
-{
-    json_t *detail = e2b_listed_json(server, s);
-    json_object_set_new(detail, "domain", json_null());
-    json_object_set_new(detail, "envdAccessToken", json_string(s->envd_token));
-    json_object_set_new(detail, "allowInternetAccess",
-                        s->network < 0 ? json_null() : json_boolean(s->network));
-    if (s->network_settings)
-        json_object_set(detail, "network", s->network_settings);
-    json_object_set_new(detail, "lifecycle",
-                        json_pack("{s:b, s:s}", "autoResume", 0, "onTimeout",
-                                  s->auto_pause ? "pause" : "kill"));
-    return detail;
 }
 
 /* --- finding the sandbox of the path ----------------------------------------------------- */
@@ -129,7 +75,7 @@ static enum MHD_Result create_sandbox(http_request *req, json_t *body)
     json_object_set_new(log, "sandbox_id", json_string(s.id));
     json_object_set_new(log, "template", json_string(s.template_id));
     http_log_emit(log);
-    json_t *reply = sandbox_json(&s);
+    json_t *reply = e2b_sandbox_json(&s);
     e2b_sandbox_release(&s);
     return http_reply_json(req, MHD_HTTP_CREATED, reply, NULL, NULL);
 }
@@ -183,7 +129,7 @@ static enum MHD_Result connect_sandbox(http_request *req, bool resume_only)
     } else if (end_ms > s.end_ms) {
         e2b_sandboxes_set_end(server->sandboxes, s.id, end_ms);
     }
-    json_t *reply = sandbox_json(&s);
+    json_t *reply = e2b_sandbox_json(&s);
     e2b_sandbox_release(&s);
     return http_reply_json(req, status, reply, NULL, NULL);
 }
@@ -203,7 +149,7 @@ static enum MHD_Result handle_get(http_request *req)
     e2b_sandbox s;
     if (!path_sandbox(req, &s))
         return not_found(req);
-    json_t *detail = detail_json(req->server, &s);
+    json_t *detail = e2b_detail_json(req->server, &s);
     e2b_sandbox_release(&s);
     return http_reply_json(req, MHD_HTTP_OK, detail, NULL, NULL);
 }

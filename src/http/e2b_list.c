@@ -176,7 +176,8 @@ static bool time_of(const char *text, int64_t *ms)
     int offset_s = 0, hours, minutes;
     if (*rest == 'Z' || *rest == 'z') {
         rest++;
-    } else if ((*rest == '+' || *rest == '-') && sscanf(rest + 1, "%2d:%2d", &hours, &minutes) == 2) {
+    } else if ((*rest == '+' || *rest == '-') &&
+               sscanf(rest + 1, "%2d:%2d", &hours, &minutes) == 2) {
         offset_s = (hours * 60 + minutes) * 60 * (*rest == '-' ? -1 : 1);
         rest += 6;
     } else if (*rest) {

@@ -100,7 +100,11 @@ static bool strings_object(json_t *value)
     json_t *item;
     if (!json_is_object(value))
         return false;
-    json_object_foreach(value, key, item) if (!json_is_string(item)) return false;
+    json_object_foreach(value, key, item)
+    {
+        if (!json_is_string(item))
+            return false;
+    }
     return true;
 }
 

@@ -622,10 +622,14 @@ bool e2b_sandbox_for_request(http_server *server, struct MHD_Connection *connect
                              e2b_sandbox_view *view, http_error *err);
 void e2b_sandbox_view_release(e2b_sandbox_view *view);
 
-/* e2b_control.c, e2b_list.c: the control plane's routes; what the SDKs
- * read of a sandbox in a listing (ListedSandbox), and times as RFC 3339. */
+/* e2b_list.c: GET /v2/sandboxes, the control plane's (e2b_control.c) list. */
 enum MHD_Result e2b_handle_list(http_request *req);
+/* e2b_describe.c: what the SDKs read of a sandbox: the Sandbox of create
+ * and connect (how to reach it), ListedSandbox, SandboxDetail; times as
+ * RFC 3339. */
+json_t *e2b_sandbox_json(const e2b_sandbox *sandbox);
 json_t *e2b_listed_json(http_server *server, const e2b_sandbox *sandbox);
+json_t *e2b_detail_json(http_server *server, const e2b_sandbox *sandbox);
 json_t *e2b_time_json(int64_t ms);
 
 /* e2b_create.c: the create body's "timeout" (absent: the default), and

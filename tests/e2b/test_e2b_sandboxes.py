@@ -524,7 +524,8 @@ def test_the_code_interpreter_refuses_sandbox_ids_it_does_not_serve(server):
                 **headers})
             assert status == 401, (headers, path)
     status, reply = server.e2b_request("GET", "/contexts", None, {
-        "E2b-Sandbox-Id": made["sandboxID"], "E2B-Traffic-Access-Token": made["trafficAccessToken"]})
+        "E2b-Sandbox-Id": made["sandboxID"],
+        "E2B-Traffic-Access-Token": made["trafficAccessToken"]})
     assert status == 200 and {c["language"] for c in json.loads(reply)} == {"python", "javascript"}
     # The contexts of the debug sandbox (and of no sandbox) are not a created sandbox's.
     status, reply = server.e2b_request("GET", "/contexts")
