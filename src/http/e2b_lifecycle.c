@@ -55,9 +55,12 @@ bool e2b_sandbox_kill(http_server *server, const char *id)
         return false;
     size_t count = 0;
     e2b_name *sessions = e2b_contexts_remove_sandbox(server->contexts, id, &count);
-    for (size_t i = 0; i < count; i++)
+    for (size_t i = 0; i < count; i++) {
+        e2b_sandboxes_bury(server->sandboxes, sessions[i].text);
         remove_session(server, sessions[i].text);
+    }
     free(sessions);
+    e2b_sandboxes_bury(server->sandboxes, removed.session_id);
     remove_session(server, removed.session_id);
     e2b_sandbox_release(&removed);
     return true;
@@ -89,8 +92,21 @@ struct e2b_reaper {
     bool stopping;
 };
 
+/* A killed sandbox's session made anew by an execution that raced the
+ * kill goes too. */
+static void clear_graves(http_server *server)
+{
+    size_t count = 0;
+    e2b_name *graves = e2b_sandboxes_graves(server->sandboxes, e2b_now_ms(), &count);
+    for (size_t i = 0; i < count; i++)
+        if (rbx_session_exists(server->engine, graves[i].text))
+            remove_session(server, graves[i].text);
+    free(graves);
+}
+
 static void reap(http_server *server)
 {
+    clear_graves(server);
     size_t count = 0;
     e2b_name *expired = e2b_sandboxes_expired(server->sandboxes, e2b_now_ms(), &count);
     for (size_t i = 0; i < count; i++) {

@@ -23,11 +23,20 @@
 /* Tokens: 32 random bytes as hex, 256 bits. */
 #define TOKEN_BYTES 32
 
+/* A killed sandbox's session, watched for a while (http.h). */
+typedef struct grave {
+    e2b_name session;
+    int64_t killed_ms;
+} grave;
+#define GRAVES_MAX 256
+
 struct e2b_sandboxes {
     pthread_mutex_t lock;
     char *path;
     e2b_sandbox *list;
     size_t count;
+    grave graves[GRAVES_MAX]; /* a ring: the oldest goes first */
+    size_t grave_next;
 };
 
 int64_t e2b_now_ms(void)
@@ -349,6 +358,30 @@ e2b_name *e2b_sandboxes_expired(e2b_sandboxes *r, int64_t now_ms, size_t *count)
     pthread_mutex_unlock(&r->lock);
     *count = n;
     return ids;
+}
+
+void e2b_sandboxes_bury(e2b_sandboxes *r, const char *session_id)
+{
+    pthread_mutex_lock(&r->lock);
+    grave *g = &r->graves[r->grave_next++ % GRAVES_MAX];
+    snprintf(g->session.text, sizeof g->session.text, "%s", session_id);
+    g->killed_ms = e2b_now_ms();
+    pthread_mutex_unlock(&r->lock);
+}
+
+e2b_name *e2b_sandboxes_graves(e2b_sandboxes *r, int64_t now_ms, size_t *count)
+{
+    pthread_mutex_lock(&r->lock);
+    e2b_name *names = calloc(GRAVES_MAX, sizeof *names);
+    size_t n = 0;
+    for (size_t i = 0; names && i < GRAVES_MAX; i++) {
+        const grave *g = &r->graves[i];
+        if (g->session.text[0] && now_ms - g->killed_ms < E2B_GRAVE_S * 1000)
+            names[n++] = g->session;
+    }
+    pthread_mutex_unlock(&r->lock);
+    *count = n;
+    return names;
 }
 
 bool e2b_sandboxes_take_lost(e2b_sandboxes *r, const char *id, const char *language)

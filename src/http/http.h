@@ -592,6 +592,13 @@ bool e2b_sandboxes_set_paused(e2b_sandboxes *sandboxes, const char *id, bool pau
 bool e2b_sandboxes_remove(e2b_sandboxes *sandboxes, const char *id, e2b_sandbox *removed);
 /* Ids of running sandboxes whose end has passed (malloc'ed). */
 e2b_name *e2b_sandboxes_expired(e2b_sandboxes *sandboxes, int64_t now_ms, size_t *count);
+/* Sessions of sandboxes killed within the last E2B_GRAVE_S seconds: a
+ * request that found the sandbox just before its kill may still have
+ * started an execution, which makes the session anew; the reaper removes
+ * it again. bury records one; graves lists them (malloc'ed). */
+#define E2B_GRAVE_S 60
+void e2b_sandboxes_bury(e2b_sandboxes *sandboxes, const char *session_id);
+e2b_name *e2b_sandboxes_graves(e2b_sandboxes *sandboxes, int64_t now_ms, size_t *count);
 /* Whether language's kernel in the sandbox was lost since it last ran;
  * clears it (the caller tells the client). */
 bool e2b_sandboxes_take_lost(e2b_sandboxes *sandboxes, const char *id, const char *language);

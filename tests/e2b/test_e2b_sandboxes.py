@@ -235,6 +235,13 @@ def test_kill_removes_the_sandbox_its_session_and_its_kernels(server):
     # Its code interpreter answers as E2B's does for a sandbox that is gone.
     with pytest.raises(TimeoutException, match="not found|502"):
         sbx.run_code("1")
+    # An execution that found the sandbox just before the kill makes its session anew
+    # (as `sessions new` does here): the reaper removes it again.
+    assert server.cli.cli("sessions", "new", session).returncode == 0
+    deadline = time.monotonic() + 10
+    while session in sessions(server) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert session not in sessions(server)
 
 
 def test_kill_and_expiry_stop_code_that_is_running(server):
