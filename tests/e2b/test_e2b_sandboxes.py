@@ -108,6 +108,25 @@ def test_run_code_in_each_language_sees_the_sandboxs_env_vars(server):
     sbx.kill()
 
 
+def test_a_sandboxs_own_contexts_keep_their_variables_and_go_with_it(server):
+    sbx, other = Sandbox.create(), Sandbox.create()
+    context = sbx.create_code_context(language="python", cwd="/tmp")
+    sbx.run_code("only_here = 'ctx'", context=context)
+    sbx.run_code("only_here = 'default'")
+    assert sbx.run_code("only_here", context=context).text == "ctx"
+    assert sbx.run_code("only_here").text == "default"
+    assert context.id in {c.id for c in sbx.list_code_contexts()}
+    assert context.id not in {c.id for c in other.list_code_contexts()}
+    with pytest.raises(NotFoundException):
+        other.run_code("1", context=context)
+    # Runbox's choice, unlike E2B: a context of its own is a session of its own (files too).
+    own = [s for s in sessions(server) if s.startswith("e2b-ctx-")]
+    assert len(own) == 1
+    sbx.kill()
+    assert not [s for s in sessions(server) if s.startswith("e2b-ctx-")]
+    other.kill()
+
+
 def test_a_sandbox_without_internet_access_has_only_loopback(server):
     closed = Sandbox.create(allow_internet_access=False)
     names = closed.run_code("import socket; sorted(n for _, n in socket.if_nameindex())")
