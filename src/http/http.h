@@ -16,7 +16,10 @@
  * build time. With --e2b-listen a second listener speaks E2B's
  * code-interpreter protocol over the same engine and limits: e2b (its
  * routes and events) and e2b_contexts (its contexts, which are sessions
- * with a kernel). */
+ * with a kernel); and E2B's control plane: e2b_control (its routes),
+ * e2b_create (the create body), e2b_list, e2b_describe (what the SDKs
+ * read), e2b_sandboxes (the registry) and e2b_lifecycle (kill, pause, and
+ * the reaper of expired sandboxes). */
 #ifndef RBX_HTTP_H
 #define RBX_HTTP_H
 
