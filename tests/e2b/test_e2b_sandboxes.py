@@ -477,6 +477,13 @@ def test_hostile_ids_and_bodies_at_every_sandbox_route(server):
     assert api(server, "POST", f"/v2/sandboxes/{good}/connect", {})[0] == 201
     assert api(server, "POST", f"/v2/sandboxes/{good}/connect", {})[0] == 200
     assert api(server, "POST", f"/sandboxes/{good}/timeout", {"timeout": 30})[0] == 204
+    # The older SDKs' routes (E2B's 2.45): the same answers.
+    status, old, _ = api(server, "POST", "/sandboxes", {"templateID": "base", "secure": True})
+    assert status == 201 and old["envdVersion"] == "0.6.4"
+    status, again, _ = api(server, "POST", f"/sandboxes/{old['sandboxID']}/connect",
+                           {"timeout": 10})
+    assert status == 200 and again["sandboxID"] == old["sandboxID"]
+    assert api(server, "DELETE", f"/sandboxes/{old['sandboxID']}")[0] == 204
     status, metrics, _ = api(server, "GET", f"/sandboxes/{good}/metrics")
     assert status == 200 and isinstance(metrics, list) and metrics[0]["memTotal"] > 0
     assert api(server, "DELETE", f"/sandboxes/{good}")[0] == 204
