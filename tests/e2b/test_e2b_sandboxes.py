@@ -340,6 +340,20 @@ def test_templates_name_the_default_image_or_an_allowed_one(server):
         sbx.kill()
     with pytest.raises(SandboxException, match="400.*not served here"):
         Sandbox.create(template="no-such-template")
+    # Another name is a runbox image: "host" (the host's /usr) is one requests may name here.
+    host = Sandbox.create(template="host")
+    assert host.get_info().template_id == "host"
+    assert host.run_code("6 * 7").text == "42"
+    host.kill()
+
+
+def test_a_template_naming_an_image_the_operator_does_not_allow_is_refused(start_e2b, e2b_env):
+    e2b_env(start_e2b(args=("--allow-images", "default")))
+    with pytest.raises(SandboxException, match="400.*'host' is not served here"):
+        Sandbox.create(template="host")
+    sbx = Sandbox.create(template="code-interpreter-v1")
+    assert sbx.run_code("1").text == "1"
+    sbx.kill()
 
 
 def test_the_api_key_is_the_servers_token_and_a_sandboxs_token_is_its_own(start_e2b, e2b_env):
