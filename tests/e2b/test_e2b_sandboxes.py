@@ -531,6 +531,13 @@ def test_hostile_list_queries_get_400(server):
     assert "X-Next-Token" not in headers
     status, newest, _ = api(server, "GET", "/v2/sandboxes?order=desc&limit=1")
     assert newest[0]["sandboxID"] == made[2]
+    # The state list as JS sends it (a bare comma) and as Python does (%2C).
+    api(server, "POST", f"/sandboxes/{made[1]}/pause", {})
+    for states in ("running,paused", "running%2Cpaused"):
+        status, both, _ = api(server, "GET", f"/v2/sandboxes?state={states}")
+        assert sorted(s["state"] for s in both) == ["paused", "running"], both
+    status, paused, _ = api(server, "GET", "/v2/sandboxes?state=paused")
+    assert [s["sandboxID"] for s in paused] == [made[1]]
     for sandbox_id in made[1:]:
         api(server, "DELETE", f"/sandboxes/{sandbox_id}")
 
