@@ -76,8 +76,9 @@ static enum MHD_Result not_allowed(http_request *req, const char *allow)
     http_error err;
     http_error_set(&err, MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed",
                    "%.16s is not allowed here (allowed: %s)", req->method, allow);
-    json_t *body = json_object();
-    json_object_set_new(body, "error", http_error_json(&err));
+    json_t *body = req->api->error_body ? req->api->error_body(&err) : json_object();
+    if (!req->api->error_body)
+        json_object_set_new(body, "error", http_error_json(&err));
     return http_reply_json(req, MHD_HTTP_METHOD_NOT_ALLOWED, body, MHD_HTTP_HEADER_ALLOW, allow);
 }
 
