@@ -297,6 +297,11 @@ def test_kill_and_expiry_stop_code_that_is_running(server):
         while processes_matching(marker) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not processes_matching(marker), f"{end}: the code still runs"
+        # The session goes with the kill; an execution that was ending as it came may make it
+        # anew, and the reaper (every second) removes it again.
+        deadline = time.monotonic() + 10
+        while f"e2b-{sbx.sandbox_id}" in sessions(server) and time.monotonic() < deadline:
+            time.sleep(0.2)
         assert f"e2b-{sbx.sandbox_id}" not in sessions(server)
         assert sbx.kill() is False
 
