@@ -16,4 +16,12 @@ int rbx_files_open_parent(rbx_engine *engine, int work, const char *path, bool c
  * ".", empty or control-character components, bounded length and depth). */
 rbx_status rbx_file_path_check(const char *path, rbx_error *err);
 
+/* files.c: the engine's error for errno after a path was refused or not
+ * found (ENOENT, a link or a way out, a socket, a full disk...). */
+rbx_status rbx_files_refused(const char *path, rbx_error *err);
+
+/* The names of rbx_file_put's temporaries (renamed over the file once
+ * written), which watches leave out. */
+#define RBX_FILES_UPLOAD_PREFIX ".rbx-upload-"
+
 #endif
