@@ -501,6 +501,8 @@ typedef struct rbx_file_entry {
     char *meta_keys[RBX_FILE_META_MAX], *meta_values[RBX_FILE_META_MAX];
 } rbx_file_entry;
 
+/* Frees what an entry holds (not the entry). */
+void rbx_file_entry_clear(rbx_file_entry *entry);
 /* Frees what entries hold, then the array itself. */
 void rbx_file_entries_free(rbx_file_entry *entries, size_t count);
 /* The entry at path (a link is described, not followed). */

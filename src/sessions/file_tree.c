@@ -27,15 +27,21 @@
 #define DEPTH_MAX 32
 #define META_PREFIX "user.e2b."
 
+void rbx_file_entry_clear(rbx_file_entry *entry)
+{
+    free(entry->link_target);
+    entry->link_target = NULL;
+    for (size_t m = 0; m < entry->meta_count; m++) {
+        free(entry->meta_keys[m]);
+        free(entry->meta_values[m]);
+    }
+    entry->meta_count = 0;
+}
+
 void rbx_file_entries_free(rbx_file_entry *entries, size_t count)
 {
-    for (size_t i = 0; entries && i < count; i++) {
-        free(entries[i].link_target);
-        for (size_t m = 0; m < entries[i].meta_count; m++) {
-            free(entries[i].meta_keys[m]);
-            free(entries[i].meta_values[m]);
-        }
-    }
+    for (size_t i = 0; entries && i < count; i++)
+        rbx_file_entry_clear(&entries[i]);
     free(entries);
 }
 

@@ -50,9 +50,13 @@ static watched_dir *dir_of(rbx_file_watch *w, int wd)
     return NULL;
 }
 
+typedef void (*event_fn)(void *arg, const rbx_file_event *e);
+
 /* Watches the directory rel (below the watched one), when recursive also
- * those below it: false when it cannot be opened (gone, a link). */
-static bool add_dir(rbx_file_watch *w, const char *rel, int depth)
+ * those below it: false when it cannot be opened (gone, a link). For a
+ * directory made while we watch, what was made in it before its watch
+ * began goes to each as CREATED, so nothing made there is missed. */
+static bool add_dir(rbx_file_watch *w, const char *rel, int depth, event_fn each, void *arg)
 {
     if (w->count >= WATCH_DIRS_MAX || depth > 32)
         return false;
@@ -96,12 +100,19 @@ static bool add_dir(rbx_file_watch *w, const char *rel, int depth)
         DIR *d = list >= 0 ? fdopendir(list) : NULL;
         struct dirent *ent;
         while (d && (ent = readdir(d))) {
-            if (ent->d_type != DT_DIR || !strcmp(ent->d_name, ".") || !strcmp(ent->d_name, ".."))
+            if (!strcmp(ent->d_name, ".") || !strcmp(ent->d_name, "..") ||
+                !strncmp(ent->d_name, RBX_FILES_UPLOAD_PREFIX, sizeof RBX_FILES_UPLOAD_PREFIX - 1))
                 continue;
             char sub[1100];
-            if ((size_t)snprintf(sub, sizeof sub, "%s%s%s", rel, rel[0] ? "/" : "", ent->d_name) <
+            if ((size_t)snprintf(sub, sizeof sub, "%s%s%s", rel, rel[0] ? "/" : "", ent->d_name) >=
                 sizeof sub)
-                add_dir(w, sub, depth + 1);
+                continue;
+            if (each) {
+                rbx_file_event event = {.name = sub, .change = RBX_FILE_CREATED};
+                each(arg, &event);
+            }
+            if (ent->d_type == DT_DIR)
+                add_dir(w, sub, depth + 1, each, arg);
         }
         if (d)
             closedir(d);
@@ -139,7 +150,7 @@ rbx_status rbx_file_watch_open(rbx_engine *engine, const char *session_id, const
     }
     close(probe);
     w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (w->fd < 0 || !add_dir(w, "", 0)) {
+    if (w->fd < 0 || !add_dir(w, "", 0, NULL, NULL)) {
         status = rbx_fail(err, RBX_ESYSTEM, "cannot watch %.200s: %s",
                           path[0] ? path : "the session directory", strerror(errno));
         rbx_file_watch_close(w);
@@ -180,8 +191,7 @@ static rbx_file_change change_of(uint32_t mask)
     return 0;
 }
 
-size_t rbx_file_watch_take(rbx_file_watch *w, void (*each)(void *arg, const rbx_file_event *e),
-                           void *arg, bool *gone)
+size_t rbx_file_watch_take(rbx_file_watch *w, event_fn each, void *arg, bool *gone)
 {
     size_t handed = 0;
     char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
@@ -204,11 +214,11 @@ size_t rbx_file_watch_take(rbx_file_watch *w, void (*each)(void *arg, const rbx_
                 continue;
             char name[2400];
             snprintf(name, sizeof name, "%s%s%s", d->rel, d->rel[0] ? "/" : "", ev->name);
-            if (w->recursive && (ev->mask & IN_ISDIR) && change == RBX_FILE_CREATED)
-                add_dir(w, name, 1);
             rbx_file_event event = {.name = name, .change = change};
             each(arg, &event);
             handed++;
+            if (w->recursive && (ev->mask & IN_ISDIR) && change == RBX_FILE_CREATED)
+                add_dir(w, name, 1, each, arg);
         }
     }
     /* rbx_file_put's temporaries are left out: an upload shows as its
