@@ -11,7 +11,7 @@
 static const char *connect_code(unsigned status)
 {
     switch (status) {
-    case 400: return "invalid_argument";
+    case 400: case 415: return "invalid_argument";
     case 401: return "unauthenticated";
     case 403: return "permission_denied";
     case 404: return "not_found";
