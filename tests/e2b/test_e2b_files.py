@@ -137,6 +137,12 @@ def test_write_one_file_and_read_it_as_text_bytes_and_stream(sbx):
     assert sbx.files.read("empty", format="bytes") == b""
     sbx.files.write("notes/hello.txt", "second")
     assert sbx.files.read("notes/hello.txt") == "second"
+    # A file object and an iterable go as octet-stream (the iterable chunked).
+    import io
+    sbx.files.write("from_file.bin", io.BytesIO(b"file object"))
+    assert sbx.files.read("from_file.bin") == "file object"
+    sbx.files.write("from_chunks.bin", iter([b"chunk one, ", b"chunk two"]))
+    assert sbx.files.read("from_chunks.bin") == "chunk one, chunk two"
     with pytest.raises(FileNotFoundException):
         sbx.files.read("no/such/file")
 
