@@ -553,6 +553,10 @@ int rbx_file_watch_fd(const rbx_file_watch *watch);
  * *gone becomes true once the watched directory itself is gone. */
 size_t rbx_file_watch_take(rbx_file_watch *watch, void (*each)(void *arg, const rbx_file_event *e),
                            void *arg, bool *gone);
+/* The entry of a name an event gave, as rbx_file_stat describes it; it
+ * needs only the watch (a producer thread may outlive its engine's use). */
+rbx_status rbx_file_watch_stat(rbx_file_watch *watch, const char *name, rbx_file_entry *entry,
+                               rbx_error *err);
 void rbx_file_watch_close(rbx_file_watch *watch);
 
 /* Text as JSON must carry it: a malloc'ed, NUL-terminated copy of data with

@@ -23,8 +23,6 @@ typedef struct watcher {
     struct watcher *next;
     char id[33];
     char sandbox_id[E2B_SANDBOX_ID_MAX + 1];
-    char session_id[RBX_SESSION_ID_MAX + 1];
-    char root[1100]; /* the watched session path */
     bool include_entry;
     bool polled;  /* CreateWatcher's; else the slot of a WatchDir stream */
     bool gone;    /* its sandbox went: its stream ends */
@@ -71,8 +69,8 @@ static void sweep_idle(void)
 
 /* A place in the registry for a new watch; NULL with err (429) when the
  * sandbox or the server has all it may. */
-static watcher *reserve(const e2b_sandbox_view *view, const char *root, bool include_entry,
-                        bool polled, http_error *err)
+static watcher *reserve(const e2b_sandbox_view *view, bool include_entry, bool polled,
+                        http_error *err)
 {
     pthread_mutex_lock(&registry_lock);
     sweep_idle();
@@ -97,8 +95,6 @@ static watcher *reserve(const e2b_sandbox_view *view, const char *root, bool inc
         for (size_t i = 0; i < sizeof rnd; i++)
             snprintf(w->id + 2 * i, 3, "%02x", rnd[i]);
         snprintf(w->sandbox_id, sizeof w->sandbox_id, "%s", view->id);
-        snprintf(w->session_id, sizeof w->session_id, "%s", view->session_id);
-        snprintf(w->root, sizeof w->root, "%s", root);
         w->include_entry = include_entry;
         w->polled = polled;
         w->last_used_us = http_now_us();
@@ -151,17 +147,14 @@ static const char *event_type(rbx_file_change change)
 
 /* FilesystemEvent: the name relative to the watched directory, and with
  * include_entry the entry as it is now (when it still is). */
-static json_t *event_json(rbx_engine *engine, const watcher *w, const rbx_file_event *e)
+static json_t *event_json(rbx_file_watch *watch, bool include_entry, const rbx_file_event *e)
 {
     json_t *event = json_pack("{s:o, s:s}", "name", http_json_text(e->name, strlen(e->name)),
                               "type", event_type(e->change));
-    char rel[2300];
     rbx_file_entry entry;
     rbx_error err;
-    if (w->include_entry && e->change != RBX_FILE_REMOVED && e->change != RBX_FILE_RENAMED &&
-        (size_t)snprintf(rel, sizeof rel, "%s%s%s", w->root, w->root[0] ? "/" : "", e->name) <
-            sizeof rel &&
-        rbx_file_stat(engine, w->session_id, rel, &entry, &err) == RBX_OK) {
+    if (include_entry && e->change != RBX_FILE_REMOVED && e->change != RBX_FILE_RENAMED &&
+        rbx_file_watch_stat(watch, e->name, &entry, &err) == RBX_OK) {
         json_object_set_new(event, "entry", e2b_envd_entry_json(&entry));
         rbx_file_entry_clear(&entry);
     }
@@ -195,7 +188,6 @@ static bool watch_request(json_t *body, char *rel, size_t size, bool *recursive,
 /* --- WatchDir: a server stream ------------------------------------------------------- */
 
 typedef struct watch_stream {
-    rbx_engine *engine;
     e2b_stream *stream;
     rbx_file_watch *watch;
     watcher *slot;
@@ -207,7 +199,7 @@ static void send_event(void *arg, const rbx_file_event *e)
     watch_stream *ws = arg;
     if (!ws->client_left &&
         !e2b_stream_send(ws->stream, json_pack("{s:o}", "filesystem",
-                                               event_json(ws->engine, ws->slot, e))))
+                                               event_json(ws->watch, ws->slot->include_entry, e))))
         ws->client_left = true;
 }
 
@@ -277,7 +269,7 @@ enum MHD_Result e2b_handle_fs_watch_dir(http_request *req)
     bool ok = e2b_envd_user(req->connection, false, &err) &&
               (body = e2b_connect_stream_request(req, &err)) &&
               watch_request(body, rel, sizeof rel, &recursive, &include_entry, &err) &&
-              (slot = reserve(&view, rel, include_entry, false, &err));
+              (slot = reserve(&view, include_entry, false, &err));
     if (ok && rbx_file_watch_open(req->server->engine, view.session_id, rel, recursive, &watch,
                                   &engine_err) != RBX_OK) {
         e2b_envd_engine_error(&err, &engine_err);
@@ -295,7 +287,7 @@ enum MHD_Result e2b_handle_fs_watch_dir(http_request *req)
         return stream_error(req, &err);
     }
     enum MHD_Result queued;
-    *ws = (watch_stream){.engine = req->server->engine, .watch = watch, .slot = slot};
+    *ws = (watch_stream){.watch = watch, .slot = slot};
     ws->stream = e2b_stream_open(req, "{\"keepalive\":{}}", &queued);
     pthread_t thread;
     pthread_attr_t attr;
@@ -336,7 +328,7 @@ enum MHD_Result e2b_handle_fs_create_watcher(http_request *req)
         e2b_envd_engine_error(&err, &engine_err);
         ok = false;
     }
-    if (ok && !(w = reserve(&view, rel, include_entry, true, &err))) {
+    if (ok && !(w = reserve(&view, include_entry, true, &err))) {
         rbx_file_watch_close(watch);
         ok = false;
     }
@@ -373,7 +365,6 @@ static watcher *find_polled(json_t *body, const char *sandbox_id, http_error *er
 }
 
 typedef struct polled_events {
-    rbx_engine *engine;
     const watcher *w;
     json_t *events;
 } polled_events;
@@ -381,7 +372,7 @@ typedef struct polled_events {
 static void collect_event(void *arg, const rbx_file_event *e)
 {
     polled_events *p = arg;
-    json_array_append_new(p->events, event_json(p->engine, p->w, e));
+    json_array_append_new(p->events, event_json(p->w->watch, p->w->include_entry, e));
 }
 
 enum MHD_Result e2b_handle_fs_get_watcher_events(http_request *req)
@@ -397,7 +388,7 @@ enum MHD_Result e2b_handle_fs_get_watcher_events(http_request *req)
     sweep_idle();
     watcher *w = find_polled(body, view.id, &err);
     if (w) {
-        polled_events p = {.engine = req->server->engine, .w = w, .events = json_array()};
+        polled_events p = {.w = w, .events = json_array()};
         bool dir_gone = false;
         rbx_file_watch_take(w->watch, collect_event, &p, &dir_gone);
         w->last_used_us = http_now_us();

@@ -48,9 +48,9 @@ void rbx_file_entries_free(rbx_file_entry *entries, size_t count)
 /* An owner as the sandbox sees it: runbox as root maps sandbox uid N to
  * host uid RBX_HOST_UID_BASE + N; an unprivileged runbox's own files are
  * the sandbox user's. Anything else shows as the overflow id. */
-static int64_t sandbox_id(const rbx_engine *engine, uid_t host)
+static int64_t sandbox_id(bool is_root, uid_t host)
 {
-    if (engine->is_root)
+    if (is_root)
         return host >= RBX_HOST_UID_BASE && host < RBX_HOST_UID_BASE + 65536
                    ? (int64_t)(host - RBX_HOST_UID_BASE)
                    : 65534;
@@ -85,9 +85,8 @@ static void read_meta(int fd, rbx_file_entry *e)
     }
 }
 
-/* Fills e from name in dir (never following it); rel is its session path. */
-static int fill_entry(const rbx_engine *engine, int dir, const char *name, const char *rel,
-                      rbx_file_entry *e)
+int rbx_files_fill_entry(bool is_root, int dir, const char *name, const char *rel,
+                         rbx_file_entry *e)
 {
     memset(e, 0, sizeof *e);
     struct stat st;
@@ -97,8 +96,8 @@ static int fill_entry(const rbx_engine *engine, int dir, const char *name, const
     e->type = S_ISREG(st.st_mode) ? 'f' : S_ISDIR(st.st_mode) ? 'd' : S_ISLNK(st.st_mode) ? 'l' : 'o';
     e->size = S_ISDIR(st.st_mode) ? 0 : (uint64_t)st.st_size;
     e->mode = st.st_mode;
-    e->uid = sandbox_id(engine, st.st_uid);
-    e->gid = sandbox_id(engine, st.st_gid);
+    e->uid = sandbox_id(is_root, st.st_uid);
+    e->gid = sandbox_id(is_root, st.st_gid);
     e->modified_s = st.st_mtim.tv_sec;
     e->modified_ns = st.st_mtim.tv_nsec;
     if (e->type == 'l') {
@@ -122,7 +121,7 @@ static int fill_entry(const rbx_engine *engine, int dir, const char *name, const
 }
 
 /* The directory holding path, or the session directory for "" (*name is
- * "" then, which fill_entry reads as the directory itself). */
+ * "" then, which rbx_files_fill_entry reads as the directory itself). */
 static rbx_status open_holder(rbx_engine *engine, const char *session_id, const char *path,
                               int *dir, const char **name, rbx_error *err)
 {
@@ -150,7 +149,7 @@ rbx_status rbx_file_stat(rbx_engine *engine, const char *session_id, const char 
     rbx_status status = open_holder(engine, session_id, path, &dir, &name, err);
     if (status != RBX_OK)
         return status;
-    if (fill_entry(engine, dir, name, path, entry) != 0)
+    if (rbx_files_fill_entry(engine->is_root, dir, name, path, entry) != 0)
         status = rbx_files_refused(path, err);
     close(dir);
     return status;
@@ -226,7 +225,7 @@ static void list_walk(listing *out, int dir, const char *prefix, unsigned depth)
             sizeof rel)
             continue;
         rbx_file_entry *e = &out->entries[out->count];
-        if (fill_entry(out->engine, dir, names[i], rel, e) != 0)
+        if (rbx_files_fill_entry(out->engine->is_root, dir, names[i], rel, e) != 0)
             continue; /* gone meanwhile */
         out->count++;
         if (e->type == 'd' && depth > 1) {

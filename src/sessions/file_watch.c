@@ -37,7 +37,7 @@ struct rbx_file_watch {
     int fd;   /* the inotify instance */
     int work; /* the session's directory (O_PATH) */
     char root[1100];
-    bool recursive, gone;
+    bool recursive, gone, is_root;
     watched_dir *dirs;
     size_t count, cap;
 };
@@ -136,6 +136,7 @@ rbx_status rbx_file_watch_open(rbx_engine *engine, const char *session_id, const
     w->fd = w->work = -1;
     snprintf(w->root, sizeof w->root, "%s", path);
     w->recursive = recursive;
+    w->is_root = engine->is_root;
     if ((status = rbx_session_work_fd(engine, session_id, &w->work, err))) {
         rbx_file_watch_close(w);
         return status;
@@ -225,6 +226,28 @@ size_t rbx_file_watch_take(rbx_file_watch *w, event_fn each, void *arg, bool *go
      * file's CREATE (the rename onto its name). */
     *gone = w->gone;
     return handed;
+}
+
+rbx_status rbx_file_watch_stat(rbx_file_watch *w, const char *name, rbx_file_entry *entry,
+                               rbx_error *err)
+{
+    memset(entry, 0, sizeof *entry);
+    char path[2300];
+    if ((size_t)snprintf(path, sizeof path, "%s%s%s", w->root, w->root[0] ? "/" : "", name) >=
+        sizeof path)
+        return rbx_fail(err, RBX_EINVAL, "the path is too long");
+    rbx_status status = rbx_file_path_check(path, err);
+    if (status != RBX_OK)
+        return status;
+    const char *leaf;
+    /* No engine: the watch's own session descriptor is all it uses. */
+    int dir = rbx_files_open_parent(NULL, w->work, path, false, &leaf);
+    if (dir < 0)
+        return rbx_files_refused(path, err);
+    if (rbx_files_fill_entry(w->is_root, dir, leaf, path, entry) != 0)
+        status = rbx_files_refused(path, err);
+    close(dir);
+    return status;
 }
 
 void rbx_file_watch_close(rbx_file_watch *w)
