@@ -258,10 +258,11 @@ static enum MHD_Result on_part(void *cls, enum MHD_ValueKind kind, const char *k
 
 static bool parse_multipart(http_request *req, const char *body, size_t len, upload *u)
 {
-    struct MHD_PostProcessor *pp = MHD_create_post_processor(req->connection, 64 * 1024, on_part, u);
+    struct MHD_PostProcessor *pp =
+        MHD_create_post_processor(req->connection, 64 * 1024, on_part, u);
     if (!pp) {
         refuse(u, MHD_HTTP_BAD_REQUEST,
-                    "a multipart body needs 'Content-Type: multipart/form-data; boundary=...'");
+               "a multipart body needs 'Content-Type: multipart/form-data; boundary=...'");
         return false;
     }
     bool parsed = MHD_post_process(pp, body, len) == MHD_YES;
@@ -364,7 +365,8 @@ static json_t *written(const upload_part *p, const metadata *m)
     if (m->count) {
         json_t *meta = json_object();
         for (size_t i = 0; i < m->count; i++)
-            json_object_set_new(meta, m->key_of[i], http_json_text(m->values[i], strlen(m->values[i])));
+            json_object_set_new(meta, m->key_of[i],
+                                http_json_text(m->values[i], strlen(m->values[i])));
         json_object_set_new(info, "metadata", meta);
     }
     return info;
@@ -381,19 +383,20 @@ static bool type_is(const char *type, const char *wanted)
 static bool collect(http_request *req, const char *body, size_t len, upload *u)
 {
     struct MHD_Connection *c = req->connection;
-    const char *type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    const char *type =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     const char *path = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "path");
     if (type_is(type, "multipart/form-data")) {
         if (!parse_multipart(req, body, len, u))
             return false;
         if (path && u->count != 1)
             return refuse(u, MHD_HTTP_BAD_REQUEST,
-                               "the path query names one file: send one part, or leave it out "
-                               "and name each part's path in its filename");
+                          "the path query names one file: send one part, or leave it out "
+                          "and name each part's path in its filename");
     } else if (type_is(type, "application/octet-stream")) {
         if (!path)
             return refuse(u, MHD_HTTP_BAD_REQUEST,
-                               "an octet-stream upload needs the path query parameter");
+                          "an octet-stream upload needs the path query parameter");
         upload_part *p = new_part(u, path);
         if (!p || (len && !(p->data = malloc(len))))
             return refuse(u, MHD_HTTP_CONTENT_TOO_LARGE, "out of memory for the upload");
@@ -402,8 +405,8 @@ static bool collect(http_request *req, const char *body, size_t len, upload *u)
         p->len = len;
     } else {
         return refuse(u, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE,
-                           "send the files as multipart/form-data (parts named 'file') or one "
-                           "as application/octet-stream with ?path=");
+                      "send the files as multipart/form-data (parts named 'file') or one "
+                      "as application/octet-stream with ?path=");
     }
     for (size_t i = 0; i < u->count; i++) {
         /* With ?path= and one part, the query names the destination. */
@@ -414,7 +417,7 @@ static bool collect(http_request *req, const char *body, size_t len, upload *u)
         }
         if (!u->parts[i].rel[0])
             return refuse(u, MHD_HTTP_BAD_REQUEST,
-                               E2B_DEFAULT_CWD " is a directory: name a file to write");
+                          E2B_DEFAULT_CWD " is a directory: name a file to write");
     }
     return true;
 }

@@ -93,7 +93,10 @@ int rbx_files_fill_entry(bool is_root, int dir, const char *name, const char *re
     if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) != 0)
         return -1;
     snprintf(e->path, sizeof e->path, "%s", rel);
-    e->type = S_ISREG(st.st_mode) ? 'f' : S_ISDIR(st.st_mode) ? 'd' : S_ISLNK(st.st_mode) ? 'l' : 'o';
+    e->type = S_ISREG(st.st_mode)   ? 'f'
+              : S_ISDIR(st.st_mode) ? 'd'
+              : S_ISLNK(st.st_mode) ? 'l'
+                                    : 'o';
     e->size = S_ISDIR(st.st_mode) ? 0 : (uint64_t)st.st_size;
     e->mode = st.st_mode;
     e->uid = sandbox_id(is_root, st.st_uid);

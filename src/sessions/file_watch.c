@@ -20,13 +20,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define WATCH_DIRS_MAX 1024
 #define TAKE_MAX 4096 /* events handed out per call, so a flood cannot hold a caller */
 #define WATCH_MASK                                                                         \
     (IN_CREATE | IN_DELETE | IN_MODIFY | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB |         \
-     IN_DELETE_SELF | IN_ONLYDIR | IN_EXCL_UNLINK)
+     IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_EXCL_UNLINK)
 
 typedef struct watched_dir {
     int wd;
@@ -62,7 +63,8 @@ static bool add_dir(rbx_file_watch *w, const char *rel, int depth, event_fn each
         return false;
     char path[2300];
     snprintf(path, sizeof path, "%s%s%s", w->root, w->root[0] && rel[0] ? "/" : "", rel);
-    int fd = rbx_open_beneath(w->work, path[0] ? path : ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+    int fd =
+        rbx_open_beneath(w->work, path[0] ? path : ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
     if (fd < 0)
         return false;
     char proc[64];
@@ -111,7 +113,10 @@ static bool add_dir(rbx_file_watch *w, const char *rel, int depth, event_fn each
                 rbx_file_event event = {.name = sub, .change = RBX_FILE_CREATED};
                 each(arg, &event);
             }
-            if (ent->d_type == DT_DIR)
+            struct stat st;
+            if (ent->d_type == DT_DIR ||
+                (ent->d_type == DT_UNKNOWN &&
+                 fstatat(fd, ent->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)))
                 add_dir(w, sub, depth + 1, each, arg);
         }
         if (d)
@@ -142,7 +147,8 @@ rbx_status rbx_file_watch_open(rbx_engine *engine, const char *session_id, const
         return status;
     }
     /* Is it a directory we may watch? The same errors as a listing. */
-    int probe = rbx_open_beneath(w->work, path[0] ? path : ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+    int probe =
+        rbx_open_beneath(w->work, path[0] ? path : ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
     if (probe < 0) {
         status = errno == ENOTDIR ? rbx_fail(err, RBX_EINVAL, "%.200s is not a directory", path)
                                   : rbx_files_refused(path, err);
@@ -203,9 +209,12 @@ size_t rbx_file_watch_take(rbx_file_watch *w, event_fn each, void *arg, bool *go
         for (char *p = buf; p < buf + n;) {
             const struct inotify_event *ev = (const struct inotify_event *)p;
             p += sizeof *ev + ev->len;
-            if (ev->mask & (IN_IGNORED | IN_DELETE_SELF)) {
+            if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) {
+                watched_dir *self = dir_of(w, ev->wd);
                 if (ev->mask & IN_IGNORED)
                     forget(w, ev->wd);
+                else if ((ev->mask & IN_MOVE_SELF) && self && !self->rel[0])
+                    w->gone = true; /* moved away (a removed session goes to the trash so) */
                 continue;
             }
             watched_dir *d = dir_of(w, ev->wd);

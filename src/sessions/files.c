@@ -191,8 +191,8 @@ rbx_status rbx_file_put_meta(rbx_engine *engine, const char *session_id, const c
     unsigned char rnd[8];
     if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
         memset(rnd, 0x5a, sizeof rnd);
-    snprintf(temp, sizeof temp, RBX_FILES_UPLOAD_PREFIX "%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
-             rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+    snprintf(temp, sizeof temp, RBX_FILES_UPLOAD_PREFIX "%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0],
+             rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
     int fd = openat(dir, temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
         status = rbx_files_refused(path, err);

@@ -576,6 +576,24 @@ def test_watch_dir_stream_starts_then_reports(sbx, server):
     assert {"filesystem": {"name": "streamed.txt", "type": "EVENT_TYPE_CREATE"}} in seen, seen
 
 
+def test_a_watch_ends_when_its_directory_goes(sbx, server):
+    import threading
+    sbx.files.make_dir("doomed")
+    threading.Timer(0.5, lambda: sbx.files.remove("doomed")).start()
+    status, data = watch_dir_raw(server, sbx.sandbox_id, envelope(0, b'{"path": "doomed"}'))
+    got = frames(data)  # the whole stream: it ended by itself
+    assert status == 200 and got[0] == (0, {"start": {}}), got
+    assert got[-1][0] == 2 and got[-1][1]["error"]["code"] == "not_found", got
+    # A polling watcher of a removed directory answers its last events, then is gone.
+    sbx.files.make_dir("doomed2")
+    status, body = rpc(server, sbx.sandbox_id, "CreateWatcher", {"path": "doomed2"})
+    watcher_id = body["watcherId"]
+    sbx.files.remove("doomed2")
+    rpc(server, sbx.sandbox_id, "GetWatcherEvents", {"watcherId": watcher_id})
+    status, body = rpc(server, sbx.sandbox_id, "GetWatcherEvents", {"watcherId": watcher_id})
+    assert (status, body["code"]) == (404, "not_found"), body
+
+
 def test_watchers_are_bounded_per_sandbox_and_freed(sbx, server):
     ids = []
     for _ in range(8):
