@@ -39,6 +39,7 @@ struct rbx_file_watch {
     int work; /* the session's directory (O_PATH) */
     char root[1100];
     bool recursive, gone, is_root;
+    size_t found_left; /* what a take may still report of new directories' contents */
     watched_dir *dirs;
     size_t count, cap;
 };
@@ -109,9 +110,10 @@ static bool add_dir(rbx_file_watch *w, const char *rel, int depth, event_fn each
             if ((size_t)snprintf(sub, sizeof sub, "%s%s%s", rel, rel[0] ? "/" : "", ent->d_name) >=
                 sizeof sub)
                 continue;
-            if (each) {
+            if (each && w->found_left) {
                 rbx_file_event event = {.name = sub, .change = RBX_FILE_CREATED};
                 each(arg, &event);
+                w->found_left--;
             }
             struct stat st;
             if (ent->d_type == DT_DIR ||
@@ -201,6 +203,7 @@ static rbx_file_change change_of(uint32_t mask)
 size_t rbx_file_watch_take(rbx_file_watch *w, event_fn each, void *arg, bool *gone)
 {
     size_t handed = 0;
+    w->found_left = TAKE_MAX;
     char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
     while (handed < TAKE_MAX) {
         ssize_t n = read(w->fd, buf, sizeof buf);

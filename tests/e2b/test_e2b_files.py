@@ -238,6 +238,11 @@ def test_gzip_upload_and_download(sbx, server):
     status, body = envd(server, sbx.sandbox_id, "GET", "/files?path=big.txt",
                         headers={"Accept-Encoding": "identity"})
     assert status == 200 and body.decode() == text
+    sbx.files.write("nothing", b"")
+    for encoding in ["identity", "gzip"]:
+        status, body = envd(server, sbx.sandbox_id, "GET", "/files?path=nothing",
+                            headers={"Accept-Encoding": encoding})
+        assert status == 200 and (body if encoding == "identity" else gzip.decompress(body)) == b""
 
 
 def test_watch_dir_sees_a_file_made_by_code(sbx, server):
