@@ -190,6 +190,11 @@ enum MHD_Result e2b_handle_fs_remove(http_request *req)
 
 enum MHD_Result e2b_handle_fs_unknown(http_request *req)
 {
+    e2b_sandbox_view view;
+    http_error err;
+    if (!e2b_sandbox_for_request(req->server, req->connection, &view, &err))
+        return http_reply_error(req, &err);
+    e2b_sandbox_view_release(&view);
     return http_reply_fail(req, MHD_HTTP_NOT_IMPLEMENTED, "unimplemented",
                            "filesystem.Filesystem has no method %.100s", req->session_id);
 }

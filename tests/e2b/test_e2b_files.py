@@ -14,7 +14,7 @@ import time
 import uuid
 
 import pytest
-from e2b import AsyncSandbox, Sandbox
+from e2b_code_interpreter import AsyncSandbox, Sandbox
 from e2b.connection_config import ConnectionConfig
 from e2b.exceptions import FileNotFoundException, SandboxException
 from e2b.sandbox.filesystem.filesystem import FileType
@@ -278,8 +278,12 @@ def test_async_sandbox_reads_writes_and_watches_a_stream(server):
         assert [e.name for e in await sbx.files.list("async")] == ["one.txt"]
         events = []
         handle = await sbx.files.watch_dir("async", on_event=events.append, recursive=True)
-        await asyncio.get_running_loop().run_in_executor(
-            None, run_code, server, sbx, "open('async/by_code.txt', 'w').write('x')")
+        code = "open('async/by_code.txt', 'w').write('x')"
+        if control_plane(server):
+            execution = await sbx.run_code(code)
+            assert execution.error is None, execution.error
+        else:
+            await asyncio.get_running_loop().run_in_executor(None, run_code, server, sbx, code)
         await sbx.files.make_dir("async/d")
         await sbx.files.write("async/d/f.txt", "f")
         for _ in range(100):
