@@ -56,7 +56,8 @@ bool e2b_fs_begin(http_request *req, e2b_sandbox_view *view, json_t **body,
 /* e2b_watch.c: WatchDir (a server stream) and the polling watcher
  * (CreateWatcher, GetWatcherEvents, RemoveWatcher). Bounded per sandbox
  * and in all; a polling watcher nobody asks for goes after
- * E2B_WATCHER_IDLE_S, and every watcher goes with its sandbox's directory. */
+ * E2B_WATCHER_IDLE_S (at the next filesystem call of any sandbox), and
+ * every watcher goes with its sandbox's directory. */
 #define E2B_WATCHES_PER_SANDBOX 8
 #define E2B_WATCHES_MAX 64 /* each holds an inotify instance (128 per user by default) */
 #define E2B_WATCHER_IDLE_S 600
@@ -64,6 +65,8 @@ enum MHD_Result e2b_handle_fs_watch_dir(http_request *req);
 enum MHD_Result e2b_handle_fs_create_watcher(http_request *req);
 enum MHD_Result e2b_handle_fs_get_watcher_events(http_request *req);
 enum MHD_Result e2b_handle_fs_remove_watcher(http_request *req);
+/* Frees the polling watchers left idle (every filesystem call does). */
+void e2b_watchers_sweep(void);
 /* The control plane calls it when a sandbox is killed, paused or expires:
  * its watchers end (streams with unavailable). */
 void e2b_watchers_sandbox_gone(const char *sandbox_id);

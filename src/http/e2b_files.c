@@ -43,6 +43,7 @@ static bool wants_gzip(struct MHD_Connection *connection)
 typedef struct gzip_reader {
     int fd;
     uint64_t left; /* the file's size when it was opened: no more is sent */
+    uint64_t *bytes_sent; /* the request's count, for the access log */
     z_stream z;
     bool in_done, finished;
     unsigned char in[READ_CHUNK];
@@ -80,6 +81,7 @@ static ssize_t read_gzip(void *cls, uint64_t pos, char *buf, size_t max)
             return MHD_CONTENT_READER_END_WITH_ERROR;
     }
     size_t made = room - r->z.avail_out;
+    *r->bytes_sent += made;
     return made ? (ssize_t)made : MHD_CONTENT_READER_END_OF_STREAM;
 }
 
@@ -91,7 +93,7 @@ static void free_gzip(void *cls)
     free(r);
 }
 
-static struct MHD_Response *gzip_response(int fd, uint64_t size)
+static struct MHD_Response *gzip_response(int fd, uint64_t size, uint64_t *bytes_sent)
 {
     gzip_reader *r = calloc(1, sizeof *r);
     if (!r || deflateInit2(&r->z, 1, Z_DEFLATED, GZIP_WINDOW, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
@@ -100,6 +102,7 @@ static struct MHD_Response *gzip_response(int fd, uint64_t size)
     }
     r->fd = fd;
     r->left = size;
+    r->bytes_sent = bytes_sent;
     r->in_done = size == 0;
     struct MHD_Response *response =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, READ_CHUNK, read_gzip, r, free_gzip);
@@ -145,7 +148,7 @@ enum MHD_Result e2b_handle_files_get(http_request *req)
     bool gzip = wants_gzip(req->connection);
     /* MHD closes fd when it is done with the response (sendfile without gzip). */
     struct MHD_Response *response =
-        gzip ? gzip_response(fd, size) : MHD_create_response_from_fd(size, fd);
+        gzip ? gzip_response(fd, size, &req->bytes_sent) : MHD_create_response_from_fd(size, fd);
     if (!response) {
         close(fd);
         return MHD_NO;

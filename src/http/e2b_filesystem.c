@@ -13,6 +13,7 @@ bool e2b_fs_begin(http_request *req, e2b_sandbox_view *view, json_t **body,
 {
     http_error err;
     *body = NULL;
+    e2b_watchers_sweep();
     if (!e2b_sandbox_for_request(req->server, req->connection, view, &err)) {
         *queued = http_reply_error(req, &err);
         return false;

@@ -7,7 +7,7 @@
  * its inotify instance between polls. Every watch is counted in one
  * registry, bounded per sandbox and in all (each holds an inotify
  * instance, of which a user has 128 by default); a polling watcher nobody
- * polls for E2B_WATCHER_IDLE_S is freed at the next watch call. */
+ * polls for E2B_WATCHER_IDLE_S is freed at the next filesystem call. */
 #include "http/e2b_envd.h"
 
 #include <poll.h>
@@ -104,6 +104,13 @@ static watcher *reserve(const e2b_sandbox_view *view, bool include_entry, bool p
     }
     pthread_mutex_unlock(&registry_lock);
     return w;
+}
+
+void e2b_watchers_sweep(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    sweep_idle();
+    pthread_mutex_unlock(&registry_lock);
 }
 
 static void release(watcher *w)
