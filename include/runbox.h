@@ -479,6 +479,87 @@ rbx_status rbx_file_list(rbx_engine *engine, const char *session_id, rbx_file_in
 rbx_status rbx_file_delete(rbx_engine *engine, const char *session_id, const char *path,
                            rbx_error *err);
 
+/* Session files as E2B's envd shows them (file_tree.c, file_watch.c):
+ * details, directories, moves, metadata and watches. Paths as above; ""
+ * names the session directory itself where a directory is wanted (stat,
+ * list, watch). Links are described, moved and removed, never followed. */
+#define RBX_FILE_META_MAX 32     /* metadata pairs kept per file */
+#define RBX_FILE_META_KEY_MAX 128
+#define RBX_FILE_META_VALUE_MAX 4096
+
+typedef struct rbx_file_entry {
+    char path[1100]; /* relative to the session directory ("" for itself) */
+    char type;       /* 'f' regular file, 'd' directory, 'l' link, 'o' anything else */
+    uint64_t size;
+    uint32_t mode;     /* st_mode (type and permission bits) */
+    int64_t uid, gid;  /* as the sandbox sees them */
+    int64_t modified_s;
+    long modified_ns;
+    char *link_target; /* a link's text, never followed (malloc'ed); NULL otherwise */
+    /* The file's user.e2b.* extended attributes (E2B's envd keeps a file's
+     * metadata there, so programs in the sandbox see and set the same). */
+    size_t meta_count;
+    char *meta_keys[RBX_FILE_META_MAX], *meta_values[RBX_FILE_META_MAX];
+} rbx_file_entry;
+
+/* Frees what an entry holds (not the entry). */
+void rbx_file_entry_clear(rbx_file_entry *entry);
+/* Frees what entries hold, then the array itself. */
+void rbx_file_entries_free(rbx_file_entry *entries, size_t count);
+/* The entry at path (a link is described, not followed). */
+rbx_status rbx_file_stat(rbx_engine *engine, const char *session_id, const char *path,
+                         rbx_file_entry *entry, rbx_error *err);
+/* What the directory at path holds, depth levels down (1: its own
+ * entries), parents before their contents; RBX_EINVAL when path is not a
+ * directory or holds more than can be listed at once. */
+rbx_status rbx_file_list_depth(rbx_engine *engine, const char *session_id, const char *path,
+                               unsigned depth, rbx_file_entry **entries, size_t *count,
+                               rbx_error *err);
+/* Makes the directory and those leading to it; *made is false when it was
+ * there already (RBX_EINVAL when something else is). */
+rbx_status rbx_file_mkdir(rbx_engine *engine, const char *session_id, const char *path,
+                          bool *made, rbx_error *err);
+/* Renames from to to (replacing a file there), making to's directories. */
+rbx_status rbx_file_move(rbx_engine *engine, const char *session_id, const char *from,
+                         const char *to, rbx_error *err);
+/* rbx_file_put with metadata (keys of token characters, lowercased;
+ * values of printable ASCII), kept on the file before it appears. */
+rbx_status rbx_file_put_meta(rbx_engine *engine, const char *session_id, const char *path,
+                             const void *data, size_t len, const char *const *keys,
+                             const char *const *values, size_t meta_count, rbx_error *err);
+/* A regular file of at most max bytes, opened for reading (*fd, *size). */
+rbx_status rbx_file_open_read(rbx_engine *engine, const char *session_id, const char *path,
+                              uint64_t max, int *fd, uint64_t *size, rbx_error *err);
+
+/* Watching a directory of a session (inotify): what changes in it, and
+ * with recursive in the directories below it, made later ones included. */
+typedef struct rbx_file_watch rbx_file_watch;
+typedef enum rbx_file_change {
+    RBX_FILE_CREATED = 1,
+    RBX_FILE_WRITTEN,
+    RBX_FILE_REMOVED,
+    RBX_FILE_RENAMED, /* moved away from this name (the new name is CREATED) */
+    RBX_FILE_CHMODDED,
+} rbx_file_change;
+typedef struct rbx_file_event {
+    const char *name; /* relative to the watched directory */
+    rbx_file_change change;
+} rbx_file_event;
+
+rbx_status rbx_file_watch_open(rbx_engine *engine, const char *session_id, const char *path,
+                               bool recursive, rbx_file_watch **watch, rbx_error *err);
+/* Readable (poll) when events wait. */
+int rbx_file_watch_fd(const rbx_file_watch *watch);
+/* Hands each waiting event to each (without blocking); returns how many.
+ * *gone becomes true once the watched directory itself is gone. */
+size_t rbx_file_watch_take(rbx_file_watch *watch, void (*each)(void *arg, const rbx_file_event *e),
+                           void *arg, bool *gone);
+/* The entry of a name an event gave, as rbx_file_stat describes it; it
+ * needs only the watch (a producer thread may outlive its engine's use). */
+rbx_status rbx_file_watch_stat(rbx_file_watch *watch, const char *name, rbx_file_entry *entry,
+                               rbx_error *err);
+void rbx_file_watch_close(rbx_file_watch *watch);
+
 /* Text as JSON must carry it: a malloc'ed, NUL-terminated copy of data with
  * every invalid UTF-8 sequence replaced by U+FFFD (*out_len excludes the
  * NUL). What results hold is already so; front ends use it for text of
