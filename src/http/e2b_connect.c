@@ -143,6 +143,7 @@ enum MHD_Result e2b_connect_reply(http_request *req, json_t *message)
 
 struct e2b_stream {
     http_server *server;
+    const http_api *api; /* whose words its errors are in */
     struct MHD_Connection *connection;
     uint64_t *bytes_sent;
     int client_fd;
@@ -272,6 +273,7 @@ e2b_stream *e2b_stream_open(http_request *req, const char *keepalive_json,
         return NULL;
     }
     stream->server = req->server;
+    stream->api = req->api;
     stream->connection = req->connection;
     stream->bytes_sent = &req->bytes_sent;
     const union MHD_ConnectionInfo *info =
@@ -337,7 +339,7 @@ void e2b_stream_end(e2b_stream *stream, const http_error *err)
 {
     json_t *end = json_object();
     if (err) {
-        json_t *error = http_e2b_envd_api.error_body(err);
+        json_t *error = stream->api->error_body ? stream->api->error_body(err) : NULL;
         json_object_set_new(end, "error", error ? error : json_object());
     }
     char *json = json_dumps(end, JSON_COMPACT);

@@ -8,25 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool e2b_fs_begin(http_request *req, e2b_sandbox_view *view, json_t **body,
-                  enum MHD_Result *queued)
-{
-    http_error err;
-    *body = NULL;
-    e2b_watchers_sweep();
-    if (!e2b_sandbox_for_request(req->server, req->connection, view, &err)) {
-        *queued = http_reply_error(req, &err);
-        return false;
-    }
-    if (!e2b_envd_user(req->connection, false, &err) ||
-        !(*body = e2b_connect_unary_request(req, &err))) {
-        e2b_sandbox_view_release(view);
-        *queued = http_reply_error(req, &err);
-        return false;
-    }
-    return true;
-}
-
 static enum MHD_Result finish(http_request *req, e2b_sandbox_view *view, json_t *body,
                               json_t *message, const http_error *err)
 {

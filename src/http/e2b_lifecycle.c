@@ -2,6 +2,7 @@
  * the reaper when their time is up, paused by the control plane. One
  * reaper thread serves every sandbox: it wakes each second, and kills
  * those whose end has passed. */
+#include "http/e2b_envd.h"
 #include "http/http.h"
 
 #include <stdlib.h>
@@ -53,6 +54,7 @@ bool e2b_sandbox_kill(http_server *server, const char *id)
     e2b_sandbox removed;
     if (!e2b_sandboxes_remove(server->sandboxes, id, &removed))
         return false;
+    e2b_watchers_sandbox_gone(id);
     size_t count = 0;
     e2b_name *sessions = e2b_contexts_remove_sandbox(server->contexts, id, &count);
     for (size_t i = 0; i < count; i++) {
@@ -76,8 +78,10 @@ bool e2b_sandbox_pause(http_server *server, const char *id, bool *was_paused)
         return false;
     }
     bool paused = e2b_sandboxes_set_paused(server->sandboxes, id, true, s.end_ms, was_paused);
-    if (paused)
+    if (paused) {
+        e2b_watchers_sandbox_gone(id);
         stop_kernels(server, id, s.session_id);
+    }
     e2b_sandbox_release(&s);
     return paused;
 }

@@ -113,6 +113,27 @@ void e2b_watchers_sweep(void)
     pthread_mutex_unlock(&registry_lock);
 }
 
+/* Every filesystem call begins here: watchers left unpolled are swept, the
+ * sandbox found, the user and the request's message checked. */
+bool e2b_fs_begin(http_request *req, e2b_sandbox_view *view, json_t **body,
+                  enum MHD_Result *queued)
+{
+    http_error err;
+    *body = NULL;
+    e2b_watchers_sweep();
+    if (!e2b_sandbox_for_request(req->server, req->connection, view, &err)) {
+        *queued = http_reply_error(req, &err);
+        return false;
+    }
+    if (!e2b_envd_user(req->connection, false, &err) ||
+        !(*body = e2b_connect_unary_request(req, &err))) {
+        e2b_sandbox_view_release(view);
+        *queued = http_reply_error(req, &err);
+        return false;
+    }
+    return true;
+}
+
 static void release(watcher *w)
 {
     pthread_mutex_lock(&registry_lock);

@@ -5,30 +5,19 @@ sandboxes never see each other's files; and hostile requests (paths out, links p
 session pointing at a canary directory on the host, broken multipart, broken Connect bodies and
 envelopes) get the protocol's errors and never reach outside the session."""
 import asyncio
-import base64
 import gzip
 import json
 import os
 import struct
 import time
-import uuid
 
 import pytest
 from e2b_code_interpreter import AsyncSandbox, Sandbox
-from e2b.connection_config import ConnectionConfig
 from e2b.exceptions import FileNotFoundException, SandboxException
 from e2b.sandbox.filesystem.filesystem import FileType
-from packaging.version import Version
 
 ENVD = {"E2b-Sandbox-Port": "49983"}
 API_KEY = "runbox-test-key"
-
-
-def control_plane(server):
-    """Whether the server keeps sandboxes (POST /v2/sandboxes); until it does, envd's
-    sandbox id is a session id made on first use (e2b_sandboxes.c's placeholder)."""
-    status, _ = server.e2b_request("GET", "/v2/sandboxes", headers={"X-API-KEY": API_KEY})
-    return status == 200
 
 
 @pytest.fixture
@@ -42,40 +31,22 @@ def sdk_env(monkeypatch):
     return point_at
 
 
-def make_sandbox(server, cls=Sandbox):
-    """A sandbox of the SDK: Sandbox.create() once the server serves the control plane;
-    until then the object Sandbox.create() would return, built the same way from an id
-    (the placeholder makes its session on first use)."""
-    if control_plane(server):
-        return cls.create()
-    sandbox_id = "files" + uuid.uuid4().hex[:12]
-    config = ConnectionConfig(extra_sandbox_headers={"E2b-Sandbox-Id": sandbox_id, **ENVD})
-    return cls(sandbox_id=sandbox_id, sandbox_domain=None, envd_version=Version("0.6.4"),
-               envd_access_token=None, traffic_access_token=None, connection_config=config)
+# The access token of each sandbox made here, for the raw requests below (the SDK sends it
+# itself).
+TOKENS = {}
 
 
-def session_of(sbx):
-    return sbx.sandbox_id  # the placeholder's; the control plane's sandboxes run code by run_code
+def make_sandbox(server):
+    """A sandbox of the SDK, made through runbox's control plane."""
+    sbx = Sandbox.create()
+    TOKENS[sbx.sandbox_id] = sbx._envd_access_token
+    return sbx
 
 
 def run_code(server, sbx, code):
-    """Runs Python in the sandbox: run_code once sandboxes are the control plane's, else
-    runbox's own API on the session the placeholder made for the sandbox."""
-    if control_plane(server):
-        execution = sbx.run_code(code)
-        assert execution.error is None, execution.error
-        return
-    import http.client
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
-    try:
-        conn.request("POST", f"/v1/sessions/{session_of(sbx)}/execute",
-                     body=json.dumps({"language": "python", "code": code}),
-                     headers={"Content-Type": "application/json"})
-        response = conn.getresponse()
-        result = json.loads(response.read())
-    finally:
-        conn.close()
-    assert response.status == 200 and result.get("exit_code") == 0, result
+    """Runs Python in the sandbox (its code interpreter)."""
+    execution = sbx.run_code(code)
+    assert execution.error is None, execution.error
 
 
 @pytest.fixture
@@ -91,8 +62,9 @@ def sbx(server):
 
 def envd(server, sandbox_id, method, path, body=None, headers=None):
     """A raw request to envd of sandbox_id; returns (status, body bytes)."""
+    token = {"X-Access-Token": TOKENS[sandbox_id]} if sandbox_id in TOKENS else {}
     return server.e2b_request(method, path, body,
-                              {"E2b-Sandbox-Id": sandbox_id, **ENVD, **(headers or {})})
+                              {"E2b-Sandbox-Id": sandbox_id, **ENVD, **token, **(headers or {})})
 
 
 def rpc(server, sandbox_id, method, message, headers=None):
@@ -272,18 +244,14 @@ def test_watch_dir_sees_a_file_made_by_code(sbx, server):
 
 def test_async_sandbox_reads_writes_and_watches_a_stream(server):
     async def scenario():
-        sbx = make_sandbox(server, AsyncSandbox)
+        sbx = await AsyncSandbox.create()
         await sbx.files.write("async/one.txt", "1")
         assert await sbx.files.read("async/one.txt") == "1"
         assert [e.name for e in await sbx.files.list("async")] == ["one.txt"]
         events = []
         handle = await sbx.files.watch_dir("async", on_event=events.append, recursive=True)
-        code = "open('async/by_code.txt', 'w').write('x')"
-        if control_plane(server):
-            execution = await sbx.run_code(code)
-            assert execution.error is None, execution.error
-        else:
-            await asyncio.get_running_loop().run_in_executor(None, run_code, server, sbx, code)
+        execution = await sbx.run_code("open('async/by_code.txt', 'w').write('x')")
+        assert execution.error is None, execution.error
         await sbx.files.make_dir("async/d")
         await sbx.files.write("async/d/f.txt", "f")
         for _ in range(100):
@@ -568,6 +536,7 @@ def test_watch_dir_stream_starts_then_reports(sbx, server):
     conn = http.client.HTTPConnection("127.0.0.1", server.e2b_port, timeout=30)
     conn.request("POST", "/filesystem.Filesystem/WatchDir", envelope(0, b'{"path": ""}'),
                  {"E2b-Sandbox-Id": sbx.sandbox_id, **ENVD,
+                  "X-Access-Token": TOKENS[sbx.sandbox_id],
                   "Content-Type": "application/connect+json", "Keepalive-Ping-Interval": "1"})
     response = conn.getresponse()
     assert response.status == 200
@@ -621,11 +590,29 @@ def test_watchers_are_bounded_per_sandbox_and_freed(sbx, server):
 
 
 def test_a_wrong_access_token_is_refused(server):
-    if not control_plane(server):
-        pytest.skip("sandboxes have no access token until the control plane keeps them")
     sbx = make_sandbox(server)
     for path in ["/files?path=x", "/health"]:
         status, body = envd(server, sbx.sandbox_id, "GET", path, headers={"X-Access-Token": "no"})
         assert status == 401, body
     status, body = rpc(server, sbx.sandbox_id, "Stat", {"path": ""}, {"X-Access-Token": "no"})
     assert (status, body["code"]) == (401, "unauthenticated"), body
+
+
+@pytest.mark.parametrize("end", ["kill", "pause"])
+def test_a_watch_ends_when_its_sandbox_is_killed_or_paused(server, end):
+    import http.client
+    sbx = make_sandbox(server)
+    conn = http.client.HTTPConnection("127.0.0.1", server.e2b_port, timeout=30)
+    conn.request("POST", "/filesystem.Filesystem/WatchDir", envelope(0, b'{"path": ""}'),
+                 {"E2b-Sandbox-Id": sbx.sandbox_id, **ENVD,
+                  "X-Access-Token": TOKENS[sbx.sandbox_id],
+                  "Content-Type": "application/connect+json"})
+    response = conn.getresponse()
+    flag, n = struct.unpack(">BI", response.read(5))
+    assert (flag, json.loads(response.read(n))) == (0, {"start": {}})
+    started = time.monotonic()
+    assert (sbx.kill() if end == "kill" else sbx.pause()) is True
+    rest = frames(response.read())  # to the stream's end, which the sandbox's going brings
+    assert time.monotonic() - started < 10
+    assert rest and rest[-1][0] == 2, rest
+    conn.close()
