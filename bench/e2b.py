@@ -1,7 +1,12 @@
 """E2B's protocol on runbox (issue 18): a call through `runbox serve --e2b-listen` (POST
 /execute, NDJSON, the default Python context) against the same stateful call through runbox's
 own API, interleaved over keep-alive connections; and, where `make e2b-sdk` installed it, E2B's
-released SDK calling `run_code` (it opens a new connection per call)."""
+released SDK calling `run_code` (it opens a new connection per call).
+
+E2B's sandboxes (issue 32), through the released SDK with only E2B_API_URL, E2B_SANDBOX_URL
+and E2B_API_KEY set: `Sandbox.create()` to the first `run_code` result (E2B's own sandbox start
+alone is about 150 ms), and a `commands.run("echo hi")` round trip; against runbox's own API in
+the same run: a new session's first stateful call, and a one-off bash in a session."""
 import http.client
 import json
 import os
@@ -26,6 +31,67 @@ for _ in range(int(sys.argv[1])):
     assert execution.logs.stdout == ["hi\\n"], execution
 print(json.dumps(samples))
 """
+
+
+SANDBOX_SCRIPT = """
+import json, sys, time
+from e2b_code_interpreter import Sandbox
+creates, runs = int(sys.argv[1]), int(sys.argv[2])
+samples = {"sdk_create_to_first_run_code": [], "sdk_commands_run_echo": []}
+for _ in range(creates):
+    start = time.perf_counter()
+    sbx = Sandbox.create()
+    execution = sbx.run_code("print('hi')")
+    samples["sdk_create_to_first_run_code"].append((time.perf_counter() - start) * 1000)
+    assert execution.logs.stdout == ["hi\\n"], execution
+    sbx.kill()
+sbx = Sandbox.create()
+assert sbx.commands.run("echo hi").stdout == "hi\\n"
+for _ in range(runs):
+    start = time.perf_counter()
+    result = sbx.commands.run("echo hi")
+    samples["sdk_commands_run_echo"].append((time.perf_counter() - start) * 1000)
+    assert result.stdout == "hi\\n", result
+sbx.kill()
+print(json.dumps(samples))
+"""
+
+
+def _new_session(server, conn):
+    return json.loads(server.request("POST", "/v1/sessions", {}, conn=conn)[1])["session_id"]
+
+
+def _runbox_sandbox_variants(server, runs):
+    """runbox's own API for what the SDK script does: a new session's first stateful call
+    (its kernel starts), and a one-off bash `echo hi` in a session."""
+    conn = server.connection()
+    samples = {"runbox_new_session_first_stateful": [], "runbox_bash_in_session": []}
+    for i in range(max(5, runs // 4)):
+        start = time.perf_counter()
+        session = _new_session(server, conn)
+        _timed_post(conn, f"/v1/sessions/{session}/execute",
+                    {"language": "python", "code": "print('hi')", "stateful": True},
+                    lambda data: json.loads(data)["output"] == "hi\n")
+        samples["runbox_new_session_first_stateful"].append((time.perf_counter() - start) * 1000)
+        server.request("DELETE", f"/v1/sessions/{session}", conn=conn)
+    session = _new_session(server, conn)
+    for _ in range(runs):
+        samples["runbox_bash_in_session"].append(_timed_post(
+            conn, f"/v1/sessions/{session}/execute", {"language": "bash", "code": "echo hi"},
+            lambda data: json.loads(data)["output"] == "hi\n"))
+    server.request("DELETE", f"/v1/sessions/{session}", conn=conn)
+    return {name: summary(values) for name, values in samples.items()}
+
+
+def _sdk_sandboxes(server, runs):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("E2B_")}
+    url = f"http://127.0.0.1:{server.e2b_port}"
+    env.update(E2B_API_URL=url, E2B_SANDBOX_URL=url, E2B_API_KEY="bench")
+    done = subprocess.run([SDK_PYTHON, "-c", SANDBOX_SCRIPT, str(max(5, runs // 4)), str(runs)],
+                          env=env, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        return {"e2b_sandbox_error": done.stderr[-500:]}
+    return {name: summary(values) for name, values in json.loads(done.stdout).items()}
 
 
 def _timed_post(conn, path, body, check):
@@ -72,6 +138,15 @@ def run(runbox, work, runs):
                 results["e2b_sdk_run_code"] = summary(json.loads(done.stdout))
             else:
                 results["e2b_sdk_error"] = done.stderr[-500:]
+        if os.path.exists(SDK_PYTHON):
+            sandboxes = _sdk_sandboxes(server, runs)
+            sandboxes.update(_runbox_sandbox_variants(server, runs))
+            for sdk, own in (("sdk_create_to_first_run_code", "runbox_new_session_first_stateful"),
+                             ("sdk_commands_run_echo", "runbox_bash_in_session")):
+                if sdk in sandboxes and own in sandboxes:
+                    sandboxes[sdk]["ratio_to_runbox_api"] = round(
+                        sandboxes[sdk]["median_ms"] / sandboxes[own]["median_ms"], 3)
+            results["sandboxes"] = sandboxes
         base = results["runbox_http_stateful"]["median_ms"]
         for name, s in results.items():
             if isinstance(s, dict):
@@ -100,4 +175,21 @@ def markdown(results):
                          f"{s['ratio_to_runbox_stateful']} |")
     if e.get("e2b_sdk_error"):
         lines += ["", f"The SDK run failed: `{e['e2b_sdk_error']}`"]
+    sandboxes = e.get("sandboxes")
+    if sandboxes:
+        lines += ["", "### E2B's sandboxes (issue 32; ms)", "",
+                  "E2B's released SDK with only `E2B_API_URL`, `E2B_SANDBOX_URL` and `E2B_API_KEY` "
+                  "set: `Sandbox.create()` to the first `run_code` result, and a "
+                  "`commands.run(\"echo hi\")` round trip; runbox's own API for the same in the "
+                  "same run (a new session's first stateful call; a one-off bash in a session). "
+                  "E2B's own sandbox start alone is about 150 ms.", "",
+                  "| variant | median | p90 | p99 | x runbox's API |", "|---|---|---|---|---|"]
+        for name in ("sdk_create_to_first_run_code", "runbox_new_session_first_stateful",
+                     "sdk_commands_run_echo", "runbox_bash_in_session"):
+            s = sandboxes.get(name)
+            if s:
+                lines.append(f"| {name} | {s['median_ms']} | {s['p90_ms']} | {s['p99_ms']} | "
+                             f"{s.get('ratio_to_runbox_api', '')} |")
+        if sandboxes.get("e2b_sandbox_error"):
+            lines += ["", f"The SDK run failed: `{sandboxes['e2b_sandbox_error']}`"]
     return lines

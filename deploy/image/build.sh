@@ -114,6 +114,15 @@ copy=$binaries
 [ ! -d "$builder/usr" ] || copy=/src/build
 libraries=$(in_builder ldd "$copy/runbox" "$copy/runbox-serve" |
     awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u)
+# And the libraries runbox loads on first use (dlopen), which ldd does not
+# see: their sonames are in src/base/*_lib.h (archive, nettle, nft).
+loaded_later=$(grep -ho '"lib[a-z0-9_+-]*\.so\.[0-9]*"' "$repo"/src/base/*_lib.h | tr -d '"' | sort -u)
+[ -n "$loaded_later" ] || fail "cannot find the sonames that runbox loads on first use in src/base"
+for soname in $loaded_later; do
+    path=$(in_builder /sbin/ldconfig -p | awk -v s="$soname" '$1 == s {print $NF; exit}')
+    [ -n "$path" ] || fail "the builder has no $soname, which runbox loads on first use"
+    libraries="$libraries $path"
+done
 library_packages=$(for library in $libraries; do
     in_builder dpkg-query -S "$(in_builder readlink -f "$library")" 2>/dev/null ||
         in_builder dpkg-query -S "$library"

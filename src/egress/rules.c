@@ -2,20 +2,13 @@
  * and sent over a netlink socket of the sandbox's namespace. */
 #include "egress/rules.h"
 #include "base/error.h"
+#include "base/nft_lib.h"
 #include "egress/policy.h"
 #include "kernels/wire.h"
 #include "runbox.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <libmnl/libmnl.h>
-#include <libnftnl/chain.h>
-#include <libnftnl/common.h>
-#include <libnftnl/expr.h>
-#include <libnftnl/object.h>
-#include <libnftnl/rule.h>
-#include <libnftnl/set.h>
-#include <libnftnl/table.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
 #include <pthread.h>
@@ -75,29 +68,30 @@ static bool batch_open(batch *bt, size_t size)
     *bt = (batch){.size = size, .seq = 1};
     if (!(bt->buf = malloc(size)))
         return false;
-    bt->b = mnl_nlmsg_batch_start(bt->buf, size);
-    nftnl_batch_begin(mnl_nlmsg_batch_current(bt->b), bt->seq++);
-    mnl_nlmsg_batch_next(bt->b);
+    bt->b = rbx_nft->mnl_nlmsg_batch_start(bt->buf, size);
+    rbx_nft->nftnl_batch_begin(rbx_nft->mnl_nlmsg_batch_current(bt->b), bt->seq++);
+    rbx_nft->mnl_nlmsg_batch_next(bt->b);
     return true;
 }
 
 static struct nlmsghdr *batch_msg(batch *bt, uint16_t type, uint16_t flags)
 {
     bt->last =
-        nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt->b), type, NFPROTO_INET, flags, bt->seq++);
+        rbx_nft->nftnl_nlmsg_build_hdr(rbx_nft->mnl_nlmsg_batch_current(bt->b), type, NFPROTO_INET,
+                                   flags, bt->seq++);
     return bt->last;
 }
 
 static void batch_next(batch *bt)
 {
-    if (!mnl_nlmsg_batch_next(bt->b))
+    if (!rbx_nft->mnl_nlmsg_batch_next(bt->b))
         bt->overflow = true;
 }
 
 static void batch_close(batch *bt)
 {
     if (bt->b)
-        mnl_nlmsg_batch_stop(bt->b);
+        rbx_nft->mnl_nlmsg_batch_stop(bt->b);
     free(bt->buf);
     *bt = (batch){0};
 }
@@ -121,7 +115,7 @@ static int talk(int fd, uint32_t seq, mnl_cb_t cb, void *data)
             continue;
         if (n <= 0)
             return -1;
-        int rc = mnl_cb_run(buf, (size_t)n, seq, 0, cb, data);
+        int rc = rbx_nft->mnl_cb_run(buf, (size_t)n, seq, 0, cb, data);
         if (rc <= MNL_CB_STOP)
             return rc;
     }
@@ -134,7 +128,7 @@ static bool batch_finish(batch *bt)
 {
     if (bt->last)
         bt->last->nlmsg_flags |= NLM_F_ACK;
-    nftnl_batch_end(mnl_nlmsg_batch_current(bt->b), bt->seq++);
+    rbx_nft->nftnl_batch_end(rbx_nft->mnl_nlmsg_batch_current(bt->b), bt->seq++);
     batch_next(bt);
     if (bt->overflow)
         errno = E2BIG;
@@ -154,8 +148,8 @@ static int batch_send(int fd, batch *bt)
 {
     if (!batch_finish(bt))
         return -1;
-    size_t len = mnl_nlmsg_batch_size(bt->b);
-    if (send(fd, mnl_nlmsg_batch_head(bt->b), len, 0) != (ssize_t)len)
+    size_t len = rbx_nft->mnl_nlmsg_batch_size(bt->b);
+    if (send(fd, rbx_nft->mnl_nlmsg_batch_head(bt->b), len, 0) != (ssize_t)len)
         return -1;
     /* seq 0: the error of any message of the batch is the answer. */
     return talk(fd, 0, NULL, NULL) < 0 ? -1 : 0;
@@ -164,40 +158,40 @@ static int batch_send(int fd, batch *bt)
 /* Expressions. */
 static void add_meta(struct nftnl_rule *r, uint32_t key, uint32_t reg)
 {
-    struct nftnl_expr *e = nftnl_expr_alloc("meta");
-    nftnl_expr_set_u32(e, NFTNL_EXPR_META_KEY, key);
-    nftnl_expr_set_u32(e, NFTNL_EXPR_META_DREG, reg);
-    nftnl_rule_add_expr(r, e);
+    struct nftnl_expr *e = rbx_nft->nftnl_expr_alloc("meta");
+    rbx_nft->nftnl_expr_set_u32(e, NFTNL_EXPR_META_KEY, key);
+    rbx_nft->nftnl_expr_set_u32(e, NFTNL_EXPR_META_DREG, reg);
+    rbx_nft->nftnl_rule_add_expr(r, e);
 }
 
 static void add_payload(struct nftnl_rule *r, uint32_t base, uint32_t offset, uint32_t len,
                         uint32_t reg)
 {
-    struct nftnl_expr *e = nftnl_expr_alloc("payload");
-    nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_BASE, base);
-    nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_OFFSET, offset);
-    nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_LEN, len);
-    nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_DREG, reg);
-    nftnl_rule_add_expr(r, e);
+    struct nftnl_expr *e = rbx_nft->nftnl_expr_alloc("payload");
+    rbx_nft->nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_BASE, base);
+    rbx_nft->nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_OFFSET, offset);
+    rbx_nft->nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_LEN, len);
+    rbx_nft->nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_DREG, reg);
+    rbx_nft->nftnl_rule_add_expr(r, e);
 }
 
 static void add_cmp(struct nftnl_rule *r, uint32_t reg, const void *data, uint32_t len)
 {
-    struct nftnl_expr *e = nftnl_expr_alloc("cmp");
-    nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_SREG, reg);
-    nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_OP, NFT_CMP_EQ);
-    nftnl_expr_set(e, NFTNL_EXPR_CMP_DATA, data, len);
-    nftnl_rule_add_expr(r, e);
+    struct nftnl_expr *e = rbx_nft->nftnl_expr_alloc("cmp");
+    rbx_nft->nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_SREG, reg);
+    rbx_nft->nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_OP, NFT_CMP_EQ);
+    rbx_nft->nftnl_expr_set(e, NFTNL_EXPR_CMP_DATA, data, len);
+    rbx_nft->nftnl_rule_add_expr(r, e);
 }
 
 static void add_verdict(struct nftnl_rule *r, int verdict, const char *chain)
 {
-    struct nftnl_expr *e = nftnl_expr_alloc("immediate");
-    nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
-    nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, (uint32_t)verdict);
+    struct nftnl_expr *e = rbx_nft->nftnl_expr_alloc("immediate");
+    rbx_nft->nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
+    rbx_nft->nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, (uint32_t)verdict);
     if (chain)
-        nftnl_expr_set_str(e, NFTNL_EXPR_IMM_CHAIN, chain);
-    nftnl_rule_add_expr(r, e);
+        rbx_nft->nftnl_expr_set_str(e, NFTNL_EXPR_IMM_CHAIN, chain);
+    rbx_nft->nftnl_rule_add_expr(r, e);
 }
 
 static void add_family(struct nftnl_rule *r, int family)
@@ -226,27 +220,27 @@ static void add_lookup(struct nftnl_rule *r, int family, uint32_t set_id)
 {
     add_family(r, family);
     add_daddr(r, family);
-    struct nftnl_expr *e = nftnl_expr_alloc("lookup");
-    nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, NFT_REG32_00);
-    nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, set_names[set_id]);
-    nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SET_ID, set_id);
-    nftnl_rule_add_expr(r, e);
+    struct nftnl_expr *e = rbx_nft->nftnl_expr_alloc("lookup");
+    rbx_nft->nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, NFT_REG32_00);
+    rbx_nft->nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, set_names[set_id]);
+    rbx_nft->nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SET_ID, set_id);
+    rbx_nft->nftnl_rule_add_expr(r, e);
 }
 
 static struct nftnl_rule *rule_new(const char *chain)
 {
-    struct nftnl_rule *r = nftnl_rule_alloc();
-    nftnl_rule_set_str(r, NFTNL_RULE_TABLE, TABLE);
-    nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, chain);
-    nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
+    struct nftnl_rule *r = rbx_nft->nftnl_rule_alloc();
+    rbx_nft->nftnl_rule_set_str(r, NFTNL_RULE_TABLE, TABLE);
+    rbx_nft->nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, chain);
+    rbx_nft->nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
     return r;
 }
 
 static void rule_put(batch *bt, struct nftnl_rule *r)
 {
     struct nlmsghdr *h = batch_msg(bt, NFT_MSG_NEWRULE, NLM_F_APPEND | NLM_F_CREATE);
-    nftnl_rule_nlmsg_build_payload(h, r);
-    nftnl_rule_free(r);
+    rbx_nft->nftnl_rule_nlmsg_build_payload(h, r);
+    rbx_nft->nftnl_rule_free(r);
     batch_next(bt);
 }
 
@@ -326,11 +320,11 @@ static size_t merge(range *ranges, size_t n, size_t len)
 
 static void put_elem(struct nftnl_set *s, const uint8_t *key, size_t len, bool end)
 {
-    struct nftnl_set_elem *e = nftnl_set_elem_alloc();
-    nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, key, (uint32_t)len);
+    struct nftnl_set_elem *e = rbx_nft->nftnl_set_elem_alloc();
+    rbx_nft->nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, key, (uint32_t)len);
     if (end)
-        nftnl_set_elem_set_u32(e, NFTNL_SET_ELEM_FLAGS, NFT_SET_ELEM_INTERVAL_END);
-    nftnl_set_elem_add(s, e);
+        rbx_nft->nftnl_set_elem_set_u32(e, NFTNL_SET_ELEM_FLAGS, NFT_SET_ELEM_INTERVAL_END);
+    rbx_nft->nftnl_set_elem_add(s, e);
 }
 
 /* An interval set of the ranges of family in the lists, and a rule that
@@ -351,24 +345,26 @@ static void put_ranges(batch *bt, uint32_t id, const rbx_cidr *a, size_t a_count
         free(ranges);
         return;
     }
-    struct nftnl_set *s = nftnl_set_alloc();
-    nftnl_set_set_str(s, NFTNL_SET_TABLE, TABLE);
-    nftnl_set_set_str(s, NFTNL_SET_NAME, set_names[id]);
-    nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
-    nftnl_set_set_u32(s, NFTNL_SET_ID, id);
-    nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, (uint32_t)len);
-    nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, family == AF_INET ? TYPE_IPADDR : TYPE_IP6ADDR);
-    nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_INTERVAL | NFT_SET_CONSTANT);
-    nftnl_set_nlmsg_build_payload(batch_msg(bt, NFT_MSG_NEWSET, NLM_F_CREATE), s);
+    struct nftnl_set *s = rbx_nft->nftnl_set_alloc();
+    rbx_nft->nftnl_set_set_str(s, NFTNL_SET_TABLE, TABLE);
+    rbx_nft->nftnl_set_set_str(s, NFTNL_SET_NAME, set_names[id]);
+    rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
+    rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_ID, id);
+    rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, (uint32_t)len);
+    rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE,
+                               family == AF_INET ? TYPE_IPADDR : TYPE_IP6ADDR);
+    rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_INTERVAL | NFT_SET_CONSTANT);
+    rbx_nft->nftnl_set_nlmsg_build_payload(batch_msg(bt, NFT_MSG_NEWSET, NLM_F_CREATE), s);
     batch_next(bt);
     for (size_t i = 0; i < n; i++) {
         put_elem(s, ranges[i].from, len, false);
         if (!ranges[i].to_max)
             put_elem(s, ranges[i].to, len, true);
     }
-    nftnl_set_elems_nlmsg_build_payload(batch_msg(bt, NFT_MSG_NEWSETELEM, NLM_F_CREATE), s);
+    rbx_nft->nftnl_set_elems_nlmsg_build_payload(
+        batch_msg(bt, NFT_MSG_NEWSETELEM, NLM_F_CREATE), s);
     batch_next(bt);
-    nftnl_set_free(s);
+    rbx_nft->nftnl_set_free(s);
     free(ranges);
     put_lookup_rule(bt, chain, id, verdict, target);
 }
@@ -384,18 +380,18 @@ static void put_both(batch *bt, uint32_t id4, const rbx_egress_list *a, const rb
 
 static void put_chain(batch *bt, const char *name, bool hook)
 {
-    struct nftnl_chain *c = nftnl_chain_alloc();
-    nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, TABLE);
-    nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, name);
+    struct nftnl_chain *c = rbx_nft->nftnl_chain_alloc();
+    rbx_nft->nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, TABLE);
+    rbx_nft->nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, name);
     if (hook) {
-        nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, NF_INET_LOCAL_OUT);
-        nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, 0);
-        nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, "filter");
-        nftnl_chain_set_u32(c, NFTNL_CHAIN_POLICY, NF_ACCEPT);
+        rbx_nft->nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, NF_INET_LOCAL_OUT);
+        rbx_nft->nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, 0);
+        rbx_nft->nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, "filter");
+        rbx_nft->nftnl_chain_set_u32(c, NFTNL_CHAIN_POLICY, NF_ACCEPT);
     }
     struct nlmsghdr *h = batch_msg(bt, NFT_MSG_NEWCHAIN, NLM_F_CREATE);
-    nftnl_chain_nlmsg_build_payload(h, c);
-    nftnl_chain_free(c);
+    rbx_nft->nftnl_chain_nlmsg_build_payload(h, c);
+    rbx_nft->nftnl_chain_free(c);
     batch_next(bt);
 }
 
@@ -403,25 +399,25 @@ static void put_set(batch *bt, uint32_t id)
 {
     bool v4 = id % 2;
     bool denied = id == SET_DENIED4 || id == SET_DENIED6;
-    struct nftnl_set *s = nftnl_set_alloc();
-    nftnl_set_set_str(s, NFTNL_SET_TABLE, TABLE);
-    nftnl_set_set_str(s, NFTNL_SET_NAME, set_names[id]);
-    nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
-    nftnl_set_set_u32(s, NFTNL_SET_ID, id);
+    struct nftnl_set *s = rbx_nft->nftnl_set_alloc();
+    rbx_nft->nftnl_set_set_str(s, NFTNL_SET_TABLE, TABLE);
+    rbx_nft->nftnl_set_set_str(s, NFTNL_SET_NAME, set_names[id]);
+    rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
+    rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_ID, id);
     if (denied) { /* address . port, each padded to 4 bytes */
-        nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, v4 ? 8 : 20);
-        nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE,
+        rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, v4 ? 8 : 20);
+        rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE,
                           CONCAT(v4 ? TYPE_IPADDR : TYPE_IP6ADDR, TYPE_INET_SERVICE));
-        nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_EVAL);
-        nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, DENIED_SIZE);
+        rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_EVAL);
+        rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, DENIED_SIZE);
     } else {
-        nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, v4 ? 4 : 16);
-        nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, v4 ? TYPE_IPADDR : TYPE_IP6ADDR);
-        nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, ADMITTED_SIZE);
+        rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, v4 ? 4 : 16);
+        rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, v4 ? TYPE_IPADDR : TYPE_IP6ADDR);
+        rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, ADMITTED_SIZE);
     }
     struct nlmsghdr *h = batch_msg(bt, NFT_MSG_NEWSET, NLM_F_CREATE);
-    nftnl_set_nlmsg_build_payload(h, s);
-    nftnl_set_free(s);
+    rbx_nft->nftnl_set_nlmsg_build_payload(h, s);
+    rbx_nft->nftnl_set_free(s);
     batch_next(bt);
 }
 
@@ -446,13 +442,14 @@ static void put_refuse(batch *bt)
             add_l4proto(r, protos[p]);
             add_daddr(r, v4 ? AF_INET : AF_INET6);
             add_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, v4 ? NFT_REG32_01 : NFT_REG32_04);
-            struct nftnl_expr *e = nftnl_expr_alloc("dynset");
-            nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_SREG_KEY, NFT_REG32_00);
-            nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_OP, NFT_DYNSET_OP_ADD);
-            nftnl_expr_set_str(e, NFTNL_EXPR_DYNSET_SET_NAME,
+            struct nftnl_expr *e = rbx_nft->nftnl_expr_alloc("dynset");
+            rbx_nft->nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_SREG_KEY, NFT_REG32_00);
+            rbx_nft->nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_OP, NFT_DYNSET_OP_ADD);
+            rbx_nft->nftnl_expr_set_str(e, NFTNL_EXPR_DYNSET_SET_NAME,
                                set_names[v4 ? SET_DENIED4 : SET_DENIED6]);
-            nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_SET_ID, v4 ? SET_DENIED4 : SET_DENIED6);
-            nftnl_rule_add_expr(r, e);
+            rbx_nft->nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_SET_ID,
+                                        v4 ? SET_DENIED4 : SET_DENIED6);
+            rbx_nft->nftnl_rule_add_expr(r, e);
             rule_put(bt, r);
         }
     /* TCP gets a reset (the program's connect fails at once with
@@ -462,15 +459,16 @@ static void put_refuse(batch *bt)
         struct nftnl_rule *r = rule_new("refuse");
         if (tcp)
             add_l4proto(r, IPPROTO_TCP);
-        struct nftnl_expr *e = nftnl_expr_alloc("objref");
-        nftnl_expr_set_u32(e, NFTNL_EXPR_OBJREF_IMM_TYPE, NFT_OBJECT_COUNTER);
-        nftnl_expr_set_str(e, NFTNL_EXPR_OBJREF_IMM_NAME, "refused");
-        nftnl_rule_add_expr(r, e);
-        e = nftnl_expr_alloc("reject");
-        nftnl_expr_set_u32(e, NFTNL_EXPR_REJECT_TYPE,
+        struct nftnl_expr *e = rbx_nft->nftnl_expr_alloc("objref");
+        rbx_nft->nftnl_expr_set_u32(e, NFTNL_EXPR_OBJREF_IMM_TYPE, NFT_OBJECT_COUNTER);
+        rbx_nft->nftnl_expr_set_str(e, NFTNL_EXPR_OBJREF_IMM_NAME, "refused");
+        rbx_nft->nftnl_rule_add_expr(r, e);
+        e = rbx_nft->nftnl_expr_alloc("reject");
+        rbx_nft->nftnl_expr_set_u32(e, NFTNL_EXPR_REJECT_TYPE,
                            tcp ? NFT_REJECT_TCP_RST : NFT_REJECT_ICMPX_UNREACH);
-        nftnl_expr_set_u8(e, NFTNL_EXPR_REJECT_CODE, tcp ? 0 : NFT_REJECT_ICMPX_ADMIN_PROHIBITED);
-        nftnl_rule_add_expr(r, e);
+        rbx_nft->nftnl_expr_set_u8(e, NFTNL_EXPR_REJECT_CODE,
+                                   tcp ? 0 : NFT_REJECT_ICMPX_ADMIN_PROHIBITED);
+        rbx_nft->nftnl_rule_add_expr(r, e);
         rule_put(bt, r);
     }
 }
@@ -507,19 +505,19 @@ static bool build(const rbx_egress_plan *plan, batch *bt_out)
         *bt_out = bt;
         return false;
     }
-    struct nftnl_table *t = nftnl_table_alloc();
-    nftnl_table_set_str(t, NFTNL_TABLE_NAME, TABLE);
-    nftnl_table_set_u32(t, NFTNL_TABLE_FAMILY, NFPROTO_INET);
-    nftnl_table_nlmsg_build_payload(batch_msg(&bt, NFT_MSG_NEWTABLE, NLM_F_CREATE), t);
-    nftnl_table_free(t);
+    struct nftnl_table *t = rbx_nft->nftnl_table_alloc();
+    rbx_nft->nftnl_table_set_str(t, NFTNL_TABLE_NAME, TABLE);
+    rbx_nft->nftnl_table_set_u32(t, NFTNL_TABLE_FAMILY, NFPROTO_INET);
+    rbx_nft->nftnl_table_nlmsg_build_payload(batch_msg(&bt, NFT_MSG_NEWTABLE, NLM_F_CREATE), t);
+    rbx_nft->nftnl_table_free(t);
     batch_next(&bt);
-    struct nftnl_obj *o = nftnl_obj_alloc();
-    nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, TABLE);
-    nftnl_obj_set_str(o, NFTNL_OBJ_NAME, "refused");
-    nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
-    nftnl_obj_set_u32(o, NFTNL_OBJ_FAMILY, NFPROTO_INET);
-    nftnl_obj_nlmsg_build_payload(batch_msg(&bt, NFT_MSG_NEWOBJ, NLM_F_CREATE), o);
-    nftnl_obj_free(o);
+    struct nftnl_obj *o = rbx_nft->nftnl_obj_alloc();
+    rbx_nft->nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, TABLE);
+    rbx_nft->nftnl_obj_set_str(o, NFTNL_OBJ_NAME, "refused");
+    rbx_nft->nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
+    rbx_nft->nftnl_obj_set_u32(o, NFTNL_OBJ_FAMILY, NFPROTO_INET);
+    rbx_nft->nftnl_obj_nlmsg_build_payload(batch_msg(&bt, NFT_MSG_NEWOBJ, NLM_F_CREATE), o);
+    rbx_nft->nftnl_obj_free(o);
     batch_next(&bt);
     /* The sets of answers exist only where a list names domains: each set
      * costs the kernel some microseconds to make. */
@@ -642,11 +640,11 @@ static char *batch_bytes(const rbx_egress_plan *plan, size_t *len)
         free(key);
         return NULL;
     }
-    *len = mnl_nlmsg_batch_size(bt.b);
+    *len = rbx_nft->mnl_nlmsg_batch_size(bt.b);
     bytes = malloc(*len);
     char *copy = malloc(*len);
     if (bytes && copy) {
-        memcpy(bytes, mnl_nlmsg_batch_head(bt.b), *len);
+        memcpy(bytes, rbx_nft->mnl_nlmsg_batch_head(bt.b), *len);
         memcpy(copy, bytes, *len);
         pthread_mutex_lock(&cache_lock);
         free(cached_key);
@@ -664,6 +662,9 @@ static char *batch_bytes(const rbx_egress_plan *plan, size_t *len)
 
 rbx_status rbx_egress_rules_install(int nl_fd, const rbx_egress_plan *plan, rbx_error *err)
 {
+    rbx_status loaded = rbx_nft_load(err);
+    if (loaded != RBX_OK)
+        return loaded;
     size_t len = 0;
     char *bytes = batch_bytes(plan, &len);
     int rc = bytes ? send_bytes(nl_fd, bytes, len) : -1;
@@ -687,17 +688,21 @@ int rbx_egress_rules_admit(int nl_fd, bool narrow, int family, const uint8_t *ad
 {
     uint32_t id = narrow ? (family == AF_INET ? SET_NARROW4 : SET_NARROW6)
                          : (family == AF_INET ? SET_NAMED4 : SET_NAMED6);
+    rbx_error ignored;
+    if (rbx_nft_load(&ignored) != RBX_OK) /* said when the rules were installed */
+        return -1;
     batch bt;
     if (!batch_open(&bt, 4096))
         return -1;
-    struct nftnl_set *s = nftnl_set_alloc();
-    nftnl_set_set_str(s, NFTNL_SET_TABLE, TABLE);
-    nftnl_set_set_str(s, NFTNL_SET_NAME, set_names[id]);
-    struct nftnl_set_elem *e = nftnl_set_elem_alloc();
-    nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, addr, family == AF_INET ? 4 : 16);
-    nftnl_set_elem_add(s, e);
-    nftnl_set_elems_nlmsg_build_payload(batch_msg(&bt, NFT_MSG_NEWSETELEM, NLM_F_CREATE), s);
-    nftnl_set_free(s);
+    struct nftnl_set *s = rbx_nft->nftnl_set_alloc();
+    rbx_nft->nftnl_set_set_str(s, NFTNL_SET_TABLE, TABLE);
+    rbx_nft->nftnl_set_set_str(s, NFTNL_SET_NAME, set_names[id]);
+    struct nftnl_set_elem *e = rbx_nft->nftnl_set_elem_alloc();
+    rbx_nft->nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, addr, family == AF_INET ? 4 : 16);
+    rbx_nft->nftnl_set_elem_add(s, e);
+    rbx_nft->nftnl_set_elems_nlmsg_build_payload(
+        batch_msg(&bt, NFT_MSG_NEWSETELEM, NLM_F_CREATE), s);
+    rbx_nft->nftnl_set_free(s);
     batch_next(&bt);
     int rc = batch_send(nl_fd, &bt);
     batch_close(&bt);
@@ -715,10 +720,10 @@ void rbx_egress_report_note(rbx_egress_report *report, const char *destination)
 
 static int counter_cb(const struct nlmsghdr *nlh, void *data)
 {
-    struct nftnl_obj *o = nftnl_obj_alloc();
-    if (o && nftnl_obj_nlmsg_parse(nlh, o) == 0)
-        *(uint64_t *)data += nftnl_obj_get_u64(o, NFTNL_OBJ_CTR_PKTS);
-    nftnl_obj_free(o);
+    struct nftnl_obj *o = rbx_nft->nftnl_obj_alloc();
+    if (o && rbx_nft->nftnl_obj_nlmsg_parse(nlh, o) == 0)
+        *(uint64_t *)data += rbx_nft->nftnl_obj_get_u64(o, NFTNL_OBJ_CTR_PKTS);
+    rbx_nft->nftnl_obj_free(o);
     return MNL_CB_OK;
 }
 
@@ -731,7 +736,7 @@ static int elem_cb(struct nftnl_set_elem *e, void *data)
 {
     elems_walk *walk = data;
     uint32_t len = 0;
-    const uint8_t *key = nftnl_set_elem_get(e, NFTNL_SET_ELEM_KEY, &len);
+    const uint8_t *key = rbx_nft->nftnl_set_elem_get(e, NFTNL_SET_ELEM_KEY, &len);
     uint32_t addr_len = walk->v4 ? 4 : 16;
     if (!key || len < addr_len + 2)
         return 0;
@@ -744,10 +749,10 @@ static int elem_cb(struct nftnl_set_elem *e, void *data)
 
 static int elems_cb(const struct nlmsghdr *nlh, void *data)
 {
-    struct nftnl_set *s = nftnl_set_alloc();
-    if (s && nftnl_set_elems_nlmsg_parse(nlh, s) >= 0)
-        nftnl_set_elem_foreach(s, elem_cb, data);
-    nftnl_set_free(s);
+    struct nftnl_set *s = rbx_nft->nftnl_set_alloc();
+    if (s && rbx_nft->nftnl_set_elems_nlmsg_parse(nlh, s) >= 0)
+        rbx_nft->nftnl_set_elem_foreach(s, elem_cb, data);
+    rbx_nft->nftnl_set_free(s);
     return MNL_CB_OK;
 }
 
@@ -762,39 +767,42 @@ static void ask(int fd, const struct nlmsghdr *h, mnl_cb_t cb, void *data)
 static void take_denied(int fd, uint32_t id, rbx_egress_report *report)
 {
     char buf[512];
-    struct nftnl_set *s = nftnl_set_alloc();
-    nftnl_set_set_str(s, NFTNL_SET_TABLE, TABLE);
-    nftnl_set_set_str(s, NFTNL_SET_NAME, set_names[id]);
-    nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
+    struct nftnl_set *s = rbx_nft->nftnl_set_alloc();
+    rbx_nft->nftnl_set_set_str(s, NFTNL_SET_TABLE, TABLE);
+    rbx_nft->nftnl_set_set_str(s, NFTNL_SET_NAME, set_names[id]);
+    rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
     uint32_t seq = 1;
     struct nlmsghdr *h =
-        nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET, NLM_F_DUMP, seq);
-    nftnl_set_elems_nlmsg_build_payload(h, s);
+        rbx_nft->nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET, NLM_F_DUMP, seq);
+    rbx_nft->nftnl_set_elems_nlmsg_build_payload(h, s);
     elems_walk walk = {.report = report, .v4 = id == SET_DENIED4};
     ask(fd, h, elems_cb, &walk);
     /* Flushed for the next call of a kernel: a delete naming no element. */
     batch bt;
     if (batch_open(&bt, 4096)) {
-        nftnl_set_elems_nlmsg_build_payload(batch_msg(&bt, NFT_MSG_DELSETELEM, 0), s);
+        rbx_nft->nftnl_set_elems_nlmsg_build_payload(batch_msg(&bt, NFT_MSG_DELSETELEM, 0), s);
         batch_next(&bt);
         (void)batch_send(fd, &bt);
         batch_close(&bt);
     }
-    nftnl_set_free(s);
+    rbx_nft->nftnl_set_free(s);
 }
 
 void rbx_egress_rules_take_report(int nl_fd, rbx_egress_report *report)
 {
+    rbx_error ignored;
+    if (rbx_nft_load(&ignored) != RBX_OK) /* no rules were installed: nothing to report */
+        return;
     char buf[512];
-    struct nftnl_obj *o = nftnl_obj_alloc();
-    nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, TABLE);
-    nftnl_obj_set_str(o, NFTNL_OBJ_NAME, "refused");
-    nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
+    struct nftnl_obj *o = rbx_nft->nftnl_obj_alloc();
+    rbx_nft->nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, TABLE);
+    rbx_nft->nftnl_obj_set_str(o, NFTNL_OBJ_NAME, "refused");
+    rbx_nft->nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
     uint32_t seq = 1;
     struct nlmsghdr *h =
-        nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETOBJ_RESET, NFPROTO_INET, NLM_F_ACK, seq);
-    nftnl_obj_nlmsg_build_payload(h, o);
-    nftnl_obj_free(o);
+        rbx_nft->nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETOBJ_RESET, NFPROTO_INET, NLM_F_ACK, seq);
+    rbx_nft->nftnl_obj_nlmsg_build_payload(h, o);
+    rbx_nft->nftnl_obj_free(o);
     uint64_t packets = 0;
     ask(nl_fd, h, counter_cb, &packets);
     report->refused += packets;

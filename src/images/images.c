@@ -3,6 +3,7 @@
 #include "images/images.h"
 #include "base/error.h"
 #include "base/fsutil.h"
+#include "base/nettle_lib.h"
 #include "base/owner.h"
 #include "engine/engine.h"
 #include "images/unpack.h"
@@ -15,7 +16,6 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <linux/openat2.h>
-#include <nettle/sha2.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,13 +245,13 @@ static int digest_dir(digest_walk *w, int dirfd, const char *path, int depth)
                 head, sizeof head, "%o %u %u %lld %s", (unsigned)st.st_mode, (unsigned)st.st_uid,
                 (unsigned)st.st_gid,
                 S_ISREG(st.st_mode) || S_ISLNK(st.st_mode) ? (long long)st.st_size : 0LL, child);
-            sha256_update(&w->sha, (size_t)len + 1, (const uint8_t *)head);
+            rbx_nettle->sha256_update(&w->sha, (size_t)len + 1, (const uint8_t *)head);
             if (S_ISREG(st.st_mode)) {
                 w->bytes += (uint64_t)st.st_size;
                 int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
                 ssize_t got = fd < 0 ? -1 : 0;
                 while (fd >= 0 && (got = read(fd, w->buf, 1 << 20)) > 0)
-                    sha256_update(&w->sha, (size_t)got, (const uint8_t *)w->buf);
+                    rbx_nettle->sha256_update(&w->sha, (size_t)got, (const uint8_t *)w->buf);
                 if (fd >= 0)
                     close(fd);
                 rc = got < 0 ? -1 : 0;
@@ -261,7 +261,7 @@ static int digest_dir(digest_walk *w, int dirfd, const char *path, int depth)
                 if (got < 0)
                     rc = -1;
                 else
-                    sha256_update(&w->sha, (size_t)got, (const uint8_t *)target);
+                    rbx_nettle->sha256_update(&w->sha, (size_t)got, (const uint8_t *)target);
             } else if (S_ISDIR(st.st_mode)) {
                 int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 rc = sub < 0 ? -1 : digest_dir(w, sub, child, depth + 1);
@@ -280,10 +280,10 @@ static int tree_digest(int dirfd, char hex[65], uint64_t *bytes)
     digest_walk w = {.buf = malloc(1 << 20)};
     if (!w.buf)
         return -1;
-    sha256_init(&w.sha);
+    rbx_nettle->sha256_init(&w.sha);
     int rc = digest_dir(&w, dirfd, "", 0);
     uint8_t digest[SHA256_DIGEST_SIZE];
-    sha256_digest(&w.sha, sizeof digest, digest);
+    rbx_nettle->sha256_digest(&w.sha, sizeof digest, digest);
     for (size_t i = 0; i < sizeof digest; i++)
         snprintf(hex + 2 * i, 3, "%02x", digest[i]);
     *bytes = w.bytes;
@@ -391,6 +391,9 @@ static rbx_status commit(rbx_engine *engine, staging *s, const char *name, const
 {
     char hex[65];
     uint64_t bytes = 0;
+    rbx_status loaded = rbx_nettle_load(err);
+    if (loaded != RBX_OK)
+        return loaded;
     if (tree_digest(s->fd, hex, &bytes) != 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot read the new image's tree: %s",
                         errno == ELOOP ? "deeper than 128 directories" : strerror(errno));
@@ -548,7 +551,11 @@ rbx_status rbx_image_build(rbx_engine *engine, const char *name, const char *pac
         return rbx_fail(err, RBX_EINVAL,
                         "building an image needs root (mmdebstrap installs packages as root); "
                         "runbox images import takes one built elsewhere");
-    rbx_status status = check_new_name(engine, name, err);
+    /* Before mmdebstrap's minutes, not after: the new tree is digested. */
+    rbx_status status = rbx_nettle_load(err);
+    if (status != RBX_OK)
+        return status;
+    status = check_new_name(engine, name, err);
     if (status != RBX_OK)
         return status;
     char list[4096] = "", why[300], base_suite[64];

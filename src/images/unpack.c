@@ -19,19 +19,17 @@
  * A refusal leaves what was written so far inside the root, which the
  * caller removes whole; nothing is ever written outside it. */
 #include "images/unpack.h"
+#include "base/archive_lib.h"
 #include "base/error.h"
 #include "base/fsutil.h"
+#include "base/nettle_lib.h"
 #include "kernels/wire.h"
 #include "runbox.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <nettle/sha2.h>
-#include <nettle/version.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,9 +46,9 @@
 #define COPY_BUFFER 65536
 
 #if NETTLE_VERSION_MAJOR >= 4
-#define SHA256_FINISH(ctx, out) sha256_digest(ctx, out)
+#define SHA256_FINISH(ctx, out) rbx_nettle->sha256_digest(ctx, out)
 #else
-#define SHA256_FINISH(ctx, out) sha256_digest(ctx, SHA256_DIGEST_SIZE, out)
+#define SHA256_FINISH(ctx, out) rbx_nettle->sha256_digest(ctx, SHA256_DIGEST_SIZE, out)
 #endif
 
 /* The platform a layout's manifest is chosen for: the one runbox runs on. */
@@ -331,8 +329,8 @@ static rbx_status set_attributes(unpacker *u, struct archive_entry *entry, int f
                                  const char *name, mode_t mode)
 {
     if (u->is_root) {
-        uid_t uid = (uid_t)archive_entry_uid(entry);
-        gid_t gid = (gid_t)archive_entry_gid(entry);
+        uid_t uid = (uid_t)rbx_ar->archive_entry_uid(entry);
+        gid_t gid = (gid_t)rbx_ar->archive_entry_gid(entry);
         int rc =
             fd >= 0 ? fchown(fd, uid, gid) : fchownat(dir, name, uid, gid, AT_SYMLINK_NOFOLLOW);
         if (rc != 0)
@@ -340,9 +338,10 @@ static rbx_status set_attributes(unpacker *u, struct archive_entry *entry, int f
     }
     if (fd >= 0 && fchmod(fd, mode) != 0) /* after fchown, which clears set-id bits */
         return host_failed(u, "set the mode of");
-    if (archive_entry_mtime_is_set(entry)) {
+    if (rbx_ar->archive_entry_mtime_is_set(entry)) {
         struct timespec times[2] = {{.tv_nsec = UTIME_OMIT},
-                                    {archive_entry_mtime(entry), archive_entry_mtime_nsec(entry)}};
+                                    {rbx_ar->archive_entry_mtime(entry),
+                                      rbx_ar->archive_entry_mtime_nsec(entry)}};
         /* Cheap and not worth a refusal: a date out of range stays as it is. */
         (void)(fd >= 0 ? futimens(fd, times) : utimensat(dir, name, times, AT_SYMLINK_NOFOLLOW));
     }
@@ -356,7 +355,7 @@ static rbx_status set_attributes(unpacker *u, struct archive_entry *entry, int f
 static rbx_status member_mode(unpacker *u, struct archive_entry *entry, bool directory,
                               mode_t *mode)
 {
-    mode_t perm = archive_entry_perm(entry) & 07777;
+    mode_t perm = rbx_ar->archive_entry_perm(entry) & 07777;
     if (directory) {
         *mode = perm & ~(mode_t)S_ISUID; /* means nothing on a directory */
         return RBX_OK;
@@ -384,12 +383,12 @@ static rbx_status copy_data(unpacker *u, struct archive *in, int fd)
 {
     char buf[COPY_BUFFER];
     for (;;) {
-        la_ssize_t n = archive_read_data(in, buf, sizeof buf);
+        la_ssize_t n = rbx_ar->archive_read_data(in, buf, sizeof buf);
         if (n == 0)
             return RBX_OK;
         if (n < 0)
             return rbx_fail(u->err, RBX_EINVAL, "the %s is damaged at member \"%s\": %s", u->where,
-                            u->shown, archive_error_string(in));
+                            u->shown, rbx_ar->archive_error_string(in));
         if ((uint64_t)n > u->limits->max_bytes - u->bytes)
             return rbx_fail(u->err, RBX_ENOSPC,
                             "the %s holds more than the image's limit of %llu bytes (at member "
@@ -476,9 +475,9 @@ static rbx_status put_dir(unpacker *u, struct archive_entry *entry, const char *
 
 static rbx_status put_symlink(unpacker *u, struct archive_entry *entry, const char *path)
 {
-    const char *target = archive_entry_symlink(entry);
+    const char *target = rbx_ar->archive_entry_symlink(entry);
     if (!target)
-        target = archive_entry_symlink_utf8(entry);
+        target = rbx_ar->archive_entry_symlink_utf8(entry);
     if (!target || !target[0] || strlen(target) >= MEMBER_PATH_MAX)
         return refuse(u, "is a link without a usable target");
     if (!rbx_link_stays_inside(path, target)) {
@@ -504,9 +503,9 @@ static rbx_status put_symlink(unpacker *u, struct archive_entry *entry, const ch
 
 static rbx_status put_hardlink(unpacker *u, struct archive_entry *entry, const char *path)
 {
-    const char *raw = archive_entry_hardlink(entry);
+    const char *raw = rbx_ar->archive_entry_hardlink(entry);
     if (!raw)
-        raw = archive_entry_hardlink_utf8(entry);
+        raw = rbx_ar->archive_entry_hardlink_utf8(entry);
     char target[MEMBER_PATH_MAX];
     rbx_status status = member_path(u, raw, "a hard link target", target);
     if (status != RBX_OK)
@@ -698,9 +697,9 @@ static const char *kind_name(mode_t type)
 
 static rbx_status unpack_member(unpacker *u, struct archive *in, struct archive_entry *entry)
 {
-    const char *raw = archive_entry_pathname(entry);
+    const char *raw = rbx_ar->archive_entry_pathname(entry);
     if (!raw)
-        raw = archive_entry_pathname_utf8(entry);
+        raw = rbx_ar->archive_entry_pathname_utf8(entry);
     show(u, raw);
     if (u->entries >= u->limits->max_entries)
         return rbx_fail(u->err, RBX_ENOSPC,
@@ -712,11 +711,11 @@ static rbx_status unpack_member(unpacker *u, struct archive *in, struct archive_
     rbx_status status = member_path(u, raw, "a path", path);
     if (status != RBX_OK)
         return status;
-    if (archive_entry_sparse_count(entry) > 0)
+    if (rbx_ar->archive_entry_sparse_count(entry) > 0)
         return refuse(u, "is a sparse file: images may hold plain regular files only");
     /* Before a byte of it is written, whatever its kind (libarchive would
      * read through a declared size it skips). */
-    int64_t size = archive_entry_size_is_set(entry) ? archive_entry_size(entry) : 0;
+    int64_t size = rbx_ar->archive_entry_size_is_set(entry) ? rbx_ar->archive_entry_size(entry) : 0;
     if (size < 0 || (uint64_t)size > u->limits->max_bytes - u->bytes)
         return rbx_fail(u->err, RBX_ENOSPC,
                         "%s member \"%s\" declares %lld bytes, more than the %llu left of the "
@@ -727,9 +726,9 @@ static rbx_status unpack_member(unpacker *u, struct archive *in, struct archive_
     bool skip;
     if ((status = whiteout_member(u, path, &skip)) != RBX_OK || skip)
         return status;
-    if (archive_entry_hardlink(entry) || archive_entry_hardlink_utf8(entry))
+    if (rbx_ar->archive_entry_hardlink(entry) || rbx_ar->archive_entry_hardlink_utf8(entry))
         return put_hardlink(u, entry, path);
-    mode_t type = archive_entry_filetype(entry);
+    mode_t type = rbx_ar->archive_entry_filetype(entry);
     if (!path[0] && type != AE_IFDIR)
         return refuse(u, "names the image's root, which must be a directory");
     switch (type) {
@@ -754,7 +753,7 @@ static rbx_status unreadable(unpacker *u, struct archive *in)
     return rbx_fail(u->err, RBX_EINVAL,
                     "the %s is not a readable tar archive: %s (accepted: tar, uncompressed or "
                     "compressed with gzip, zstd, xz, bzip2, lz4)",
-                    u->where, in ? archive_error_string(in) : "out of memory");
+                    u->where, in ? rbx_ar->archive_error_string(in) : "out of memory");
 }
 
 /* A reader of the tar archive fd holds, compressed or not; NULL with the
@@ -762,24 +761,24 @@ static rbx_status unreadable(unpacker *u, struct archive *in)
  * lzop, grzip) are left out. */
 static struct archive *open_tar(unpacker *u, int fd)
 {
-    struct archive *in = archive_read_new();
+    struct archive *in = rbx_ar->archive_read_new();
     if (!in) {
         unreadable(u, NULL);
         return NULL;
     }
-    archive_read_support_format_tar(in);
-    archive_read_support_format_empty(in);
-    archive_read_support_filter_gzip(in);
-    archive_read_support_filter_zstd(in);
-    archive_read_support_filter_xz(in);
-    archive_read_support_filter_lzma(in);
-    archive_read_support_filter_lzip(in);
-    archive_read_support_filter_bzip2(in);
-    archive_read_support_filter_lz4(in);
-    archive_read_support_filter_compress(in);
-    if (archive_read_open_fd(in, fd, COPY_BUFFER) != ARCHIVE_OK) {
+    rbx_ar->archive_read_support_format_tar(in);
+    rbx_ar->archive_read_support_format_empty(in);
+    rbx_ar->archive_read_support_filter_gzip(in);
+    rbx_ar->archive_read_support_filter_zstd(in);
+    rbx_ar->archive_read_support_filter_xz(in);
+    rbx_ar->archive_read_support_filter_lzma(in);
+    rbx_ar->archive_read_support_filter_lzip(in);
+    rbx_ar->archive_read_support_filter_bzip2(in);
+    rbx_ar->archive_read_support_filter_lz4(in);
+    rbx_ar->archive_read_support_filter_compress(in);
+    if (rbx_ar->archive_read_open_fd(in, fd, COPY_BUFFER) != ARCHIVE_OK) {
         unreadable(u, in);
-        archive_read_free(in);
+        rbx_ar->archive_read_free(in);
         return NULL;
     }
     return in;
@@ -793,7 +792,7 @@ static rbx_status unpack_archive(unpacker *u, int fd)
     rbx_status status = RBX_OK;
     while (status == RBX_OK) {
         struct archive_entry *entry;
-        int rc = archive_read_next_header(in, &entry);
+        int rc = rbx_ar->archive_read_next_header(in, &entry);
         if (rc == ARCHIVE_EOF)
             break;
         if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
@@ -801,7 +800,7 @@ static rbx_status unpack_archive(unpacker *u, int fd)
         else
             status = unpack_member(u, in, entry);
     }
-    archive_read_free(in);
+    rbx_ar->archive_read_free(in);
     return status;
 }
 
@@ -851,7 +850,7 @@ static int open_blob(unpacker *u, int layout, const char *path, const char *what
 static int hash_fd(int fd, char out[72])
 {
     struct sha256_ctx ctx;
-    sha256_init(&ctx);
+    rbx_nettle->sha256_init(&ctx);
     char buf[COPY_BUFFER];
     for (;;) {
         ssize_t n = read(fd, buf, sizeof buf);
@@ -861,7 +860,7 @@ static int hash_fd(int fd, char out[72])
             return -1;
         if (n == 0)
             break;
-        sha256_update(&ctx, (size_t)n, (const uint8_t *)buf);
+        rbx_nettle->sha256_update(&ctx, (size_t)n, (const uint8_t *)buf);
     }
     uint8_t digest[SHA256_DIGEST_SIZE];
     SHA256_FINISH(&ctx, digest);
@@ -1290,11 +1289,11 @@ static bool layout_name(const char *path)
 /* A small member's text (at most max bytes), or NULL. */
 static char *member_text(struct archive *in, struct archive_entry *entry, size_t max, size_t *len)
 {
-    int64_t size = archive_entry_size(entry);
+    int64_t size = rbx_ar->archive_entry_size(entry);
     if (size < 0 || (uint64_t)size > max)
         return NULL;
     char *text = malloc((size_t)size + 1);
-    la_ssize_t n = text ? archive_read_data(in, text, (size_t)size) : -1;
+    la_ssize_t n = text ? rbx_ar->archive_read_data(in, text, (size_t)size) : -1;
     if (n != size) {
         free(text);
         return NULL;
@@ -1338,7 +1337,7 @@ static bool resolve_in_archive(const char *path, const char *target, char *out)
 static rbx_status scan_member(unpacker *u, scan *s, struct archive *in, struct archive_entry *entry,
                               const char *path, bool *rootfs)
 {
-    mode_t type = archive_entry_filetype(entry);
+    mode_t type = rbx_ar->archive_entry_filetype(entry);
     size_t len;
     char *text;
     if (type == AE_IFREG && !strcmp(path, "oci-layout")) {
@@ -1357,7 +1356,7 @@ static rbx_status scan_member(unpacker *u, scan *s, struct archive *in, struct a
                           : NULL;
         free(text);
     } else if (type == AE_IFLNK && s->links.count < ARCHIVE_LINKS_MAX) {
-        const char *target = archive_entry_symlink(entry);
+        const char *target = rbx_ar->archive_entry_symlink(entry);
         char resolved[MEMBER_PATH_MAX];
         if (!target || !resolve_in_archive(path, target, resolved))
             return RBX_OK; /* refused when manifest.json names it */
@@ -1385,14 +1384,14 @@ static rbx_status scan_archive(unpacker *u, int fd, scan *s)
     bool rootfs = false;
     for (uint64_t members = 0; status == RBX_OK && !rootfs; members++) {
         struct archive_entry *entry;
-        int rc = archive_read_next_header(in, &entry);
+        int rc = rbx_ar->archive_read_next_header(in, &entry);
         if (rc == ARCHIVE_EOF)
             break;
         if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
             status = unreadable(u, in);
             break;
         }
-        const char *raw = archive_entry_pathname(entry);
+        const char *raw = rbx_ar->archive_entry_pathname(entry);
         char path[MEMBER_PATH_MAX];
         if (members >= u->limits->max_entries || normalize(raw ? raw : "", path) != PATH_OK ||
             (path[0] && !layout_name(path)))
@@ -1400,7 +1399,7 @@ static rbx_status scan_archive(unpacker *u, int fd, scan *s)
         else if (path[0])
             status = scan_member(u, s, in, entry, path, &rootfs);
     }
-    archive_read_free(in);
+    rbx_ar->archive_read_free(in);
     json_t *first = json_array_get(s->manifest, 0);
     if (rootfs)
         s->kind = SOURCE_ROOTFS;
@@ -1477,14 +1476,14 @@ static rbx_status extract_layout(unpacker *u, int fd, const scan *s, int scratch
     rbx_status status = RBX_OK;
     while (status == RBX_OK) {
         struct archive_entry *entry;
-        int rc = archive_read_next_header(in, &entry);
+        int rc = rbx_ar->archive_read_next_header(in, &entry);
         if (rc == ARCHIVE_EOF)
             break;
         if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
             status = unreadable(u, in);
             break;
         }
-        const char *raw = archive_entry_pathname(entry);
+        const char *raw = rbx_ar->archive_entry_pathname(entry);
         show(u, raw);
         if (u->entries >= u->limits->max_entries) {
             status = rbx_fail(u->err, RBX_ENOSPC,
@@ -1496,11 +1495,12 @@ static rbx_status extract_layout(unpacker *u, int fd, const scan *s, int scratch
         char path[MEMBER_PATH_MAX];
         if ((status = member_path(u, raw, "a path", path)) != RBX_OK || !wanted(s, path))
             continue;
-        int64_t size = archive_entry_size(entry);
-        if (archive_entry_filetype(entry) == AE_IFLNK && s->kind == SOURCE_DOCKER)
+        int64_t size = rbx_ar->archive_entry_size(entry);
+        if (rbx_ar->archive_entry_filetype(entry) == AE_IFLNK && s->kind == SOURCE_DOCKER)
             continue; /* an alias, followed when the scan found it */
-        if (archive_entry_filetype(entry) != AE_IFREG || archive_entry_hardlink(entry) ||
-            archive_entry_sparse_count(entry) > 0)
+        if (rbx_ar->archive_entry_filetype(entry) != AE_IFREG ||
+            rbx_ar->archive_entry_hardlink(entry) ||
+            rbx_ar->archive_entry_sparse_count(entry) > 0)
             status = refuse(u, "is not a plain regular file: an image layout's files must be");
         else if (size < 0 || (uint64_t)size > u->limits->max_bytes - u->bytes)
             status = rbx_fail(u->err, RBX_ENOSPC,
@@ -1512,7 +1512,7 @@ static rbx_status extract_layout(unpacker *u, int fd, const scan *s, int scratch
         else
             status = save_member(u, in, scratch, path);
     }
-    archive_read_free(in);
+    rbx_ar->archive_read_free(in);
     return status;
 }
 
@@ -1623,6 +1623,8 @@ rbx_status rbx_image_unpack(int root_fd, const char *source, const rbx_unpack_li
     snprintf(u.where, sizeof u.where, "image archive");
     struct stat st;
     rbx_status status;
+    if ((status = rbx_archive_load(err)) != RBX_OK || (status = rbx_nettle_load(err)) != RBX_OK)
+        return status;
     if (stat(source, &st) != 0)
         status = rbx_fail(err, errno == ENOENT || errno == ENOTDIR ? RBX_ENOENT : RBX_ESYSTEM,
                           "cannot import %.300s: %s", source, strerror(errno));

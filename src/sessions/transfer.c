@@ -14,13 +14,12 @@
  * node. Where a session holds more than a move carries, export refuses
  * before writing it all, with the reason import would give. */
 #include "sessions/transfer.h"
+#include "base/archive_lib.h"
 #include "base/error.h"
 #include "engine/engine.h"
 #include "runbox.h"
 #include "sessions/session.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -118,31 +117,31 @@ static bool write_header(exporter *x, struct archive_entry *entry)
 {
     /* Names count like data: a tree 20,000 levels deep holds 400 MB of
      * them in an archive, though hardly any on the session's disk. */
-    const char *link = archive_entry_symlink(entry);
+    const char *link = rbx_ar->archive_entry_symlink(entry);
     if (!link)
-        link = archive_entry_hardlink(entry);
-    uint64_t names = strlen(archive_entry_pathname(entry)) + (link ? strlen(link) : 0);
+        link = rbx_ar->archive_entry_hardlink(entry);
+    uint64_t names = strlen(rbx_ar->archive_entry_pathname(entry)) + (link ? strlen(link) : 0);
     if (names > room(x))
         return refuse(x, rbx_transfer_too_big(x->err, "the session", x->cap));
     x->names += names;
-    if (archive_write_header(x->out, entry) != ARCHIVE_OK)
-        return export_failed(x, archive_error_string(x->out));
+    if (rbx_ar->archive_write_header(x->out, entry) != ARCHIVE_OK)
+        return export_failed(x, rbx_ar->archive_error_string(x->out));
     return true;
 }
 
 static struct archive_entry *new_entry(exporter *x, const struct stat *st)
 {
-    struct archive_entry *entry = archive_entry_new();
+    struct archive_entry *entry = rbx_ar->archive_entry_new();
     if (!entry) {
         export_failed(x, "out of memory");
         return NULL;
     }
-    archive_entry_set_pathname(entry, x->path);
+    rbx_ar->archive_entry_set_pathname(entry, x->path);
     /* Set-id bits stay behind; a directory's sticky bit, no privilege, goes. */
     mode_t keep = S_IFMT | 0777 | (S_ISDIR(st->st_mode) ? S_ISVTX : 0);
-    archive_entry_set_mode(entry, st->st_mode & keep);
-    archive_entry_set_size(entry, S_ISREG(st->st_mode) ? st->st_size : 0);
-    archive_entry_set_mtime(entry, st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
+    rbx_ar->archive_entry_set_mode(entry, st->st_mode & keep);
+    rbx_ar->archive_entry_set_size(entry, S_ISREG(st->st_mode) ? st->st_size : 0);
+    rbx_ar->archive_entry_set_mtime(entry, st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
     return entry;
 }
 
@@ -165,16 +164,16 @@ static uint64_t map_data(int fd, off_t size, struct archive_entry *entry)
         if (end < 0 || end > size)
             end = size;
         whole = ++regions > SPARSE_REGIONS_MAX;
-        archive_entry_sparse_add_entry(entry, start, end - start);
+        rbx_ar->archive_entry_sparse_add_entry(entry, start, end - start);
         data += (uint64_t)(end - start);
         at = end;
     }
     if (whole || data == (uint64_t)size) {
-        archive_entry_sparse_clear(entry);
+        rbx_ar->archive_entry_sparse_clear(entry);
         return (uint64_t)size;
     }
     if (regions == 0) /* holes only: an empty region at the end says so */
-        archive_entry_sparse_add_entry(entry, size, 0);
+        rbx_ar->archive_entry_sparse_add_entry(entry, size, 0);
     return data;
 }
 
@@ -183,8 +182,8 @@ static bool write_zeros(exporter *x, uint64_t len)
     static const char zeros[65536];
     while (len > 0) {
         size_t n = len < sizeof zeros ? (size_t)len : sizeof zeros;
-        if (archive_write_data(x->out, zeros, n) != (la_ssize_t)n)
-            return export_failed(x, archive_error_string(x->out));
+        if (rbx_ar->archive_write_data(x->out, zeros, n) != (la_ssize_t)n)
+            return export_failed(x, rbx_ar->archive_error_string(x->out));
         len -= n;
     }
     return true;
@@ -201,8 +200,8 @@ static bool write_region(exporter *x, int fd, off_t offset, uint64_t len)
             continue;
         if (n <= 0)
             return write_zeros(x, len);
-        if (archive_write_data(x->out, buf, (size_t)n) != n)
-            return export_failed(x, archive_error_string(x->out));
+        if (rbx_ar->archive_write_data(x->out, buf, (size_t)n) != n)
+            return export_failed(x, rbx_ar->archive_error_string(x->out));
         offset += n;
         len -= (uint64_t)n;
     }
@@ -212,11 +211,11 @@ static bool write_region(exporter *x, int fd, off_t offset, uint64_t len)
 /* The member's data as a stream that libarchive cuts the holes out of. */
 static bool write_file_data(exporter *x, int fd, struct archive_entry *entry, off_t size)
 {
-    if (archive_entry_sparse_reset(entry) == 0)
+    if (rbx_ar->archive_entry_sparse_reset(entry) == 0)
         return write_region(x, fd, 0, (uint64_t)size);
     off_t at = 0;
     la_int64_t offset, length;
-    while (archive_entry_sparse_next(entry, &offset, &length) == ARCHIVE_OK) {
+    while (rbx_ar->archive_entry_sparse_next(entry, &offset, &length) == ARCHIVE_OK) {
         if (!write_zeros(x, (uint64_t)(offset - at)) ||
             !write_region(x, fd, offset, (uint64_t)length))
             return false;
@@ -243,20 +242,20 @@ static bool export_file(exporter *x, int dir, const char *name)
     struct archive_entry *entry = new_entry(x, &st);
     bool ok = entry != NULL;
     if (ok && st.st_nlink > 1) {
-        archive_entry_set_dev(entry, st.st_dev);
-        archive_entry_set_ino64(entry, (la_int64_t)st.st_ino);
-        archive_entry_set_nlink(entry, (unsigned)st.st_nlink);
+        rbx_ar->archive_entry_set_dev(entry, st.st_dev);
+        rbx_ar->archive_entry_set_ino64(entry, (la_int64_t)st.st_ino);
+        rbx_ar->archive_entry_set_nlink(entry, (unsigned)st.st_nlink);
         struct archive_entry *unused = NULL; /* tar's way never holds one back */
-        archive_entry_linkify(x->links, &entry, &unused);
+        rbx_ar->archive_entry_linkify(x->links, &entry, &unused);
     }
-    bool linked = ok && archive_entry_hardlink(entry) != NULL;
+    bool linked = ok && rbx_ar->archive_entry_hardlink(entry) != NULL;
     uint64_t data = ok && !linked ? map_data(fd, st.st_size, entry) : 0;
     if (ok && data > room(x))
         ok = refuse(x, rbx_transfer_too_big(x->err, "the session", x->cap));
     x->bytes += data;
     ok = ok && write_header(x, entry) && (linked || write_file_data(x, fd, entry, st.st_size));
     if (entry)
-        archive_entry_free(entry);
+        rbx_ar->archive_entry_free(entry);
     close(fd);
     return ok;
 }
@@ -271,9 +270,9 @@ static bool export_link(exporter *x, int dir, const char *name, const struct sta
     struct archive_entry *entry = new_entry(x, st);
     if (!entry)
         return false;
-    archive_entry_set_symlink(entry, target);
+    rbx_ar->archive_entry_set_symlink(entry, target);
     bool ok = write_header(x, entry);
-    archive_entry_free(entry);
+    rbx_ar->archive_entry_free(entry);
     return ok;
 }
 
@@ -403,7 +402,7 @@ static bool export_tree(exporter *x, int work)
             size_t prefix = strlen(x->path);
             ok = sub < 0 || (entry && write_header(x, entry));
             if (entry)
-                archive_entry_free(entry);
+                rbx_ar->archive_entry_free(entry);
             if (ok && sub >= 0 && fstat(sub, &st) == 0) {
                 x->path[prefix] = '/';
                 x->path[prefix + 1] = 0;
@@ -439,35 +438,39 @@ rbx_status rbx_session_export(rbx_engine *engine, const char *id, int out_fd, rb
                         "invalid session id: it must match " RBX_SESSION_ID_PATTERN);
     if (!rbx_session_exists(engine, id))
         return rbx_fail(err, RBX_ENOENT, "no session %s", id);
+    rbx_status status = rbx_archive_load(err);
+    if (status != RBX_OK)
+        return status;
     rbx_session session;
-    rbx_status status = rbx_session_acquire(engine, id, SESSION_WAIT_S, -1, &session, err);
+    status = rbx_session_acquire(engine, id, SESSION_WAIT_S, -1, &session, err);
     if (status != RBX_OK)
         return status;
     int work = open_work(&session, err);
-    exporter x = {.out = archive_write_new(),
-                  .links = archive_entry_linkresolver_new(),
+    exporter x = {.out = rbx_ar->archive_write_new(),
+                  .links = rbx_ar->archive_entry_linkresolver_new(),
                   .cap = rbx_transfer_cap(engine),
                   .err = err,
                   .status = RBX_OK};
     if (x.links)
-        archive_entry_linkresolver_set_strategy(x.links, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED);
+        rbx_ar->archive_entry_linkresolver_set_strategy(x.links, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED);
     if (work < 0) {
         x.status = err->status;
-    } else if (!x.out || !x.links || archive_write_set_format_pax_restricted(x.out) != ARCHIVE_OK ||
+    } else if (!x.out || !x.links ||
+               rbx_ar->archive_write_set_format_pax_restricted(x.out) != ARCHIVE_OK ||
                /* Names are bytes: stored as they are, whatever the locale
                 * (runbox runs in "C", where libarchive could not convert a
                 * name like données.csv to the UTF-8 pax wants). */
-               archive_write_set_format_option(x.out, "pax", "hdrcharset", "BINARY") !=
+               rbx_ar->archive_write_set_format_option(x.out, "pax", "hdrcharset", "BINARY") !=
                    ARCHIVE_OK ||
-               archive_write_open_fd(x.out, out_fd) != ARCHIVE_OK) {
-        export_failed(&x, x.out ? archive_error_string(x.out) : "out of memory");
-    } else if (export_tree(&x, work) && archive_write_close(x.out) != ARCHIVE_OK) {
-        export_failed(&x, archive_error_string(x.out));
+               rbx_ar->archive_write_open_fd(x.out, out_fd) != ARCHIVE_OK) {
+        export_failed(&x, x.out ? rbx_ar->archive_error_string(x.out) : "out of memory");
+    } else if (export_tree(&x, work) && rbx_ar->archive_write_close(x.out) != ARCHIVE_OK) {
+        export_failed(&x, rbx_ar->archive_error_string(x.out));
     }
     if (x.out)
-        archive_write_free(x.out);
+        rbx_ar->archive_write_free(x.out);
     if (x.links)
-        archive_entry_linkresolver_free(x.links);
+        rbx_ar->archive_entry_linkresolver_free(x.links);
     free(x.path);
     if (work >= 0)
         close(work);

@@ -18,6 +18,7 @@
  * "." or ".." components are refused (in a hard link's target too), and
  * so are devices, FIFOs and sockets (export writes none). Set-id bits are
  * dropped. Any refusal removes the new session whole. */
+#include "base/archive_lib.h"
 #include "base/error.h"
 #include "base/fsutil.h"
 #include "engine/engine.h"
@@ -27,8 +28,6 @@
 #include "sessions/session.h"
 #include "sessions/transfer.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -227,12 +226,12 @@ static rbx_status write_data(importer *m, int fd, const char *path, off_t size)
         const void *block;
         size_t n;
         la_int64_t offset;
-        int rc = archive_read_data_block(m->in, &block, &n, &offset);
+        int rc = rbx_ar->archive_read_data_block(m->in, &block, &n, &offset);
         if (rc == ARCHIVE_EOF)
             break;
         if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
             return rbx_fail(m->err, RBX_EINVAL, "the archive is damaged at '%.200s': %s", path,
-                            archive_error_string(m->in));
+                            rbx_ar->archive_error_string(m->in));
         m->bytes += n;
         if (m->bytes > m->cap - m->names)
             return rbx_transfer_too_big(m->err, "the archive", m->cap);
@@ -260,12 +259,12 @@ static rbx_status write_data(importer *m, int fd, const char *path, off_t size)
 static rbx_status place_file(importer *m, struct archive_entry *entry, int dir, const char *name,
                              const char *path)
 {
-    mode_t mode = archive_entry_perm(entry) & 0777;
+    mode_t mode = rbx_ar->archive_entry_perm(entry) & 0777;
     int fd = openat(dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return rbx_fail(m->err, RBX_EINVAL, "cannot create '%.200s' in the session: %s", path,
                         errno == EEXIST ? "the archive holds it twice" : strerror(errno));
-    rbx_status status = write_data(m, fd, path, archive_entry_size(entry));
+    rbx_status status = write_data(m, fd, path, rbx_ar->archive_entry_size(entry));
     if (m->engine->is_root)
         (void)fchown(fd, RBX_HOST_UID_BASE + RBX_SANDBOX_UID, RBX_HOST_UID_BASE + RBX_SANDBOX_UID);
     (void)fchmod(fd, mode);
@@ -277,7 +276,7 @@ static rbx_status place_file(importer *m, struct archive_entry *entry, int dir, 
 static rbx_status place_dir(importer *m, struct archive_entry *entry, int dir, const char *name,
                             const char *path)
 {
-    mode_t mode = archive_entry_perm(entry) & (0777 | S_ISVTX); /* set-id bits dropped */
+    mode_t mode = rbx_ar->archive_entry_perm(entry) & (0777 | S_ISVTX); /* set-id bits dropped */
     struct stat st;
     if (mkdirat(dir, name, 0700) != 0 &&
         (errno != EEXIST || fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
@@ -320,7 +319,8 @@ static rbx_status place_hard_link(importer *m, struct archive_entry *entry, int 
 {
     const char *target;
     size_t len;
-    if (member_path(archive_entry_hardlink(entry), &target, &len, m->err) != RBX_OK || len == 0)
+    if (member_path(rbx_ar->archive_entry_hardlink(entry), &target, &len, m->err) != RBX_OK ||
+        len == 0)
         return rbx_fail(m->err, RBX_EINVAL, "the archive's hard link '%.200s' names no file",
                         path);
     size_t dir_len = len;
@@ -349,7 +349,7 @@ static rbx_status place_hard_link(importer *m, struct archive_entry *entry, int 
 static rbx_status place_link(importer *m, struct archive_entry *entry, int dir, const char *name,
                              const char *path)
 {
-    if (symlinkat(archive_entry_symlink(entry), dir, name) != 0)
+    if (symlinkat(rbx_ar->archive_entry_symlink(entry), dir, name) != 0)
         return rbx_fail(m->err, RBX_EINVAL, "cannot make '%.200s' in the session: %s", path,
                         errno == EEXIST ? "the archive holds it twice" : strerror(errno));
     own(m, dir, name);
@@ -375,19 +375,19 @@ static void apply_late_modes(importer *m)
 static rbx_status check_member(importer *m, struct archive_entry *entry, const char *raw,
                                const char *path)
 {
-    if (archive_entry_hardlink(entry)) { /* another name of a file inside the session */
+    if (rbx_ar->archive_entry_hardlink(entry)) { /* another name of a file inside the session */
         const char *target;
         size_t len;
-        if (member_path(archive_entry_hardlink(entry), &target, &len, m->err) != RBX_OK)
+        if (member_path(rbx_ar->archive_entry_hardlink(entry), &target, &len, m->err) != RBX_OK)
             return RBX_EINVAL;
         if (len == 0)
             return rbx_fail(m->err, RBX_EINVAL, "the archive's hard link '%.200s' names no file",
                             raw);
         return RBX_OK;
     }
-    mode_t type = archive_entry_filetype(entry);
+    mode_t type = rbx_ar->archive_entry_filetype(entry);
     if (type == AE_IFLNK) {
-        const char *target = archive_entry_symlink(entry);
+        const char *target = rbx_ar->archive_entry_symlink(entry);
         /* Any target is data, but one a link can hold. */
         if (!target || !target[0] || strlen(target) >= PATH_MAX)
             return rbx_fail(m->err, RBX_EINVAL,
@@ -405,17 +405,18 @@ static rbx_status check_member(importer *m, struct archive_entry *entry, const c
                         raw);
     /* Declared sizes first: a 10 GiB member (or a sparse one that claims
      * more than it holds) is refused before a byte of it is read. */
-    la_int64_t size = archive_entry_size_is_set(entry) ? archive_entry_size(entry) : 0;
+    la_int64_t size =
+        rbx_ar->archive_entry_size_is_set(entry) ? rbx_ar->archive_entry_size(entry) : 0;
     if (size < 0)
         return rbx_fail(m->err, RBX_EINVAL, "the archive's member '%.200s' has a negative size",
                         raw);
     if ((uint64_t)size > m->cap)
         return rbx_transfer_file_too_big(m->err, path, (uint64_t)size, m->cap);
     uint64_t data = (uint64_t)size;
-    if (archive_entry_sparse_reset(entry) > 0) {
+    if (rbx_ar->archive_entry_sparse_reset(entry) > 0) {
         la_int64_t offset, length;
         data = 0;
-        while (archive_entry_sparse_next(entry, &offset, &length) == ARCHIVE_OK)
+        while (rbx_ar->archive_entry_sparse_next(entry, &offset, &length) == ARCHIVE_OK)
             data += (uint64_t)length;
     }
     if (data > m->cap - m->bytes - m->names)
@@ -429,16 +430,16 @@ static rbx_status import_member(importer *m, struct archive_entry *entry)
 {
     /* Bytes as stored when the archive says so (pax's hdrcharset=BINARY,
      * as export writes), else its UTF-8 names as they are. */
-    const char *raw = archive_entry_pathname(entry);
+    const char *raw = rbx_ar->archive_entry_pathname(entry);
     if (!raw)
-        raw = archive_entry_pathname_utf8(entry);
+        raw = rbx_ar->archive_entry_pathname_utf8(entry);
     const char *start = NULL;
     size_t len = 0;
     rbx_status status = member_path(raw, &start, &len, m->err);
     if (status != RBX_OK)
         return status;
     if (len == 0) { /* the session's directory itself ("./" in tar's own archives) */
-        if (archive_entry_filetype(entry) == AE_IFDIR)
+        if (rbx_ar->archive_entry_filetype(entry) == AE_IFDIR)
             return RBX_OK;
         return rbx_fail(m->err, RBX_EINVAL, "the archive has a member without a usable name");
     }
@@ -446,9 +447,9 @@ static rbx_status import_member(importer *m, struct archive_entry *entry)
         return rbx_transfer_too_many(m->err, "the archive");
     /* Names count like data (transfer.c says why), and bound the work of
      * placing members one directory at a time. */
-    const char *link = archive_entry_symlink(entry);
+    const char *link = rbx_ar->archive_entry_symlink(entry);
     if (!link)
-        link = archive_entry_hardlink(entry);
+        link = rbx_ar->archive_entry_hardlink(entry);
     uint64_t names = len + (link ? strlen(link) : 0);
     if (names > m->cap - m->bytes - m->names)
         return rbx_transfer_too_big(m->err, "the archive", m->cap);
@@ -460,14 +461,14 @@ static rbx_status import_member(importer *m, struct archive_entry *entry)
     if (status == RBX_OK && m->work >= 0) {
         const char *name;
         int dir = parent_of(m, path, len, &name);
-        mode_t type = archive_entry_filetype(entry);
+        mode_t type = rbx_ar->archive_entry_filetype(entry);
         if (dir < 0)
             status = rbx_fail(m->err, RBX_EINVAL, "cannot place '%.200s' in the session: %s",
                               path,
                               errno == ELOOP || errno == ENOTDIR || errno == EXDEV
                                   ? "a member before it made its directory a file or a link"
                                   : strerror(errno));
-        else if (archive_entry_hardlink(entry))
+        else if (rbx_ar->archive_entry_hardlink(entry))
             status = place_hard_link(m, entry, dir, name, path);
         else if (type == AE_IFREG)
             status = place_file(m, entry, dir, name, path);
@@ -484,12 +485,12 @@ static rbx_status import_all(importer *m)
 {
     struct archive_entry *entry;
     for (;;) {
-        int rc = archive_read_next_header(m->in, &entry);
+        int rc = rbx_ar->archive_read_next_header(m->in, &entry);
         if (rc == ARCHIVE_EOF)
             return RBX_OK;
         if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
             return rbx_fail(m->err, RBX_EINVAL, "not a readable tar archive: %s",
-                            archive_error_string(m->in));
+                            rbx_ar->archive_error_string(m->in));
         rbx_status status = import_member(m, entry);
         if (status != RBX_OK)
             return status;
@@ -506,11 +507,12 @@ static la_ssize_t read_spooling(struct archive *a, void *user, const void **buf)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            archive_set_error(a, errno, "cannot read the archive: %s", strerror(errno));
+            rbx_ar->archive_set_error(a, errno, "cannot read the archive: %s", strerror(errno));
             return -1;
         }
         if (n > 0 && rbx_write_all(s->spool, s->buf, (size_t)n) != 0) {
-            archive_set_error(a, errno, "cannot keep a copy of the archive: %s", strerror(errno));
+            rbx_ar->archive_set_error(a, errno, "cannot keep a copy of the archive: %s",
+                                      strerror(errno));
             return -1;
         }
         *buf = s->buf;
@@ -522,27 +524,29 @@ static la_ssize_t read_spooling(struct archive *a, void *user, const void **buf)
 static rbx_status open_pass(importer *m, source *s, bool first)
 {
     const rbx_archive_source *from = s->from;
-    if (!(m->in = archive_read_new()) || archive_read_support_format_tar(m->in) != ARCHIVE_OK ||
-        archive_read_support_filter_gzip(m->in) != ARCHIVE_OK)
+    if (!(m->in = rbx_ar->archive_read_new()) ||
+        rbx_ar->archive_read_support_format_tar(m->in) != ARCHIVE_OK ||
+        rbx_ar->archive_read_support_filter_gzip(m->in) != ARCHIVE_OK)
         return rbx_fail(m->err, RBX_ESYSTEM, "cannot read the archive: out of memory");
     int rc;
     if (from->data) {
-        rc = archive_read_open_memory(m->in, from->data, from->len);
+        rc = rbx_ar->archive_read_open_memory(m->in, from->data, from->len);
     } else if (!first && s->spooled) {
-        rc = lseek(s->spool, 0, SEEK_SET) == 0 ? archive_read_open_fd(m->in, s->spool, READ_BLOCK)
-                                               : ARCHIVE_FATAL;
+        rc = lseek(s->spool, 0, SEEK_SET) == 0
+                 ? rbx_ar->archive_read_open_fd(m->in, s->spool, READ_BLOCK)
+                 : ARCHIVE_FATAL;
     } else if (!first) {
         rc = lseek(from->fd, s->start, SEEK_SET) == s->start
-                 ? archive_read_open_fd(m->in, from->fd, READ_BLOCK)
+                 ? rbx_ar->archive_read_open_fd(m->in, from->fd, READ_BLOCK)
                  : ARCHIVE_FATAL;
     } else if (s->spooled) {
-        rc = archive_read_open(m->in, s, NULL, read_spooling, NULL);
+        rc = rbx_ar->archive_read_open(m->in, s, NULL, read_spooling, NULL);
     } else {
-        rc = archive_read_open_fd(m->in, from->fd, READ_BLOCK);
+        rc = rbx_ar->archive_read_open_fd(m->in, from->fd, READ_BLOCK);
     }
     if (rc != ARCHIVE_OK)
         return rbx_fail(m->err, RBX_EINVAL, "not a readable tar archive: %s",
-                        archive_error_string(m->in) ? archive_error_string(m->in)
+                        rbx_ar->archive_error_string(m->in) ? rbx_ar->archive_error_string(m->in)
                                                     : strerror(errno));
     return RBX_OK;
 }
@@ -550,7 +554,7 @@ static rbx_status open_pass(importer *m, source *s, bool first)
 static void close_pass(importer *m)
 {
     if (m->in)
-        archive_read_free(m->in);
+        rbx_ar->archive_read_free(m->in);
     m->in = NULL;
 }
 
@@ -651,6 +655,9 @@ rbx_status rbx_session_import(rbx_engine *engine, const char *id, const rbx_arch
                               rbx_session_import_info *info, rbx_error *err)
 {
     memset(info, 0, sizeof *info);
+    rbx_status loaded = rbx_archive_load(err);
+    if (loaded != RBX_OK)
+        return loaded;
     if (!rbx_session_id_valid(id))
         return rbx_fail(err, RBX_EINVAL,
                         "invalid session id: it must match " RBX_SESSION_ID_PATTERN);
