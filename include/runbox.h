@@ -538,7 +538,8 @@ void rbx_process_unwatch(rbx_process *process, uint64_t watch);
  * program does not read, up to a few seconds (then RBX_EBUSY). */
 rbx_status rbx_process_write(rbx_process *process, const void *data, size_t len, rbx_error *err);
 rbx_status rbx_process_close_stdin(rbx_process *process, rbx_error *err);
-/* SIGKILL kills its whole sandbox; other signals (SIGTERM, SIGINT,
+/* SIGKILL kills its whole sandbox (and returns once it is gone, within a
+ * few seconds); other signals (SIGTERM, SIGINT,
  * SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2) go to the program. */
 rbx_status rbx_process_signal(rbx_process *process, int sig, rbx_error *err);
 rbx_status rbx_process_resize(rbx_process *process, uint16_t cols, uint16_t rows, rbx_error *err);

@@ -29,6 +29,15 @@ static json_t *envd_error_body(const http_error *err)
 
 static const route envd_routes[] = {
     {"GET", "/health", NULL, BODY_NONE, true},
+    /* process.Process (e2b_process.c) */
+    {"POST", "/process.Process/Start", http_e2b_process_start, BODY_RAW, true},
+    {"POST", "/process.Process/Connect", http_e2b_process_connect, BODY_RAW, true},
+    {"POST", "/process.Process/List", http_e2b_process_list, BODY_RAW, true},
+    {"POST", "/process.Process/SendInput", http_e2b_process_send_input, BODY_RAW, true},
+    {"POST", "/process.Process/StreamInput", http_e2b_process_stream_input, BODY_RAW, true},
+    {"POST", "/process.Process/SendSignal", http_e2b_process_send_signal, BODY_RAW, true},
+    {"POST", "/process.Process/CloseStdin", http_e2b_process_close_stdin, BODY_RAW, true},
+    {"POST", "/process.Process/Update", http_e2b_process_update, BODY_RAW, true},
 };
 
 static bool envd_authorized(const http_server *server, struct MHD_Connection *connection)
@@ -41,7 +50,7 @@ static bool envd_authorized(const http_server *server, struct MHD_Connection *co
 const http_api http_e2b_envd_api = {
     .name = "e2b-envd",
     .routes = envd_routes,
-    .route_count = 0,
+    .route_count = sizeof envd_routes / sizeof *envd_routes,
     .authorized = envd_authorized,
     .unauthorized = "'X-Access-Token: TOKEN'",
     .error_body = envd_error_body,

@@ -565,6 +565,17 @@ bool e2b_stream_client_gone(e2b_stream *stream);
  * producer calls it exactly once; the stream is no longer its own after. */
 void e2b_stream_end(e2b_stream *stream, const http_error *err);
 
+/* e2b_process.c: envd's process.Process, E2B's commands and terminals
+ * (the engine's processes, rbx_process_*), one handler per RPC. */
+enum MHD_Result http_e2b_process_start(http_request *req);
+enum MHD_Result http_e2b_process_connect(http_request *req);
+enum MHD_Result http_e2b_process_list(http_request *req);
+enum MHD_Result http_e2b_process_send_input(http_request *req);
+enum MHD_Result http_e2b_process_stream_input(http_request *req);
+enum MHD_Result http_e2b_process_send_signal(http_request *req);
+enum MHD_Result http_e2b_process_close_stdin(http_request *req);
+enum MHD_Result http_e2b_process_update(http_request *req);
+
 /* The page's files, built from web/ and embedded at build time. */
 extern const char http_page_html[], http_page_js[], http_page_css[];
 extern const unsigned long http_page_html_size, http_page_js_size, http_page_css_size;

@@ -46,6 +46,8 @@
 #define LOCK_NAME "processes.lock"
 /* How long a starting process waits for a removal of its session to end. */
 #define LOCK_WAIT_MS 2000
+/* How long SIGKILL waits for the process's end (its sandbox's teardown). */
+#define KILL_WAIT_S 5
 
 typedef struct watcher {
     uint64_t id;
@@ -932,6 +934,10 @@ rbx_status rbx_process_signal(rbx_process *p, int sig, rbx_error *err)
                           strerror(errno));
     }
     pthread_mutex_unlock(&p->lock);
+    /* Killed means gone when this returns: its place under the cap is
+     * free and it is no longer listed. */
+    if (status == RBX_OK && sig == SIGKILL)
+        rbx_process_wait(p, KILL_WAIT_S);
     return status;
 }
 
