@@ -209,7 +209,7 @@ static void enter_program(const child_plan *plan)
     if (rbx_seccomp_install() != 0)
         goto fail;
     rbx_trace_mark(spec->trace, RBX_PHASE_EXEC);
-    step = "start the interpreter";
+    step = spec->bare ? "start the program" : "start the interpreter";
     execve(spec->interpreter, spec->argv, spec->envp);
 fail:
     report_error(report, step, errno);
