@@ -222,6 +222,7 @@ typedef struct watch {
     bool ended;    /* the end event is queued: the last one */
     bool overflow; /* the client fell too far behind: the engine dropped us */
     e2b_stream *stream;
+    http_server *server; /* a server that stops ends its streams (not waiting for them) */
     rbx_process *process;
     uint64_t id; /* our watch on it */
 } watch;
@@ -296,7 +297,7 @@ static int on_event(void *user, const rbx_process_event *event)
     return stop;
 }
 
-static watch *watch_new(e2b_stream *stream)
+static watch *watch_new(http_server *server, e2b_stream *stream)
 {
     watch *w = calloc(1, sizeof *w);
     if (!w)
@@ -304,6 +305,7 @@ static watch *watch_new(e2b_stream *stream)
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->news, NULL);
     w->stream = stream;
+    w->server = server;
     return w;
 }
 
@@ -329,10 +331,11 @@ static void *pump(void *arg)
     json_t *start = json_pack("{s:{s:{s:I}}}", "event", "start", "pid",
                               (json_int_t)rbx_process_pid(w->process));
     bool open = e2b_stream_send(w->stream, start);
-    bool finished = false, overflow = false;
-    while (open && !finished) {
+    bool finished = false, overflow = false, stopping = false;
+    while (open && !finished && !stopping) {
         pthread_mutex_lock(&w->lock);
-        while (!w->head && !w->overflow && !e2b_stream_client_gone(w->stream))
+        while (!w->head && !w->overflow && !e2b_stream_client_gone(w->stream) &&
+               !(stopping = atomic_load(&w->server->draining)))
             http_cond_wait_ms(&w->news, &w->lock, 1000);
         pending *item = w->head;
         if (item) {
@@ -347,7 +350,7 @@ static void *pump(void *arg)
         if (item) {
             open = e2b_stream_send(w->stream, item->message);
             free(item);
-        } else if (!overflow) {
+        } else if (!overflow && !stopping) {
             open = !e2b_stream_client_gone(w->stream);
         }
     }
@@ -359,7 +362,10 @@ static void *pump(void *arg)
                        "the client fell more than %zu MiB behind the process's output; the "
                        "process runs on: Connect to it again",
                        WATCH_QUEUE_MAX >> 20);
-    e2b_stream_end(w->stream, overflow ? &err : NULL);
+    else if (stopping)
+        http_error_set(&err, 503, "unavailable",
+                       "runbox is stopping: its sandboxes' processes end with it");
+    e2b_stream_end(w->stream, overflow || stopping ? &err : NULL);
     watch_free(w);
     return NULL;
 }
@@ -587,7 +593,7 @@ enum MHD_Result http_e2b_process_start(http_request *req)
     bool ok = start_args_read(&args, message, &view, &err);
     enum MHD_Result queued = MHD_NO;
     e2b_stream *stream = ok ? e2b_stream_open(req, KEEPALIVE, &queued) : NULL;
-    watch *w = stream ? watch_new(stream) : NULL;
+    watch *w = stream ? watch_new(req->server, stream) : NULL;
     if (stream && !w)
         http_error_set(&err, 500, "internal", "out of memory");
     rbx_error engine_err;
@@ -643,7 +649,7 @@ enum MHD_Result http_e2b_process_connect(http_request *req)
         return stream_refused(req, &err);
     enum MHD_Result queued;
     e2b_stream *stream = e2b_stream_open(req, KEEPALIVE, &queued);
-    watch *w = stream ? watch_new(stream) : NULL;
+    watch *w = stream ? watch_new(req->server, stream) : NULL;
     if (!w) {
         rbx_process_free(process);
         if (stream) {

@@ -473,3 +473,49 @@ def test_stream_input_feeds_a_command(sbx):
     sbx.commands.stream_input(handle.pid, iter([b"a", b"bc", "de\n"]))  # noqa
     sbx.commands.close_stdin(handle.pid)
     assert handle.wait().stdout == "abcde\n"
+
+
+def test_a_start_streams_start_then_base64_data_then_end_and_keepalives_when_asked(box):
+    status, data = box.rpc("Start", {"process": {"cmd": "/bin/bash",
+                                                 "args": ["-c", "printf 'a\\0b'; sleep 2.5; exit 2"]},
+                                     "stdin": False},
+                           stream=True, headers={"Keepalive-Ping-Interval": "1"})
+    assert status == 200
+    got = frames(data)
+    events = [message.get("event", {}) for flag, message in got[:-1]]
+    assert list(events[0]) == ["start"] and events[0]["start"]["pid"] > 0
+    out = b"".join(base64.b64decode(e["data"]["stdout"]) for e in events if "data" in e)
+    assert out == b"a\0b"
+    assert any("keepalive" in e for e in events[1:-1]), events
+    assert events[-1] == {"end": {"exitCode": 2, "exited": True, "status": "exit status 2"}}
+    assert got[-1] == (2, {})
+    # A killed one ends too, with Go's words for it.
+    handle = box.sandbox.commands.run("sleep 300", background=True)
+    result = {}
+    reader = threading.Thread(target=lambda: result.update(
+        frames=frames(box.rpc("Connect", {"process": {"pid": handle.pid}}, stream=True)[1])))
+    reader.start()
+    time.sleep(0.5)
+    assert box.sandbox.commands.kill(handle.pid)
+    reader.join(20)
+    connected = [message.get("event", {}) for flag, message in result["frames"][:-1]]
+    assert connected[0] == {"start": {"pid": handle.pid}}
+    end = connected[-1]["end"]
+    assert end["exited"] is False and end["exitCode"] == -1 and end["status"] == "signal: killed"
+
+
+@pytest.mark.serial
+def test_stopping_the_server_ends_its_processes(box):
+    duration = 41000 + secrets.randbelow(9000)
+    handle = box.sandbox.commands.run(f"sleep {duration}", background=True)
+    assert handle.pid
+    deadline = time.monotonic() + 10
+    while not host_processes_with(f"sleep {duration}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert host_processes_with(f"sleep {duration}")
+    started = time.monotonic()
+    box.server.stop()  # SIGTERM; asserts no sanitizer report
+    # Not the grace period of executions (30 s): a background command is not work that ends.
+    assert time.monotonic() - started < 15
+    assert box.server.proc.returncode == 0
+    assert host_processes_with(f"sleep {duration}") == []
