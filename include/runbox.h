@@ -365,6 +365,7 @@ typedef struct rbx_image_info {
     int64_t created_unix;
     char source[512];    /* "mmdebstrap trixie", or the archive it was imported from */
     char packages[4096]; /* Debian packages it was built with, comma-separated; "" imported */
+    char node[128];      /* the official Node.js it was built with, or "" (Debian's, or none) */
     bool is_default;     /* what executions get when they name no image */
     bool allowed;        /* requests may name it (--allow-images) */
     unsigned languages;  /* bit i: it has language i's interpreter (rbx_runtime_name(i)) */

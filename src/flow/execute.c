@@ -266,6 +266,14 @@ static void add_notes(rbx_result *result, const rbx_outcome *outcome, const exec
         snprintf(note, sizeof note,
                  "%s[runbox: cancelled; every process of the execution was killed]\n", nl);
         append_note(result, note);
+    } else if (x->runtime->too_old && result->error &&
+               memmem(result->error, result->error_len, x->runtime->too_old,
+                      strlen(x->runtime->too_old))) {
+        snprintf(note, sizeof note,
+                 "%s[runbox: %s needs %s, which the root it ran on (%s) does not have; the "
+                 "default image has it]\n",
+                 nl, x->runtime->name, x->runtime->needs, result->image[0] ? result->image : "?");
+        append_note(result, note);
     }
 }
 

@@ -189,14 +189,10 @@ static const stream_dialect e2b_dialect = {
 
 /* --- languages and contexts ---------------------------------------------------------- */
 
-/* E2B's names: TypeScript runs as JavaScript (types are not stripped). */
+/* E2B's names (python, js, javascript, ts, typescript, bash, sh) are
+ * runbox's languages and aliases. */
 static const char *language_of(const char *name)
 {
-    static const char *const aliases[][2] = {
-        {"typescript", "javascript"}, {"ts", "javascript"}, {"sh", "bash"}};
-    for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
-        if (!strcasecmp(name, aliases[i][0]))
-            return aliases[i][1];
     return rbx_runtime_canonical(name);
 }
 
