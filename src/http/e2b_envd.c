@@ -5,28 +5,6 @@
  * access token; the server's token is not what envd's clients hold. */
 #include "http/http.h"
 
-/* Connect's error body: {"code": "<name>", "message"}. */
-static const char *connect_code(unsigned status)
-{
-    switch (status) {
-    case 400: return "invalid_argument";
-    case 401: return "unauthenticated";
-    case 403: return "permission_denied";
-    case 404: return "not_found";
-    case 409: return "already_exists";
-    case 429: return "resource_exhausted";
-    case 501: return "unimplemented";
-    case 502: case 503: return "unavailable";
-    case 504: return "deadline_exceeded";
-    default: return "internal";
-    }
-}
-
-static json_t *envd_error_body(const http_error *err)
-{
-    return json_pack("{s:s, s:s}", "code", connect_code(err->status), "message", err->message);
-}
-
 static const route envd_routes[] = {
     {"GET", "/health", NULL, BODY_NONE, true},
     /* process.Process (e2b_process.c) */
@@ -53,5 +31,5 @@ const http_api http_e2b_envd_api = {
     .route_count = sizeof envd_routes / sizeof *envd_routes,
     .authorized = envd_authorized,
     .unauthorized = "'X-Access-Token: TOKEN'",
-    .error_body = envd_error_body,
+    .error_body = e2b_connect_error_body,
 };

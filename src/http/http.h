@@ -547,6 +547,11 @@ json_t *e2b_connect_stream_request(http_request *req, http_error *err);
 json_t *e2b_connect_client_stream(http_request *req, http_error *err);
 /* 200 application/json with the message (stolen). */
 enum MHD_Result e2b_connect_reply(http_request *req, json_t *message);
+/* Connect's error body, {"code": "<name>", "message"}, its code from the
+ * error's HTTP status: envd's API writes its errors so (and here, not in
+ * e2b_envd.c, so that the services its routes name may use these helpers
+ * without a circle). */
+json_t *e2b_connect_error_body(const http_error *err);
 
 /* A server stream's response. The handler opens it (which queues the 200
  * response) and hands it to a producer thread of its own; the connection's
