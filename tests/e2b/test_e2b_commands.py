@@ -519,3 +519,40 @@ def test_stopping_the_server_ends_its_processes(box):
     assert time.monotonic() - started < 15
     assert box.server.proc.returncode == 0
     assert host_processes_with(f"sleep {duration}") == []
+
+
+def test_one_sandbox_never_reaches_anothers_processes(box, sdk_env):
+    other = Box(sdk_env)
+    handle = box.sandbox.commands.run("sleep 300", background=True)
+    assert handle.pid not in {p.pid for p in other.sandbox.commands.list()}
+    assert other.sandbox.commands.kill(handle.pid) is False
+    for method, body in (("SendInput", {"process": {"pid": handle.pid}, "input": {"stdin": "eA=="}}),
+                         ("SendSignal", {"process": {"pid": handle.pid}, "signal": "SIGNAL_SIGKILL"}),
+                         ("CloseStdin", {"process": {"pid": handle.pid}})):
+        status, data = other.rpc(method, body)
+        assert status == 404 and json.loads(data)["code"] == "not_found", (method, data)
+    status, data = other.rpc("Connect", {"process": {"pid": handle.pid}}, stream=True)
+    assert status == 200 and stream_error(data) == "not_found"
+    # Still running in its own sandbox, and the other's files are not its files.
+    assert handle.pid in {p.pid for p in box.sandbox.commands.list()}
+    box.sandbox.commands.run("echo mine > only-here")
+    with pytest.raises(CommandExitException):
+        other.sandbox.commands.run("cat only-here")
+    box.sandbox.commands.kill(handle.pid)
+
+
+def test_a_request_for_no_sandbox_is_the_sdks_not_found(box):
+    for sandbox_id in (None, "", "../etc", "x" * 200, "a b"):
+        headers = {"E2b-Sandbox-Id": sandbox_id} if sandbox_id is not None else {}
+        h = dict(ENVD, **{"Content-Type": "application/json"}, **headers)
+        if sandbox_id is None:
+            h.pop("E2b-Sandbox-Id", None)
+        status, data = box.server.e2b_request("POST", "/process.Process/List", body=b"{}",
+                                              headers=h)
+        assert status in (401, 502) and json.loads(data)["code"] in ("unavailable",
+                                                                      "unauthenticated"), data
+        h["Content-Type"] = "application/connect+json"
+        status, data = box.server.e2b_request(
+            "POST", "/process.Process/Start", headers=h,
+            body=envelope({"process": {"cmd": "/bin/true"}}))
+        assert status == 200 and stream_error(data) in ("unavailable", "unauthenticated"), data
