@@ -556,3 +556,11 @@ def test_a_request_for_no_sandbox_is_the_sdks_not_found(box):
             "POST", "/process.Process/Start", headers=h,
             body=envelope({"process": {"cmd": "/bin/true"}}))
         assert status == 200 and stream_error(data) in ("unavailable", "unauthenticated"), data
+
+
+def test_the_user_root_runs_as_the_sandboxs_user_and_others_are_refused(sbx):
+    default = sbx.commands.run("id -u").stdout
+    assert sbx.commands.run("id -u", user="root").stdout == default
+    assert default.strip() != "0"
+    with pytest.raises(InvalidArgumentException):
+        sbx.commands.run("id -u", user="nobody-here")
