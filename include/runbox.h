@@ -320,7 +320,8 @@ rbx_status rbx_session_info_get(rbx_engine *engine, const char *id, rbx_session_
 rbx_status rbx_session_list(rbx_engine *engine, rbx_session_info **infos, size_t *count,
                             rbx_error *err);
 /* Removes a session and its files, never following a link out of it. When
- * the session is running: wait up to wait_s seconds, then RBX_EBUSY. */
+ * the session is running: wait up to wait_s seconds, then RBX_EBUSY. Its
+ * kernels and processes are stopped first. */
 rbx_status rbx_session_remove(rbx_engine *engine, const char *id, double wait_s, rbx_error *err);
 
 /* Moving a session to another node (transfer.c, transfer_import.c).
@@ -450,8 +451,117 @@ void rbx_engine_pool_stats(rbx_engine *engine, rbx_pool_stats *stats);
 void rbx_engine_fingerprint(const rbx_engine *engine, char out[17]);
 
 /* Stops every execution of this engine running in the session (it ends
- * as cancelled); returns how many there were. */
+ * as cancelled) and kills its processes; returns how many there were. */
 size_t rbx_session_cancel(rbx_engine *engine, const char *id);
+
+/* Processes: programs that run beside a session's executions, for as long
+ * as they like (E2B's commands and terminals). Each is a sandbox of its own,
+ * isolated as an execution is (namespaces, the read-only root, a cgroup
+ * with the execution limits, seccomp, the sandbox's user), whose home is
+ * the session's directory; it does not hold the session while it runs, so
+ * executions and other processes run in the session meanwhile. Stdin is a
+ * stream, or the process has a pseudo-terminal. It ends when its program
+ * does (the rest of its sandbox with it), when it is killed, or when its
+ * session is removed or cancelled; at most RBX_PROCESSES_MAX run per
+ * session. */
+#define RBX_PROCESSES_MAX 16
+#define RBX_PROCESS_ARGS_MAX 256
+#define RBX_PROCESS_TERMINAL_MAX 1000 /* columns or rows */
+
+typedef struct rbx_process rbx_process;
+
+typedef struct rbx_process_request {
+    const char *session_id; /* required: it must exist */
+    /* argv[0] is the program: an absolute path inside the sandbox, or a
+     * name looked up in PATH there. */
+    const char *const *argv;
+    size_t argc;
+    const char *const *env; /* "KEY=VALUE" added to the execution's fixed list */
+    size_t env_count;
+    const char *cwd;     /* absolute, inside the sandbox; NULL: /home/user */
+    uint16_t cols, rows; /* a terminal of this size; 0, 0: none (pipes) */
+    bool stdin_open;     /* without a terminal: stdin is a stream, else /dev/null */
+    const char *tag;     /* the caller's name for it, listed; NULL: none */
+    /* As rbx_request's: */
+    const char *image;
+    int network;
+    const char *const *egress_allow;
+    size_t egress_allow_count;
+    uint32_t memory_mb;
+    double cpus;
+} rbx_process_request;
+
+void rbx_process_request_init(rbx_process_request *request);
+
+typedef enum rbx_process_event_kind {
+    RBX_PROCESS_STDOUT,
+    RBX_PROCESS_STDERR,
+    RBX_PROCESS_TERMINAL, /* what the terminal showed */
+    RBX_PROCESS_END,      /* the last event */
+} rbx_process_event_kind;
+
+typedef struct rbx_process_event {
+    rbx_process_event_kind kind;
+    const char *data; /* output: its bytes, as they came */
+    size_t len;
+    /* RBX_PROCESS_END: */
+    bool exited;    /* the program exited (else a signal ended it) */
+    int exit_code;  /* its status when exited, else -1 */
+    int signal;     /* the signal that ended it, or 0 */
+    bool killed;    /* its sandbox was killed: by a signal asked for, or its session went */
+    const char *error; /* why it ended other than by itself, or NULL */
+} rbx_process_event;
+
+/* Called on the process's own thread, in order, for every event after the
+ * watch began. It must not block (copy and return); returning non-zero
+ * ends the watch (no END then). */
+typedef int (*rbx_process_fn)(void *user, const rbx_process_event *event);
+
+/* Starts a process; returns once its program runs (or failed to: then
+ * err, nothing runs, and *process is NULL). on_event (may be NULL) watches
+ * it from its first output. *process is a reference: rbx_process_free. */
+rbx_status rbx_process_start(rbx_engine *engine, const rbx_process_request *request,
+                             rbx_process_fn on_event, void *user, rbx_process **process,
+                             rbx_error *err);
+/* A running process of the session by its number; RBX_ENOENT when none
+ * (ended ones are gone). A reference: rbx_process_free. */
+rbx_status rbx_process_find(rbx_engine *engine, const char *session_id, uint32_t pid,
+                            rbx_process **process, rbx_error *err);
+/* Its number: small, unique in this engine, never reused while it runs. */
+uint32_t rbx_process_pid(const rbx_process *process);
+/* One more watcher, from now on; RBX_ENOENT once it has ended. *watch
+ * identifies it for rbx_process_unwatch. */
+rbx_status rbx_process_watch(rbx_process *process, rbx_process_fn on_event, void *user,
+                             uint64_t *watch, rbx_error *err);
+/* After it returns, on_event is not called any more for that watch. */
+void rbx_process_unwatch(rbx_process *process, uint64_t watch);
+/* Input: to its stdin (when open) or its terminal; blocks while the
+ * program does not read, up to a few seconds (then RBX_EBUSY). */
+rbx_status rbx_process_write(rbx_process *process, const void *data, size_t len, rbx_error *err);
+rbx_status rbx_process_close_stdin(rbx_process *process, rbx_error *err);
+/* SIGKILL kills its whole sandbox (and returns once it is gone, within a
+ * few seconds); other signals (SIGTERM, SIGINT,
+ * SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2) go to the program. */
+rbx_status rbx_process_signal(rbx_process *process, int sig, rbx_error *err);
+rbx_status rbx_process_resize(rbx_process *process, uint16_t cols, uint16_t rows, rbx_error *err);
+/* Waits for its end, up to timeout_s (negative: no limit); true when it ended. */
+bool rbx_process_wait(rbx_process *process, double timeout_s);
+void rbx_process_free(rbx_process *process);
+
+typedef struct rbx_process_info {
+    uint32_t pid;
+    char **argv; /* NULL-terminated */
+    char **env;  /* its request's own "KEY=VALUE", NULL-terminated */
+    char *cwd;   /* as asked, or NULL */
+    char *tag;   /* or NULL */
+    bool terminal;
+} rbx_process_info;
+
+/* The session's running processes, by number; *infos is malloc'ed:
+ * rbx_process_infos_free. */
+rbx_status rbx_process_list(rbx_engine *engine, const char *session_id, rbx_process_info **infos,
+                            size_t *count, rbx_error *err);
+void rbx_process_infos_free(rbx_process_info *infos, size_t count);
 
 /* Session files, for front ends that move files in and out. Paths are
  * relative to the session directory; "..", absolute paths and paths

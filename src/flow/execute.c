@@ -16,6 +16,7 @@
 #include "languages/classify.h"
 #include "languages/runtime.h"
 #include "pool/pool.h"
+#include "processes/processes.h"
 #include "runbox.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/net.h"
@@ -134,7 +135,7 @@ static void untrack(rbx_engine *engine, rbx_running *running)
 
 size_t rbx_session_cancel(rbx_engine *engine, const char *id)
 {
-    size_t n = 0;
+    size_t n = rbx_processes_stop_session(engine, id);
     uint64_t one = 1;
     pthread_mutex_lock(&engine->running_lock);
     for (rbx_running *r = engine->running; r; r = r->next)

@@ -7,29 +7,6 @@
 
 #include <string.h>
 
-/* Connect's error body: {"code": "<name>", "message"}. */
-static const char *connect_code(unsigned status)
-{
-    switch (status) {
-    case 400: case 415: return "invalid_argument";
-    case 401: return "unauthenticated";
-    case 403: return "permission_denied";
-    case 404: return "not_found";
-    case 409: return "already_exists";
-    case 413: case 429: case 507: return "resource_exhausted";
-    case 405: case 501: return "unimplemented";
-    case 502: case 503: return "unavailable";
-    case 504: return "deadline_exceeded";
-    default: return "internal";
-    }
-}
-
-static json_t *envd_error_body(const http_error *err)
-{
-    return json_pack("{s:s, s:o}", "code", connect_code(err->status), "message",
-                     http_json_text(err->message, strlen(err->message)));
-}
-
 /* GET /health: 204 while the sandbox runs; the SDK's is_running() reads
  * the 502 of e2b_sandbox_for_request as "not running". */
 static enum MHD_Result handle_health(http_request *req)
@@ -63,6 +40,15 @@ static const route envd_routes[] = {
     {"POST", FS "RemoveWatcher", e2b_handle_fs_remove_watcher, BODY_RAW, false},
     /* Any other method of the service: Connect's unimplemented. */
     {"POST", FS "{id}", e2b_handle_fs_unknown, BODY_RAW, false},
+    /* process.Process (e2b_process.c) */
+    {"POST", "/process.Process/Start", http_e2b_process_start, BODY_RAW, true},
+    {"POST", "/process.Process/Connect", http_e2b_process_connect, BODY_RAW, true},
+    {"POST", "/process.Process/List", http_e2b_process_list, BODY_RAW, true},
+    {"POST", "/process.Process/SendInput", http_e2b_process_send_input, BODY_RAW, true},
+    {"POST", "/process.Process/StreamInput", http_e2b_process_stream_input, BODY_RAW, true},
+    {"POST", "/process.Process/SendSignal", http_e2b_process_send_signal, BODY_RAW, true},
+    {"POST", "/process.Process/CloseStdin", http_e2b_process_close_stdin, BODY_RAW, true},
+    {"POST", "/process.Process/Update", http_e2b_process_update, BODY_RAW, true},
 };
 
 static bool envd_authorized(const http_server *server, struct MHD_Connection *connection)
@@ -78,5 +64,5 @@ const http_api http_e2b_envd_api = {
     .route_count = sizeof envd_routes / sizeof *envd_routes,
     .authorized = envd_authorized,
     .unauthorized = "'X-Access-Token: TOKEN'",
-    .error_body = envd_error_body,
+    .error_body = e2b_connect_error_body,
 };

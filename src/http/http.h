@@ -674,6 +674,11 @@ json_t *e2b_connect_stream_request(http_request *req, http_error *err);
 json_t *e2b_connect_client_stream(http_request *req, http_error *err);
 /* 200 application/json with the message (stolen). */
 enum MHD_Result e2b_connect_reply(http_request *req, json_t *message);
+/* Connect's error body, {"code": "<name>", "message"}, its code from the
+ * error's HTTP status: envd's API writes its errors so (and here, not in
+ * e2b_envd.c, so that the services its routes name may use these helpers
+ * without a circle). */
+json_t *e2b_connect_error_body(const http_error *err);
 
 /* A server stream's response. The handler opens it (which queues the 200
  * response) and hands it to a producer thread of its own; the connection's
@@ -691,6 +696,17 @@ bool e2b_stream_client_gone(e2b_stream *stream);
 /* The end-of-stream frame: {} or the error (err NULL: success). The
  * producer calls it exactly once; the stream is no longer its own after. */
 void e2b_stream_end(e2b_stream *stream, const http_error *err);
+
+/* e2b_process.c: envd's process.Process, E2B's commands and terminals
+ * (the engine's processes, rbx_process_*), one handler per RPC. */
+enum MHD_Result http_e2b_process_start(http_request *req);
+enum MHD_Result http_e2b_process_connect(http_request *req);
+enum MHD_Result http_e2b_process_list(http_request *req);
+enum MHD_Result http_e2b_process_send_input(http_request *req);
+enum MHD_Result http_e2b_process_stream_input(http_request *req);
+enum MHD_Result http_e2b_process_send_signal(http_request *req);
+enum MHD_Result http_e2b_process_close_stdin(http_request *req);
+enum MHD_Result http_e2b_process_update(http_request *req);
 
 /* The page's files, built from web/ and embedded at build time. */
 extern const char http_page_html[], http_page_js[], http_page_css[];

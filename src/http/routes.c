@@ -88,7 +88,8 @@ bool http_route(http_request *req, enum MHD_Result *queued)
     const route *routes = req->api->routes;
     for (size_t i = 0; i < req->api->route_count; i++) {
         span id = {0}, rest = {0};
-        if (!match(routes[i].pattern, req->path, &id, &rest))
+        /* A route without a handler is a placeholder: not served yet. */
+        if (!routes[i].handle || !match(routes[i].pattern, req->path, &id, &rest))
             continue;
         if (!method_matches(routes[i].method, req->method)) {
             size_t used = strlen(allow);
