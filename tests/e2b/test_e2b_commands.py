@@ -17,64 +17,35 @@ import time
 
 import pytest
 from e2b import Sandbox
-from e2b.connection_config import ConnectionConfig
 from e2b.exceptions import InvalidArgumentException, SandboxException
 from e2b.sandbox.commands.command_handle import CommandExitException
-from packaging.version import Version
 
 ENVD = {"E2b-Sandbox-Port": "49983"}
 
 
-def serves_control_plane(server):
-    status, _ = server.e2b_request("GET", "/v2/sandboxes", headers={"X-API-KEY": "runbox-test"})
-    return status == 200
-
-
 def sdk_sandbox(cls, sandbox_id):
-    """The SDK's sandbox object for sandbox_id, built as its own create() and connect() build
-    it from the control plane's answer (Sandbox._cls_connect_sandbox): the routing headers in
-    the connection's config, envd 0.6.4, no access token (the placeholder checks none)."""
-    if serves_control_plane_url(os.environ["E2B_API_URL"]):
-        return cls.connect(sandbox_id)
-    headers = {"E2b-Sandbox-Id": sandbox_id, "E2b-Sandbox-Port": ENVD["E2b-Sandbox-Port"]}
-    return cls(sandbox_id=sandbox_id, sandbox_domain=None, envd_version=Version("0.6.4"),
-               envd_access_token=None, traffic_access_token=None,
-               connection_config=ConnectionConfig(extra_sandbox_headers=headers))
-
-
-def serves_control_plane_url(url):
-    import urllib.error
-    import urllib.request
-    request = urllib.request.Request(url + "/v2/sandboxes", headers={"X-API-KEY": "runbox-test"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status == 200
-    except urllib.error.URLError:
-        return False
+    """The SDK's own object for a sandbox made elsewhere: Sandbox.connect(id), as a second
+    client would."""
+    return cls.connect(sandbox_id)
 
 
 class Box:
-    """An SDK sandbox, and how it goes away."""
+    """An SDK sandbox made through runbox's control plane, and how it goes away."""
 
     def __init__(self, server):
         self.server = server
-        if serves_control_plane(server):
-            self.sandbox = Sandbox.create()
-            self.id = self.sandbox.sandbox_id
-        else:
-            self.id = "sbx-" + secrets.token_hex(8)
-            self.sandbox = sdk_sandbox(Sandbox, self.id)
+        self.sandbox = Sandbox.create()
+        self.id = self.sandbox.sandbox_id
+        self.token = self.sandbox._envd_access_token
 
     def kill(self):
-        if serves_control_plane(self.server):
-            assert self.sandbox.kill()
-        else:
-            response = self.server.request("DELETE", f"/v1/sessions/{self.id}")
-            assert response.status in (200, 204), response
+        assert self.sandbox.kill()
 
     def rpc(self, method, body, stream=False, headers=None, raw=None):
-        """A raw Connect call to this sandbox's envd; (status, body bytes)."""
-        h = dict(ENVD, **{"E2b-Sandbox-Id": self.id, "Connect-Protocol-Version": "1"})
+        """A raw Connect call to this sandbox's envd, with its access token as the SDK sends
+        it; (status, body bytes)."""
+        h = dict(ENVD, **{"E2b-Sandbox-Id": self.id, "Connect-Protocol-Version": "1",
+                          "X-Access-Token": self.token})
         if stream:
             h["Content-Type"] = "application/connect+json"
             payload = raw if raw is not None else envelope(body)
