@@ -200,7 +200,8 @@ const http_api *http_e2b_api_pick(struct MHD_Connection *connection, const char 
  * listener, an API of its own (JSON-RPC errors). */
 extern const http_api http_mcp_api;
 typedef struct mcp_sessions mcp_sessions;
-/* mcp_sessions.c: the MCP sessions of the server, and their reaper. */
+/* The MCP sessions of the server, and their reaper (mcp_route.c makes
+ * them; the rest is mcp_sessions.c). */
 mcp_sessions *http_mcp_sessions_new(http_server *server);
 /* Shutdown: every session ends (their streams end, their calls stop). */
 void http_mcp_sessions_end_all(mcp_sessions *table);

@@ -34,7 +34,10 @@ typedef struct mcp_session {
     struct mcp_session *next;
 } mcp_session;
 
-/* mcp_sessions.c */
+/* mcp_sessions.c (which knows nothing of exchanges: sink is each
+ * session's output, end_streams ends a session's streams when it ends) */
+mcp_sessions *mcp_sessions_new(http_server *server, mcp_sink_fn sink,
+                              void (*end_streams)(mcp_session *session));
 /* A new session for address, listed; NULL and err when there is no room
  * (past a limit, the session idle longest in its scope is ended first). */
 mcp_session *mcp_session_open(mcp_sessions *table, const char *address, http_error *err);

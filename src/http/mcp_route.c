@@ -254,6 +254,11 @@ static enum MHD_Result handle_delete(http_request *req)
     return http_reply(req, MHD_HTTP_NO_CONTENT, response, 0);
 }
 
+mcp_sessions *http_mcp_sessions_new(http_server *server)
+{
+    return mcp_sessions_new(server, mcp_exchange_route, mcp_exchange_end_all);
+}
+
 static const route mcp_routes[] = {
     {"POST", "/mcp", handle_post, BODY_JSON, false},
     {"GET", "/mcp", handle_get, BODY_NONE, false},

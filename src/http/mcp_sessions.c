@@ -22,6 +22,8 @@
 
 struct mcp_sessions {
     http_server *server;
+    mcp_sink_fn sink;                          /* each session's output */
+    void (*end_streams)(mcp_session *session); /* when one ends */
     pthread_mutex_t lock;
     pthread_cond_t changed;
     mcp_session *list;
@@ -113,7 +115,7 @@ static bool unlink_session(mcp_sessions *table, mcp_session *session)
 static void finish_ended(mcp_session *session, const char *reason)
 {
     log_session(session, "mcp_session_ended", reason);
-    mcp_exchange_end_all(session);
+    session->table->end_streams(session);
     mcp_session_release(session);
 }
 
@@ -227,7 +229,7 @@ static mcp_session *session_new(mcp_sessions *table, const char *address)
     snprintf(session->address, sizeof session->address, "%s", address);
     pthread_mutex_init(&session->lock, NULL);
     if (!random_id(session->id) ||
-        !(session->output = mcp_output_to(mcp_exchange_route, session)) ||
+        !(session->output = mcp_output_to(table->sink, session)) ||
         !(session->server = mcp_server_open(table->server->engine, session->output))) {
         session_free(session);
         return NULL;
@@ -305,12 +307,15 @@ static void *reap(void *arg)
     return NULL;
 }
 
-mcp_sessions *http_mcp_sessions_new(http_server *server)
+mcp_sessions *mcp_sessions_new(http_server *server, mcp_sink_fn sink,
+                              void (*end_streams)(mcp_session *session))
 {
     mcp_sessions *table = calloc(1, sizeof *table);
     if (!table)
         return NULL;
     table->server = server;
+    table->sink = sink;
+    table->end_streams = end_streams;
     pthread_mutex_init(&table->lock, NULL);
     pthread_cond_init(&table->changed, NULL);
     if (pthread_create(&table->reaper, NULL, reap, table) != 0) {
