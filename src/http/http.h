@@ -16,7 +16,8 @@
  * build time. With --e2b-listen a second listener speaks E2B's
  * code-interpreter protocol over the same engine and limits: e2b (its
  * routes and events) and e2b_contexts (its contexts, which are sessions
- * with a kernel). */
+ * with a kernel). /mcp serves MCP's Streamable HTTP transport: mcp_route,
+ * mcp_sessions, mcp_exchange (mcp_http.h). */
 #ifndef RBX_HTTP_H
 #define RBX_HTTP_H
 
