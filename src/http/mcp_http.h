@@ -25,6 +25,10 @@ typedef struct mcp_session {
     struct mcp_sessions *table;
     mcp_server *server; /* the MCP core, as on stdio */
     mcp_output *output; /* its sink: mcp_exchange.c */
+    /* One message at a time into the MCP server, as its reader on stdio
+     * takes them: its checks (is this call's id in use?) hold until the
+     * message is queued. */
+    pthread_mutex_t take_lock;
     pthread_mutex_t lock;    /* the exchanges and the listener */
     mcp_exchange *exchanges; /* POSTs waiting for their response */
     mcp_exchange *listener;  /* the GET stream, when open */
@@ -49,6 +53,8 @@ void mcp_session_release(mcp_session *session);
 /* Ends the session (DELETE, or a failed initialize): out of the table, its
  * streams end, its calls are cancelled once the last reference goes. */
 void mcp_session_end(mcp_session *session, const char *reason);
+/* Hands one message to the session's MCP server (mcp_server_take). */
+void mcp_session_take(mcp_session *session, json_t *message);
 /* The client's address as the limits count it. */
 void mcp_client_address(struct MHD_Connection *connection, char *out, size_t size);
 

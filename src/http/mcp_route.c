@@ -172,7 +172,7 @@ static enum MHD_Result take_request(http_request *req, mcp_session *session, boo
     if (!exchange)
         return reply_rpc_error(req, err.status, message->id, RPC_INVALID_REQUEST, NULL, "%s",
                                err.message);
-    mcp_server_take(session->server, json);
+    mcp_session_take(session, json);
     /* A session opens with a successful initialize; a failed one ends it
      * (its error still goes to the client, without a session id). */
     bool named = opened && session->server->version;
@@ -208,7 +208,7 @@ static enum MHD_Result handle_post(http_request *req)
         queued = take_request(req, session, initialize && !header(req, "Mcp-Session-Id"), json,
                               &message);
     } else if (session) {
-        mcp_server_take(session->server, json);
+        mcp_session_take(session, json);
         queued = accepted(req);
     }
     if (session)

@@ -75,8 +75,16 @@ static void session_free(mcp_session *session)
     }
     if (session->output)
         mcp_output_stop(session->output, 0);
+    pthread_mutex_destroy(&session->take_lock);
     pthread_mutex_destroy(&session->lock);
     free(session);
+}
+
+void mcp_session_take(mcp_session *session, json_t *message)
+{
+    pthread_mutex_lock(&session->take_lock);
+    mcp_server_take(session->server, message);
+    pthread_mutex_unlock(&session->take_lock);
 }
 
 void mcp_session_hold(mcp_session *session)
@@ -228,6 +236,7 @@ static mcp_session *session_new(mcp_sessions *table, const char *address)
     session->table = table;
     snprintf(session->address, sizeof session->address, "%s", address);
     pthread_mutex_init(&session->lock, NULL);
+    pthread_mutex_init(&session->take_lock, NULL);
     if (!random_id(session->id) ||
         !(session->output = mcp_output_to(table->sink, session)) ||
         !(session->server = mcp_server_open(table->server->engine, session->output))) {
