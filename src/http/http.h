@@ -104,6 +104,9 @@ admission_verdict http_admission_enter(admission *a, admission_ticket *ticket);
  * *cancelled becomes non-zero. Wake waiters with http_admission_wake. */
 bool http_admission_wait(admission *a, admission_ticket *ticket, const atomic_int *cancelled);
 void http_admission_wake(admission *a);
+/* The same while wanted(arg) says so (asked every 100 ms). */
+bool http_admission_wait_while(admission *a, admission_ticket *ticket, bool (*wanted)(void *),
+                               void *arg);
 /* Shutdown: the queue is given up (its executions never run). */
 void http_admission_close(admission *a);
 /* An admitted execution ended: the next in the queue runs. */

@@ -228,6 +228,35 @@ static bool random_id(char *out)
     return true;
 }
 
+/* A tool call that runs code takes a turn of the server's admission, as
+ * POST /v1/execute does: --max-running at once, --max-queue waiting, then
+ * refused. */
+static bool call_wanted(void *arg)
+{
+    mcp_call *call = arg;
+    return !atomic_load(&call->cancelled);
+}
+
+static bool take_turn(void *context, mcp_call *call)
+{
+    admission *a = context;
+    admission_ticket ticket = {0};
+    switch (http_admission_enter(a, &ticket)) {
+    case ADMIT_RUN:
+        return true;
+    case ADMIT_QUEUED:
+        return http_admission_wait_while(a, &ticket, call_wanted, call);
+    case ADMIT_FULL:
+        break;
+    }
+    return false;
+}
+
+static void give_back_turn(void *context)
+{
+    http_admission_leave(context);
+}
+
 static mcp_session *session_new(mcp_sessions *table, const char *address)
 {
     mcp_session *session = calloc(1, sizeof *session);
@@ -243,6 +272,8 @@ static mcp_session *session_new(mcp_sessions *table, const char *address)
         session_free(session);
         return NULL;
     }
+    mcp_turns turns = {take_turn, give_back_turn, &table->server->admission};
+    mcp_calls_share(session->server->calls, &turns);
     return session;
 }
 

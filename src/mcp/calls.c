@@ -37,7 +37,8 @@ struct mcp_calls {
     size_t waiting;      /* how many of them have not started */
     bool stopping;
     size_t worker_count;
-    size_t idle; /* workers waiting for a call */
+    size_t idle;     /* workers waiting for a call */
+    mcp_turns turns; /* take NULL: the calls have the host to themselves */
     pthread_t workers[MCP_MAX_CALLS];
 };
 
@@ -96,11 +97,26 @@ static tracked_call *next_call(mcp_calls *calls)
     return tracked;
 }
 
+/* Runs a call, after waiting for its turn when code runs and turns are
+ * shared. */
+static json_t *run_call(mcp_calls *calls, mcp_call *call)
+{
+    bool turn = calls->turns.take && call->tool->kind == MCP_TOOL_EXECUTE;
+    if (turn && !calls->turns.take(calls->turns.context, call))
+        return rpc_error(call->id, RPC_SERVER_BUSY,
+                         "Server busy: the server runs all the code it may at once and its "
+                         "queue is full; retry when a call has finished");
+    json_t *response = mcp_tool_run(calls->engine, calls->output, call);
+    if (turn)
+        calls->turns.give_back(calls->turns.context);
+    return response;
+}
+
 static void *work(void *arg)
 {
     mcp_calls *calls = arg;
     for (tracked_call *tracked; (tracked = next_call(calls));) {
-        json_t *response = mcp_tool_run(calls->engine, calls->output, &tracked->call);
+        json_t *response = run_call(calls, &tracked->call);
         pthread_mutex_lock(&calls->lock);
         /* Once it is out of the list a cancel finds nothing: the response
          * is committed, and goes after the call's last progress. */
@@ -125,6 +141,11 @@ mcp_calls *mcp_calls_start(rbx_engine *engine, mcp_output *output, json_t *tools
     pthread_mutex_init(&calls->lock, NULL);
     pthread_cond_init(&calls->work, NULL);
     return calls;
+}
+
+void mcp_calls_share(mcp_calls *calls, const mcp_turns *turns)
+{
+    calls->turns = *turns;
 }
 
 /* One more worker when every one is busy; the caller holds the lock. The

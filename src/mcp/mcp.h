@@ -129,6 +129,16 @@ mcp_calls *mcp_calls_start(rbx_engine *engine, mcp_output *output, json_t *tools
 void mcp_calls_accept(mcp_calls *calls, json_t *id, json_t *params, bool arguments_as_results);
 /* notifications/cancelled: stops the call and suppresses its response. */
 void mcp_calls_cancel(mcp_calls *calls, const json_t *request_id);
+/* Turns to run code, when a transport shares the host with other work
+ * (runbox serve: its --max-running and --max-queue). take blocks until the
+ * call may run, or returns false (full, or the call was cancelled while it
+ * waited); give_back follows each taken turn. */
+typedef struct mcp_turns {
+    bool (*take)(void *context, mcp_call *call);
+    void (*give_back)(void *context);
+    void *context;
+} mcp_turns;
+void mcp_calls_share(mcp_calls *calls, const mcp_turns *turns);
 /* Cancels every call, waits for the workers, frees; false (nothing freed)
  * when a worker did not stop in time. */
 bool mcp_calls_stop(mcp_calls *calls);

@@ -28,9 +28,12 @@ async function post(server, body, extra = {}, init = {}) {
     method: 'POST', headers: headers(extra), body: typeof body === 'string' ? body : JSON.stringify(body), ...init,
   });
   const text = await response.text();
+  // An SSE answer (a tools/call's): its last event is the response.
+  const sse = response.headers.get('content-type') === 'text/event-stream';
+  const data = sse ? text.split('\n').filter((l) => l.startsWith('data: ')).pop()?.slice(6) : text;
   let json;
   try {
-    json = JSON.parse(text);
+    json = JSON.parse(data);
   } catch {
     json = undefined;
   }
@@ -283,5 +286,33 @@ describe('/mcp sessions opened and abandoned by the thousand', { timeout: 300000
     // Under ASan freed memory waits in a quarantine (16 MiB in make test-asan).
     const bound = process.env.ASAN_OPTIONS ? 48 * 1024 : 16 * 1024;
     assert.ok(grown < bound, `the server's RSS grew by ${grown} KiB over 1,000 abandoned sessions`);
+  });
+});
+
+describe('/mcp tool calls share the server\'s turns with POST /v1/execute', { timeout: 120000 }, () => {
+  let server;
+
+  before(async () => {
+    server = await startServe({ token: TOKEN, args: ['--max-running', '1', '--max-queue', '1'] });
+  });
+
+  after(async () => {
+    const left = await stopServe(assert, server);
+    assert.deepEqual(left.mounts, []);
+  });
+
+  it('one runs, one waits for its turn, the next is refused with -32000; tools that run no code are served', async () => {
+    const [a, b, c] = [await initialize(server), await initialize(server), await initialize(server)];
+    const call = (own, id, command) => post(server, { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'execute_bash', arguments: { command } } }, own);
+    const running = call(a, 1, 'sleep 2; echo first');
+    await waitFor(async () => (await metric(server, 'runbox_executions_running')) === 1, 10000, 'the first call to run');
+    const waiting = call(b, 2, 'echo second');
+    await waitFor(async () => (await metric(server, 'runbox_executions_queued')) === 1, 10000, 'the second call to wait');
+    const refused = await call(c, 3, 'echo third');
+    assertRpcError(refused, 200, -32000, /Server busy/);
+    const listed = await post(server, { jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'list_sessions', arguments: {} } }, c);
+    assert.equal(listed.json.result.isError, false);
+    assert.match((await running).text, /first/);
+    assert.match((await waiting).text, /second/);
   });
 });
