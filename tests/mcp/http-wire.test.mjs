@@ -235,6 +235,20 @@ describe('/mcp over the raw wire', { timeout: 240000 }, () => {
     assert.equal(await metric(server, 'runbox_mcp_sessions_opened_total'), opened + 1);
   });
 
+  it('clients of 2025-06-18 and 2025-03-26 negotiate their revision and keep its rules', async () => {
+    for (const version of ['2025-06-18', '2025-03-26']) {
+      const reply = await post(server, { ...INITIALIZE, params: { ...INITIALIZE.params, protocolVersion: version } });
+      assert.equal(reply.json.result.protocolVersion, version);
+      // 2025-03-26 clients send no MCP-Protocol-Version header.
+      const own = { 'Mcp-Session-Id': reply.headers.get('mcp-session-id'), ...(version === '2025-03-26' ? {} : { 'MCP-Protocol-Version': version }) };
+      // Before 2025-11-25, arguments that break the schema are -32602.
+      const bad = await post(server, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'execute_bash', arguments: { command: 7 } } }, own);
+      assert.equal(bad.json.error.code, -32602, bad.text);
+      const good = await post(server, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'execute_bash', arguments: { command: 'echo ok' } } }, own);
+      assert.equal(good.json.result.structuredContent.output, 'ok\n');
+    }
+  });
+
   it('DELETE ends the session: its id gets 404 after, and a second DELETE too', async () => {
     const own = await initialize(server);
     const del = await fetch(server.url, { method: 'DELETE', headers: { ...headers(), ...own } });
