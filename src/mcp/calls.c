@@ -1,7 +1,8 @@
 /* Tool calls run on worker threads, MCP_MAX_CALLS at once, so the reader
  * keeps answering ping and cancel while code runs; later calls wait in a
  * queue. Workers start when calls need them (an MCP session over HTTP that
- * runs nothing costs no thread) and stay until the session ends. Every call not yet answered is tracked by its request id: a
+ * runs nothing costs no thread) and stay until the session ends. Every
+ * call not yet answered is tracked by its request id: a
  * notifications/cancelled drops a waiting call, or kills a running one
  * through its cancel pipe (the engine watches it as request.cancel_fd),
  * and in both cases no response is sent. */
@@ -272,7 +273,8 @@ bool mcp_calls_stop(mcp_calls *calls)
         call_free(dropped);
     }
     if (!join_workers(calls)) {
-        /* The process exits next, which ends the worker and its sandbox. */
+        /* Nothing is freed: the worker still uses it. On stdio the process
+         * exits next, which ends the worker and its sandbox. */
         fprintf(stderr, "runbox mcp: a tool call did not stop within %d s\n", STOP_WAIT_S);
         return false;
     }
