@@ -330,3 +330,41 @@ describe('/mcp tool calls share the server\'s turns with POST /v1/execute', { ti
     assert.match((await waiting).text, /second/);
   });
 });
+
+describe('/mcp session limits: the idlest session makes room, busy ones are kept', { timeout: 120000 }, () => {
+  let server;
+
+  before(async () => {
+    server = await startServe({ token: TOKEN, args: ['--mcp-max-sessions-per-address', '2', '--mcp-max-sessions', '3'] });
+  });
+
+  after(async () => {
+    const left = await stopServe(assert, server);
+    assert.deepEqual(left.mounts, []);
+  });
+
+  const stream = (own) => fetch(server.url, { headers: { ...headers({ Accept: 'text/event-stream' }), ...own } });
+  const ping = (own) => post(server, { jsonrpc: '2.0', id: 1, method: 'ping' }, own);
+
+  it('past the per-address limit the idle session goes; with every one busy a new one gets 429', async () => {
+    const first = await initialize(server);
+    const second = await initialize(server);
+    const third = await initialize(server); // the first, idle longest, made room
+    assertRpcError(await ping(first), 404, -32001);
+    assert.ok((await ping(second)).json.result);
+    // A session with its GET stream open is busy: it is not evicted.
+    const streams = [await stream(second), await stream(third)];
+    assert.deepEqual(streams.map((s) => s.status), [200, 200]);
+    const refused = await post(server, INITIALIZE);
+    assertRpcError(refused, 429, -32000, /all of them busy/);
+    assert.equal(refused.headers.get('mcp-session-id'), null);
+    assert.equal(await metric(server, 'runbox_mcp_sessions_refused_total'), 1);
+    // Its stream closed, a session is idle again, and makes room.
+    await streams[0].body.cancel();
+    await waitFor(async () => (await post(server, INITIALIZE)).status === 200, 5000, 'room for a session');
+    assertRpcError(await ping(second), 404, -32001);
+    assert.ok((await ping(third)).json.result, 'the busy session was kept');
+    await streams[1].body.cancel();
+    assert.ok(await metric(server, 'runbox_mcp_sessions') <= 2);
+  });
+});
