@@ -42,18 +42,19 @@ layers: build
 	/usr/bin/python3 tests/ci/layers.py --build $(BUILD)
 
 # Everything the stages build, once, before they run side by side; and the layers.
-ci-build: build asan fuzz-build mcp-sdk e2b-sdk deploy-venv fuzz-api-venv default-image
+ci-build: build asan fuzz-build mcp-sdk mcp-python-sdk e2b-sdk deploy-venv fuzz-api-venv default-image
 	$(MAKE) --no-print-directory layers
 
 # The default configuration, every suite: unit, e2e, http, client, MCP, E2B, the playground.
 # The E2B suite runs in one process: E2B's SDK in debug mode reaches its sandbox at the
 # fixed port 49999, which two workers cannot both listen on.
-test-default: build mcp-sdk e2b-sdk default-image
+test-default: build mcp-sdk mcp-python-sdk e2b-sdk default-image
 	cd $(BUILD) && ctest --output-on-failure
 	$(PYTEST_Q) tests/ci
 	$(call two_passes,$(ON_IMAGE_ENV) RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox,$(PYTEST_Q),\
 	  tests/e2e tests/http tests/client)
 	cd tests/mcp && $(NODE_IMAGE_ENV) RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox node --test
+	$(ON_IMAGE_ENV) RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox $(MCP_PYTEST) tests/mcp/python
 	$(ON_IMAGE_ENV) RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox $(E2B_PYTEST) tests/e2b
 	$(NODE_IMAGE_ENV) RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox node --test tests/web/
 
@@ -63,18 +64,20 @@ test-default: build mcp-sdk e2b-sdk default-image
 ASAN_E2E = tests/e2e/test_core.py tests/e2e/test_storage.py tests/e2e/test_stateful.py \
 	   tests/e2e/test_deps.py tests/e2e/test_images.py tests/e2e/test_image_import.py \
 	   tests/e2e/test_egress_cli.py
-test-asan: asan mcp-sdk e2b-sdk default-image
+test-asan: asan mcp-sdk mcp-python-sdk e2b-sdk default-image
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure
 	$(call two_passes,$(ON_IMAGE_ENV) $(ASAN_ENV),$(PYTEST_Q),$(ASAN_E2E) tests/http tests/client)
-	cd tests/mcp && $(NODE_IMAGE_ENV) ASAN_OPTIONS=detect_leaks=1 \
+	cd tests/mcp && $(NODE_IMAGE_ENV) ASAN_OPTIONS=$(ASAN_SERVER_OPTIONS) \
 	  RUNBOX_BIN=$(CURDIR)/$(ASAN_BUILD)/runbox node --test
+	$(ON_IMAGE_ENV) $(ASAN_ENV) $(MCP_PYTEST) tests/mcp/python
 	$(ON_IMAGE_ENV) $(ASAN_ENV) $(E2B_PYTEST) tests/e2b
 
-test-asan-full: asan mcp-sdk e2b-sdk default-image
+test-asan-full: asan mcp-sdk mcp-python-sdk e2b-sdk default-image
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure
 	$(call two_passes,$(ON_IMAGE_ENV) $(ASAN_ENV),$(PYTEST_Q),tests/e2e tests/http tests/client)
-	cd tests/mcp && $(NODE_IMAGE_ENV) ASAN_OPTIONS=detect_leaks=1 \
+	cd tests/mcp && $(NODE_IMAGE_ENV) ASAN_OPTIONS=$(ASAN_SERVER_OPTIONS) \
 	  RUNBOX_BIN=$(CURDIR)/$(ASAN_BUILD)/runbox node --test
+	$(ON_IMAGE_ENV) $(ASAN_ENV) $(MCP_PYTEST) tests/mcp/python
 	$(ON_IMAGE_ENV) $(ASAN_ENV) $(E2B_PYTEST) tests/e2b
 	$(NODE_IMAGE_ENV) $(ASAN_ENV) node --test tests/web/
 

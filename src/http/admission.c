@@ -68,6 +68,20 @@ bool http_admission_wait(admission *a, admission_ticket *ticket, const atomic_in
     return admitted;
 }
 
+bool http_admission_wait_while(admission *a, admission_ticket *ticket, bool (*wanted)(void *),
+                               void *arg)
+{
+    pthread_mutex_lock(&a->lock);
+    /* wanted() is looked at every 100 ms: its caller has no wake-up to give. */
+    while (!ticket->admitted && !a->closed && wanted(arg))
+        http_cond_wait_ms(&a->changed, &a->lock, 100);
+    bool admitted = ticket->admitted;
+    if (!admitted)
+        unlink_ticket(a, ticket);
+    pthread_mutex_unlock(&a->lock);
+    return admitted;
+}
+
 void http_admission_wake(admission *a)
 {
     pthread_mutex_lock(&a->lock);

@@ -116,6 +116,11 @@ static bool depth_within(const char *text, size_t len, int max)
     return true;
 }
 
+bool http_json_depth_ok(const char *text, size_t len)
+{
+    return depth_within(text, len, JSON_DEPTH_MAX);
+}
+
 json_t *http_json_parse(const char *text, size_t len, http_error *err)
 {
     if (!depth_within(text, len, JSON_DEPTH_MAX)) {

@@ -19,7 +19,9 @@
  * with a kernel); and E2B's control plane: e2b_control (its routes),
  * e2b_create (the create body), e2b_list, e2b_describe (what the SDKs
  * read), e2b_sandboxes (the registry) and e2b_lifecycle (kill, pause, and
- * the reaper of expired sandboxes). */
+ * the reaper of expired sandboxes); and envd (e2b_envd.h). /mcp serves
+ * MCP's Streamable HTTP transport: mcp_route, mcp_sessions, mcp_exchange
+ * (mcp_http.h). */
 #ifndef RBX_HTTP_H
 #define RBX_HTTP_H
 
@@ -68,6 +70,9 @@ typedef struct serve_options {
     unsigned max_connections;  /* open at once over all listeners, default 1024 */
     unsigned max_per_address;  /* of them from one address (IPv6: one /64), default 256 */
     const char *e2b_listen;    /* ADDR:PORT for E2B's protocol; NULL: not served */
+    unsigned mcp_max_sessions;    /* MCP sessions at /mcp at once, default 256 */
+    unsigned mcp_max_per_address; /* of them from one address, default 32 */
+    unsigned mcp_idle_s;          /* an unused MCP session ends after, default 600 */
 } serve_options;
 
 /* Parses argv; returns -1 to go on, else the exit code (--help, usage error). */
@@ -103,6 +108,9 @@ admission_verdict http_admission_enter(admission *a, admission_ticket *ticket);
  * *cancelled becomes non-zero. Wake waiters with http_admission_wake. */
 bool http_admission_wait(admission *a, admission_ticket *ticket, const atomic_int *cancelled);
 void http_admission_wake(admission *a);
+/* The same while wanted(arg) says so (asked every 100 ms). */
+bool http_admission_wait_while(admission *a, admission_ticket *ticket, bool (*wanted)(void *),
+                               void *arg);
 /* Shutdown: the queue is given up (its executions never run). */
 void http_admission_close(admission *a);
 /* An admitted execution ended: the next in the queue runs. */
@@ -198,6 +206,22 @@ extern const http_api http_e2b_envd_api;    /* e2b_envd.c: envd (port 49983) */
  * interpreter by the E2b-Sandbox-Port header (49983, else 49999). */
 const http_api *http_e2b_api_pick(struct MHD_Connection *connection, const char *path);
 
+/* mcp_route.c: MCP's Streamable HTTP transport at /mcp of runbox's
+ * listener, an API of its own (JSON-RPC errors). */
+extern const http_api http_mcp_api;
+typedef struct mcp_sessions mcp_sessions;
+/* The MCP sessions of the server, and their reaper (mcp_route.c makes
+ * them; the rest is mcp_sessions.c). */
+mcp_sessions *http_mcp_sessions_new(http_server *server);
+/* Shutdown: every session ends (their streams end, their calls stop). */
+void http_mcp_sessions_end_all(mcp_sessions *table);
+void http_mcp_sessions_free(mcp_sessions *table);
+typedef struct mcp_sessions_stats {
+    unsigned open;
+    uint64_t opened, expired, evicted, refused, deleted;
+} mcp_sessions_stats;
+void http_mcp_sessions_stats(mcp_sessions *table, mcp_sessions_stats *stats);
+
 /* What a daemon's callbacks get: the server, and the API it speaks. */
 typedef struct http_listener {
     http_server *server;
@@ -219,6 +243,7 @@ struct http_server {
     metrics *metrics;
     watchdog *watchdog;
     gate *gate;
+    mcp_sessions *mcp; /* MCP sessions at /mcp */
     atomic_bool draining; /* shutting down: new requests get 503 */
     /* The operator drains the node (POST /v1/admin/drain) before removing
      * it: not ready, no new sessions, the ones it holds still served. */
@@ -327,6 +352,8 @@ void http_body_free(http_body *body);
 bool http_body_expect(http_request *req, http_error *err);
 /* The body as a JSON object (NULL for an absent optional body). */
 bool http_body_json(http_request *req, json_t **object, http_error *err);
+/* False when text nests arrays and objects deeper than the limit. */
+bool http_json_depth_ok(const char *text, size_t len);
 /* A JSON object, its nesting bounded first; NULL and err on failure. */
 json_t *http_json_parse(const char *text, size_t len, http_error *err);
 

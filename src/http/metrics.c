@@ -233,6 +233,29 @@ enum MHD_Result http_handle_metrics(http_request *req)
             running, queued);
     render_pool(server, out);
     render_connections(server, out);
+    mcp_sessions_stats mcp;
+    http_mcp_sessions_stats(server->mcp, &mcp);
+    fprintf(out,
+            "# HELP runbox_mcp_sessions MCP sessions open at /mcp.\n"
+            "# TYPE runbox_mcp_sessions gauge\nrunbox_mcp_sessions %u\n"
+            "# HELP runbox_mcp_sessions_max MCP sessions at once, and from one address.\n"
+            "# TYPE runbox_mcp_sessions_max gauge\nrunbox_mcp_sessions_max %u\n"
+            "runbox_mcp_sessions_max{scope=\"address\"} %u\n"
+            "# HELP runbox_mcp_sessions_ended_total MCP sessions ended, by why.\n"
+            "# TYPE runbox_mcp_sessions_ended_total counter\n"
+            "runbox_mcp_sessions_ended_total{reason=\"expired\"} %llu\n"
+            "runbox_mcp_sessions_ended_total{reason=\"evicted\"} %llu\n"
+            "runbox_mcp_sessions_ended_total{reason=\"deleted\"} %llu\n"
+            "# HELP runbox_mcp_sessions_opened_total MCP sessions opened.\n"
+            "# TYPE runbox_mcp_sessions_opened_total counter\n"
+            "runbox_mcp_sessions_opened_total %llu\n"
+            "# HELP runbox_mcp_sessions_refused_total MCP sessions refused: all busy.\n"
+            "# TYPE runbox_mcp_sessions_refused_total counter\n"
+            "runbox_mcp_sessions_refused_total %llu\n",
+            mcp.open, server->options.mcp_max_sessions, server->options.mcp_max_per_address,
+            (unsigned long long)mcp.expired, (unsigned long long)mcp.evicted,
+            (unsigned long long)mcp.deleted, (unsigned long long)mcp.opened,
+            (unsigned long long)mcp.refused);
     fprintf(out,
             "# HELP runbox_kernels Live stateful kernels of this server.\n"
             "# TYPE runbox_kernels gauge\nrunbox_kernels %zu\n",

@@ -10,7 +10,8 @@ static const char serve_usage[] =
     "usage: runbox serve [--listen ADDR:PORT] [options]\n"
     "\n"
     "The HTTP API: POST /v1/execute, sessions and their files, /healthz, /metrics,\n"
-    "/openapi.json. It uses the same state directory, policy and limits as the CLI.\n"
+    "/openapi.json, and MCP's Streamable HTTP transport at /mcp. It uses the same\n"
+    "state directory, policy and limits as the CLI.\n"
     "\n"
     "options:\n"
     "  --listen ADDR:PORT      where to listen (default 127.0.0.1:8080; port 0 picks a\n"
@@ -34,6 +35,11 @@ static const char serve_usage[] =
     "  --max-connections-per-address N  of them from one client address (an IPv6\n"
     "                          client by its /64; default 256); behind a balancer,\n"
     "                          at least --max-running + --max-queue\n"
+    "  --mcp-max-sessions N    MCP sessions at /mcp at once (default 256); past it\n"
+    "                          the one idle longest is ended\n"
+    "  --mcp-max-sessions-per-address N  of them from one client address (default\n"
+    "                          32), the same way\n"
+    "  --mcp-session-idle SECONDS  an MCP session unused this long ends (default 600)\n"
     "  --e2b-listen ADDR:PORT  also serve E2B's code-interpreter protocol there, for\n"
     "                          the unmodified e2b-code-interpreter SDK (its debug mode\n"
     "                          expects 127.0.0.1:49999); default off\n"
@@ -113,6 +119,19 @@ static int parse_option(int argc, char **argv, int *i, serve_options *o)
         if (parse_count(option_value(argc, argv, i), 16, 1000000, &n))
             return cli_usage_error("serve", "--max-connections needs a whole number from 16");
         o->max_connections = (unsigned)n;
+    } else if (is_option(arg, "--mcp-max-sessions-per-address")) {
+        if (parse_count(option_value(argc, argv, i), 1, 100000, &n))
+            return cli_usage_error("serve",
+                                   "--mcp-max-sessions-per-address needs a whole number from 1");
+        o->mcp_max_per_address = (unsigned)n;
+    } else if (is_option(arg, "--mcp-max-sessions")) {
+        if (parse_count(option_value(argc, argv, i), 1, 100000, &n))
+            return cli_usage_error("serve", "--mcp-max-sessions needs a whole number from 1");
+        o->mcp_max_sessions = (unsigned)n;
+    } else if (is_option(arg, "--mcp-session-idle")) {
+        if (parse_count(option_value(argc, argv, i), 1, 7 * 86400, &n))
+            return cli_usage_error("serve", "--mcp-session-idle needs whole seconds from 1");
+        o->mcp_idle_s = (unsigned)n;
     } else if (is_option(arg, "--client-timeout")) {
         if (parse_count(option_value(argc, argv, i), 1, 86400, &n))
             return cli_usage_error("serve", "--client-timeout needs whole seconds from 1");
@@ -137,6 +156,9 @@ int http_options_parse(int argc, char **argv, serve_options *o, cli_globals *glo
         .header_timeout_s = 10,
         .max_connections = 1024,
         .max_per_address = 256,
+        .mcp_max_sessions = 256,
+        .mcp_max_per_address = 32,
+        .mcp_idle_s = 600,
     };
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {

@@ -27,6 +27,9 @@ static http_request *request_new(const http_listener *listener, struct MHD_Conne
     }
     req->server = server;
     req->api = listener->api == &http_e2b_api ? http_e2b_api_pick(connection, url) : listener->api;
+    /* MCP's transport speaks JSON-RPC, errors included. */
+    if (req->api == &http_runbox_api && !strcmp(url, "/mcp"))
+        req->api = &http_mcp_api;
     req->connection = connection;
     snprintf(req->method, sizeof req->method, "%s", method);
     req->started_us = http_now_us();
@@ -190,6 +193,8 @@ static void log_mhd(void *cls, const char *fmt, va_list ap)
 
 static void release(http_server *server)
 {
+    http_mcp_sessions_free(server->mcp);
+    server->mcp = NULL;
     http_gate_free(server->gate);
     server->gate = NULL;
     if (server->watchdog)
@@ -238,7 +243,8 @@ int http_server_start(http_server *server, int listen_fd, int e2b_fd)
     server->metrics = http_metrics_new();
     server->watchdog = http_watchdog_start(o->client_timeout_s);
     server->gate = http_gate_new(o);
-    if (!server->metrics || !server->watchdog || !server->gate ||
+    server->mcp = http_mcp_sessions_new(server);
+    if (!server->metrics || !server->watchdog || !server->gate || !server->mcp ||
         !start_daemon(&server->listener, server, &http_runbox_api, listen_fd)) {
         release(server);
         return -1;
@@ -294,6 +300,8 @@ void http_server_shutdown(http_server *server)
         http_executions_cancel_all(server);
         http_executions_wait_idle(server, INT64_MAX);
     }
+    /* MCP sessions end: their GET streams close, their calls stop. */
+    http_mcp_sessions_end_all(server->mcp);
     wait_requests(server, http_now_us() + (int64_t)server->options.client_timeout_s * 1000000);
     MHD_stop_daemon(server->listener.daemon);
     if (server->e2b_listener.daemon)

@@ -1,6 +1,8 @@
 /* Tool calls run on worker threads, MCP_MAX_CALLS at once, so the reader
  * keeps answering ping and cancel while code runs; later calls wait in a
- * queue. Every call not yet answered is tracked by its request id: a
+ * queue. Workers start when calls need them (an MCP session over HTTP that
+ * runs nothing costs no thread) and stay until the session ends. Every
+ * call not yet answered is tracked by its request id: a
  * notifications/cancelled drops a waiting call, or kills a running one
  * through its cancel pipe (the engine watches it as request.cancel_fd),
  * and in both cases no response is sent. */
@@ -32,12 +34,12 @@ struct mcp_calls {
     json_t *tools;
     pthread_mutex_t lock;
     pthread_cond_t work;
-    pthread_cond_t started; /* a worker entered its loop */
-    tracked_call *calls;    /* every call not yet answered, in arrival order */
-    size_t waiting;         /* how many of them have not started */
+    tracked_call *calls; /* every call not yet answered, in arrival order */
+    size_t waiting;      /* how many of them have not started */
     bool stopping;
     size_t worker_count;
-    size_t workers_started;
+    size_t idle;     /* workers waiting for a call */
+    mcp_turns turns; /* take NULL: the calls have the host to themselves */
     pthread_t workers[MCP_MAX_CALLS];
 };
 
@@ -81,8 +83,10 @@ static void cancel_running(tracked_call *tracked)
 static tracked_call *next_call(mcp_calls *calls)
 {
     pthread_mutex_lock(&calls->lock);
+    calls->idle++;
     while (!calls->stopping && !calls->waiting)
         pthread_cond_wait(&calls->work, &calls->lock);
+    calls->idle--;
     tracked_call *tracked = NULL;
     if (!calls->stopping) {
         for (tracked = calls->calls; tracked->running; tracked = tracked->next)
@@ -94,15 +98,26 @@ static tracked_call *next_call(mcp_calls *calls)
     return tracked;
 }
 
+/* Runs a call, after waiting for its turn when code runs and turns are
+ * shared. */
+static json_t *run_call(mcp_calls *calls, mcp_call *call)
+{
+    bool turn = calls->turns.take && call->tool->kind == MCP_TOOL_EXECUTE;
+    if (turn && !calls->turns.take(calls->turns.context, call))
+        return rpc_error(call->id, RPC_SERVER_BUSY,
+                         "Server busy: the server runs all the code it may at once and its "
+                         "queue is full; retry when a call has finished");
+    json_t *response = mcp_tool_run(calls->engine, calls->output, call);
+    if (turn)
+        calls->turns.give_back(calls->turns.context);
+    return response;
+}
+
 static void *work(void *arg)
 {
     mcp_calls *calls = arg;
-    pthread_mutex_lock(&calls->lock);
-    calls->workers_started++;
-    pthread_cond_signal(&calls->started);
-    pthread_mutex_unlock(&calls->lock);
     for (tracked_call *tracked; (tracked = next_call(calls));) {
-        json_t *response = mcp_tool_run(calls->engine, calls->output, &tracked->call);
+        json_t *response = run_call(calls, &tracked->call);
         pthread_mutex_lock(&calls->lock);
         /* Once it is out of the list a cancel finds nothing: the response
          * is committed, and goes after the call's last progress. */
@@ -126,27 +141,28 @@ mcp_calls *mcp_calls_start(rbx_engine *engine, mcp_output *output, json_t *tools
     *calls = (mcp_calls){.engine = engine, .output = output, .tools = tools};
     pthread_mutex_init(&calls->lock, NULL);
     pthread_cond_init(&calls->work, NULL);
-    pthread_cond_init(&calls->started, NULL);
-    for (size_t i = 0; i < MCP_MAX_CALLS; i++) {
-        int rc = pthread_create(&calls->workers[calls->worker_count], NULL, work, calls);
-        if (rc != 0) {
-            fprintf(stderr, "runbox mcp: cannot start a worker thread: %s\n", strerror(rc));
-            break;
-        }
-        calls->worker_count++;
-    }
-    if (!calls->worker_count) {
-        mcp_calls_stop(calls);
-        return NULL;
-    }
-    /* No sandbox may be cloned while a thread is half-created: glibc's
-     * set*id wrappers, which the sandbox's init calls in its copy of this
-     * process, would wait for that thread forever. */
-    pthread_mutex_lock(&calls->lock);
-    while (calls->workers_started < calls->worker_count)
-        pthread_cond_wait(&calls->started, &calls->lock);
-    pthread_mutex_unlock(&calls->lock);
     return calls;
+}
+
+void mcp_calls_share(mcp_calls *calls, const mcp_turns *turns)
+{
+    calls->turns = *turns;
+}
+
+/* One more worker when every one is busy; the caller holds the lock. The
+ * sandbox's credentials are set with raw system calls (credentials.c), so
+ * a thread being created while a sandbox is cloned does no harm. */
+static bool add_worker(mcp_calls *calls)
+{
+    if (calls->idle >= calls->waiting || calls->worker_count == MCP_MAX_CALLS)
+        return true;
+    int rc = pthread_create(&calls->workers[calls->worker_count], NULL, work, calls);
+    if (rc != 0) {
+        fprintf(stderr, "runbox mcp: cannot start a worker thread: %s\n", strerror(rc));
+        return calls->worker_count > 0; /* the call waits for a busy one */
+    }
+    calls->worker_count++;
+    return true;
 }
 
 /* Adds an admitted call to the queue; the caller holds the lock. */
@@ -170,6 +186,13 @@ static void enqueue(mcp_calls *calls, json_t *id, const mcp_call *admitted)
         at = &(*at)->next;
     *at = tracked;
     calls->waiting++;
+    if (!add_worker(calls)) {
+        *at = NULL;
+        calls->waiting--;
+        rpc_fail(calls->output, id, RPC_INTERNAL_ERROR, "Internal error: no thread for the call");
+        call_free(tracked);
+        return;
+    }
     pthread_cond_signal(&calls->work);
 }
 
@@ -226,7 +249,7 @@ static bool join_workers(mcp_calls *calls)
     return joined;
 }
 
-void mcp_calls_stop(mcp_calls *calls)
+bool mcp_calls_stop(mcp_calls *calls)
 {
     tracked_call *dropped = NULL;
     pthread_mutex_lock(&calls->lock);
@@ -250,12 +273,13 @@ void mcp_calls_stop(mcp_calls *calls)
         call_free(dropped);
     }
     if (!join_workers(calls)) {
-        /* The process exits next, which ends the worker and its sandbox. */
+        /* Nothing is freed: the worker still uses it. On stdio the process
+         * exits next, which ends the worker and its sandbox. */
         fprintf(stderr, "runbox mcp: a tool call did not stop within %d s\n", STOP_WAIT_S);
-        return;
+        return false;
     }
     pthread_mutex_destroy(&calls->lock);
     pthread_cond_destroy(&calls->work);
-    pthread_cond_destroy(&calls->started);
     free(calls);
+    return true;
 }

@@ -30,14 +30,20 @@ enum {
     RPC_SERVER_BUSY = -32000,
 };
 
-/* output.c: the only writer of the protocol's stdout. */
+/* output.c: where the server's messages go: stdout (one writer thread),
+ * or a transport's sink. */
 typedef struct mcp_output mcp_output;
 mcp_output *mcp_output_start(int fd);
+/* Gets every message (stolen) on the thread that sends it; droppable for
+ * progress, which a lagging client may lose. */
+typedef void (*mcp_sink_fn)(void *context, json_t *message, bool droppable);
+mcp_output *mcp_output_to(mcp_sink_fn sink, void *context);
 /* Queues one message (a response or a notification); steals it. */
 void mcp_output_send(mcp_output *output, json_t *message);
 /* The same for progress, which is dropped while the client lags behind. */
 void mcp_output_send_progress(mcp_output *output, json_t *message);
-/* Writes what is queued (waiting at most drain_ms), then stops the writer. */
+/* Writes what is queued (waiting at most drain_ms), then stops the writer
+ * (a sink's output is only freed). */
 void mcp_output_stop(mcp_output *output, int drain_ms);
 
 /* jsonrpc.c: what a message is, and the replies. */
@@ -124,13 +130,27 @@ mcp_calls *mcp_calls_start(rbx_engine *engine, mcp_output *output, json_t *tools
 void mcp_calls_accept(mcp_calls *calls, json_t *id, json_t *params, bool arguments_as_results);
 /* notifications/cancelled: stops the call and suppresses its response. */
 void mcp_calls_cancel(mcp_calls *calls, const json_t *request_id);
-/* Cancels every call, waits for the workers, frees. */
-void mcp_calls_stop(mcp_calls *calls);
+/* Turns to run code, when a transport shares the host with other work
+ * (runbox serve: its --max-running and --max-queue). take blocks until the
+ * call may run, or returns false (full, or the call was cancelled while it
+ * waited); give_back follows each taken turn. */
+typedef struct mcp_turns {
+    bool (*take)(void *context, mcp_call *call);
+    void (*give_back)(void *context);
+    void *context;
+} mcp_turns;
+void mcp_calls_share(mcp_calls *calls, const mcp_turns *turns);
+/* Cancels every call, waits for the workers, frees; false (nothing freed)
+ * when a worker did not stop in time. */
+bool mcp_calls_stop(mcp_calls *calls);
 
 /* server.c: the reader loop. */
+typedef struct mcp_client mcp_client;
+
 typedef struct mcp_server {
     rbx_engine *engine;
     mcp_output *output;
+    mcp_client *client; /* its subscriptions and log level (client.c) */
     mcp_calls *calls;
     json_t *tools;
     const char *version; /* the negotiated revision; NULL before initialize */
@@ -139,6 +159,14 @@ typedef struct mcp_server {
 /* Serves until stdin ends or stop_fd becomes readable; returns 0, or 1
  * when the server could not start. in_fd and out_fd are the protocol. */
 int mcp_serve(rbx_engine *engine, int in_fd, int out_fd, int stop_fd);
+
+/* One MCP session behind any transport: messages in (parsed by the
+ * transport), responses and notifications out through output. */
+mcp_server *mcp_server_open(rbx_engine *engine, mcp_output *output);
+void mcp_server_take(mcp_server *server, json_t *message);
+/* Cancels its calls and frees it (not its output); false when a call did
+ * not stop in time (then it is left allocated, and output in use). */
+bool mcp_server_close(mcp_server *server);
 
 /* lifecycle.c: initialize and ping. */
 void mcp_answer_initialize(mcp_server *server, const rpc_message *request);
@@ -179,8 +207,7 @@ bool mcp_text_content(const char *data, size_t len);
 /* client.c: what runbox knows of the client at the other end of one
  * output: its revision, subscriptions, listen streams and log level. The
  * workers that run tool calls know only the output they answer on, so
- * the client is found by its output. */
-typedef struct mcp_client mcp_client;
+ * the client is found by its output (mcp_client is declared above). */
 mcp_client *mcp_client_start(mcp_output *output);
 /* NULL when none was started for this output. */
 mcp_client *mcp_client_of(mcp_output *output);

@@ -1,7 +1,10 @@
-/* The only writer of the protocol's stdout. Every message, from any thread,
- * goes through one queue to one writer thread: lines never interleave, and
- * a client that reads slowly never stalls an execution, whose progress is
- * sent from inside the engine's poll loop (the output callback). */
+/* Where the server's messages go. On stdio, the only writer of the
+ * protocol's stdout: every message, from any thread, goes through one queue
+ * to one writer thread, so lines never interleave, and a client that reads
+ * slowly never stalls an execution, whose progress is sent from inside the
+ * engine's poll loop (the output callback). Another transport (runbox
+ * serve's /mcp) gives a sink of its own instead, which routes each message
+ * to the HTTP stream it belongs to. */
 #include "mcp/mcp.h"
 
 #include <errno.h>
@@ -23,6 +26,8 @@ typedef struct line {
 } line;
 
 struct mcp_output {
+    mcp_sink_fn sink; /* set: the transport takes every message; no writer */
+    void *sink_context;
     int fd;
     pthread_mutex_t lock;
     pthread_cond_t changed;
@@ -107,9 +112,22 @@ mcp_output *mcp_output_start(int fd)
     return output;
 }
 
+mcp_output *mcp_output_to(mcp_sink_fn sink, void *context)
+{
+    mcp_output *output = calloc(1, sizeof *output);
+    if (output)
+        *output = (mcp_output){.sink = sink, .sink_context = context, .fd = -1};
+    return output;
+}
+
 /* Serializes outside the lock; queues unless the message may be dropped. */
 static void enqueue(mcp_output *output, json_t *message, bool droppable)
 {
+    if (output->sink) {
+        if (message)
+            output->sink(output->sink_context, message, droppable);
+        return;
+    }
     char *text = message ? json_dumps(message, JSON_COMPACT) : NULL;
     json_decref(message);
     size_t len = text ? strlen(text) : 0;
@@ -153,6 +171,10 @@ void mcp_output_send_progress(mcp_output *output, json_t *message)
 
 void mcp_output_stop(mcp_output *output, int drain_ms)
 {
+    if (output->sink) {
+        free(output);
+        return;
+    }
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += drain_ms / 1000;

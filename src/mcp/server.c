@@ -104,18 +104,8 @@ static bool blank(const char *text, size_t len)
     return true;
 }
 
-static void take_line(mcp_server *server, const char *text, size_t len)
+void mcp_server_take(mcp_server *server, json_t *json)
 {
-    if (blank(text, len))
-        return;
-    json_error_t error;
-    /* NUL in a string parses, so the check of arguments can name it. */
-    json_t *json = json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &error);
-    if (!json) {
-        rpc_fail(server->output, NULL, RPC_PARSE_ERROR, "Parse error: %s (at byte %d)", error.text,
-                 error.position);
-        return;
-    }
     rpc_message message;
     char why[300];
     switch (rpc_read(json, &message, why, sizeof why)) {
@@ -131,6 +121,21 @@ static void take_line(mcp_server *server, const char *text, size_t len)
     case RPC_RESPONSE:
         break; /* runbox sends no requests, so it awaits no responses */
     }
+}
+
+static void take_line(mcp_server *server, const char *text, size_t len)
+{
+    if (blank(text, len))
+        return;
+    json_error_t error;
+    /* NUL in a string parses, so the check of arguments can name it. */
+    json_t *json = json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &error);
+    if (!json) {
+        rpc_fail(server->output, NULL, RPC_PARSE_ERROR, "Parse error: %s (at byte %d)", error.text,
+                 error.position);
+        return;
+    }
+    mcp_server_take(server, json);
     json_decref(json);
 }
 
@@ -205,33 +210,58 @@ static bool read_input(mcp_server *server, line_reader *reader, int stop_fd)
     return true;
 }
 
+mcp_server *mcp_server_open(rbx_engine *engine, mcp_output *output)
+{
+    mcp_server *server = calloc(1, sizeof *server);
+    if (!server)
+        return NULL;
+    *server = (mcp_server){.engine = engine, .output = output};
+    server->tools = mcp_tools_describe(rbx_engine_config(engine));
+    /* The client's state (subscriptions, log level: client.c), which the
+     * workers' notifications read, lives from before them to after. */
+    server->client = server->tools ? mcp_client_start(output) : NULL;
+    server->calls = server->client ? mcp_calls_start(engine, output, server->tools) : NULL;
+    if (!server->calls) {
+        mcp_client_stop(server->client);
+        json_decref(server->tools);
+        free(server);
+        return NULL;
+    }
+    return server;
+}
+
+bool mcp_server_close(mcp_server *server)
+{
+    /* Running calls are cancelled (their responses suppressed). */
+    if (!mcp_calls_stop(server->calls))
+        return false;
+    mcp_client_stop(server->client); /* after the workers, which notify it */
+    json_decref(server->tools);
+    free(server);
+    return true;
+}
+
 int mcp_serve(rbx_engine *engine, int in_fd, int out_fd, int stop_fd)
 {
-    mcp_server server = {.engine = engine};
-    server.tools = mcp_tools_describe(rbx_engine_config(engine));
-    server.output = server.tools ? mcp_output_start(out_fd) : NULL;
-    mcp_client *client = server.output ? mcp_client_start(server.output) : NULL;
-    server.calls = client ? mcp_calls_start(engine, server.output, server.tools) : NULL;
-    if (!server.calls) {
+    mcp_output *output = mcp_output_start(out_fd);
+    mcp_server *server = output ? mcp_server_open(engine, output) : NULL;
+    if (!server) {
         fprintf(stderr, "runbox mcp: cannot start: out of memory or threads\n");
-        mcp_client_stop(client);
-        if (server.output)
-            mcp_output_stop(server.output, 0);
-        json_decref(server.tools);
+        if (output)
+            mcp_output_stop(output, 0);
         return 1;
     }
     fprintf(stderr, "runbox mcp: runbox %s serving MCP %s on stdio\n", RBX_VERSION,
             MCP_LATEST_VERSION);
     line_reader reader = {.fd = in_fd};
-    while (read_input(&server, &reader, stop_fd))
+    while (read_input(server, &reader, stop_fd))
         ;
     free(reader.buf);
     /* The client is gone or asked us to stop: running calls are cancelled
-     * (their responses suppressed), then what is queued is written. */
-    mcp_calls_stop(server.calls);
-    mcp_client_stop(client); /* after the workers, which notify it */
-    mcp_output_stop(server.output, DRAIN_MS);
-    json_decref(server.tools);
+     * (their responses suppressed), then what is queued is written. A call
+     * that does not stop leaves the server allocated: the process exits. */
+    if (mcp_server_close(server))
+        mcp_output_stop(output, DRAIN_MS);
     fprintf(stderr, "runbox mcp: stopped\n");
     return 0;
 }

@@ -141,3 +141,56 @@ export class WireServer {
     return this.exited;
   }
 }
+
+// `runbox serve` for the HTTP transport's tests (/mcp): a free loopback
+// port (port 0: the server names it in its first log line), a private
+// state directory, the token when one is given, and extra serve options.
+export async function startServe({ token, args = [] } = {}) {
+  const stateDir = newStateDir();
+  const env = serverEnv(stateDir);
+  if (token) env.RUNBOX_TOKEN = token;
+  const child = spawn(RUNBOX, ['serve', '--listen', '127.0.0.1:0', '--grace', '2', ...args],
+    { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const stderr = collect(child.stderr);
+  const base = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`runbox serve did not start:\n${stderr.text}`)), 15000);
+    const look = () => {
+      const listening = /"event":"listening","listen":"([^"]+)"/.exec(stderr.text);
+      if (!listening) return;
+      clearTimeout(timer);
+      resolve(`http://${listening[1]}`);
+    };
+    child.stderr.on('data', look);
+    child.on('exit', () => reject(new Error(`runbox serve exited:\n${stderr.text}`)));
+  });
+  return { base, url: `${base}/mcp`, stateDir, child, exited, stderr, token };
+}
+
+// SIGTERM, a clean exit (no sanitizer report), then the state directory.
+export async function stopServe(assert, server) {
+  if (server.child.exitCode === null && server.child.signalCode === null) {
+    server.child.kill('SIGTERM');
+    const timer = setTimeout(() => server.child.kill('SIGKILL'), 15000);
+    await server.exited;
+    clearTimeout(timer);
+  }
+  const { code, signal } = await server.exited;
+  assertCleanStderr(assert, server.stderr.text);
+  assert.deepEqual({ code, signal }, { code: 0, signal: null }, `runbox serve stopped cleanly:\n${server.stderr.text.slice(-3000)}`);
+  return cleanStateDir(server.stateDir);
+}
+
+// The server's RSS in KiB, from /proc.
+export function rssKiB(pid) {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+)/.exec(status)[1]);
+}
+
+// One value of the server's /metrics.
+export async function metric(server, name) {
+  const headers = server.token ? { Authorization: `Bearer ${server.token}` } : {};
+  const text = await (await fetch(`${server.base}/metrics`, { headers })).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+  return line === undefined ? undefined : Number(line.split(' ')[1]);
+}

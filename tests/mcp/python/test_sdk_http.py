@@ -1,0 +1,112 @@
+"""runbox serve's /mcp driven by the official Python SDK (`mcp` 2.x from PyPI), as a hosted
+agent would: the URL and the token. The SDK probes the 2026-07-28 revision first
+(server/discover), gets -32022 with the revisions runbox speaks, and falls back to initialize at
+2025-11-25."""
+import os
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+
+def client_for(serve, headers=None):
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {serve.token}"} if headers is None else headers)
+    return http, Client(streamable_http_client(serve.url, http_client=http))
+
+
+def processes(marker):
+    """Pids of `sleep MARKER` processes."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f.read() == b"sleep\0" + marker.encode() + b"\0":
+                    found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
+def run(coroutine_fn, *args):
+    return anyio.run(coroutine_fn, *args)
+
+
+def test_connects_with_the_token_and_negotiates_2025_11_25(serve):
+    async def go():
+        http, client = client_for(serve)
+        async with http, client:
+            assert client.protocol_version == "2025-11-25"
+            assert client.session.initialize_result.server_info.name == "runbox"
+            names = sorted(tool.name for tool in (await client.list_tools()).tools)
+            assert names == ["close_session", "execute_bash", "execute_javascript", "execute_python",
+                             "list_sessions"]
+    run(go)
+
+
+def test_calls_a_tool_with_progress(serve):
+    async def go():
+        http, client = client_for(serve)
+        seen = []
+
+        async def progress(value, total, message):
+            seen.append((value, message))
+
+        async with http, client:
+            result = await client.call_tool(
+                "execute_python",
+                {"code": "import time\nprint('one', flush=True)\ntime.sleep(0.5)\nprint('two')"},
+                progress_callback=progress)
+        assert result.is_error is False
+        assert result.structured_content["output"] == "one\ntwo\n"
+        assert "".join(message for _, message in seen) == "one\ntwo\n"
+        assert [value for value, _ in seen] == sorted(value for value, _ in seen)
+    run(go)
+
+
+def test_cancels_a_running_call(serve):
+    marker = f"{50 + int.from_bytes(os.urandom(2), 'big') % 1000 / 100}"
+
+    async def go():
+        http, client = client_for(serve)
+        async with http, client:
+            with anyio.move_on_after(20):
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(client.call_tool, "execute_bash", {"command": f"sleep {marker}"})
+                    with anyio.fail_after(15):
+                        while not processes(marker):
+                            await anyio.sleep(0.05)
+                    tasks.cancel_scope.cancel()
+            with anyio.fail_after(10):
+                while processes(marker):
+                    await anyio.sleep(0.05)
+            # The session goes on: the next call is served.
+            result = await client.call_tool("execute_bash", {"command": "echo still here"})
+            assert result.structured_content["output"] == "still here\n"
+    run(go)
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}])
+def test_refused_without_the_token(serve, headers):
+    async def go():
+        http, client = client_for(serve, headers)
+        async with http:
+            with pytest.raises(Exception) as raised:
+                async with client:
+                    pass
+        return raised.value
+    error = run(go)
+    assert "this server needs its token" in repr(error), repr(error)
+
+
+def test_refused_from_a_foreign_origin(serve):
+    async def go():
+        http, client = client_for(serve, {"Authorization": f"Bearer {serve.token}", "Origin": "http://evil.example"})
+        async with http:
+            with pytest.raises(Exception) as raised:
+                async with client:
+                    pass
+        return raised.value
+    error = run(go)
+    assert "requests from another site's page are refused" in repr(error), repr(error)
