@@ -8,8 +8,20 @@
 
 /* A thread may change namespaces only with a file-system context of its
  * own (root, cwd, umask), which every thread of a process shares unless it
- * unshares it: once per thread. */
+ * unshares it: once per thread, and again when a thread it created since
+ * shares it (pthread_create copies no context: the new thread shares its
+ * creator's, as a stateful call's kernel thread does with the worker that
+ * started it). setns says EINVAL then. */
 static __thread bool fs_private;
+
+static int join(int ns_fd)
+{
+    if (setns(ns_fd, CLONE_NEWNS) == 0)
+        return 0;
+    if (errno != EINVAL || unshare(CLONE_FS) != 0)
+        return -1;
+    return setns(ns_fd, CLONE_NEWNS);
+}
 
 int rbx_mount_ns_enter(int ns_fd, rbx_ns_switch *saved)
 {
@@ -21,7 +33,7 @@ int rbx_mount_ns_enter(int ns_fd, rbx_ns_switch *saved)
     }
     saved->cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
     saved->home_ns = open("/proc/thread-self/ns/mnt", O_RDONLY | O_CLOEXEC);
-    if (saved->home_ns < 0 || setns(ns_fd, CLONE_NEWNS) != 0) {
+    if (saved->home_ns < 0 || join(ns_fd) != 0) {
         int error = errno;
         if (saved->cwd >= 0)
             close(saved->cwd);

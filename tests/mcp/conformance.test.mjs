@@ -30,22 +30,15 @@ const APPLICABLE = [
   'tools-list',
   'server-sse-multiple-streams',
   'dns-rebinding-protection',
-];
-// Of them, those the suite runs for 2025-11-25 only.
-const SINCE_2025_11_25 = ['server-sse-multiple-streams', 'dns-rebinding-protection'];
-
-// EXPECTED TO FAIL UNTIL BRANCH mcp-resources IS MERGED (issue 33, items 2
-// and 3: resources, logging/setLevel, completion/complete). They run as
-// `todo`: a failure does not fail `make test`. After the merge, move each
-// that passes to APPLICABLE; one that needs the suite's own fixture (a
-// prompt, a test:// URI) goes to NOT_APPLICABLE with the reason.
-const EXPECTED_TO_FAIL_UNTIL_MERGED = [
+  // Resources, logging and completion (issue 33, items 2 and 3).
   'logging-set-level',
   'completion-complete',
   'resources-list',
   'resources-subscribe',
   'resources-unsubscribe',
 ];
+// Of them, those the suite runs for 2025-11-25 only.
+const SINCE_2025_11_25 = ['server-sse-multiple-streams', 'dns-rebinding-protection'];
 
 // Scenarios that test the suite's reference server (its fixture tools,
 // prompts and test:// resources) or what a code-execution server does not
@@ -108,19 +101,12 @@ for (const SPEC_VERSION of SPEC_VERSIONS) describe(`the MCP conformance suite's 
   it('ran, and every scenario it ran is sorted into one list', () => {
     const ran = Object.keys(results).sort();
     assert.ok(ran.length >= applicable.length, `the suite ran:\n${output.slice(-3000)}`);
-    const sorted = [...APPLICABLE, ...EXPECTED_TO_FAIL_UNTIL_MERGED, ...Object.keys(NOT_APPLICABLE)];
+    const sorted = [...APPLICABLE, ...Object.keys(NOT_APPLICABLE)];
     assert.deepEqual(ran.filter((s) => !sorted.includes(s)), [], 'scenarios in no list');
   });
 
   for (const scenario of applicable) {
     it(`passes ${scenario}`, () => {
-      assert.ok(results[scenario], `${scenario} ran`);
-      assert.deepEqual(failed(results[scenario]), [], `${scenario} failed`);
-    });
-  }
-
-  for (const scenario of EXPECTED_TO_FAIL_UNTIL_MERGED) {
-    it(`passes ${scenario} (once mcp-resources is merged)`, { todo: 'mcp-resources not merged yet' }, () => {
       assert.ok(results[scenario], `${scenario} ran`);
       assert.deepEqual(failed(results[scenario]), [], `${scenario} failed`);
     });

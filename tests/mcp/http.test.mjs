@@ -39,16 +39,22 @@ describe('/mcp with the TypeScript SDK client', { timeout: 180000 }, () => {
     assert.match(transport.sessionId, /^[0-9a-f]{64}$/);
     assert.equal(client.getServerVersion().name, 'runbox');
     assert.equal(transport.protocolVersion, '2025-11-25');
-    assert.deepEqual(client.getServerCapabilities(), { tools: { listChanged: false } });
+    assert.deepEqual(client.getServerCapabilities(), {
+      tools: { listChanged: false },
+      resources: { subscribe: true, listChanged: true },
+      logging: {},
+      completions: {},
+    });
     assert.match(client.getInstructions(), /session_id/);
     assert.equal(await metric(server, 'runbox_mcp_sessions'), clients.length);
   });
 
-  it('lists the same five tools as the stdio server, with their schemas', async () => {
+  it('lists the same six tools as the stdio server, with their schemas', async () => {
     const { client } = await connect();
     const { tools } = await client.listTools();
     assert.deepEqual(tools.map((t) => t.name).sort(),
-      ['close_session', 'execute_bash', 'execute_javascript', 'execute_python', 'list_sessions']);
+      ['close_session', 'execute_bash', 'execute_javascript', 'execute_python', 'execute_typescript',
+        'list_sessions']);
     const python = tools.find((t) => t.name === 'execute_python');
     assert.deepEqual(python.inputSchema.required, ['code']);
     assert.equal(python.outputSchema.type, 'object');

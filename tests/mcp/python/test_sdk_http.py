@@ -41,7 +41,7 @@ def test_connects_with_the_token_and_negotiates_2025_11_25(serve):
             assert client.session.initialize_result.server_info.name == "runbox"
             names = sorted(tool.name for tool in (await client.list_tools()).tools)
             assert names == ["close_session", "execute_bash", "execute_javascript", "execute_python",
-                             "list_sessions"]
+                             "execute_typescript", "list_sessions"]
     run(go)
 
 
