@@ -3,6 +3,9 @@
 # goes into a venv of its own that also sees Debian's pytest (and pytest-xdist); the
 # stages of make test (mk/ci.mk) run it against the normal build and the ASan build.
 E2B_SDK_VERSION ?= 2.11.5
+# A third-party program built on E2B's SDK, run against runbox unmodified (issue 32):
+# Hugging Face's smolagents, whose CodeAgent runs its code in E2B with executor_type="e2b".
+SMOLAGENTS_VERSION ?= 1.26.0
 E2B_VENV ?= $(BUILD)/e2b-venv
 E2B_PYTEST = $(E2B_VENV)/bin/python -m pytest -q -p no:cacheprovider
 
@@ -14,7 +17,11 @@ $(E2B_VENV)/.installed:
 	$(E2B_VENV)/bin/pip install -q e2b-code-interpreter==$(E2B_SDK_VERSION)
 	touch $@
 
-e2b-sdk: $(E2B_VENV)/.installed e2b-js-sdk
+$(E2B_VENV)/.installed-smolagents-$(SMOLAGENTS_VERSION): $(E2B_VENV)/.installed
+	$(E2B_VENV)/bin/pip install -q smolagents==$(SMOLAGENTS_VERSION)
+	touch $@
+
+e2b-sdk: $(E2B_VENV)/.installed $(E2B_VENV)/.installed-smolagents-$(SMOLAGENTS_VERSION) e2b-js-sdk
 
 # E2B's JavaScript SDKs (e2b, @e2b/code-interpreter), from the npm registry at the
 # versions tests/e2b/js/package-lock.json pins; tests/e2b runs its scripts with node.

@@ -109,6 +109,25 @@ static char *e2b_output(rbx_stream stream, const char *data, size_t len, size_t 
 /* The error's message: on the line that starts with its name (Python
  * prints it last, Node first), else the last line printed, else the exit
  * code (a failed shell command, sys.exit). */
+/* Whether a traceback's line is "<type>: <value>" for the exception name:
+ * the type is the name, or a dotted path ending in it, as Python prints a
+ * class of another module or one defined in a function
+ * (Tool.forward.<locals>.FinalAnswerException: ...). */
+static bool names_exception(const char *line, const char *end, const char *name, size_t name_len)
+{
+    const char *colon = memchr(line, ':', (size_t)(end - line));
+    if (!colon || colon + 1 >= end || colon[1] != ' ' || (size_t)(colon - line) < name_len ||
+        memcmp(colon - name_len, name, name_len) != 0)
+        return false;
+    const char *type_start = colon - name_len;
+    if (type_start > line && type_start[-1] != '.')
+        return false;
+    for (const char *c = line; c < colon; c++)
+        if (*c == ' ' || *c == '\t')
+            return false;
+    return true;
+}
+
 static json_t *error_value(const char *name, const char *text, size_t len, int exit_code)
 {
     size_t name_len = strlen(name);
@@ -117,9 +136,8 @@ static json_t *error_value(const char *name, const char *text, size_t len, int e
         const char *end = memchr(line, '\n', (size_t)(text + len - line));
         if (!end)
             end = text + len;
-        if ((size_t)(end - line) > name_len + 1 && !strncmp(line, name, name_len) &&
-            line[name_len] == ':' && line[name_len + 1] == ' ') {
-            found = line + name_len + 2;
+        if (names_exception(line, end, name, name_len)) {
+            found = memchr(line, ':', (size_t)(end - line)) + 2;
             found_end = end;
         }
         if (end > line) {

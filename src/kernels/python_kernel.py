@@ -9,6 +9,7 @@ import base64
 import builtins
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -129,10 +130,54 @@ def user_traceback(exc):
     return "".join(summary.format())
 
 
+def shell(command, capture=False):
+    """A cell's `!command` line, as IPython (so E2B's run_code) runs it: bash
+    in the sandbox, its output into the cell's, its exit status not an error.
+    `name = !command` gives the output's lines instead."""
+    import subprocess
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    if not capture:
+        subprocess.run(command, shell=True, executable="/bin/bash")
+        return None
+    done = subprocess.run(command, shell=True, executable="/bin/bash",
+                          stdout=subprocess.PIPE, text=True, errors="replace")
+    return done.stdout.splitlines()
+
+
+main.__dict__["__runbox_shell__"] = shell
+SHELL_LINE = re.compile(r"^(\s*)(?:([A-Za-z_][A-Za-z0-9_]*)\s*=\s*)?!(.*)$")
+
+
+def shell_lines(code):
+    """IPython's `!command` lines as calls of shell(); None when there are none.
+    Only code that is not Python already gets here, so Python keeps its meaning
+    (`a = !b` and `!x` are never valid Python). Not expanded: $name and {expr}."""
+    lines, changed = code.split("\n"), False
+    for i, line in enumerate(lines):
+        found = SHELL_LINE.match(line)
+        if found and found.group(3).strip():
+            indent, name, command = found.groups()
+            call = f"__runbox_shell__({command.strip()!r}, capture={name is not None})"
+            lines[i] = f"{indent}{name} = {call}" if name else f"{indent}{call}"
+            changed = True
+    return "\n".join(lines) if changed else None
+
+
 def compiled(code):
     """The cell, and its last expression apart when it ends with one."""
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-    tree = compile(code, "<cell>", "exec", ast.PyCF_ONLY_AST | flags)
+    try:
+        tree = compile(code, "<cell>", "exec", ast.PyCF_ONLY_AST | flags)
+    except SyntaxError:
+        rewritten = shell_lines(code)
+        if rewritten is None:
+            raise
+        try:
+            tree = compile(rewritten, "<cell>", "exec", ast.PyCF_ONLY_AST | flags)
+        except SyntaxError:
+            compile(code, "<cell>", "exec", ast.PyCF_ONLY_AST | flags)  # the cell's own error
+            raise
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = compile(ast.Expression(tree.body.pop().value), "<cell>", "eval", flags)

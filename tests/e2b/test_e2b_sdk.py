@@ -71,6 +71,29 @@ def test_an_exception_is_the_executions_error_and_keeps_state(sandbox):
     assert sandbox.run_code("kept").text == "yes"
 
 
+def test_the_value_of_an_exception_class_made_in_a_function_is_its_message(sandbox):
+    # Python prints such a class with its path (Tool.forward.<locals>.Done: ...); Jupyter's
+    # evalue, which agent frameworks read back (smolagents' final answer), is str(exception).
+    execution = sandbox.run_code("class Tool:\n    def forward(self):\n"
+                                 "        class Done(BaseException):\n            pass\n"
+                                 "        raise Done('safe: 42')\nTool().forward()")
+    assert execution.error.name == "Done"
+    assert execution.error.value == "safe: 42"
+
+
+def test_shell_lines_run_as_in_ipython(sandbox):
+    # E2B's run_code is IPython's: `!command` runs a shell command, `x = !command` keeps its lines.
+    execution = sandbox.run_code("n = 6\n!echo shell says $((6 * 7))\nlines = !printf 'a\\nb\\n'\n"
+                                 "print(n, lines)")
+    assert execution.error is None, execution.error
+    assert "".join(execution.logs.stdout) == "shell says 42\n6 ['a', 'b']\n"
+    failed = sandbox.run_code("!exit 3\nprint('went on')")
+    assert failed.error is None and failed.logs.stdout == ["went on\n"]
+    # Python keeps its meaning: only a cell that does not compile is read for `!` lines.
+    assert sandbox.run_code("x = 1 != 2\nx").text == "True"
+    assert sandbox.run_code("y = 1 if n else !2").error.name == "SyntaxError"
+
+
 def test_a_syntax_error_is_an_error_and_nothing_ran(sandbox):
     execution = sandbox.run_code("ran = 1\nif :")
     assert execution.error.name == "SyntaxError"

@@ -475,3 +475,17 @@ def test_kill_minus_9_minus_1_in_a_kernel_harms_nothing_outside_it(kernels):
     assert subprocess.run(["true"]).returncode == 0
     assert values(call(kernels, "python", "w")) == ["1"]  # another kernel of the session lives on
     assert result["kernel_restarted"] or result["output"] == "after\n"
+
+
+def test_python_shell_lines_run_as_in_ipython(kernels):
+    # `!command` and `name = !command`, as IPython (and E2B's run_code) take them; only in a
+    # cell that is not Python already, so no Python changes meaning.
+    shown = call(kernels, "python", "!echo from bash $((6 * 7))\nfound = !printf 'x\\ny\\n'\nfound",
+                 session="shell")
+    assert shown["success"], shown["error"]
+    assert shown["output"] == "from bash 42\n"
+    assert values(shown) == ["['x', 'y']"]
+    assert call(kernels, "python", "z = 3 != 4\nz", session="shell")["results"][0]["data"][
+        "text/plain"] == "True"
+    refused = call(kernels, "python", "w = 1 if z else !2", session="shell")
+    assert refused["error_type"] == "SyntaxError"
