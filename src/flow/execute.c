@@ -701,6 +701,8 @@ rbx_status rbx_execute(rbx_engine *engine, const rbx_request *asked, rbx_output_
         goto out;
     }
     snprintf(result->image, sizeof result->image, "%s", x.root->image);
+    if ((!request->image || !*request->image) && engine->image_note[0])
+        result->image_note = engine->image_note;
     if (refused(engine, request, x.runtime, result, &status))
         goto out;
     rbx_env env = {.use_fd = -1};

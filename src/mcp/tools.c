@@ -204,6 +204,9 @@ static const struct result_field {
      "was given)."},
     {"language", "string", true, "python, javascript or bash."},
     {"image", "string", false, "The root image it ran on (\"host\": the host's own system)."},
+    {"image_note", "string", true,
+     "Why it ran on the host's own system although no image was asked for (the image store "
+     "has no default image), or null."},
     {"error_type", "string", true,
      "null on success, else SyntaxError, TimeoutError, MemoryError, "
      "ImportError, PermissionError or RuntimeError."},
