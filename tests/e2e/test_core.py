@@ -12,7 +12,8 @@ import pytest
 from conftest import SLOWDOWN, default_image_tree, processes_matching, wait_gone
 
 RESULT_FIELDS = {"success", "output", "error", "exit_code", "duration_ms", "session_id",
-                 "language", "image", "error_type", "exception", "timed_out", "cancelled",
+                 "language", "image", "image_note", "error_type", "exception", "timed_out",
+                 "cancelled",
                  "truncated", "signal", "cpu_ms", "peak_memory_kb", "limits", "cpus", "network", "pooled",
                  "egress_denied", "egress_denied_to", "install", "stateful", "results",
                  "execution_count", "kernel_restarted"}
