@@ -4,7 +4,7 @@ ASAN_BUILD ?= build-asan
 PYTEST = /usr/bin/python3 -m pytest
 
 DEBIAN_PACKAGES = build-essential cmake ninja-build pkg-config libjansson-dev libcmocka-dev \
-                  libseccomp-dev libmicrohttpd-dev python3 python3-pytest python3-numpy \
+                  libseccomp-dev libmicrohttpd-dev zlib1g-dev python3 python3-pytest python3-numpy \
                   python3-pandas python3-pip python3-venv \
                   python3-matplotlib python3-jsonschema python3-pytest-xdist python3-pytest-rerunfailures \
                   python3-setuptools-whl python3-wheel-whl nodejs bubblewrap slirp4netns uidmap curl iproute2 procps \

@@ -323,7 +323,8 @@ rbx_status rbx_session_info_get(rbx_engine *engine, const char *id, rbx_session_
 rbx_status rbx_session_list(rbx_engine *engine, rbx_session_info **infos, size_t *count,
                             rbx_error *err);
 /* Removes a session and its files, never following a link out of it. When
- * the session is running: wait up to wait_s seconds, then RBX_EBUSY. */
+ * the session is running: wait up to wait_s seconds, then RBX_EBUSY. Its
+ * kernels and processes are stopped first. */
 rbx_status rbx_session_remove(rbx_engine *engine, const char *id, double wait_s, rbx_error *err);
 
 /* Moving a session to another node (transfer.c, transfer_import.c).
@@ -367,6 +368,7 @@ typedef struct rbx_image_info {
     int64_t created_unix;
     char source[512];    /* "mmdebstrap trixie", or the archive it was imported from */
     char packages[4096]; /* Debian packages it was built with, comma-separated; "" imported */
+    char node[128];      /* the official Node.js it was built with, or "" (Debian's, or none) */
     bool is_default;     /* what executions get when they name no image */
     bool allowed;        /* requests may name it (--allow-images) */
     unsigned languages;  /* bit i: it has language i's interpreter (rbx_runtime_name(i)) */
@@ -452,8 +454,117 @@ void rbx_engine_pool_stats(rbx_engine *engine, rbx_pool_stats *stats);
 void rbx_engine_fingerprint(const rbx_engine *engine, char out[17]);
 
 /* Stops every execution of this engine running in the session (it ends
- * as cancelled); returns how many there were. */
+ * as cancelled) and kills its processes; returns how many there were. */
 size_t rbx_session_cancel(rbx_engine *engine, const char *id);
+
+/* Processes: programs that run beside a session's executions, for as long
+ * as they like (E2B's commands and terminals). Each is a sandbox of its own,
+ * isolated as an execution is (namespaces, the read-only root, a cgroup
+ * with the execution limits, seccomp, the sandbox's user), whose home is
+ * the session's directory; it does not hold the session while it runs, so
+ * executions and other processes run in the session meanwhile. Stdin is a
+ * stream, or the process has a pseudo-terminal. It ends when its program
+ * does (the rest of its sandbox with it), when it is killed, or when its
+ * session is removed or cancelled; at most RBX_PROCESSES_MAX run per
+ * session. */
+#define RBX_PROCESSES_MAX 16
+#define RBX_PROCESS_ARGS_MAX 256
+#define RBX_PROCESS_TERMINAL_MAX 1000 /* columns or rows */
+
+typedef struct rbx_process rbx_process;
+
+typedef struct rbx_process_request {
+    const char *session_id; /* required: it must exist */
+    /* argv[0] is the program: an absolute path inside the sandbox, or a
+     * name looked up in PATH there. */
+    const char *const *argv;
+    size_t argc;
+    const char *const *env; /* "KEY=VALUE" added to the execution's fixed list */
+    size_t env_count;
+    const char *cwd;     /* absolute, inside the sandbox; NULL: /home/user */
+    uint16_t cols, rows; /* a terminal of this size; 0, 0: none (pipes) */
+    bool stdin_open;     /* without a terminal: stdin is a stream, else /dev/null */
+    const char *tag;     /* the caller's name for it, listed; NULL: none */
+    /* As rbx_request's: */
+    const char *image;
+    int network;
+    const char *const *egress_allow;
+    size_t egress_allow_count;
+    uint32_t memory_mb;
+    double cpus;
+} rbx_process_request;
+
+void rbx_process_request_init(rbx_process_request *request);
+
+typedef enum rbx_process_event_kind {
+    RBX_PROCESS_STDOUT,
+    RBX_PROCESS_STDERR,
+    RBX_PROCESS_TERMINAL, /* what the terminal showed */
+    RBX_PROCESS_END,      /* the last event */
+} rbx_process_event_kind;
+
+typedef struct rbx_process_event {
+    rbx_process_event_kind kind;
+    const char *data; /* output: its bytes, as they came */
+    size_t len;
+    /* RBX_PROCESS_END: */
+    bool exited;    /* the program exited (else a signal ended it) */
+    int exit_code;  /* its status when exited, else -1 */
+    int signal;     /* the signal that ended it, or 0 */
+    bool killed;    /* its sandbox was killed: by a signal asked for, or its session went */
+    const char *error; /* why it ended other than by itself, or NULL */
+} rbx_process_event;
+
+/* Called on the process's own thread, in order, for every event after the
+ * watch began. It must not block (copy and return); returning non-zero
+ * ends the watch (no END then). */
+typedef int (*rbx_process_fn)(void *user, const rbx_process_event *event);
+
+/* Starts a process; returns once its program runs (or failed to: then
+ * err, nothing runs, and *process is NULL). on_event (may be NULL) watches
+ * it from its first output. *process is a reference: rbx_process_free. */
+rbx_status rbx_process_start(rbx_engine *engine, const rbx_process_request *request,
+                             rbx_process_fn on_event, void *user, rbx_process **process,
+                             rbx_error *err);
+/* A running process of the session by its number; RBX_ENOENT when none
+ * (ended ones are gone). A reference: rbx_process_free. */
+rbx_status rbx_process_find(rbx_engine *engine, const char *session_id, uint32_t pid,
+                            rbx_process **process, rbx_error *err);
+/* Its number: small, unique in this engine, never reused while it runs. */
+uint32_t rbx_process_pid(const rbx_process *process);
+/* One more watcher, from now on; RBX_ENOENT once it has ended. *watch
+ * identifies it for rbx_process_unwatch. */
+rbx_status rbx_process_watch(rbx_process *process, rbx_process_fn on_event, void *user,
+                             uint64_t *watch, rbx_error *err);
+/* After it returns, on_event is not called any more for that watch. */
+void rbx_process_unwatch(rbx_process *process, uint64_t watch);
+/* Input: to its stdin (when open) or its terminal; blocks while the
+ * program does not read, up to a few seconds (then RBX_EBUSY). */
+rbx_status rbx_process_write(rbx_process *process, const void *data, size_t len, rbx_error *err);
+rbx_status rbx_process_close_stdin(rbx_process *process, rbx_error *err);
+/* SIGKILL kills its whole sandbox (and returns once it is gone, within a
+ * few seconds); other signals (SIGTERM, SIGINT,
+ * SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2) go to the program. */
+rbx_status rbx_process_signal(rbx_process *process, int sig, rbx_error *err);
+rbx_status rbx_process_resize(rbx_process *process, uint16_t cols, uint16_t rows, rbx_error *err);
+/* Waits for its end, up to timeout_s (negative: no limit); true when it ended. */
+bool rbx_process_wait(rbx_process *process, double timeout_s);
+void rbx_process_free(rbx_process *process);
+
+typedef struct rbx_process_info {
+    uint32_t pid;
+    char **argv; /* NULL-terminated */
+    char **env;  /* its request's own "KEY=VALUE", NULL-terminated */
+    char *cwd;   /* as asked, or NULL */
+    char *tag;   /* or NULL */
+    bool terminal;
+} rbx_process_info;
+
+/* The session's running processes, by number; *infos is malloc'ed:
+ * rbx_process_infos_free. */
+rbx_status rbx_process_list(rbx_engine *engine, const char *session_id, rbx_process_info **infos,
+                            size_t *count, rbx_error *err);
+void rbx_process_infos_free(rbx_process_info *infos, size_t count);
 
 /* Session files, for front ends that move files in and out. Paths are
  * relative to the session directory; "..", absolute paths and paths
@@ -480,6 +591,87 @@ rbx_status rbx_file_list(rbx_engine *engine, const char *session_id, rbx_file_in
 /* Removes a file, a link (not what it points to) or a directory tree. */
 rbx_status rbx_file_delete(rbx_engine *engine, const char *session_id, const char *path,
                            rbx_error *err);
+
+/* Session files as E2B's envd shows them (file_tree.c, file_watch.c):
+ * details, directories, moves, metadata and watches. Paths as above; ""
+ * names the session directory itself where a directory is wanted (stat,
+ * list, watch). Links are described, moved and removed, never followed. */
+#define RBX_FILE_META_MAX 32     /* metadata pairs kept per file */
+#define RBX_FILE_META_KEY_MAX 128
+#define RBX_FILE_META_VALUE_MAX 4096
+
+typedef struct rbx_file_entry {
+    char path[1100]; /* relative to the session directory ("" for itself) */
+    char type;       /* 'f' regular file, 'd' directory, 'l' link, 'o' anything else */
+    uint64_t size;
+    uint32_t mode;     /* st_mode (type and permission bits) */
+    int64_t uid, gid;  /* as the sandbox sees them */
+    int64_t modified_s;
+    long modified_ns;
+    char *link_target; /* a link's text, never followed (malloc'ed); NULL otherwise */
+    /* The file's user.e2b.* extended attributes (E2B's envd keeps a file's
+     * metadata there, so programs in the sandbox see and set the same). */
+    size_t meta_count;
+    char *meta_keys[RBX_FILE_META_MAX], *meta_values[RBX_FILE_META_MAX];
+} rbx_file_entry;
+
+/* Frees what an entry holds (not the entry). */
+void rbx_file_entry_clear(rbx_file_entry *entry);
+/* Frees what entries hold, then the array itself. */
+void rbx_file_entries_free(rbx_file_entry *entries, size_t count);
+/* The entry at path (a link is described, not followed). */
+rbx_status rbx_file_stat(rbx_engine *engine, const char *session_id, const char *path,
+                         rbx_file_entry *entry, rbx_error *err);
+/* What the directory at path holds, depth levels down (1: its own
+ * entries), parents before their contents; RBX_EINVAL when path is not a
+ * directory or holds more than can be listed at once. */
+rbx_status rbx_file_list_depth(rbx_engine *engine, const char *session_id, const char *path,
+                               unsigned depth, rbx_file_entry **entries, size_t *count,
+                               rbx_error *err);
+/* Makes the directory and those leading to it; *made is false when it was
+ * there already (RBX_EINVAL when something else is). */
+rbx_status rbx_file_mkdir(rbx_engine *engine, const char *session_id, const char *path,
+                          bool *made, rbx_error *err);
+/* Renames from to to (replacing a file there), making to's directories. */
+rbx_status rbx_file_move(rbx_engine *engine, const char *session_id, const char *from,
+                         const char *to, rbx_error *err);
+/* rbx_file_put with metadata (keys of token characters, lowercased;
+ * values of printable ASCII), kept on the file before it appears. */
+rbx_status rbx_file_put_meta(rbx_engine *engine, const char *session_id, const char *path,
+                             const void *data, size_t len, const char *const *keys,
+                             const char *const *values, size_t meta_count, rbx_error *err);
+/* A regular file of at most max bytes, opened for reading (*fd, *size). */
+rbx_status rbx_file_open_read(rbx_engine *engine, const char *session_id, const char *path,
+                              uint64_t max, int *fd, uint64_t *size, rbx_error *err);
+
+/* Watching a directory of a session (inotify): what changes in it, and
+ * with recursive in the directories below it, made later ones included. */
+typedef struct rbx_file_watch rbx_file_watch;
+typedef enum rbx_file_change {
+    RBX_FILE_CREATED = 1,
+    RBX_FILE_WRITTEN,
+    RBX_FILE_REMOVED,
+    RBX_FILE_RENAMED, /* moved away from this name (the new name is CREATED) */
+    RBX_FILE_CHMODDED,
+} rbx_file_change;
+typedef struct rbx_file_event {
+    const char *name; /* relative to the watched directory */
+    rbx_file_change change;
+} rbx_file_event;
+
+rbx_status rbx_file_watch_open(rbx_engine *engine, const char *session_id, const char *path,
+                               bool recursive, rbx_file_watch **watch, rbx_error *err);
+/* Readable (poll) when events wait. */
+int rbx_file_watch_fd(const rbx_file_watch *watch);
+/* Hands each waiting event to each (without blocking); returns how many.
+ * *gone becomes true once the watched directory itself is gone. */
+size_t rbx_file_watch_take(rbx_file_watch *watch, void (*each)(void *arg, const rbx_file_event *e),
+                           void *arg, bool *gone);
+/* The entry of a name an event gave, as rbx_file_stat describes it; it
+ * needs only the watch (a producer thread may outlive its engine's use). */
+rbx_status rbx_file_watch_stat(rbx_file_watch *watch, const char *name, rbx_file_entry *entry,
+                               rbx_error *err);
+void rbx_file_watch_close(rbx_file_watch *watch);
 
 /* Text as JSON must carry it: a malloc'ed, NUL-terminated copy of data with
  * every invalid UTF-8 sequence replaced by U+FFFD (*out_len excludes the

@@ -6,7 +6,7 @@ E2B_SDK_VERSION ?= 2.11.5
 E2B_VENV ?= $(BUILD)/e2b-venv
 E2B_PYTEST = $(E2B_VENV)/bin/python -m pytest -q -p no:cacheprovider
 
-.PHONY: e2b-sdk test-e2b test-e2b-asan
+.PHONY: e2b-sdk e2b-js-sdk test-e2b test-e2b-asan
 
 $(E2B_VENV)/.installed:
 	rm -rf $(E2B_VENV)
@@ -14,7 +14,15 @@ $(E2B_VENV)/.installed:
 	$(E2B_VENV)/bin/pip install -q e2b-code-interpreter==$(E2B_SDK_VERSION)
 	touch $@
 
-e2b-sdk: $(E2B_VENV)/.installed
+e2b-sdk: $(E2B_VENV)/.installed e2b-js-sdk
+
+# E2B's JavaScript SDKs (e2b, @e2b/code-interpreter), from the npm registry at the
+# versions tests/e2b/js/package-lock.json pins; tests/e2b runs its scripts with node.
+e2b-js-sdk: tests/e2b/js/node_modules/.installed
+
+tests/e2b/js/node_modules/.installed: tests/e2b/js/package-lock.json
+	cd tests/e2b/js && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
 test-e2b: build e2b-sdk
 	RUNBOX_BIN=$(CURDIR)/$(BUILD)/runbox $(E2B_PYTEST) tests/e2b

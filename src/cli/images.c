@@ -16,7 +16,7 @@ static const char images_usage[] =
     "                                   the suite's essential packages and LIST (Debian\n"
     "                                   packages, comma-separated), plus those IMAGE was\n"
     "                                   built with; `build default` with no LIST makes the\n"
-    "                                   default image (Debian 13: Python 3.13, Node.js 20,\n"
+    "                                   default image (Debian 13: Python 3.13, Node.js 24,\n"
     "                                   numpy, pandas, matplotlib, scipy, ...)\n"
     "  import NAME SOURCE [--drop-setid]\n"
     "                                   an image made elsewhere: a root filesystem tar, an\n"
@@ -46,9 +46,9 @@ static void print_image(const rbx_image_info *info)
     time_t t = (time_t)info->created_unix;
     struct tm tm;
     strftime(when, sizeof when, "%Y-%m-%d %H:%M", gmtime_r(&t, &tm));
-    printf("%-20s %.19s %8llu MiB  %s  %s%s\n", info->name, info->digest,
+    printf("%-20s %.19s %8llu MiB  %s  %s%s%s%s\n", info->name, info->digest,
            (unsigned long long)(info->size_bytes >> 20), when, info->source,
-           info->is_default ? "  (default)" : "");
+           info->node[0] ? ", Node.js " : "", info->node, info->is_default ? "  (default)" : "");
 }
 
 static int list(rbx_engine *engine, bool as_json)

@@ -12,7 +12,8 @@
 static const char run_usage[] =
     "usage: runbox run LANGUAGE (-c CODE | FILE | -) [options]\n"
     "\n"
-    "LANGUAGE is python (py, python3), javascript (js, node, nodejs) or bash (sh, shell).\n"
+    "LANGUAGE is python (py, python3), javascript (js, node, nodejs), typescript (ts, tsx:\n"
+    "its types stripped, not checked) or bash (sh, shell).\n"
     "The code comes from -c, from FILE, or from standard input with '-'.\n"
     "\n"
     "options:\n"
@@ -38,7 +39,7 @@ static const char run_usage[] =
     "                      serve, or the runbox daemon of these options, started here\n"
     "                      when needed)\n"
     "  --require SPEC      a package the code needs (repeatable): a PEP 508 spec for\n"
-    "                      python (numpy>=1.24), an npm spec for javascript\n"
+    "                      python (numpy>=1.24), an npm spec for javascript and typescript\n"
     "                      (lodash@4.17.21); installed once into a cached environment\n"
     "  --egress-allow LIST only these destinations, and only where the operator's\n"
     "                      egress policy allows them: CIDRs, addresses and domain\n"
@@ -272,7 +273,7 @@ static int parse(int argc, char **argv, run_options *opts)
         }
     }
     if (!opts->language)
-        return cli_usage_error("run", "missing LANGUAGE (python, javascript or bash)");
+        return cli_usage_error("run", "missing LANGUAGE (python, javascript, typescript or bash)");
     if (!opts->file && !opts->code_arg)
         return cli_usage_error("run", "missing code: give -c CODE, a FILE, or - for stdin");
     return 0;

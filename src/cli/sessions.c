@@ -222,7 +222,7 @@ int cli_sessions(cli_globals *globals, int argc, char **argv)
             file = argv[++i];
         } else if (!strcmp(argv[i], "--language") && !strcmp(sub, "restart")) {
             if (i + 1 >= argc || !rbx_runtime_canonical(argv[i + 1]))
-                return cli_usage_error("sessions", "--language needs python, javascript or bash");
+                return cli_usage_error("sessions", "--language needs python, javascript, typescript or bash");
             language = rbx_runtime_canonical(argv[++i]);
         } else if ((rc = cli_global_option(argc, argv, &i, globals, "sessions")) !=
                    CLI_NOT_GLOBAL) {

@@ -128,8 +128,9 @@ static void check_images(rbx_engine *engine, rbx_check_item *items, size_t max, 
         snprintf(names, sizeof names, "(cannot list them: %.300s)", err.message);
     for (size_t i = 0; i < count; i++) {
         size_t len = strlen(names);
-        snprintf(names + len, sizeof names - len, "%s%s (%.19s, %llu MiB)", i ? ", " : "",
-                 infos[i].name, infos[i].digest, (unsigned long long)(infos[i].size_bytes >> 20));
+        snprintf(names + len, sizeof names - len, "%s%s (%.19s, %llu MiB%s%.40s)", i ? ", " : "",
+                 infos[i].name, infos[i].digest, (unsigned long long)(infos[i].size_bytes >> 20),
+                 infos[i].node[0] ? ", Node.js " : "", infos[i].node);
     }
     free(infos);
     const rbx_root *root = engine->roots[0];

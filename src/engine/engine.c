@@ -7,6 +7,7 @@
 #include "images/roots.h"
 #include "kernels/kernels.h"
 #include "pool/pool.h"
+#include "processes/processes.h"
 #include "runbox.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/net.h"
@@ -253,6 +254,9 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
     engine->session_holders.stop = rbx_kernels_stop_session;
     engine->session_holders.describe = rbx_kernels_describe;
     engine->session_holders.foreign_owner = rbx_kernels_foreign_owner;
+    engine->processes = rbx_processes_new();
+    engine->session_holders.stop_processes = rbx_processes_stop_session;
+    engine->session_holders.keep_out_processes = rbx_processes_keep_out;
     pthread_mutex_init(&engine->running_lock, NULL);
     engine->sessions_fd = engine->session_trash_fd = engine->scratch_fd = engine->trash_fd = -1;
 
@@ -318,6 +322,7 @@ void rbx_engine_free(rbx_engine *engine)
     rbx_pool_stop(engine->pool); /* its sandboxes use the rest */
     engine->pool = NULL;
     rbx_kernels_free(engine);
+    rbx_processes_free(engine);
     rbx_net_reap();
     rbx_storage_close(engine);
     if (engine->trash_fd >= 0)

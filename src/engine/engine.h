@@ -37,12 +37,18 @@ struct rbx_engine {
     struct rbx_running *running; /* executions in progress, for cancellation */
     struct rbx_kernels *kernels; /* stateful sessions' kernels (kernels/kernels.h) */
     struct rbx_pool *pool;       /* prepared sandboxes (pool/pool.h), or NULL */
+    struct rbx_processes *processes; /* processes (processes/processes.h) */
     /* What else holds a session's directory: its kernels, wired in here by
      * the engine so that sessions/ need not know kernels/. */
     struct rbx_session_holders {
         size_t (*stop)(rbx_engine *engine, const char *session_id, const char *language);
         void (*describe)(int session_dirfd, bool session_busy, rbx_session_info *info);
         int (*foreign_owner)(rbx_engine *engine, int session_dirfd);
+        /* Its processes: killed when it is removed (not when its kernels
+         * are restarted); then none may start until it is gone (false
+         * when another runbox process has some there). */
+        size_t (*stop_processes)(rbx_engine *engine, const char *session_id);
+        bool (*keep_out_processes)(int session_dirfd, int *lock_fd);
     } session_holders;
 };
 

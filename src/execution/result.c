@@ -133,6 +133,10 @@ char *rbx_image_info_to_json(const rbx_image_info *info)
                   stored ? json_integer((json_int_t)info->created_unix) : json_null(), "source",
                   info->source, "packages", info->packages, "default", info->is_default, "allowed",
                   info->allowed, "languages", languages);
+    /* Which Node.js: the official build it was made with, else unknown
+     * (Debian's nodejs package, when "packages" names it). */
+    if (obj)
+        json_object_set_new(obj, "node", info->node[0] ? json_string(info->node) : json_null());
     char *out = obj ? json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(obj);
     return out;

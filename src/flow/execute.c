@@ -17,6 +17,7 @@
 #include "languages/classify.h"
 #include "languages/runtime.h"
 #include "pool/pool.h"
+#include "processes/processes.h"
 #include "runbox.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/net.h"
@@ -135,7 +136,7 @@ static void untrack(rbx_engine *engine, rbx_running *running)
 
 size_t rbx_session_cancel(rbx_engine *engine, const char *id)
 {
-    size_t n = 0;
+    size_t n = rbx_processes_stop_session(engine, id);
     uint64_t one = 1;
     pthread_mutex_lock(&engine->running_lock);
     for (rbx_running *r = engine->running; r; r = r->next)
@@ -265,6 +266,14 @@ static void add_notes(rbx_result *result, const rbx_outcome *outcome, const exec
     } else if (outcome->cancelled) {
         snprintf(note, sizeof note,
                  "%s[runbox: cancelled; every process of the execution was killed]\n", nl);
+        append_note(result, note);
+    } else if (x->runtime->too_old && result->error &&
+               memmem(result->error, result->error_len, x->runtime->too_old,
+                      strlen(x->runtime->too_old))) {
+        snprintf(note, sizeof note,
+                 "%s[runbox: %s needs %s, which the root it ran on (%s) does not have; the "
+                 "default image has it]\n",
+                 nl, x->runtime->name, x->runtime->needs, result->image[0] ? result->image : "?");
         append_note(result, note);
     }
 }

@@ -4,7 +4,12 @@
  * end_of_execution, keepalive) from a stateful call into a context's
  * kernel; /contexts creates, lists, restarts and removes contexts. The
  * execution is runbox's own (limits, isolation, admission, interrupt when
- * the client leaves); only its events are written in E2B's words. */
+ * the client leaves); only its events are written in E2B's words.
+ *
+ * A request naming a sandbox of the control plane (E2b-Sandbox-Id) runs
+ * in that sandbox: its session, envVars, image and network, its own
+ * contexts. One naming none, or E2B's debug sandbox, runs as before
+ * sandboxes (the contexts of sandbox ""). */
 #include "http/http.h"
 
 #include <stdlib.h>
@@ -189,14 +194,10 @@ static const stream_dialect e2b_dialect = {
 
 /* --- languages and contexts ---------------------------------------------------------- */
 
-/* E2B's names: TypeScript runs as JavaScript (types are not stripped). */
+/* E2B's names (python, js, javascript, ts, typescript, bash, sh) are
+ * runbox's languages and aliases. */
 static const char *language_of(const char *name)
 {
-    static const char *const aliases[][2] = {
-        {"typescript", "javascript"}, {"ts", "javascript"}, {"sh", "bash"}};
-    for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
-        if (!strcasecmp(name, aliases[i][0]))
-            return aliases[i][1];
     return rbx_runtime_canonical(name);
 }
 
@@ -221,11 +222,25 @@ static bool optional_string(json_t *body, const char *name, const char **value)
     return !field || json_is_null(field) || *value;
 }
 
+/* The sandbox the request is for: view.id "" for none (or the debug
+ * one); else its own, once its token is right (else the reply is queued). */
+static bool sandbox_of(http_request *req, e2b_sandbox_view *view, enum MHD_Result *queued)
+{
+    *view = (e2b_sandbox_view){.network = -1};
+    if (!e2b_request_sandbox_id(req->connection))
+        return true;
+    http_error err;
+    if (e2b_sandbox_for_request(req->server, req->connection, view, &err))
+        return true;
+    *queued = http_reply_error(req, &err);
+    return false;
+}
+
 /* --- POST /execute ------------------------------------------------------------------- */
 
 /* The context the request names, or its language's default one. */
-static bool context_for(http_request *req, json_t *body, e2b_context *context,
-                        enum MHD_Result *queued)
+static bool context_for(http_request *req, json_t *body, const e2b_sandbox_view *sandbox,
+                        e2b_context *context, enum MHD_Result *queued)
 {
     const char *id, *language;
     if (!optional_string(body, "context_id", &id) ||
@@ -241,7 +256,7 @@ static bool context_for(http_request *req, json_t *body, e2b_context *context,
         return false;
     }
     if (id) {
-        if (!e2b_contexts_find(req->server->contexts, id, context)) {
+        if (!e2b_contexts_find(req->server->contexts, sandbox->id, id, context)) {
             *queued = no_context(req, id);
             return false;
         }
@@ -252,7 +267,8 @@ static bool context_for(http_request *req, json_t *body, e2b_context *context,
         *queued = unknown_language(req, language);
         return false;
     }
-    if (!e2b_contexts_default(req->server->contexts, canonical, context)) {
+    if (!e2b_contexts_default(req->server->contexts, sandbox->id,
+                              sandbox->id[0] ? sandbox->session_id : NULL, canonical, context)) {
         *queued = http_reply_fail(req, MHD_HTTP_INTERNAL_SERVER_ERROR, "system_error",
                                   "cannot keep the default %s context", canonical);
         return false;
@@ -260,11 +276,30 @@ static bool context_for(http_request *req, json_t *body, e2b_context *context,
     return true;
 }
 
+/* The sandbox's settings on runbox's request: its image, network and
+ * egress, and its envVars under the call's own env_vars. */
+static void apply_sandbox(json_t *request, const e2b_sandbox_view *sandbox, json_t *env_vars)
+{
+    if (sandbox->image[0])
+        json_object_set_new(request, "image", json_string(sandbox->image));
+    if (sandbox->network >= 0)
+        json_object_set_new(request, "network", json_boolean(sandbox->network));
+    if (sandbox->egress_allow)
+        json_object_set(request, "egress_allow", sandbox->egress_allow);
+    json_t *env = json_deep_copy(sandbox->env);
+    if (env && json_is_object(env_vars))
+        json_object_update(env, env_vars);
+    if (env)
+        json_object_set_new(request, "env", env);
+    else if (env_vars && !json_is_null(env_vars))
+        json_object_set(request, "env", env_vars);
+}
+
 /* runbox's own execute request for it: a stateful call in the context's
  * session, with the longest timeout the operator allows (E2B's clients
  * keep their own and disconnect, which interrupts the code). */
 static json_t *runbox_request(const http_server *server, json_t *body, const e2b_context *context,
-                              http_error *err)
+                              const e2b_sandbox_view *sandbox, http_error *err)
 {
     json_t *code = json_object_get(body, "code");
     json_t *env = json_object_get(body, "env_vars");
@@ -274,34 +309,52 @@ static json_t *runbox_request(const http_server *server, json_t *body, const e2b
         return NULL;
     }
     json_t *request = json_pack("{s:s, s:O, s:s, s:b, s:f}", "language", context->language, "code",
-                                code, "session_id", context->id, "stateful", 1, "timeout",
+                                code, "session_id", context->session_id, "stateful", 1, "timeout",
                                 rbx_engine_config(server->engine)->max_timeout_s);
-    if (request && env && !json_is_null(env))
+    if (request && sandbox->id[0])
+        apply_sandbox(request, sandbox, env);
+    else if (request && env && !json_is_null(env))
         json_object_set(request, "env", env);
     if (!request)
         http_error_set(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "system_error", "out of memory");
     return request;
 }
 
-static enum MHD_Result handle_execute(http_request *req)
+/* The first execution of a language after its kernel was lost (the
+ * sandbox was paused, or the server restarted) is told so on its stderr:
+ * E2B's SDK shows it in execution.logs.stderr, and execution_count starts
+ * again at 1. */
+static void tell_kernel_lost(execution *ex, const char *language)
 {
-    json_t *body;
+    char note[300];
+    int n = snprintf(note, sizeof note,
+                     "runbox: this sandbox's %s kernel was stopped (the sandbox was paused, or "
+                     "its server restarted) and started afresh: variables and imports are gone, "
+                     "files are kept\n",
+                     language);
+    size_t len;
+    char *frame = e2b_output(RBX_STDERR, note, (size_t)n, &len);
+    if (frame)
+        http_queue_push(&ex->events, frame, len, NULL, NULL);
+    free(frame);
+}
+
+static enum MHD_Result execute_in(http_request *req, json_t *body, const e2b_sandbox_view *sandbox)
+{
     http_error err;
-    if (!http_body_json(req, &body, &err))
-        return http_reply_error(req, &err);
     e2b_context context;
     enum MHD_Result queued;
-    if (!context_for(req, body, &context, &queued)) {
+    if (!context_for(req, body, sandbox, &context, &queued)) {
         json_decref(body);
         return queued;
     }
     /* A draining node runs the contexts whose sessions it holds (they have
      * run here), nothing new. */
-    if (http_drain_refuses(req, context.id, &err)) {
+    if (http_drain_refuses(req, context.session_id, &err)) {
         json_decref(body);
         return http_reply_error(req, &err);
     }
-    json_t *request = runbox_request(req->server, body, &context, &err);
+    json_t *request = runbox_request(req->server, body, &context, sandbox, &err);
     json_decref(body);
     if (!request)
         return http_reply_error(req, &err);
@@ -317,17 +370,76 @@ static enum MHD_Result handle_execute(http_request *req)
     }
     ex->format = STREAM_NDJSON;
     ex->dialect = &e2b_dialect;
+    if (sandbox->id[0] &&
+        e2b_sandboxes_take_lost(req->server->sandboxes, sandbox->id, context.language))
+        tell_kernel_lost(ex, context.language);
     enum MHD_Result refused;
     if (!http_execution_admit(req, ex, &refused))
         return refused;
     return http_stream_reply(req, ex);
 }
 
+static enum MHD_Result handle_execute(http_request *req)
+{
+    json_t *body;
+    http_error err;
+    if (!http_body_json(req, &body, &err))
+        return http_reply_error(req, &err);
+    e2b_sandbox_view sandbox;
+    enum MHD_Result queued;
+    if (!sandbox_of(req, &sandbox, &queued)) {
+        json_decref(body);
+        return queued;
+    }
+    queued = execute_in(req, body, &sandbox);
+    e2b_sandbox_view_release(&sandbox);
+    return queued;
+}
+
 /* --- /contexts ----------------------------------------------------------------------- */
 
 static enum MHD_Result handle_contexts_list(http_request *req)
 {
-    return http_reply_json(req, MHD_HTTP_OK, e2b_contexts_list(req->server->contexts), NULL, NULL);
+    e2b_sandbox_view sandbox;
+    enum MHD_Result queued;
+    if (!sandbox_of(req, &sandbox, &queued))
+        return queued;
+    /* A sandbox lists its default contexts from the start, as E2B does. */
+    e2b_context unused;
+    for (size_t i = 0; sandbox.id[0] && i < 2; i++)
+        (void)e2b_contexts_default(req->server->contexts, sandbox.id, sandbox.session_id,
+                                   i ? "javascript" : "python", &unused);
+    queued = http_reply_json(req, MHD_HTTP_OK,
+                             e2b_contexts_list(req->server->contexts, sandbox.id), NULL, NULL);
+    e2b_sandbox_view_release(&sandbox);
+    return queued;
+}
+
+static enum MHD_Result create_context(http_request *req, json_t *body,
+                                      const e2b_sandbox_view *sandbox)
+{
+    const char *language, *cwd;
+    bool typed = optional_string(body, "language", &language) && optional_string(body, "cwd", &cwd);
+    const char *canonical = typed ? language_of(language ? language : "python") : NULL;
+    char why[300];
+    e2b_context context;
+    http_error err;
+    if (!typed)
+        return http_reply_fail(req, MHD_HTTP_BAD_REQUEST, "invalid_request",
+                               "'language' and 'cwd' must be strings");
+    if (http_drain_refuses(req, NULL, &err))
+        return http_reply_error(req, &err);
+    if (!canonical)
+        return unknown_language(req, language);
+    if (cwd && (cwd[0] != '/' || strlen(cwd) > RBX_KERNEL_CWD_MAX))
+        return http_reply_fail(req, MHD_HTTP_BAD_REQUEST, "invalid_request",
+                               "'cwd' must be an absolute path of at most %d bytes, such as "
+                               "/home/user/project",
+                               RBX_KERNEL_CWD_MAX);
+    if (!e2b_contexts_add(req->server->contexts, sandbox->id, canonical,
+                          cwd ? cwd : E2B_DEFAULT_CWD, &context, why, sizeof why))
+        return http_reply_fail(req, MHD_HTTP_SERVICE_UNAVAILABLE, "no_room", "%s", why);
+    return http_reply_json(req, MHD_HTTP_OK, e2b_context_json(&context), NULL, NULL);
 }
 
 static enum MHD_Result handle_context_create(http_request *req)
@@ -336,32 +448,28 @@ static enum MHD_Result handle_context_create(http_request *req)
     http_error err;
     if (!http_body_json(req, &body, &err))
         return http_reply_error(req, &err);
-    const char *language, *cwd;
-    bool typed = optional_string(body, "language", &language) && optional_string(body, "cwd", &cwd);
-    const char *canonical = typed ? language_of(language ? language : "python") : NULL;
-    char why[300];
-    e2b_context context;
+    e2b_sandbox_view sandbox;
     enum MHD_Result queued;
-    if (!typed) {
-        queued = http_reply_fail(req, MHD_HTTP_BAD_REQUEST, "invalid_request",
-                                 "'language' and 'cwd' must be strings");
-    } else if (http_drain_refuses(req, NULL, &err)) {
-        queued = http_reply_error(req, &err);
-    } else if (!canonical) {
-        queued = unknown_language(req, language);
-    } else if (cwd && (cwd[0] != '/' || strlen(cwd) > RBX_KERNEL_CWD_MAX)) {
-        queued = http_reply_fail(req, MHD_HTTP_BAD_REQUEST, "invalid_request",
-                                 "'cwd' must be an absolute path of at most %d bytes, such as "
-                                 "/home/user/project",
-                                 RBX_KERNEL_CWD_MAX);
-    } else if (!e2b_contexts_add(req->server->contexts, canonical, cwd ? cwd : E2B_DEFAULT_CWD,
-                                 &context, why, sizeof why)) {
-        queued = http_reply_fail(req, MHD_HTTP_SERVICE_UNAVAILABLE, "no_room", "%s", why);
-    } else {
-        queued = http_reply_json(req, MHD_HTTP_OK, e2b_context_json(&context), NULL, NULL);
+    if (sandbox_of(req, &sandbox, &queued)) {
+        queued = create_context(req, body, &sandbox);
+        e2b_sandbox_view_release(&sandbox);
     }
     json_decref(body);
     return queued;
+}
+
+/* The context the path names, in the request's sandbox; else the reply
+ * (404, or the sandbox's 502 or 401) is queued. */
+static bool path_context(http_request *req, e2b_context *context, enum MHD_Result *queued)
+{
+    e2b_sandbox_view sandbox;
+    if (!sandbox_of(req, &sandbox, queued))
+        return false;
+    bool found = e2b_contexts_find(req->server->contexts, sandbox.id, req->session_id, context);
+    e2b_sandbox_view_release(&sandbox);
+    if (!found)
+        *queued = no_context(req, req->session_id);
+    return found;
 }
 
 /* Its kernel stops; its files stay. A context whose session never ran
@@ -369,28 +477,40 @@ static enum MHD_Result handle_context_create(http_request *req)
 static enum MHD_Result handle_context_restart(http_request *req)
 {
     e2b_context context;
-    if (!e2b_contexts_find(req->server->contexts, req->session_id, &context))
-        return no_context(req, req->session_id);
+    enum MHD_Result queued;
+    if (!path_context(req, &context, &queued))
+        return queued;
     size_t stopped = 0;
     rbx_error err = {0};
-    if (rbx_session_restart(req->server->engine, context.id, context.language, &stopped, &err) !=
-            RBX_OK &&
+    if (rbx_session_restart(req->server->engine, context.session_id, context.language, &stopped,
+                            &err) != RBX_OK &&
         err.status != RBX_ENOENT)
         return http_reply_engine(req, &err);
     return http_reply_json(req, MHD_HTTP_OK, e2b_context_json(&context), NULL, NULL);
 }
 
-/* What runs in it is stopped, then its session and files go. */
+/* What runs in it is stopped, then its session and files go; a default
+ * context of a sandbox only stops its kernel (the session is the
+ * sandbox's, which its other languages share). */
 static enum MHD_Result handle_context_delete(http_request *req)
 {
     e2b_context context;
-    if (!e2b_contexts_find(req->server->contexts, req->session_id, &context))
-        return no_context(req, req->session_id);
-    http_executions_cancel_session(req->server, context.id);
+    enum MHD_Result queued;
+    if (!path_context(req, &context, &queued))
+        return queued;
     rbx_error err = {0};
-    if (rbx_session_remove(req->server->engine, context.id, 10.0, &err) != RBX_OK &&
-        err.status != RBX_ENOENT)
-        return http_reply_engine(req, &err);
+    if (strcmp(context.session_id, context.id)) {
+        size_t stopped = 0;
+        if (rbx_session_restart(req->server->engine, context.session_id, context.language,
+                                &stopped, &err) != RBX_OK &&
+            err.status != RBX_ENOENT)
+            return http_reply_engine(req, &err);
+    } else {
+        http_executions_cancel_session(req->server, context.id);
+        if (rbx_session_remove(req->server->engine, context.id, 10.0, &err) != RBX_OK &&
+            err.status != RBX_ENOENT)
+            return http_reply_engine(req, &err);
+    }
     e2b_contexts_remove(req->server->contexts, context.id);
     return http_reply_json(req, MHD_HTTP_OK,
                            json_pack("{s:s, s:b}", "id", context.id, "removed", 1), NULL, NULL);
@@ -410,10 +530,12 @@ static const route e2b_routes[] = {
     {"DELETE", "/contexts/{id}", handle_context_delete, BODY_NONE, false},
 };
 
+/* Requests of a sandbox of the control plane show its own tokens, which
+ * its handlers check (sandbox_of); the others the server's token. */
 static bool e2b_authorized(const http_server *server, struct MHD_Connection *connection)
 {
     static const char *const headers[] = {"X-Access-Token", "E2B-Traffic-Access-Token", NULL};
-    return http_auth_ok_headers(server, connection, headers);
+    return e2b_request_sandbox_id(connection) || http_auth_ok_headers(server, connection, headers);
 }
 
 const http_api http_e2b_api = {

@@ -25,6 +25,30 @@
 /* Keepalive-Ping-Interval is in seconds; E2B's SDKs send 50. */
 #define KEEPALIVE_MAX_S 3600
 
+/* Connect's code for an HTTP status (the one its errors are sent with). */
+static const char *connect_code(unsigned status)
+{
+    switch (status) {
+    case 400: case 415: return "invalid_argument";
+    case 401: return "unauthenticated";
+    case 403: return "permission_denied";
+    case 404: return "not_found";
+    case 409: return "already_exists";
+    case 413: case 429: case 507: return "resource_exhausted";
+    case 405: case 501: return "unimplemented";
+    case 502: case 503: return "unavailable";
+    case 504: return "deadline_exceeded";
+    default: return "internal";
+    }
+}
+
+/* The message as a JSON string of any bytes (a path in it may not be UTF-8). */
+json_t *e2b_connect_error_body(const http_error *err)
+{
+    return json_pack("{s:s, s:o}", "code", connect_code(err->status), "message",
+                     http_json_text(err->message, strlen(err->message)));
+}
+
 static bool type_is(const char *type, const char *wanted)
 {
     size_t n = strlen(wanted);
@@ -337,7 +361,7 @@ void e2b_stream_end(e2b_stream *stream, const http_error *err)
 {
     json_t *end = json_object();
     if (err) {
-        json_t *error = http_e2b_envd_api.error_body(err);
+        json_t *error = e2b_connect_error_body(err);
         json_object_set_new(end, "error", error ? error : json_object());
     }
     char *json = json_dumps(end, JSON_COMPACT);

@@ -1,7 +1,8 @@
 /* E2B's contexts (see http.h): a list in memory, written whole to
  * <state>/e2b-contexts.json (a new file renamed over the old one) at each
  * change, so that a restarted server, or one killed while writing, finds
- * the last complete list. */
+ * the last complete list. A context is found only through its own
+ * sandbox: one sandbox's requests never reach another's contexts. */
 #include "http/http.h"
 
 #include <errno.h>
@@ -29,15 +30,35 @@ json_t *e2b_context_json(const e2b_context *context)
                      context->cwd);
 }
 
+/* What the file keeps: the listed fields, and whose it is. */
+static json_t *entry_json(const e2b_context *context)
+{
+    json_t *entry = e2b_context_json(context);
+    json_object_set_new(entry, "sandbox", json_string(context->sandbox));
+    json_object_set_new(entry, "session_id", json_string(context->session_id));
+    return entry;
+}
+
+/* Entries of a file written before sandboxes had contexts have neither
+ * "sandbox" nor "session_id": theirs is "" and their own id. */
 static bool valid_entry(json_t *entry, e2b_context *out)
 {
     const char *id = json_string_value(json_object_get(entry, "id"));
     const char *language = json_string_value(json_object_get(entry, "language"));
     const char *cwd = json_string_value(json_object_get(entry, "cwd"));
+    const char *sandbox = json_string_value(json_object_get(entry, "sandbox"));
+    const char *session = json_string_value(json_object_get(entry, "session_id"));
+    if (!sandbox)
+        sandbox = "";
+    if (!session)
+        session = id;
     if (!id || !language || !cwd || !rbx_session_id_valid(id) || !rbx_runtime_canonical(language) ||
-        cwd[0] != '/' || strlen(cwd) > RBX_KERNEL_CWD_MAX)
+        cwd[0] != '/' || strlen(cwd) > RBX_KERNEL_CWD_MAX || strlen(sandbox) > E2B_SANDBOX_ID_MAX ||
+        !rbx_session_id_valid(session))
         return false;
     snprintf(out->id, sizeof out->id, "%s", id);
+    snprintf(out->sandbox, sizeof out->sandbox, "%s", sandbox);
+    snprintf(out->session_id, sizeof out->session_id, "%s", session);
     snprintf(out->language, sizeof out->language, "%s", rbx_runtime_canonical(language));
     snprintf(out->cwd, sizeof out->cwd, "%s", cwd);
     return true;
@@ -77,7 +98,7 @@ static bool save(e2b_contexts *c)
 {
     json_t *list = json_array();
     for (size_t i = 0; i < c->count; i++)
-        json_array_append_new(list, e2b_context_json(&c->list[i]));
+        json_array_append_new(list, entry_json(&c->list[i]));
     json_t *root = json_pack("{s:o}", "contexts", list);
     char temp[4200];
     snprintf(temp, sizeof temp, "%s.new", c->path);
@@ -112,8 +133,8 @@ e2b_contexts *e2b_contexts_open(const char *state_dir, char *why, size_t why_siz
     }
     /* E2B lists a default Python and JavaScript context from the start. */
     e2b_context unused;
-    if (!e2b_contexts_default(c, "python", &unused) ||
-        !e2b_contexts_default(c, "javascript", &unused)) {
+    if (!e2b_contexts_default(c, "", NULL, "python", &unused) ||
+        !e2b_contexts_default(c, "", NULL, "javascript", &unused)) {
         snprintf(why, why_size, "cannot write %s: %s", c->path, strerror(errno));
         e2b_contexts_free(c);
         return NULL;
@@ -131,18 +152,18 @@ void e2b_contexts_free(e2b_contexts *c)
     free(c);
 }
 
-static e2b_context *find(e2b_contexts *c, const char *id)
+static e2b_context *find(e2b_contexts *c, const char *sandbox, const char *id)
 {
     for (size_t i = 0; i < c->count; i++)
-        if (!strcmp(c->list[i].id, id))
+        if (!strcmp(c->list[i].id, id) && !strcmp(c->list[i].sandbox, sandbox))
             return &c->list[i];
     return NULL;
 }
 
-bool e2b_contexts_find(e2b_contexts *c, const char *id, e2b_context *out)
+bool e2b_contexts_find(e2b_contexts *c, const char *sandbox, const char *id, e2b_context *out)
 {
     pthread_mutex_lock(&c->lock);
-    e2b_context *found = find(c, id);
+    e2b_context *found = find(c, sandbox, id);
     if (found)
         *out = *found;
     pthread_mutex_unlock(&c->lock);
@@ -161,21 +182,32 @@ static bool add(e2b_contexts *c, const e2b_context *context)
     return false;
 }
 
-bool e2b_contexts_default(e2b_contexts *c, const char *language, e2b_context *out)
+/* Outside a sandbox the default context of a language is the session
+ * "e2b-<language>" (as before sandboxes); in one, "<its session>-<language>"
+ * names it, and its kernel runs in the sandbox's session. */
+bool e2b_contexts_default(e2b_contexts *c, const char *sandbox, const char *session_id,
+                          const char *language, e2b_context *out)
 {
     e2b_context wanted = {.cwd = E2B_DEFAULT_CWD};
-    snprintf(wanted.id, sizeof wanted.id, DEFAULT_PREFIX "%s", language);
+    if (session_id && *sandbox) {
+        snprintf(wanted.id, sizeof wanted.id, "%.40s-%s", session_id, language);
+        snprintf(wanted.session_id, sizeof wanted.session_id, "%s", session_id);
+    } else {
+        snprintf(wanted.id, sizeof wanted.id, DEFAULT_PREFIX "%s", language);
+        snprintf(wanted.session_id, sizeof wanted.session_id, "%s", wanted.id);
+    }
+    snprintf(wanted.sandbox, sizeof wanted.sandbox, "%s", sandbox);
     snprintf(wanted.language, sizeof wanted.language, "%s", language);
     pthread_mutex_lock(&c->lock);
-    e2b_context *found = find(c, wanted.id);
+    e2b_context *found = find(c, sandbox, wanted.id);
     bool ok = found || add(c, &wanted);
     *out = found ? *found : wanted;
     pthread_mutex_unlock(&c->lock);
     return ok;
 }
 
-bool e2b_contexts_add(e2b_contexts *c, const char *language, const char *cwd, e2b_context *out,
-                      char *why, size_t why_size)
+bool e2b_contexts_add(e2b_contexts *c, const char *sandbox, const char *language,
+                      const char *cwd, e2b_context *out, char *why, size_t why_size)
 {
     unsigned char random[12];
     if (getrandom(random, sizeof random, 0) != (ssize_t)sizeof random) {
@@ -186,6 +218,8 @@ bool e2b_contexts_add(e2b_contexts *c, const char *language, const char *cwd, e2
     int n = snprintf(context.id, sizeof context.id, DEFAULT_PREFIX "ctx-");
     for (size_t i = 0; i < sizeof random; i++)
         n += snprintf(context.id + n, sizeof context.id - (size_t)n, "%02x", random[i]);
+    snprintf(context.session_id, sizeof context.session_id, "%s", context.id);
+    snprintf(context.sandbox, sizeof context.sandbox, "%s", sandbox);
     snprintf(context.language, sizeof context.language, "%s", language);
     snprintf(context.cwd, sizeof context.cwd, "%s", cwd);
     pthread_mutex_lock(&c->lock);
@@ -206,7 +240,10 @@ bool e2b_contexts_add(e2b_contexts *c, const char *language, const char *cwd, e2
 bool e2b_contexts_remove(e2b_contexts *c, const char *id)
 {
     pthread_mutex_lock(&c->lock);
-    e2b_context *found = find(c, id);
+    e2b_context *found = NULL;
+    for (size_t i = 0; i < c->count && !found; i++)
+        if (!strcmp(c->list[i].id, id))
+            found = &c->list[i];
     if (found) {
         *found = c->list[--c->count];
         (void)save(c); /* gone from memory either way, as its session is */
@@ -215,12 +252,47 @@ bool e2b_contexts_remove(e2b_contexts *c, const char *id)
     return found != NULL;
 }
 
-json_t *e2b_contexts_list(e2b_contexts *c)
+json_t *e2b_contexts_list(e2b_contexts *c, const char *sandbox)
 {
     json_t *list = json_array();
     pthread_mutex_lock(&c->lock);
     for (size_t i = 0; i < c->count; i++)
-        json_array_append_new(list, e2b_context_json(&c->list[i]));
+        if (!strcmp(c->list[i].sandbox, sandbox))
+            json_array_append_new(list, e2b_context_json(&c->list[i]));
     pthread_mutex_unlock(&c->lock);
     return list;
+}
+
+/* The sessions of the sandbox's own contexts (those not in its session),
+ * and with drop, the sandbox's contexts are forgotten. */
+static e2b_name *sessions_of(e2b_contexts *c, const char *sandbox, bool drop, size_t *count)
+{
+    pthread_mutex_lock(&c->lock);
+    e2b_name *names = calloc(c->count + 1, sizeof *names);
+    size_t n = 0, kept = 0;
+    for (size_t i = 0; i < c->count; i++) {
+        const e2b_context *context = &c->list[i];
+        bool its = !strcmp(context->sandbox, sandbox);
+        if (its && names && !strcmp(context->session_id, context->id))
+            snprintf(names[n++].text, sizeof names->text, "%s", context->session_id);
+        if (!(its && drop))
+            c->list[kept++] = *context;
+    }
+    if (kept != c->count) {
+        c->count = kept;
+        (void)save(c); /* gone from memory either way, as the sandbox is */
+    }
+    pthread_mutex_unlock(&c->lock);
+    *count = n;
+    return names;
+}
+
+e2b_name *e2b_contexts_remove_sandbox(e2b_contexts *c, const char *sandbox, size_t *count)
+{
+    return sessions_of(c, sandbox, true, count);
+}
+
+e2b_name *e2b_contexts_sessions(e2b_contexts *c, const char *sandbox, size_t *count)
+{
+    return sessions_of(c, sandbox, false, count);
 }

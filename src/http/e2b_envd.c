@@ -3,32 +3,52 @@
  * filesystem.Filesystem and process.Process. Every handler finds its
  * sandbox with e2b_sandbox_for_request, which checks the sandbox's own
  * access token; the server's token is not what envd's clients hold. */
-#include "http/http.h"
+#include "http/e2b_envd.h"
 
-/* Connect's error body: {"code": "<name>", "message"}. */
-static const char *connect_code(unsigned status)
+#include <string.h>
+
+/* GET /health: 204 while the sandbox runs; the SDK's is_running() reads
+ * the 502 of e2b_sandbox_for_request as "not running". */
+static enum MHD_Result handle_health(http_request *req)
 {
-    switch (status) {
-    case 400: return "invalid_argument";
-    case 401: return "unauthenticated";
-    case 403: return "permission_denied";
-    case 404: return "not_found";
-    case 409: return "already_exists";
-    case 429: return "resource_exhausted";
-    case 501: return "unimplemented";
-    case 502: case 503: return "unavailable";
-    case 504: return "deadline_exceeded";
-    default: return "internal";
-    }
+    e2b_sandbox_view view;
+    http_error err;
+    if (!e2b_sandbox_for_request(req->server, req->connection, &view, &err))
+        return http_reply_error(req, &err);
+    e2b_sandbox_view_release(&view);
+    struct MHD_Response *response =
+        MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!response)
+        return MHD_NO;
+    return http_reply(req, MHD_HTTP_NO_CONTENT, response, 0);
 }
 
-static json_t *envd_error_body(const http_error *err)
-{
-    return json_pack("{s:s, s:s}", "code", connect_code(err->status), "message", err->message);
-}
+#define FS "/filesystem.Filesystem/"
 
 static const route envd_routes[] = {
-    {"GET", "/health", NULL, BODY_NONE, true},
+    {"GET", "/health", handle_health, BODY_NONE, true},
+    {"GET", "/files", e2b_handle_files_get, BODY_NONE, false},
+    {"POST", "/files", e2b_handle_files_post, BODY_RAW, false},
+    {"POST", FS "Stat", e2b_handle_fs_stat, BODY_RAW, false},
+    {"POST", FS "MakeDir", e2b_handle_fs_make_dir, BODY_RAW, false},
+    {"POST", FS "Move", e2b_handle_fs_move, BODY_RAW, false},
+    {"POST", FS "ListDir", e2b_handle_fs_list_dir, BODY_RAW, false},
+    {"POST", FS "Remove", e2b_handle_fs_remove, BODY_RAW, false},
+    {"POST", FS "WatchDir", e2b_handle_fs_watch_dir, BODY_RAW, false},
+    {"POST", FS "CreateWatcher", e2b_handle_fs_create_watcher, BODY_RAW, false},
+    {"POST", FS "GetWatcherEvents", e2b_handle_fs_get_watcher_events, BODY_RAW, false},
+    {"POST", FS "RemoveWatcher", e2b_handle_fs_remove_watcher, BODY_RAW, false},
+    /* Any other method of the service: Connect's unimplemented. */
+    {"POST", FS "{id}", e2b_handle_fs_unknown, BODY_RAW, false},
+    /* process.Process (e2b_process.c) */
+    {"POST", "/process.Process/Start", http_e2b_process_start, BODY_RAW, true},
+    {"POST", "/process.Process/Connect", http_e2b_process_connect, BODY_RAW, true},
+    {"POST", "/process.Process/List", http_e2b_process_list, BODY_RAW, true},
+    {"POST", "/process.Process/SendInput", http_e2b_process_send_input, BODY_RAW, true},
+    {"POST", "/process.Process/StreamInput", http_e2b_process_stream_input, BODY_RAW, true},
+    {"POST", "/process.Process/SendSignal", http_e2b_process_send_signal, BODY_RAW, true},
+    {"POST", "/process.Process/CloseStdin", http_e2b_process_close_stdin, BODY_RAW, true},
+    {"POST", "/process.Process/Update", http_e2b_process_update, BODY_RAW, true},
 };
 
 static bool envd_authorized(const http_server *server, struct MHD_Connection *connection)
@@ -41,8 +61,8 @@ static bool envd_authorized(const http_server *server, struct MHD_Connection *co
 const http_api http_e2b_envd_api = {
     .name = "e2b-envd",
     .routes = envd_routes,
-    .route_count = 0,
+    .route_count = sizeof envd_routes / sizeof *envd_routes,
     .authorized = envd_authorized,
     .unauthorized = "'X-Access-Token: TOKEN'",
-    .error_body = envd_error_body,
+    .error_body = e2b_connect_error_body,
 };

@@ -16,7 +16,10 @@
  * build time. With --e2b-listen a second listener speaks E2B's
  * code-interpreter protocol over the same engine and limits: e2b (its
  * routes and events) and e2b_contexts (its contexts, which are sessions
- * with a kernel). */
+ * with a kernel); and E2B's control plane: e2b_control (its routes),
+ * e2b_create (the create body), e2b_list, e2b_describe (what the SDKs
+ * read), e2b_sandboxes (the registry) and e2b_lifecycle (kill, pause, and
+ * the reaper of expired sandboxes). */
 #ifndef RBX_HTTP_H
 #define RBX_HTTP_H
 
@@ -167,6 +170,8 @@ typedef struct execution execution;
 typedef struct http_server http_server;
 typedef struct http_error http_error_view;
 typedef struct e2b_contexts e2b_contexts;
+typedef struct e2b_sandboxes e2b_sandboxes;
+typedef struct e2b_reaper e2b_reaper;
 struct route;
 
 /* One listener's API: its routes, and how its clients show the token. */
@@ -208,6 +213,8 @@ struct http_server {
     http_listener listener;     /* runbox's API */
     http_listener e2b_listener; /* E2B's protocol, when asked for */
     e2b_contexts *contexts;     /* E2B's contexts (NULL without it) */
+    e2b_sandboxes *sandboxes;   /* E2B's sandboxes (NULL without it) */
+    e2b_reaper *reaper;         /* kills E2B's sandboxes whose time is up */
     admission admission;
     metrics *metrics;
     watchdog *watchdog;
@@ -482,38 +489,130 @@ enum MHD_Result http_handle_openapi(http_request *req);
 /* playground.c: the web page (GET /) and its script and style. */
 enum MHD_Result http_handle_page(http_request *req);
 
-/* e2b_contexts.c: E2B's contexts. Each is a session of its own (files
- * apart) whose kernel of its language starts in its cwd; the default one
- * of each language serves calls that name no context. They are kept in
- * <state>/e2b-contexts.json, so a restarted server knows them (their
- * kernels start afresh, as after any restart). */
+/* e2b_contexts.c: E2B's contexts. Each belongs to a sandbox (or, for
+ * requests that name none or E2B's debug sandbox, to no sandbox: "").
+ * The default one of each language runs in the sandbox's own session (so
+ * the languages share its files); one made with POST /contexts is a
+ * session of its own whose kernel of its language starts in its cwd (its
+ * own variables and, since a session is the engine's unit of files, its
+ * own files too). They are kept in <state>/e2b-contexts.json, so a
+ * restarted server knows them (their kernels start afresh, as after any
+ * restart). */
 #define E2B_CONTEXTS_MAX 1024
 /* The session's directory inside the sandbox: E2B's /home/user too. */
 #define E2B_DEFAULT_CWD "/home/user"
+#define E2B_SANDBOX_ID_MAX 64
+
+/* A session's or a sandbox's id, for lists of them. */
+typedef struct e2b_name {
+    char text[RBX_SESSION_ID_MAX + 1];
+} e2b_name;
 
 typedef struct e2b_context {
-    char id[RBX_SESSION_ID_MAX + 1]; /* also its session's id */
-    char language[16];               /* runbox's canonical name */
+    char id[RBX_SESSION_ID_MAX + 1];
+    char sandbox[E2B_SANDBOX_ID_MAX + 1];    /* "": no sandbox of the control plane's */
+    char session_id[RBX_SESSION_ID_MAX + 1]; /* where its kernel runs */
+    char language[16];                       /* runbox's canonical name */
     char cwd[RBX_KERNEL_CWD_MAX + 1];
 } e2b_context;
 
 e2b_contexts *e2b_contexts_open(const char *state_dir, char *why, size_t why_size);
 void e2b_contexts_free(e2b_contexts *contexts);
-/* Context id, or the default one of language (made when missing). */
-bool e2b_contexts_find(e2b_contexts *contexts, const char *id, e2b_context *out);
-bool e2b_contexts_default(e2b_contexts *contexts, const char *language, e2b_context *out);
+/* Context id of the sandbox (only its own). */
+bool e2b_contexts_find(e2b_contexts *contexts, const char *sandbox, const char *id,
+                       e2b_context *out);
+/* The default context of language in the sandbox (made when missing);
+ * session_id is the sandbox's session (NULL: sandbox "" and its own). */
+bool e2b_contexts_default(e2b_contexts *contexts, const char *sandbox, const char *session_id,
+                          const char *language, e2b_context *out);
 /* A new context; false and why when there is no room or it cannot be kept. */
-bool e2b_contexts_add(e2b_contexts *contexts, const char *language, const char *cwd,
-                      e2b_context *out, char *why, size_t why_size);
+bool e2b_contexts_add(e2b_contexts *contexts, const char *sandbox, const char *language,
+                      const char *cwd, e2b_context *out, char *why, size_t why_size);
 bool e2b_contexts_remove(e2b_contexts *contexts, const char *id);
-/* All of them, as E2B lists them: [{id, language, cwd}]. */
-json_t *e2b_contexts_list(e2b_contexts *contexts);
+/* Removes every context of the sandbox; returns (malloc'ed, *count) the
+ * sessions of those made with POST /contexts, for the caller to remove. */
+e2b_name *e2b_contexts_remove_sandbox(e2b_contexts *contexts, const char *sandbox,
+                                      size_t *count);
+/* The sessions of the sandbox's contexts made with POST /contexts. */
+e2b_name *e2b_contexts_sessions(e2b_contexts *contexts, const char *sandbox, size_t *count);
+/* The sandbox's contexts, as E2B lists them: [{id, language, cwd}]. */
+json_t *e2b_contexts_list(e2b_contexts *contexts, const char *sandbox);
 json_t *e2b_context_json(const e2b_context *context);
 
 /* e2b_sandboxes.c: E2B's sandboxes (../shared/E2B-SANDBOX-PROTOCOL.md),
- * made through the control plane; each is a runbox session. envd's and
- * the code interpreter's handlers find theirs here. */
-#define E2B_SANDBOX_ID_MAX 64
+ * made through the control plane (e2b_control.c); each is a runbox
+ * session ("e2b-" and its id) with an unguessable id and access tokens of
+ * its own. The registry is kept in memory and in <state>/e2b-sandboxes.json
+ * (written whole, a new file renamed over the old, mode 0600), so a
+ * restarted server still knows them. envd's and the code interpreter's
+ * handlers find theirs here. */
+#define E2B_SANDBOXES_MAX 1024
+#define E2B_TOKEN_MAX 64
+#define E2B_TEMPLATE_MAX 128
+/* The envd version the control plane reports; the SDKs switch features by
+ * it (E2B-SANDBOX-PROTOCOL.md section 7): 0.6.4 enables all of them. */
+#define E2B_ENVD_VERSION "0.6.4"
+/* A sandbox's life: 300 s unless the create body says, at most a day. */
+#define E2B_DEFAULT_TIMEOUT_S 300
+#define E2B_MAX_TIMEOUT_S 86400
+
+typedef struct e2b_sandbox {
+    char id[E2B_SANDBOX_ID_MAX + 1];
+    char session_id[RBX_SESSION_ID_MAX + 1]; /* its files and kernels */
+    char envd_token[E2B_TOKEN_MAX + 1];      /* X-Access-Token */
+    char traffic_token[E2B_TOKEN_MAX + 1];   /* E2B-Traffic-Access-Token */
+    char template_id[E2B_TEMPLATE_MAX + 1];
+    char image[RBX_IMAGE_NAME_MAX]; /* "": the operator's default */
+    int network;                    /* as rbx_request.network (-1: the default) */
+    json_t *metadata;               /* object of strings */
+    json_t *env_vars;               /* object of strings */
+    json_t *egress_allow;           /* array of strings, or NULL */
+    json_t *network_settings;       /* the create body's "network", or NULL */
+    int64_t started_ms, end_ms;     /* wall clock, ms since the epoch */
+    bool paused;
+    bool auto_pause; /* its time up, it is paused rather than killed */
+    /* Languages (bit i: rbx_runtime_name(i)) whose kernel was lost (a
+     * pause, a restart of the server) and whose next execution is told. */
+    unsigned kernels_lost;
+} e2b_sandbox;
+
+e2b_sandboxes *e2b_sandboxes_open(const char *state_dir, char *why, size_t why_size);
+void e2b_sandboxes_free(e2b_sandboxes *sandboxes);
+/* Registers sandbox (its settings filled; id, session and tokens are made
+ * here and written to it). Takes the references of its JSON fields. */
+bool e2b_sandboxes_add(e2b_sandboxes *sandboxes, e2b_sandbox *sandbox, char *why,
+                       size_t why_size);
+/* A copy of sandbox id (its JSON fields referenced: release it). */
+bool e2b_sandboxes_get(e2b_sandboxes *sandboxes, const char *id, e2b_sandbox *out);
+void e2b_sandbox_release(e2b_sandbox *sandbox);
+/* Copies of all of them (release each, free the array). */
+e2b_sandbox *e2b_sandboxes_all(e2b_sandboxes *sandboxes, size_t *count);
+/* Changes, written through; false when id is not there (or, with paused,
+ * when it already was in that state: *was_paused says). */
+bool e2b_sandboxes_set_end(e2b_sandboxes *sandboxes, const char *id, int64_t end_ms);
+bool e2b_sandboxes_set_paused(e2b_sandboxes *sandboxes, const char *id, bool paused,
+                              int64_t end_ms, bool *was_paused);
+bool e2b_sandboxes_remove(e2b_sandboxes *sandboxes, const char *id, e2b_sandbox *removed);
+/* Ids of running sandboxes whose end has passed (malloc'ed). */
+e2b_name *e2b_sandboxes_expired(e2b_sandboxes *sandboxes, int64_t now_ms, size_t *count);
+/* Sessions of sandboxes killed within the last E2B_GRAVE_S seconds: a
+ * request that found the sandbox just before its kill may still have
+ * started an execution, which makes the session anew; the reaper removes
+ * it again. bury records one; graves lists them (malloc'ed). */
+#define E2B_GRAVE_S 60
+void e2b_sandboxes_bury(e2b_sandboxes *sandboxes, const char *session_id);
+e2b_name *e2b_sandboxes_graves(e2b_sandboxes *sandboxes, int64_t now_ms, size_t *count);
+/* Whether language's kernel in the sandbox was lost since it last ran;
+ * clears it (the caller tells the client). */
+bool e2b_sandboxes_take_lost(e2b_sandboxes *sandboxes, const char *id, const char *language);
+int64_t e2b_now_ms(void);
+
+/* The id E2B's SDKs use in debug mode: requests with it, or with none,
+ * are served as before the control plane (the sandbox ""). */
+#define E2B_DEBUG_SANDBOX_ID "debug_sandbox_id"
+/* The sandbox a request names (E2b-Sandbox-Id), or NULL for none or the
+ * debug one. */
+const char *e2b_request_sandbox_id(struct MHD_Connection *connection);
 
 typedef struct e2b_sandbox_view {
     char id[E2B_SANDBOX_ID_MAX + 1];
@@ -533,6 +632,34 @@ bool e2b_sandbox_for_request(http_server *server, struct MHD_Connection *connect
                              e2b_sandbox_view *view, http_error *err);
 void e2b_sandbox_view_release(e2b_sandbox_view *view);
 
+/* e2b_list.c: GET /v2/sandboxes, the control plane's (e2b_control.c) list. */
+enum MHD_Result e2b_handle_list(http_request *req);
+/* e2b_describe.c: what the SDKs read of a sandbox: the Sandbox of create
+ * and connect (how to reach it), ListedSandbox, SandboxDetail; times as
+ * RFC 3339. */
+json_t *e2b_sandbox_json(const e2b_sandbox *sandbox);
+json_t *e2b_listed_json(http_server *server, const e2b_sandbox *sandbox);
+json_t *e2b_detail_json(http_server *server, const e2b_sandbox *sandbox);
+json_t *e2b_time_json(int64_t ms);
+
+/* e2b_create.c: the create body's "timeout" (absent: the default), and
+ * the sandbox it asks for (the image its template names, its envVars,
+ * metadata, network and egress), every field checked; 400 with why. */
+bool e2b_create_timeout(json_t *body, int64_t *timeout_s, http_error *err);
+bool e2b_create_settings(http_server *server, json_t *body, e2b_sandbox *sandbox,
+                         http_error *err);
+
+/* e2b_lifecycle.c: what ends or suspends a sandbox, for the control plane
+ * and the reaper. Kill: its executions are cancelled, its kernels stop,
+ * its session (and its contexts' sessions) removed. Pause: its executions
+ * are cancelled and its kernels stopped; its files stay. Both false when
+ * the sandbox is not there (pause: or was paused already, *was_paused). */
+bool e2b_sandbox_kill(http_server *server, const char *id);
+bool e2b_sandbox_pause(http_server *server, const char *id, bool *was_paused);
+/* One thread on the server kills sandboxes whose end has passed. */
+e2b_reaper *e2b_reaper_start(http_server *server);
+void e2b_reaper_stop(e2b_reaper *reaper);
+
 /* e2b_connect.c: the Connect protocol with its JSON codec, as E2B's SDKs
  * speak it to envd (E2B-SANDBOX-PROTOCOL.md section 5). Errors of a unary
  * call are http_reply_error's (envd's API writes Connect's error body). */
@@ -547,6 +674,11 @@ json_t *e2b_connect_stream_request(http_request *req, http_error *err);
 json_t *e2b_connect_client_stream(http_request *req, http_error *err);
 /* 200 application/json with the message (stolen). */
 enum MHD_Result e2b_connect_reply(http_request *req, json_t *message);
+/* Connect's error body, {"code": "<name>", "message"}, its code from the
+ * error's HTTP status: envd's API writes its errors so (and here, not in
+ * e2b_envd.c, so that the services its routes name may use these helpers
+ * without a circle). */
+json_t *e2b_connect_error_body(const http_error *err);
 
 /* A server stream's response. The handler opens it (which queues the 200
  * response) and hands it to a producer thread of its own; the connection's
@@ -564,6 +696,17 @@ bool e2b_stream_client_gone(e2b_stream *stream);
 /* The end-of-stream frame: {} or the error (err NULL: success). The
  * producer calls it exactly once; the stream is no longer its own after. */
 void e2b_stream_end(e2b_stream *stream, const http_error *err);
+
+/* e2b_process.c: envd's process.Process, E2B's commands and terminals
+ * (the engine's processes, rbx_process_*), one handler per RPC. */
+enum MHD_Result http_e2b_process_start(http_request *req);
+enum MHD_Result http_e2b_process_connect(http_request *req);
+enum MHD_Result http_e2b_process_list(http_request *req);
+enum MHD_Result http_e2b_process_send_input(http_request *req);
+enum MHD_Result http_e2b_process_stream_input(http_request *req);
+enum MHD_Result http_e2b_process_send_signal(http_request *req);
+enum MHD_Result http_e2b_process_close_stdin(http_request *req);
+enum MHD_Result http_e2b_process_update(http_request *req);
 
 /* The page's files, built from web/ and embedded at build time. */
 extern const char http_page_html[], http_page_js[], http_page_css[];

@@ -76,8 +76,9 @@ static enum MHD_Result not_allowed(http_request *req, const char *allow)
     http_error err;
     http_error_set(&err, MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed",
                    "%.16s is not allowed here (allowed: %s)", req->method, allow);
-    json_t *body = json_object();
-    json_object_set_new(body, "error", http_error_json(&err));
+    json_t *body = req->api->error_body ? req->api->error_body(&err) : json_object();
+    if (!req->api->error_body)
+        json_object_set_new(body, "error", http_error_json(&err));
     return http_reply_json(req, MHD_HTTP_METHOD_NOT_ALLOWED, body, MHD_HTTP_HEADER_ALLOW, allow);
 }
 
@@ -87,7 +88,8 @@ bool http_route(http_request *req, enum MHD_Result *queued)
     const route *routes = req->api->routes;
     for (size_t i = 0; i < req->api->route_count; i++) {
         span id = {0}, rest = {0};
-        if (!match(routes[i].pattern, req->path, &id, &rest))
+        /* A route without a handler is a placeholder: not served yet. */
+        if (!routes[i].handle || !match(routes[i].pattern, req->path, &id, &rest))
             continue;
         if (!method_matches(routes[i].method, req->method)) {
             size_t used = strlen(allow);

@@ -177,18 +177,20 @@ static int listen_on(const char *listen, const struct sockaddr_storage *addr, so
     return fd;
 }
 
-/* E2B's contexts, when its protocol is served; false when they cannot be
- * read. */
+/* E2B's contexts and sandboxes, when its protocol is served; false when
+ * they cannot be read. */
 static bool open_contexts(http_server *server)
 {
     if (!server->options.e2b_listen)
         return true;
     char why[600];
-    server->contexts =
-        e2b_contexts_open(rbx_engine_config(server->engine)->state_dir, why, sizeof why);
-    if (!server->contexts)
+    const char *state_dir = rbx_engine_config(server->engine)->state_dir;
+    server->contexts = e2b_contexts_open(state_dir, why, sizeof why);
+    if (server->contexts)
+        server->sandboxes = e2b_sandboxes_open(state_dir, why, sizeof why);
+    if (!server->sandboxes)
         fprintf(stderr, "runbox: %s\n", why);
-    return server->contexts != NULL;
+    return server->sandboxes != NULL;
 }
 
 static int serve(const cli_globals *globals, http_server *server,
@@ -210,8 +212,10 @@ static int serve(const cli_globals *globals, http_server *server,
         close(listen_fd);
         if (e2b_fd >= 0)
             close(e2b_fd);
-        if (server->engine)
+        if (server->engine) {
+            e2b_contexts_free(server->contexts);
             rbx_engine_free(server->engine);
+        }
         return server->engine ? EXIT_SYSTEM : rc;
     }
     /* Before the first request: what a killed predecessor left goes now. */
@@ -243,6 +247,7 @@ static int serve(const cli_globals *globals, http_server *server,
         unlink(path);
         local_server_stop(local);
     }
+    e2b_sandboxes_free(server->sandboxes);
     e2b_contexts_free(server->contexts);
     rbx_engine_free(server->engine);
     return rc;

@@ -243,8 +243,12 @@ int http_server_start(http_server *server, int listen_fd, int e2b_fd)
         release(server);
         return -1;
     }
+    /* E2B's sandboxes end on their own when their time is up. */
     if ((e2b_fd >= 0 && !start_daemon(&server->e2b_listener, server, &http_e2b_api, e2b_fd)) ||
+        (e2b_fd >= 0 && server->sandboxes && !(server->reaper = e2b_reaper_start(server))) ||
         !http_gate_start(server->gate)) {
+        e2b_reaper_stop(server->reaper);
+        server->reaper = NULL;
         MHD_stop_daemon(server->listener.daemon);
         if (server->e2b_listener.daemon)
             MHD_stop_daemon(server->e2b_listener.daemon);
@@ -278,6 +282,10 @@ void http_server_shutdown(http_server *server)
 {
     atomic_store(&server->draining, true);
     http_gate_stop(server->gate); /* no new connections: the listening sockets close */
+    /* Sandboxes outlive the server (they are in its state directory): none
+     * is killed while it stops; a restarted one reaps those that expired. */
+    e2b_reaper_stop(server->reaper);
+    server->reaper = NULL;
     http_admission_close(&server->admission);
     log_shutdown(server, "draining");
     int64_t grace_end = http_now_us() + (int64_t)(server->options.grace_s * 1e6);

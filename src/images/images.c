@@ -1,6 +1,7 @@
 /* The image store (see images.h): names, content addresses, building with
  * mmdebstrap, importing with image_unpack.c, listing and removal. */
 #include "images/images.h"
+#include "images/node_dist.h"
 #include "base/error.h"
 #include "base/fsutil.h"
 #include "base/nettle_lib.h"
@@ -34,9 +35,10 @@
 #define TREE_MAX_DEPTH 128
 
 /* What the default image holds: what runbox's languages need, and what an
- * analyst agent imports without asking for it. */
+ * analyst agent imports without asking for it. Its Node.js and npm are the
+ * official builds (node_dist.c), which need libstdc++. */
 static const char default_packages[] =
-    "bash,coreutils,ca-certificates,tzdata,python3,python3-pip,python3-venv,nodejs,npm,"
+    "bash,coreutils,ca-certificates,tzdata,python3,python3-pip,python3-venv,libstdc++6,"
     "python3-numpy,python3-pandas,python3-matplotlib,python3-scipy,python3-requests,"
     "python3-bs4,python3-lxml,python3-pil,python3-openpyxl,fonts-dejavu-core,procps,curl";
 #define DEFAULT_SUITE "trixie"
@@ -379,8 +381,10 @@ static void fill_info(rbx_engine *engine, int store, const char *name, const cha
         info->created_unix = json_integer_value(json_object_get(doc, "created"));
         const char *source = json_string_value(json_object_get(doc, "source"));
         const char *packages = json_string_value(json_object_get(doc, "packages"));
+        const char *node = json_string_value(json_object_get(doc, "node"));
         snprintf(info->source, sizeof info->source, "%s", source ? source : "");
         snprintf(info->packages, sizeof info->packages, "%s", packages ? packages : "");
+        snprintf(info->node, sizeof info->node, "%s", node ? node : "");
         json_decref(doc);
     }
     info->is_default = engine->root_count && !strcmp(engine->roots[0]->image, name);
@@ -394,7 +398,8 @@ static void fill_info(rbx_engine *engine, int store, const char *name, const cha
 /* Moves the staged tree into the store under its digest (or drops it for
  * the tree already there), records how it was made, and names it. */
 static rbx_status commit(rbx_engine *engine, staging *s, const char *name, const char *source,
-                         const char *packages, rbx_image_info *info, rbx_error *err)
+                         const char *packages, const char *node, rbx_image_info *info,
+                         rbx_error *err)
 {
     char hex[65];
     uint64_t bytes = 0;
@@ -429,6 +434,8 @@ static rbx_status commit(rbx_engine *engine, staging *s, const char *name, const
         json_t *doc = json_pack("{s:s, s:I, s:I, s:s, s:s}", "digest", hex, "size_bytes",
                                 (json_int_t)bytes, "created", (json_int_t)time(NULL), "source",
                                 source, "packages", packages ? packages : "");
+        if (doc && node)
+            json_object_set_new(doc, "node", json_string(node));
         char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
         if (text)
             (void)rbx_write_new_file(s->store, meta, text, strlen(text));
@@ -566,8 +573,13 @@ rbx_status rbx_image_build(rbx_engine *engine, const char *name, const char *pac
     if (status != RBX_OK)
         return status;
     char list[4096] = "", why[300], base_suite[64];
-    if (!packages && !from && !strcmp(name, "default"))
+    /* The official Node.js: the default image's, and that of an image
+     * built from one that has it. */
+    bool official_node = false;
+    if (!packages && !from && !strcmp(name, "default")) {
         packages = default_packages;
+        official_node = true;
+    }
     if (from) {
         rbx_image_place place;
         if ((status = rbx_image_locate(engine, from, &place, err)) != RBX_OK)
@@ -576,6 +588,7 @@ rbx_status rbx_image_build(rbx_engine *engine, const char *name, const char *pac
         int store = store_open(engine, false, err);
         fill_info(engine, store, from, strrchr(place.tree, '/') + 1, &base);
         close(store);
+        official_node = !strcmp(base.node, RBX_NODE_DIST_NOTE);
         if (!base.packages[0])
             return rbx_fail(err, RBX_EINVAL,
                             "--from %s: that image was imported, so which Debian packages it "
@@ -610,21 +623,29 @@ rbx_status rbx_image_build(rbx_engine *engine, const char *name, const char *pac
     staging s;
     if ((status = staging_open(engine, &s, err)) != RBX_OK)
         return status;
-    char target[4400], include[4200];
+    char target[4400], include[4200], hook[4096];
     snprintf(target, sizeof target, "%s/tmp/%s", engine->images_dir, s.name);
     snprintf(include, sizeof include, "--include=%s", list);
+    snprintf(hook, sizeof hook, "--customize-hook=%s", rbx_node_dist_hook());
+    /* Documentation and translations are no use to a sandbox. */
+    const char *argv[16] = {"mmdebstrap", "--quiet", "--variant=essential", "--mode=root", include,
+                            "--dpkgopt=path-exclude=/usr/share/doc/*",
+                            "--dpkgopt=path-exclude=/usr/share/man/*",
+                            "--dpkgopt=path-exclude=/usr/share/locale/*",
+                            "--dpkgopt=path-include=/usr/share/locale/locale.alias"};
+    size_t argc = 9;
+    if (official_node)
+        argv[argc++] = hook;
+    argv[argc++] = suite;
+    argv[argc++] = target;
+    argv[argc++] = mirror;
     pid_t pid = fork();
     if (pid == 0) {
         if (log_fd >= 0) {
             dup2(log_fd, 1);
             dup2(log_fd, 2);
         }
-        /* Documentation and translations are no use to a sandbox. */
-        execlp("mmdebstrap", "mmdebstrap", "--quiet", "--variant=essential", "--mode=root", include,
-               "--dpkgopt=path-exclude=/usr/share/doc/*", "--dpkgopt=path-exclude=/usr/share/man/*",
-               "--dpkgopt=path-exclude=/usr/share/locale/*",
-               "--dpkgopt=path-include=/usr/share/locale/locale.alias", suite, target, mirror,
-               (char *)NULL);
+        execvp("mmdebstrap", (char *const *)argv);
         dprintf(2, "runbox: cannot run mmdebstrap: %s\n", strerror(errno));
         _exit(127);
     }
@@ -655,7 +676,8 @@ rbx_status rbx_image_build(rbx_engine *engine, const char *name, const char *pac
     }
     char source[128];
     snprintf(source, sizeof source, "mmdebstrap %s", suite);
-    status = commit(engine, &s, name, source, list, info, err);
+    status = commit(engine, &s, name, source, list, official_node ? RBX_NODE_DIST_NOTE : NULL,
+                    info, err);
     staging_close(&s);
     return status;
 }
@@ -677,7 +699,7 @@ rbx_status rbx_image_import(rbx_engine *engine, const char *name, const char *so
         const char *shown = realpath(source, absolute) ? absolute : source;
         char what[600];
         snprintf(what, sizeof what, "import %.500s", shown);
-        status = commit(engine, &s, name, what, NULL, info, err);
+        status = commit(engine, &s, name, what, NULL, NULL, info, err);
     }
     staging_close(&s);
     return status;

@@ -20,6 +20,15 @@
   channel.setEncoding('utf8'); // a character split between reads stays whole
   const send = (event) => channel.write(`${JSON.stringify(event)}\n`);
   let count = 0;
+  // The TypeScript kernel is this one, started with --experimental-strip-types.
+  const typescript = process.execArgv.includes('--experimental-strip-types');
+  if (typescript) {
+    const emit = process.emitWarning;
+    process.emitWarning = function quiet(warning, ...rest) {
+      if (String(warning).includes('stripTypeScriptTypes')) return undefined;
+      return emit.call(this, warning, ...rest);
+    };
+  }
   let interrupt = null; // rejects the running cell's await when SIGINT comes
 
   // What a cell's code sees, as in a CommonJS module in /home/user.
@@ -117,7 +126,21 @@
     const saved = Object.fromEntries(Object.keys(env).map((name) => [name, process.env[name]]));
     Object.assign(process.env, env);
     try {
-      let code = rewriteImports(request.code);
+      let code = request.code;
+      if (typescript) {
+        // Types stripped, every position kept; what cannot be stripped
+        // (an enum, a namespace) is the cell's syntax error, with its line.
+        // (Without a sourceUrl: the comment it appends would end up inside
+        // the wrapper that top-level await gets; the error's line is named.)
+        try {
+          code = Module.stripTypeScriptTypes(code);
+        } catch (error) {
+          if (typeof error.stack === 'string') error.stack = error.stack.replace(/^:(\d+)\n/, '<cell>:$1\n');
+          process.stderr.write(`${describe(error).text}\n`);
+          return { ...done, status: 'syntax', exception: describe(error).name };
+        }
+      }
+      code = rewriteImports(code);
       const wrapped = processTopLevelAwait(code);
       let script;
       try {

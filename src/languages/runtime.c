@@ -113,7 +113,13 @@ static const char python_show_figures[] =
  * the file), so a parse error is told apart from a SyntaxError thrown
  * while running. Node gives a module's parse error its line only when it
  * prints the error itself, so that one is rethrown and reported as "S"
- * with the message on stderr. */
+ * with the message on stderr.
+ *
+ * TypeScript runs on the same bootstrap: node started with
+ * --experimental-strip-types (Node.js 22.13 or newer) has its types
+ * stripped first (module.stripTypeScriptTypes, which keeps every position,
+ * so lines stay true). Types are not checked; syntax it cannot strip
+ * (enums, namespaces) is a SyntaxError with its line, as a parse error. */
 static const char javascript_bootstrap[] =
     "'use strict';"
     "const fs=require('fs'),vm=require('vm'),Module=require('module'),path=require('path');"
@@ -131,8 +137,10 @@ static const char javascript_bootstrap[] =
     "const esmHint=/Cannot use import statement|Unexpected token 'export'|await is only valid|"
     "import\\.meta/;"
     "const emit=process.emitWarning;process.emitWarning=function(w,...a){"
-    "if(String(w).includes('USE_MAIN_CONTEXT_DEFAULT_LOADER'))return;return "
+    "if(/USE_MAIN_CONTEXT_DEFAULT_LOADER|stripTypeScriptTypes/.test(String(w)))return;return "
     "emit.call(this,w,...a);};"
+    "if(process.execArgv.includes('--experimental-strip-types')){"
+    "try{src=Module.stripTypeScriptTypes(src,{sourceUrl:'<code>'});}catch(e){syntax(e);}}"
     "let fn=null;"
     "try{fn=vm.compileFunction(src,['exports','require','module','__filename','__dirname'],"
     "{filename:'<code>',importModuleDynamically:vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER});}"
@@ -164,6 +172,31 @@ static const char bash_bootstrap[] =
     "read -r -d '' -u 3 __rbx_code; exec 3<&-; printf S >&4; "
     "{ source /dev/stdin <<<\"__rbx_check() { ${__rbx_code}\"$'\\n}'; } 2>&4 || exit 2; "
     "unset -f __rbx_check; printf R >&4; exec 4>&-; eval \"unset __rbx_code; $__rbx_code\"";
+
+/* Node.js trusts the certificate authorities of the system's store
+ * (--use-openssl-ca), which is the host's /etc/ssl in every sandbox (a
+ * proxy's authority among them), as Debian's Node.js does by default; the
+ * official build would otherwise trust only the list compiled into it.
+ *
+ * JavaScript's and TypeScript's installs: a package.json of its own makes
+ * the environment npm's project root (npm would otherwise look for one up
+ * to /, where /node_modules, the mount point executions see environments
+ * at, would confuse it). npm honours NPM_CONFIG_REGISTRY and .npmrc. */
+#define NPM_INSTALL                                                                                \
+    "export NODE_OPTIONS=--use-openssl-ca; "                                                       \
+    "cd /opt/runbox/env && echo '{\"private\":true}' > package.json"                              \
+    " && exec /usr/bin/npm install --no-audit --no-fund --no-update-notifier"                      \
+    " --loglevel=error -- \"$@\""
+
+/* What JavaScript and TypeScript share: npm environments, which appear
+ * at /node_modules, the last place Node looks from /home/user, for require
+ * and import alike; and the kernel driver. */
+#define NODE_ENVIRONMENTS                                                                          \
+    .install = NPM_INSTALL, .env_inside = "/opt/runbox/env", .env_subdir = "node_modules",         \
+    .env_run_at = "/node_modules", .normalize_spec = rbx_spec_npm
+#define NODE_KERNEL_DRIVER                                                                         \
+    .kernel_driver = rbx_kernel_javascript, .kernel_driver_size = &rbx_kernel_javascript_size,     \
+    .kernel_dialect = RBX_KERNEL_JSON
 
 static const rbx_runtime runtimes[] = {
     {
@@ -200,27 +233,13 @@ static const rbx_runtime runtimes[] = {
         .extension = ".js",
         .version_code = "console.log(process.version)",
         .needs = "Node.js 20.12 or newer",
-        .argv = {"node", "-e", javascript_bootstrap},
+        .argv = {"node", "--use-openssl-ca", "-e", javascript_bootstrap},
         .classify = rbx_classify_javascript,
-        /* node_modules appears at /node_modules, the last place Node looks
-         * from /home/user, for require and import alike. npm honours
-         * NPM_CONFIG_REGISTRY and .npmrc. */
-        /* A package.json of its own makes the environment npm's project
-         * root: npm would otherwise look for one up to /, where /node_modules
-         * (the mount point executions see environments at) would confuse it. */
-        .install = "cd /opt/runbox/env && echo '{\"private\":true}' > package.json"
-                   " && exec /usr/bin/npm install --no-audit --no-fund --no-update-notifier"
-                   " --loglevel=error -- \"$@\"",
-        .env_inside = "/opt/runbox/env",
-        .env_subdir = "node_modules",
-        .env_run_at = "/node_modules",
-        .normalize_spec = rbx_spec_npm,
+        NODE_ENVIRONMENTS,
         /* The REPL's own top-level await rewriting and its parser are Node's
          * internals. */
-        .kernel_argv = {"node", "--expose-internals", "-e"},
-        .kernel_driver = rbx_kernel_javascript,
-        .kernel_driver_size = &rbx_kernel_javascript_size,
-        .kernel_dialect = RBX_KERNEL_JSON,
+        .kernel_argv = {"node", "--expose-internals", "--use-openssl-ca", "-e"},
+        NODE_KERNEL_DRIVER,
     },
     {
         .name = "bash",
@@ -239,6 +258,25 @@ static const rbx_runtime runtimes[] = {
         .kernel_dialect = RBX_KERNEL_BASH,
         .kernel_greeting = true,
         .kernel_interrupt_group = true,
+    },
+    /* TypeScript: JavaScript's interpreter, bootstrap, environments and
+     * kernel, with types stripped first (see javascript_bootstrap). Its
+     * environments are its own: a requirement list names one runtime's. */
+    {
+        .name = "typescript",
+        .aliases = {"ts", "tsx"},
+        .interpreter = "/usr/bin/node",
+        .extension = ".ts",
+        .version_code = "console.log(process.version)",
+        .needs = "Node.js 22.13 or newer (its type stripping)",
+        .too_old = "bad option: --experimental-strip-types",
+        .argv = {"node", "--use-openssl-ca", "--experimental-strip-types", "-e",
+                 javascript_bootstrap},
+        .classify = rbx_classify_javascript,
+        NODE_ENVIRONMENTS,
+        .kernel_argv = {"node", "--expose-internals", "--use-openssl-ca",
+                        "--experimental-strip-types", "-e"},
+        NODE_KERNEL_DRIVER,
     },
 };
 
@@ -300,6 +338,6 @@ rbx_status rbx_unknown_language(rbx_error *err, const char *language)
     rbx_runtime_names(names, sizeof names);
     return rbx_fail(err, RBX_EINVAL,
                     "unknown language '%.32s' (accepted: %s, and aliases py, python3, js, "
-                    "node, nodejs, sh, shell)",
+                    "node, nodejs, ts, tsx, sh, shell)",
                     language, names);
 }

@@ -26,6 +26,10 @@ typedef struct rbx_runtime {
      * interpreter runbox's bootstrap needs, said when the line fails. */
     const char *version_code;
     const char *needs;
+    /* What an interpreter older than needs prints when it refuses the
+     * bootstrap's options (NULL: nothing to look for); the result then says
+     * what the language needs. */
+    const char *too_old;
     /* argv after the interpreter: the bootstrap reads the code on fd 3,
      * checks its syntax without running it, reports on fd 4, closes both,
      * then runs it in the same process. */

@@ -60,6 +60,7 @@ bool mcp_call_admit(mcp_output *output, const json_t *tools, json_t *id, json_t 
     }
     call->arguments = arguments ? json_incref(arguments) : json_object();
     call->progress_token = json_incref(token);
+    call->log_level = mcp_log_level_requested(meta);
     if (mcp_arguments_check(input_schema(tools, name), call->arguments, why, sizeof why))
         return true;
     char message[600];

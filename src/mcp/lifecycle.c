@@ -40,6 +40,15 @@ static json_t *instructions(const rbx_config *config)
     return json_string(text);
 }
 
+/* Tools that never change; sessions' files as resources, which change
+ * (resources.c, client.c); the server's events as logs (logging.c); the
+ * resource template's arguments completed (completion.c). */
+static json_t *capabilities(void)
+{
+    return json_pack("{s:{s:b}, s:{s:b, s:b}, s:{}, s:{}}", "tools", "listChanged", 0,
+                     "resources", "subscribe", 1, "listChanged", 1, "logging", "completions");
+}
+
 static bool object_or_absent(const json_t *value)
 {
     return !value || json_is_object(value);
@@ -72,9 +81,10 @@ void mcp_answer_initialize(mcp_server *server, const rpc_message *request)
     }
     server->version = negotiate(requested);
     log_client(client, server->version);
+    mcp_client_set_version(mcp_client_of(server->output), server->version);
     json_t *result =
-        json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s, s:s}, s:o}", "protocolVersion",
-                  server->version, "capabilities", "tools", "listChanged", 0, "serverInfo", "name",
+        json_pack("{s:s, s:o, s:{s:s, s:s, s:s, s:s}, s:o}", "protocolVersion", server->version,
+                  "capabilities", capabilities(), "serverInfo", "name",
                   "runbox", "title", "runbox", "version", RBX_VERSION, "description",
                   "Runs Python, JavaScript and Bash code for AI agents, isolated and bounded",
                   "instructions", instructions(rbx_engine_config(server->engine)));

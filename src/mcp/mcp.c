@@ -19,8 +19,11 @@ static const char mcp_usage[] =
     "logs on stderr. An MCP host starts it as {\"command\": \"runbox\", \"args\": [\"mcp\"]}.\n"
     "\n"
     "Tools: execute_python, execute_javascript, execute_bash, list_sessions,\n"
-    "close_session. Up to 8 calls run at once; later ones wait. The server ends when\n"
-    "stdin closes or on SIGTERM, SIGINT or SIGHUP, after cancelling running calls.\n";
+    "close_session. Resources: each session's files, as\n"
+    "runbox://sessions/{session_id}/files/{path}, with subscriptions; logs of the\n"
+    "server's events after logging/setLevel. Up to 8 calls run at once; later ones\n"
+    "wait. The server ends when stdin closes or on SIGTERM, SIGINT or SIGHUP, after\n"
+    "cancelling running calls.\n";
 
 /* The write end of the pipe that stops the server on SIGTERM, SIGINT or
  * SIGHUP, so that running executions are cancelled on the way out. */

@@ -88,6 +88,7 @@ typedef struct mcp_call {
     const mcp_tool *tool;
     json_t *arguments;      /* checked against the tool's inputSchema */
     json_t *progress_token; /* NULL: the client wants no progress */
+    int log_level;          /* MCP 2026-07-28: _meta's logLevel for this call, or -1 */
     int cancel_fd;          /* becomes readable when the call is cancelled */
     atomic_bool cancelled;  /* the client cancelled: nothing more is sent for it */
 } mcp_call;
@@ -142,5 +143,113 @@ int mcp_serve(rbx_engine *engine, int in_fd, int out_fd, int stop_fd);
 /* lifecycle.c: initialize and ping. */
 void mcp_answer_initialize(mcp_server *server, const rpc_message *request);
 void mcp_answer_ping(mcp_server *server, const rpc_message *request);
+
+/* ---- Resources, subscriptions, logging and completion (issue 33) ----
+ * Each session's regular files are resources; a client subscribes to them
+ * (resources/subscribe, or a subscriptions/listen stream of MCP
+ * 2026-07-28) and hears of changes, which are found by comparing a
+ * session's file list before and after each tool call that ran in it. */
+#define MCP_RESOURCE_PREFIX "runbox://sessions/"
+#define MCP_RESOURCE_TEMPLATE "runbox://sessions/{session_id}/files/{+path}"
+#define MCP_RESOURCES_PAGE 100                 /* resources/list entries per page */
+#define MCP_RESOURCE_READ_MAX ((size_t)4 << 20) /* the largest file resources/read returns */
+#define MCP_LINKS_MAX 16                       /* resource_link items in one tool result */
+#define MCP_SNAPSHOT_MAX 10000                 /* files of a session compared after a call */
+#define MCP_SUBSCRIPTIONS_MAX 256              /* resources/subscribe URIs per client */
+#define MCP_LISTEN_MAX 16                      /* open subscriptions/listen streams per client */
+#define MCP_URI_MAX 2048
+
+/* JSON-RPC error of MCP: the URI names no resource. */
+#define RPC_RESOURCE_NOT_FOUND (-32002)
+
+/* resource_uri.c: URIs of session files, and what their content is. */
+typedef enum mcp_uri_kind { MCP_URI_FILE, MCP_URI_FOREIGN, MCP_URI_INVALID } mcp_uri_kind;
+/* The URI of a session's file (malloc'ed), its path percent-encoded. */
+char *mcp_resource_uri(const char *session_id, const char *path);
+/* Splits a URI of runbox's own into session id and decoded path;
+ * MCP_URI_FOREIGN for another scheme, MCP_URI_INVALID (why says what) for
+ * one that cannot name a file (.., encoded slashes, NUL...). */
+mcp_uri_kind mcp_resource_uri_parse(const char *uri, char session_id[RBX_SESSION_ID_MAX + 1],
+                                    char *path, size_t path_size, char *why, size_t why_size);
+const char *mcp_mime_by_name(const char *path);                          /* NULL: unknown */
+const char *mcp_mime_by_magic(const unsigned char *data, size_t len);    /* NULL: unknown */
+/* Valid UTF-8 without NUL bytes: sent as text, not as a base64 blob. */
+bool mcp_text_content(const char *data, size_t len);
+
+/* client.c: what runbox knows of the client at the other end of one
+ * output: its revision, subscriptions, listen streams and log level. The
+ * workers that run tool calls know only the output they answer on, so
+ * the client is found by its output. */
+typedef struct mcp_client mcp_client;
+mcp_client *mcp_client_start(mcp_output *output);
+/* NULL when none was started for this output. */
+mcp_client *mcp_client_of(mcp_output *output);
+void mcp_client_set_version(mcp_client *client, const char *version);
+/* Ends open listen streams (their results are sent), then frees. */
+void mcp_client_stop(mcp_client *client);
+/* notifications/cancelled for a listen stream ends it, without a response. */
+void mcp_client_cancel(mcp_client *client, const json_t *request_id);
+bool mcp_client_subscribe(mcp_client *client, const char *uri, char *why, size_t why_size);
+void mcp_client_unsubscribe(mcp_client *client, const char *uri);
+/* A subscriptions/listen request: acknowledges it, or answers its error. */
+void mcp_client_listen(mcp_client *client, json_t *id, const json_t *filter);
+/* Tells the client what changed: updated for each subscribed URI in
+ * changed, list_changed when files came or went. */
+void mcp_client_notify(mcp_client *client, const json_t *changed_uris, bool list_changed);
+/* resource_link items go only to clients of 2025-06-18 and later. */
+bool mcp_client_takes_links(mcp_client *client);
+
+/* changes.c: a session's files before and after a tool call. */
+typedef struct mcp_snapshot mcp_snapshot;
+typedef struct mcp_file {
+    char *path; /* relative to the session's directory */
+    uint64_t size;
+    int64_t modified_unix;
+    bool hashed;   /* hash holds an FNV-1a of the content */
+    uint64_t hash; /* a check for change, not for tampering */
+} mcp_file;
+/* The session's regular files (an empty snapshot when it does not exist). */
+mcp_snapshot *mcp_snapshot_take(rbx_engine *engine, const char *session_id);
+/* The same without hashing anything: for listings, not for comparing. */
+mcp_snapshot *mcp_snapshot_list(rbx_engine *engine, const char *session_id);
+/* Its files, sorted by path. */
+const mcp_file *mcp_snapshot_files(const mcp_snapshot *snapshot, size_t *count);
+void mcp_snapshot_free(mcp_snapshot *snapshot);
+/* Compares before with the session's files now: notifies the output's
+ * client, and returns the resource_link items (at most MCP_LINKS_MAX, the
+ * rest counted in a text item) of files created or changed, or NULL when
+ * none. */
+json_t *mcp_changes_report(rbx_engine *engine, mcp_output *output, const char *session_id,
+                           const mcp_snapshot *before);
+
+/* logging.c: notifications/message for the server's own events. */
+typedef enum mcp_log_level {
+    MCP_LOG_DEBUG, MCP_LOG_INFO, MCP_LOG_NOTICE, MCP_LOG_WARNING,
+    MCP_LOG_ERROR, MCP_LOG_CRITICAL, MCP_LOG_ALERT, MCP_LOG_EMERGENCY,
+    MCP_LOG_OFF, /* before logging/setLevel: nothing is sent */
+} mcp_log_level;
+/* The level of a name ("warning"), or -1. */
+int mcp_log_level_of(const char *name);
+void mcp_client_set_log_level(mcp_client *client, mcp_log_level level);
+mcp_log_level mcp_client_log_level(mcp_client *client);
+/* Sends {event, message, ...fields} at level when the client asked for it:
+ * with logging/setLevel, or (MCP 2026-07-28) with the logLevel in the
+ * _meta of the request it concerns, request_level (-1: none). Steals
+ * fields (an object or NULL). */
+void mcp_log(mcp_output *output, int request_level, mcp_log_level level, const char *event,
+             json_t *fields, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* The level a request's _meta asks for, or -1. */
+int mcp_log_level_requested(const json_t *meta);
+
+/* The methods, for server.c's table. resources.c: */
+void mcp_answer_resources_list(mcp_server *server, const rpc_message *request);
+void mcp_answer_resource_templates(mcp_server *server, const rpc_message *request);
+void mcp_answer_resources_read(mcp_server *server, const rpc_message *request);
+void mcp_answer_resources_subscribe(mcp_server *server, const rpc_message *request);
+void mcp_answer_resources_unsubscribe(mcp_server *server, const rpc_message *request);
+void mcp_answer_subscriptions_listen(mcp_server *server, const rpc_message *request);
+/* logging.c and completion.c: */
+void mcp_answer_logging_set_level(mcp_server *server, const rpc_message *request);
+void mcp_answer_completion(mcp_server *server, const rpc_message *request);
 
 #endif

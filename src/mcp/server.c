@@ -51,6 +51,15 @@ static const struct method {
     {"ping", true, mcp_answer_ping},
     {"tools/list", false, answer_tools_list},
     {"tools/call", false, answer_tools_call},
+    /* Resources, logging and completion (resources.c, logging.c, completion.c). */
+    {"resources/list", false, mcp_answer_resources_list},
+    {"resources/templates/list", false, mcp_answer_resource_templates},
+    {"resources/read", false, mcp_answer_resources_read},
+    {"resources/subscribe", false, mcp_answer_resources_subscribe},
+    {"resources/unsubscribe", false, mcp_answer_resources_unsubscribe},
+    {"subscriptions/listen", false, mcp_answer_subscriptions_listen},
+    {"logging/setLevel", false, mcp_answer_logging_set_level},
+    {"completion/complete", false, mcp_answer_completion},
 };
 
 static void answer_request(mcp_server *server, const rpc_message *request)
@@ -82,6 +91,8 @@ static void take_notification(mcp_server *server, const rpc_message *notificatio
         json_t *id = json_object_get(notification->params, "requestId");
         if (id)
             mcp_calls_cancel(server->calls, id);
+        if (id) /* or it ends a subscriptions/listen stream */
+            mcp_client_cancel(mcp_client_of(server->output), id);
     }
 }
 
@@ -199,9 +210,11 @@ int mcp_serve(rbx_engine *engine, int in_fd, int out_fd, int stop_fd)
     mcp_server server = {.engine = engine};
     server.tools = mcp_tools_describe(rbx_engine_config(engine));
     server.output = server.tools ? mcp_output_start(out_fd) : NULL;
-    server.calls = server.output ? mcp_calls_start(engine, server.output, server.tools) : NULL;
+    mcp_client *client = server.output ? mcp_client_start(server.output) : NULL;
+    server.calls = client ? mcp_calls_start(engine, server.output, server.tools) : NULL;
     if (!server.calls) {
         fprintf(stderr, "runbox mcp: cannot start: out of memory or threads\n");
+        mcp_client_stop(client);
         if (server.output)
             mcp_output_stop(server.output, 0);
         json_decref(server.tools);
@@ -216,6 +229,7 @@ int mcp_serve(rbx_engine *engine, int in_fd, int out_fd, int stop_fd)
     /* The client is gone or asked us to stop: running calls are cancelled
      * (their responses suppressed), then what is queued is written. */
     mcp_calls_stop(server.calls);
+    mcp_client_stop(client); /* after the workers, which notify it */
     mcp_output_stop(server.output, DRAIN_MS);
     json_decref(server.tools);
     fprintf(stderr, "runbox mcp: stopped\n");

@@ -54,6 +54,17 @@ json_t *mcp_tool_error(const char *message)
                      rpc_text(message, strlen(message)), "isError", 1);
 }
 
+/* A refusal is also the server's event, for a client that asked for logs. */
+static void log_refusal(mcp_output *output, const mcp_call *call, const rbx_error *err)
+{
+    const char *session_id = json_string_value(json_object_get(call->arguments, "session_id"));
+    json_t *fields = json_pack("{s:s}", "tool", call->tool->name);
+    if (session_id)
+        json_object_set_new(fields, "session_id", json_string(session_id));
+    mcp_log(output, call->log_level, err->status == RBX_ESYSTEM ? MCP_LOG_ERROR : MCP_LOG_WARNING,
+            "execution_refused", fields, "%s refused: %s", call->tool->name, err->message);
+}
+
 static json_t *engine_failure(const mcp_call *call, const rbx_error *err)
 {
     if (err->status == RBX_ESYSTEM) {
@@ -122,22 +133,41 @@ static json_t *execute(rbx_engine *engine, mcp_output *output, mcp_call *call)
     request.requirements = requirements;
     mcp_progress progress;
     mcp_progress_init(&progress, output, call, rbx_engine_config(engine)->output_cap_bytes);
+    /* The session's files before, to tell what the execution changed. */
+    mcp_snapshot *before = mcp_snapshot_take(engine, request.session_id);
     rbx_result result;
     rbx_error err = {0};
     rbx_status status =
         rbx_execute(engine, &request, mcp_progress_on_output, &progress, &result, &err);
     free(requirements);
     free(egress);
-    if (status != RBX_OK)
+    if (status != RBX_OK) {
+        mcp_snapshot_free(before);
+        log_refusal(output, call, &err);
         return engine_failure(call, &err);
+    }
+    json_t *links = mcp_changes_report(engine, output, result.session_id, before);
+    mcp_snapshot_free(before);
+    if (result.kernel_restarted)
+        mcp_log(output, call->log_level, MCP_LOG_WARNING, "kernel_restarted",
+                json_pack("{s:s, s:s}", "session_id", result.session_id, "language",
+                          call->tool->language),
+                "the %s interpreter of session %s had to start afresh: variables from earlier "
+                "calls are gone",
+                call->tool->language, result.session_id);
     char *json = rbx_result_to_json(&result);
     bool success = result.success;
     rbx_result_free(&result);
     json_t *structured = json ? json_loads(json, JSON_ALLOW_NUL, NULL) : NULL;
     free(json);
-    if (!structured)
+    if (!structured) {
+        json_decref(links);
         return rpc_error(call->id, RPC_INTERNAL_ERROR, "Internal error: cannot render the result");
-    return rpc_result(call->id, tool_result(structured, !success));
+    }
+    json_t *tool = tool_result(structured, !success);
+    json_array_extend(json_object_get(tool, "content"), links);
+    json_decref(links);
+    return rpc_result(call->id, tool);
 }
 
 static json_t *list_sessions(rbx_engine *engine, const mcp_call *call)
@@ -165,7 +195,7 @@ static json_t *list_sessions(rbx_engine *engine, const mcp_call *call)
 #define CLOSE_WAIT_S 10.0
 #define CLOSE_RETRY_S 0.5
 
-static json_t *close_session(rbx_engine *engine, const mcp_call *call)
+static json_t *close_session(rbx_engine *engine, mcp_output *output, const mcp_call *call)
 {
     const char *id = text_argument(call, "session_id");
     rbx_error err = {0};
@@ -173,12 +203,20 @@ static json_t *close_session(rbx_engine *engine, const mcp_call *call)
         return rpc_result(
             call->id, mcp_tool_error("invalid session id: it must match " RBX_SESSION_ID_PATTERN));
     rbx_status status = RBX_EBUSY;
+    mcp_snapshot *before = mcp_snapshot_take(engine, id);
     for (double waited = 0; status == RBX_EBUSY && waited < CLOSE_WAIT_S; waited += CLOSE_RETRY_S) {
         rbx_session_cancel(engine, id);
         status = rbx_session_remove(engine, id, CLOSE_RETRY_S, &err);
     }
-    if (status != RBX_OK)
+    if (status != RBX_OK) {
+        mcp_snapshot_free(before);
         return engine_failure(call, &err);
+    }
+    /* Its files are gone: subscribers hear of it, and the list changed. */
+    json_decref(mcp_changes_report(engine, output, id, before));
+    mcp_snapshot_free(before);
+    mcp_log(output, call->log_level, MCP_LOG_INFO, "session_closed", json_pack("{s:s}", "session_id", id),
+            "session %s closed: its files are gone", id);
     json_t *structured = json_pack("{s:s, s:b}", "session_id", id, "closed", 1);
     return rpc_result(call->id, tool_result(structured, false));
 }
@@ -191,7 +229,7 @@ json_t *mcp_tool_run(rbx_engine *engine, mcp_output *output, mcp_call *call)
     case MCP_TOOL_LIST_SESSIONS:
         return list_sessions(engine, call);
     case MCP_TOOL_CLOSE_SESSION:
-        return close_session(engine, call);
+        return close_session(engine, output, call);
     }
     return rpc_error(call->id, RPC_INTERNAL_ERROR, "Internal error: unknown tool kind");
 }

@@ -40,6 +40,18 @@ static const tool_spec specs[] = {
      "The JavaScript program to run (any number of lines).",
      "Packages to install before the code runs, as npm package specs, e.g. "
      "[\"lodash\", \"dayjs@1.11.10\"]."},
+    {{"execute_typescript", MCP_TOOL_EXECUTE, "typescript", "code"},
+     "Run TypeScript code",
+     "Run TypeScript with Node.js in an isolated sandbox: its types are stripped, not checked, "
+     "and it then runs as JavaScript does (CommonJS, or an ES module with import, export or "
+     "top-level await). You get back its stdout (output), stderr (error), exit_code and, when it "
+     "failed, a classified error_type (SyntaxError, TimeoutError, MemoryError, ImportError, "
+     "PermissionError, RuntimeError). Syntax that needs a compiler rather than stripping (enum, "
+     "namespace, parameter properties) is a SyntaxError: use a union of literals or an object "
+     "instead. Code with a syntax error does not run at all.",
+     "The TypeScript program to run (any number of lines).",
+     "Packages to install before the code runs, as npm package specs, e.g. "
+     "[\"zod\", \"dayjs@1.11.10\"]."},
     {{"execute_bash", MCP_TOOL_EXECUTE, "bash", "command"},
      "Run a Bash command",
      "Run a Bash script in an isolated sandbox (Debian userland, no root, no sudo) and get back "
@@ -202,7 +214,7 @@ static const struct result_field {
     {"session_id", "string", false,
      "The session it ran in (a fresh one, now deleted, when none "
      "was given)."},
-    {"language", "string", true, "python, javascript or bash."},
+    {"language", "string", true, "python, javascript, typescript or bash."},
     {"image", "string", false, "The root image it ran on (\"host\": the host's own system)."},
     {"image_note", "string", true,
      "Why it ran on the host's own system although no image was asked for (the image store "

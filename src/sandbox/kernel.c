@@ -30,19 +30,6 @@ int rbx_kernel_box_send(rbx_kernel_box *box, const char *data, size_t len)
     return 0;
 }
 
-/* init's only child is the driver: its host pid, from init's children. */
-static pid_t find_program(pid_t init)
-{
-    char path[64], buf[64] = "";
-    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)init, (int)init);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    return n > 0 ? (pid_t)strtol(buf, NULL, 10) : -1;
-}
-
 /* The end of what the driver printed on stderr before it failed (its
  * error comes last), for the message. */
 static void tail_of_stderr(int fd, char *out, size_t size)
@@ -125,7 +112,7 @@ rbx_status rbx_kernel_box_start(const rbx_sandbox_spec *spec, const char *greeti
         /* Read between calls too (to drop what belongs to none): never block. */
         (void)fcntl(box->sandbox.stdout_fd, F_SETFL, O_NONBLOCK);
         (void)fcntl(box->sandbox.stderr_fd, F_SETFL, O_NONBLOCK);
-        box->program = find_program(box->sandbox.pid);
+        box->program = rbx_sandbox_program(&box->sandbox);
         box->program_pidfd = box->program > 0 ? (int)syscall(SYS_pidfd_open, box->program, 0) : -1;
         if (box->program_pidfd < 0)
             status =

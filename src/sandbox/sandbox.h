@@ -24,7 +24,17 @@ typedef struct rbx_sandbox_spec {
     char *const *envp;
     const rbx_root_plan *root;     /* the system paths to show, read-only */
     rbx_root_request root_request; /* the session, binds, and who builds the root */
-    int code_fd;                   /* becomes fd 3 of the program */
+    int code_fd;                   /* becomes fd 3 of the program (unless bare) */
+    /* A program that is not a bootstrap (a process, processes/): it gets
+     * fds 0, 1 and 2 only (code_fd is ignored); a failure before its
+     * execve is still reported, on a descriptor closed by the execve. */
+    bool bare;
+    /* With terminal: fds 0-2 of the program are terminal_fd, the slave of
+     * a pseudo-terminal runbox holds the master of, and its controlling
+     * terminal (the sandbox has no stdout or stderr pipes then). */
+    bool terminal;
+    int terminal_fd;
+    const char *cwd; /* the program's working directory inside; NULL: RBX_SANDBOX_HOME */
     bool with_stdin;               /* else stdin is /dev/null */
     bool stdin_is_code_fd;         /* a kernel that reads its commands on stdin (bash) */
     rbx_net_mode network;
@@ -43,7 +53,7 @@ typedef struct rbx_sandbox {
     pid_t pid; /* the sandbox's init, as the host sees it */
     int pidfd;
     int stdin_fd;             /* our end of the program's stdin, or -1 */
-    int stdout_fd, stderr_fd; /* read ends */
+    int stdout_fd, stderr_fd; /* read ends (-1 with a terminal) */
     int report_fd;            /* the bootstrap's R/S report, or E<message> from setup */
     int status_fd;            /* init writes rbx_exit_report here */
     rbx_net_helper net;       /* the network helper, when the network is on */
@@ -60,6 +70,8 @@ typedef struct rbx_exit_report {
 rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox, rbx_error *err);
 /* Kills every process of the sandbox (killing init ends its PID namespace). */
 void rbx_sandbox_kill(rbx_sandbox *sandbox);
+/* The program's pid as the host sees it (init's only child), or -1. */
+pid_t rbx_sandbox_program(const rbx_sandbox *sandbox);
 /* Reaps init; fills report and returns true when init reported the program's end. */
 bool rbx_sandbox_reap(rbx_sandbox *sandbox, rbx_exit_report *report);
 void rbx_sandbox_close(rbx_sandbox *sandbox);

@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -84,21 +85,26 @@ static int move_fd(int from, int to)
 }
 
 /* The program's descriptors: exactly 0, 1, 2, the code (3) and the report
- * (4), which the bootstrap closes before any of the code runs. */
+ * (4), which the bootstrap closes before any of the code runs. A bare
+ * program has 0, 1 and 2, and the report on 3 until its execve closes it. */
 static int arrange_fds(const child_plan *plan)
 {
-    int src[5] = {plan->stdin_fd, plan->stdout_fd, plan->stderr_fd, plan->spec->code_fd,
-                  plan->report_fd};
+    bool bare = plan->spec->bare;
+    int src[5] = {plan->stdin_fd, plan->stdout_fd, plan->stderr_fd,
+                  bare ? plan->report_fd : plan->spec->code_fd, plan->report_fd};
+    int count = bare ? 4 : 5;
     /* First lift every source above the targets so no dup2 clobbers one. */
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < count; i++) {
         src[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 16);
         if (src[i] < 0)
             return -1;
     }
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < count; i++)
         if (move_fd(src[i], i) != 0)
             return -1;
-    return syscall(SYS_close_range, 5, ~0U, 0) == 0 ? 0 : -1;
+    if (bare && fcntl(3, F_SETFD, FD_CLOEXEC) != 0)
+        return -1;
+    return syscall(SYS_close_range, (unsigned)count, ~0U, 0) == 0 ? 0 : -1;
 }
 
 /* The bounding and ambient sets go first, while CAP_SETPCAP is still held;
@@ -164,9 +170,18 @@ static void enter_program(const child_plan *plan)
     step = "set up file descriptors";
     if (arrange_fds(plan) != 0)
         goto fail;
-    report = 4;
+    report = spec->bare ? 3 : 4;
+    /* A process given a terminal has it as its controlling terminal, as a
+     * login shell expects (job control, ^C). It is the sandbox's own:
+     * TIOCSTI stays refused by the seccomp filter. */
+    step = "take the terminal";
+    if (spec->terminal && ioctl(0, TIOCSCTTY, 0) != 0)
+        goto fail;
     step = "enter the session directory";
     if (chdir(RBX_SANDBOX_HOME) != 0)
+        goto fail;
+    step = "enter the working directory";
+    if (spec->cwd && chdir(spec->cwd) != 0)
         goto fail;
     step = "set resource limits";
     if (set_limits(plan) != 0)
@@ -194,7 +209,7 @@ static void enter_program(const child_plan *plan)
     if (rbx_seccomp_install() != 0)
         goto fail;
     rbx_trace_mark(spec->trace, RBX_PHASE_EXEC);
-    step = "start the interpreter";
+    step = spec->bare ? "start the program" : "start the interpreter";
     execve(spec->interpreter, spec->argv, spec->envp);
 fail:
     report_error(report, step, errno);
@@ -485,6 +500,19 @@ static void close_channels(channels *c)
         close_fd(all[i]);
 }
 
+/* A terminal's slave is the program's stdin, stdout and stderr. */
+static rbx_status open_terminal(channels *c, int terminal_fd, rbx_error *err)
+{
+    if (pipe2(c->sync, O_CLOEXEC) || pipe2(c->report, O_CLOEXEC) || pipe2(c->status, O_CLOEXEC))
+        return rbx_fail(err, RBX_ESYSTEM, "cannot create pipes for the sandbox: %s",
+                        strerror(errno));
+    if ((c->in[0] = fcntl(terminal_fd, F_DUPFD_CLOEXEC, 3)) < 0 ||
+        (c->out[1] = fcntl(terminal_fd, F_DUPFD_CLOEXEC, 3)) < 0 ||
+        (c->err[1] = fcntl(terminal_fd, F_DUPFD_CLOEXEC, 3)) < 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot pass the terminal: %s", strerror(errno));
+    return RBX_OK;
+}
+
 static rbx_status open_channels(channels *c, bool with_stdin, int stdin_from, rbx_error *err)
 {
     if (pipe2(c->sync, O_CLOEXEC) || pipe2(c->out, O_CLOEXEC) || pipe2(c->err, O_CLOEXEC) ||
@@ -689,7 +717,9 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     spec = &own;
     child_plan plan = {.spec = spec};
     rbx_status status =
-        open_channels(&c, spec->with_stdin, spec->stdin_is_code_fd ? spec->code_fd : -1, err);
+        spec->terminal
+            ? open_terminal(&c, spec->terminal_fd, err)
+            : open_channels(&c, spec->with_stdin, spec->stdin_is_code_fd ? spec->code_fd : -1, err);
     if (status == RBX_OK && spec->network == RBX_NET_OUTSIDE && spec->egress &&
         socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, c.egress) != 0)
         status = rbx_fail(err, RBX_ESYSTEM, "cannot create the egress policy's channel: %s",
@@ -746,7 +776,7 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     sandbox->stderr_fd = c.err[0];
     sandbox->report_fd = c.report[0];
     sandbox->status_fd = c.status[0];
-    sandbox->stdin_fd = spec->with_stdin ? c.in[1] : -1;
+    sandbox->stdin_fd = spec->with_stdin && !spec->terminal ? c.in[1] : -1;
     c.out[0] = c.err[0] = c.report[0] = c.status[0] = c.in[1] = -1;
 out:
     rbx_template_close_dirs(&own.root_request); /* the child has its own copies */
@@ -757,6 +787,18 @@ out:
     }
     close_channels(&c);
     return status;
+}
+
+pid_t rbx_sandbox_program(const rbx_sandbox *sandbox)
+{
+    char path[64], buf[64] = "";
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)sandbox->pid, (int)sandbox->pid);
+    int fd = sandbox->pid > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    return n > 0 ? (pid_t)strtol(buf, NULL, 10) : -1;
 }
 
 void rbx_sandbox_kill(rbx_sandbox *sandbox)

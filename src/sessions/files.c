@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #define PATH_MAX_LEN 1024
@@ -58,7 +59,7 @@ rbx_status rbx_file_path_check(const char *path, rbx_error *err)
     return RBX_OK;
 }
 
-static rbx_status refused(const char *path, rbx_error *err)
+rbx_status rbx_files_refused(const char *path, rbx_error *err)
 {
     if (errno == ENOENT)
         return rbx_fail(err, RBX_ENOENT, "no file %.200s in the session", path);
@@ -127,10 +128,55 @@ int rbx_files_open_parent(rbx_engine *engine, int work, const char *path, bool c
     return rbx_open_beneath(work, dir, O_RDONLY | O_DIRECTORY, 0);
 }
 
+/* E2B's metadata, kept as its envd keeps it: user.e2b.<key>. */
+static rbx_status meta_check(const char *const *keys, const char *const *values, size_t count,
+                             rbx_error *err)
+{
+    if (count > RBX_FILE_META_MAX)
+        return rbx_fail(err, RBX_EINVAL, "at most %d metadata pairs per file", RBX_FILE_META_MAX);
+    for (size_t i = 0; i < count; i++) {
+        size_t n = strlen(keys[i]);
+        if (n == 0 || n > RBX_FILE_META_KEY_MAX ||
+            strspn(keys[i], "abcdefghijklmnopqrstuvwxyz0123456789!#$%&'*+-.^_`|~") != n)
+            return rbx_fail(err, RBX_EINVAL,
+                            "metadata key '%.140s' must be 1 to %d lowercase token characters",
+                            keys[i], RBX_FILE_META_KEY_MAX);
+        size_t v = strlen(values[i]);
+        if (v > RBX_FILE_META_VALUE_MAX)
+            return rbx_fail(err, RBX_EINVAL, "metadata value of '%s' is longer than %d bytes",
+                            keys[i], RBX_FILE_META_VALUE_MAX);
+        for (size_t j = 0; j < v; j++)
+            if ((unsigned char)values[i][j] < 0x20 || (unsigned char)values[i][j] > 0x7e)
+                return rbx_fail(err, RBX_EINVAL,
+                                "metadata value of '%s' must be printable ASCII", keys[i]);
+    }
+    return RBX_OK;
+}
+
+static int meta_set(int fd, const char *const *keys, const char *const *values, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        char name[RBX_FILE_META_KEY_MAX + 16];
+        snprintf(name, sizeof name, "user.e2b.%s", keys[i]);
+        if (fsetxattr(fd, name, values[i], strlen(values[i]), 0) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 rbx_status rbx_file_put(rbx_engine *engine, const char *session_id, const char *path,
                         const void *data, size_t len, rbx_error *err)
 {
+    return rbx_file_put_meta(engine, session_id, path, data, len, NULL, NULL, 0, err);
+}
+
+rbx_status rbx_file_put_meta(rbx_engine *engine, const char *session_id, const char *path,
+                             const void *data, size_t len, const char *const *keys,
+                             const char *const *values, size_t meta_count, rbx_error *err)
+{
     rbx_status status = rbx_file_path_check(path, err);
+    if (status == RBX_OK)
+        status = meta_check(keys, values, meta_count, err);
     int work = -1;
     if (status != RBX_OK || (status = rbx_session_work_fd(engine, session_id, &work, err)))
         return status;
@@ -138,18 +184,18 @@ rbx_status rbx_file_put(rbx_engine *engine, const char *session_id, const char *
     int dir = rbx_files_open_parent(engine, work, path, true, &name);
     close(work);
     if (dir < 0)
-        return refused(path, err);
+        return rbx_files_refused(path, err);
     /* Written beside the target and renamed over it: a reader never sees
      * half a file, and a link at the target is replaced, not followed. */
     char temp[64];
     unsigned char rnd[8];
     if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
         memset(rnd, 0x5a, sizeof rnd);
-    snprintf(temp, sizeof temp, ".rbx-upload-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
-             rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+    snprintf(temp, sizeof temp, RBX_FILES_UPLOAD_PREFIX "%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0],
+             rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
     int fd = openat(dir, temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
-        status = refused(path, err);
+        status = rbx_files_refused(path, err);
         close(dir);
         return status;
     }
@@ -166,20 +212,28 @@ rbx_status rbx_file_put(rbx_engine *engine, const char *session_id, const char *
     }
     if (left == 0 && engine->is_root)
         (void)fchown(fd, RBX_HOST_UID_BASE + RBX_SANDBOX_UID, RBX_HOST_UID_BASE + RBX_SANDBOX_UID);
+    if (left == 0 && meta_set(fd, keys, values, meta_count) != 0) {
+        status = rbx_fail(err, RBX_ESYSTEM, "cannot keep the metadata of %.200s: %s", path,
+                          strerror(errno));
+        close(fd);
+        unlinkat(dir, temp, 0);
+        close(dir);
+        return status;
+    }
     bool ok = left == 0 && close(fd) == 0;
     if (!ok || renameat(dir, temp, dir, name) != 0) {
-        status = refused(path, err);
+        status = rbx_files_refused(path, err);
         unlinkat(dir, temp, 0);
     }
     close(dir);
     return status;
 }
 
-rbx_status rbx_file_get(rbx_engine *engine, const char *session_id, const char *path, size_t max,
-                        char **data, size_t *len, rbx_error *err)
+rbx_status rbx_file_open_read(rbx_engine *engine, const char *session_id, const char *path,
+                              uint64_t max, int *fd_out, uint64_t *size, rbx_error *err)
 {
-    *data = NULL;
-    *len = 0;
+    *fd_out = -1;
+    *size = 0;
     rbx_status status = rbx_file_path_check(path, err);
     int work = -1;
     if (status != RBX_OK || (status = rbx_session_work_fd(engine, session_id, &work, err)))
@@ -189,7 +243,7 @@ rbx_status rbx_file_get(rbx_engine *engine, const char *session_id, const char *
     int fd = rbx_open_beneath(work, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0);
     close(work);
     if (fd < 0)
-        return refused(path, err);
+        return rbx_files_refused(path, err);
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
@@ -198,13 +252,28 @@ rbx_status rbx_file_get(rbx_engine *engine, const char *session_id, const char *
     }
     if ((uint64_t)st.st_size > max) {
         close(fd);
-        return rbx_fail(err, RBX_EINVAL, "%.200s is %lld bytes, more than the limit of %zu", path,
-                        (long long)st.st_size, max);
+        return rbx_fail(err, RBX_EINVAL, "%.200s is %lld bytes, more than the limit of %llu", path,
+                        (long long)st.st_size, (unsigned long long)max);
     }
-    char *buf = malloc((size_t)st.st_size + 1);
+    *fd_out = fd;
+    *size = (uint64_t)st.st_size;
+    return RBX_OK;
+}
+
+rbx_status rbx_file_get(rbx_engine *engine, const char *session_id, const char *path, size_t max,
+                        char **data, size_t *len, rbx_error *err)
+{
+    *data = NULL;
+    *len = 0;
+    int fd;
+    uint64_t size;
+    rbx_status status = rbx_file_open_read(engine, session_id, path, max, &fd, &size, err);
+    if (status != RBX_OK)
+        return status;
+    char *buf = malloc((size_t)size + 1);
     size_t got = 0;
-    while (buf && got < (size_t)st.st_size) {
-        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+    while (buf && got < (size_t)size) {
+        ssize_t n = read(fd, buf + got, (size_t)size - got);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -231,12 +300,12 @@ rbx_status rbx_file_delete(rbx_engine *engine, const char *session_id, const cha
     int dir = rbx_files_open_parent(engine, work, path, false, &name);
     close(work);
     if (dir < 0)
-        return refused(path, err);
+        return rbx_files_refused(path, err);
     struct stat st;
     if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-        status = refused(path, err);
+        status = rbx_files_refused(path, err);
     else if (rbx_remove_tree(dir, name) != 0)
-        status = refused(path, err);
+        status = rbx_files_refused(path, err);
     close(dir);
     return status;
 }

@@ -16,4 +16,17 @@ int rbx_files_open_parent(rbx_engine *engine, int work, const char *path, bool c
  * ".", empty or control-character components, bounded length and depth). */
 rbx_status rbx_file_path_check(const char *path, rbx_error *err);
 
+/* files.c: the engine's error for errno after a path was refused or not
+ * found (ENOENT, a link or a way out, a socket, a full disk...). */
+rbx_status rbx_files_refused(const char *path, rbx_error *err);
+
+/* file_tree.c: fills e from name in dir ("" for dir itself), never
+ * following it; rel is its session path. -1 with errno. */
+int rbx_files_fill_entry(bool is_root, int dir, const char *name, const char *rel,
+                         rbx_file_entry *e);
+
+/* The names of rbx_file_put's temporaries (renamed over the file once
+ * written), which watches leave out. */
+#define RBX_FILES_UPLOAD_PREFIX ".rbx-upload-"
+
 #endif

@@ -280,17 +280,29 @@ rbx_status rbx_session_remove(rbx_engine *engine, const char *id, double wait_s,
     rbx_status status = lock_session(engine, id, wait_s, false, -1, &dir, &lock, err);
     if (status != RBX_OK)
         return status;
-    /* Its kernels go first (they have its directory as their home); one
-     * that another runbox process holds is that process's to stop. */
+    /* Its kernels and processes go first (they have its directory as
+     * their home); one that another runbox process holds is that
+     * process's to stop. */
     stop_holders(engine, id, NULL);
+    if (engine->session_holders.stop_processes)
+        engine->session_holders.stop_processes(engine, id);
     int owner = foreign_holder(engine, dir);
-    if (owner)
+    int processes_lock = -1;
+    if (!owner && engine->session_holders.keep_out_processes &&
+        !engine->session_holders.keep_out_processes(dir, &processes_lock))
+        status = rbx_fail(err, RBX_EBUSY,
+                          "session %s has processes in another runbox process: remove it "
+                          "through that process",
+                          id);
+    else if (owner)
         status = rbx_fail(err, RBX_EBUSY,
                           "session %s has a kernel in another runbox process (pid %d): remove it "
                           "through that process",
                           id, owner);
     else
         status = discard_locked(engine, id, err);
+    if (processes_lock >= 0)
+        close(processes_lock);
     close(lock);
     close(dir);
     return status;

@@ -16,7 +16,7 @@ RUNBOX = os.environ.get("RUNBOX_BIN", os.path.join(ROOT, "build", "runbox"))
 
 import runbox  # noqa: E402
 from runbox import (Client, Session, execute_bash, execute_javascript,  # noqa: E402
-                    execute_python)
+                    execute_python, execute_typescript)
 
 
 def free_port():
@@ -107,6 +107,30 @@ def test_the_four_examples(transport):
     result = execute_bash(command="ls -la /tmp", timeout=10, session_id=session)
     assert result["success"] and result["exit_code"] == 0
     assert "total" in result["output"]
+
+
+@pytest.mark.skipif(not os.environ.get("RUNBOX_TEST_ON_IMAGE"),
+                    reason="TypeScript needs the default image's Node.js (the host's is 20)")
+def test_typescript_through_both_transports(transport, monkeypatch, tmp_path):
+    # The image store the suite runs on, for a server and the local executable alike.
+    monkeypatch.setenv("RUNBOX_IMAGES", os.environ["RUNBOX_TEST_ON_IMAGE"])
+    server = Server(str(tmp_path / "on-image")) if transport == "http" else None
+    fixture_url = os.environ.get("RUNBOX_URL")
+    if server:
+        monkeypatch.setenv("RUNBOX_URL", server.url)
+    try:
+        result = execute_typescript(code="const n: number = 41;\nconsole.log(n + 1)", timeout=30)
+        assert result["success"], result["error"]
+        assert result["output"] == "42\n" and result["language"] == "typescript"
+        with Session(stateful=True) as session:
+            session.typescript("const base: number = 40")
+            assert session.typescript("base + 2")["results"][0]["data"]["text/plain"] == "42"
+    finally:
+        if server:
+            monkeypatch.setenv("RUNBOX_URL", fixture_url)  # the fixture's, which it cleans
+            server.stop()
+            subprocess.run([RUNBOX, "--state-dir", str(tmp_path / "on-image"), "storage",
+                            "unmount"], capture_output=True)
 
 
 def _ensure(session_id):

@@ -77,3 +77,7 @@ def sandbox(request, start_e2b, monkeypatch):
 @pytest.fixture
 def e2b_server(start_e2b):
     return start_e2b()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "serial: the case looks at the whole host (its processes)")

@@ -123,8 +123,9 @@ def test_the_token_is_required_and_taken_from_e2bs_headers(start_e2b, monkeypatc
     assert status == 401 and b"X-Access-Token" in body
     assert server.e2b_request("GET", "/health")[0] == 200  # open, like /healthz
     # A Sandbox that has the token sends it: X-Access-Token on executions, the traffic
-    # token on contexts.
-    sandbox = Sandbox(sandbox_id="runbox", sandbox_domain=None, envd_version="0.2.0",
+    # token on contexts. (Its id is debug mode's: an id the control plane never made is
+    # a sandbox that was not found, test_e2b_sandboxes.py.)
+    sandbox = Sandbox(sandbox_id="debug_sandbox_id", sandbox_domain=None, envd_version="0.2.0",
                       envd_access_token="s3cret-e2b", traffic_access_token="s3cret-e2b",
                       connection_config=ConnectionConfig(debug=True))
     assert sandbox.run_code("6 * 7").text == "42"

@@ -3,6 +3,7 @@
 the SDK finds the server (the `sandbox` fixture: E2B_SANDBOX_URL, and debug mode)."""
 import base64
 import json
+import os
 import threading
 import time
 
@@ -109,9 +110,22 @@ def test_javascript_top_level_await_and_state(sandbox):
     assert execution.error is None, execution.error
     assert execution.text == "42"
     assert sandbox.run_code("answer * 2", language="js").text == "82"
+
+
+@pytest.mark.skipif(not os.environ.get("RUNBOX_TEST_ON_IMAGE"),
+                    reason="TypeScript needs the default image's Node.js (the host's is 20)")
+def test_typescript_types_are_stripped_and_state_kept(sandbox):
     context = sandbox.create_code_context(language="typescript")
-    assert context.language == "javascript"
+    assert context.language == "typescript"
     assert sandbox.run_code("typeof answer", context=context).text == "undefined"
+    execution = sandbox.run_code("const n: number = 41;\nn + 1", language="ts")
+    assert execution.error is None, execution.error
+    assert execution.text == "42"
+    typed = sandbox.run_code("const twice = (x: number): number => x * 2;\ntwice(n)",
+                             language="typescript")
+    assert typed.text == "82", typed
+    enum = sandbox.run_code("enum Color { Red }", language="typescript")
+    assert enum.error is not None and enum.error.name == "SyntaxError", enum
 
 
 def test_bash_keeps_its_working_directory(sandbox):

@@ -24,6 +24,7 @@ max_len() {
     http_execute | mcp_jsonrpc | mcp_arguments | capture | json_text | kernel_wire) echo 65536 ;;
     policy_file | classify) echo 16384 ;;
     http_route | session_path | cli_values) echo 4096 ;;
+    e2b_envd_path) echo 8192 ;; # past E2B_PATH_MAX, which it refuses
     deps_spec) echo 512 ;;
     *) echo 4096 ;;
     esac

@@ -49,13 +49,16 @@ describe('runbox mcp with the SDK client', { timeout: 180000 }, () => {
   it('initializes with the newest protocol, server info and instructions', () => {
     assert.equal(client.getServerVersion().name, 'runbox');
     assert.match(client.getServerVersion().version, /^\d+\.\d+\.\d+$/);
-    assert.deepEqual(client.getServerCapabilities(), { tools: { listChanged: false } });
+    assert.deepEqual(client.getServerCapabilities(), {
+      tools: { listChanged: false }, resources: { subscribe: true, listChanged: true }, logging: {}, completions: {},
+    });
     assert.match(client.getInstructions(), /session_id/);
   });
 
-  it('lists the five tools with strict input schemas, output schemas and annotations', () => {
+  it('lists the six tools with strict input schemas, output schemas and annotations', () => {
     assert.deepEqual(tools.map((t) => t.name).sort(),
-      ['close_session', 'execute_bash', 'execute_javascript', 'execute_python', 'list_sessions']);
+      ['close_session', 'execute_bash', 'execute_javascript', 'execute_python', 'execute_typescript',
+        'list_sessions']);
     for (const tool of tools) {
       assert.equal(tool.inputSchema.$schema, 'https://json-schema.org/draft/2020-12/schema', tool.name);
       assert.equal(tool.inputSchema.additionalProperties, false, tool.name);
@@ -93,6 +96,16 @@ describe('runbox mcp with the SDK client', { timeout: 180000 }, () => {
     assert.equal(structured(bash).output, '42\n');
     assert.equal(structured(bash).error, 'oops\n');
     assert.equal(structured(bash).success, true);
+  });
+
+  // TypeScript needs the default image's Node.js (type stripping); the host's is 20.
+  it('runs TypeScript with its types stripped', { skip: !process.env.RUNBOX_IMAGES && 'no image' }, async () => {
+    const ts = structured(await call('execute_typescript', { code: 'const n: number = 41;\nconsole.log(n + 1)' }));
+    assert.equal(ts.output, '42\n');
+    assert.equal(ts.language, 'typescript');
+    const refused = await call('execute_typescript', { code: 'enum E { A }' });
+    assert.equal(refused.isError, true);
+    assert.equal(structured(refused).error_type, 'SyntaxError');
   });
 
   it('returns a failing program as isError with its classified error', async () => {

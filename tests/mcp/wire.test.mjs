@@ -46,7 +46,7 @@ describe('before initialize', () => {
     // Newer clients probe server/discover first and fall back on -32601.
     assert.equal((await server.request(3, 'server/discover')).error.code, -32601);
     assert.equal((await server.initialize()).result.protocolVersion, '2025-11-25');
-    assert.equal((await server.request(4, 'tools/list')).result.tools.length, 5);
+    assert.equal((await server.request(4, 'tools/list')).result.tools.length, 6);
     await server.close();
   });
 });
@@ -113,7 +113,7 @@ describe('malformed traffic', () => {
   });
 
   it('answers unknown methods with -32601 and bogus params with -32602', async () => {
-    assert.equal((await server.request(10, 'resources/list')).error.code, -32601);
+    assert.equal((await server.request(10, 'prompts/list')).error.code, -32601);
     assert.equal((await server.request(11, 'ping', [1, 2])).error.code, -32602);
     assert.deepEqual((await server.request(16, 'ping', null)).result, {}, 'null params count as none');
     assert.equal((await server.request(12, 'tools/call', { name: 'execute_bash', arguments: 'echo' })).error.code, -32602);

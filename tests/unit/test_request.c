@@ -127,7 +127,7 @@ static void unknown_language_is_rejected_listing_accepted_languages(void **state
     }
     rbx_request request = python_request();
     request.language = "ruby";
-    assert_rejected(&request, "'ruby'", "py, python3, js, node, nodejs, sh, shell");
+    assert_rejected(&request, "'ruby'", "py, python3, js, node, nodejs, ts, tsx, sh, shell");
 }
 
 static void missing_language_is_rejected_listing_accepted_languages(void **state)

@@ -6,27 +6,28 @@
 
 #include <strings.h>
 
-static const char *const canonical_names[] = {"python", "javascript", "bash"};
+static const char *const canonical_names[] = {"python", "javascript", "bash", "typescript"};
+#define LANGUAGES (sizeof canonical_names / sizeof *canonical_names)
 
-static void table_has_python_javascript_and_bash(void **state)
+static void table_has_python_javascript_bash_and_typescript(void **state)
 {
     (void)state;
-    assert_int_equal(rbx_runtime_count(), 3);
-    for (size_t i = 0; i < 3; i++)
+    assert_int_equal(rbx_runtime_count(), LANGUAGES);
+    for (size_t i = 0; i < LANGUAGES; i++)
         assert_string_equal(rbx_runtime_name(i), canonical_names[i]);
 }
 
 static void runtime_name_out_of_range_is_null(void **state)
 {
     (void)state;
-    assert_null(rbx_runtime_name(3));
+    assert_null(rbx_runtime_name(LANGUAGES));
     assert_null(rbx_runtime_name((size_t)-1));
 }
 
 static void canonical_names_resolve_to_themselves(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < 3; i++)
+    for (size_t i = 0; i < LANGUAGES; i++)
         assert_string_equal(rbx_runtime_canonical(canonical_names[i]), canonical_names[i]);
 }
 
@@ -37,6 +38,7 @@ static void aliases_resolve_to_canonical_names(void **state)
         const char *alias, *canonical;
     } cases[] = {
         {"py", "python"},         {"python3", "python"},     {"js", "javascript"},
+        {"ts", "typescript"},     {"tsx", "typescript"},
         {"node", "javascript"},   {"nodejs", "javascript"},  {"sh", "bash"},
         {"shell", "bash"},
     };
@@ -101,7 +103,7 @@ static void each_interpreter_is_an_absolute_path(void **state)
 static void each_runtime_is_complete(void **state)
 {
     (void)state;
-    static const char *const extensions[] = {".py", ".js", ".sh"};
+    static const char *const extensions[] = {".py", ".js", ".sh", ".ts"};
     for (size_t i = 0; i < rbx_runtime_count(); i++) {
         const rbx_runtime *runtime = rbx_runtime_find(rbx_runtime_name(i));
         assert_string_equal(runtime->name, canonical_names[i]);
@@ -132,7 +134,7 @@ static void aliases_belong_to_one_runtime_only(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(table_has_python_javascript_and_bash),
+        cmocka_unit_test(table_has_python_javascript_bash_and_typescript),
         cmocka_unit_test(runtime_name_out_of_range_is_null),
         cmocka_unit_test(canonical_names_resolve_to_themselves),
         cmocka_unit_test(aliases_resolve_to_canonical_names),

@@ -202,3 +202,17 @@ test('a stateful one-off run keeps its session, so the next run finds its variab
 test('the page itself broke no rule (no script error, no CSP refusal)', () => {
   assert.deepEqual(errors, []);
 });
+
+test('TypeScript runs from the page: its types stripped, an enum refused before it runs', async () => {
+  await page.locator('#language').selectOption('typescript');
+  await setCode(page, 'const n: number = 41;\nconsole.log(n + 1);\n');
+  await page.locator('#run').click();
+  await page.locator('#result .status-ok').waitFor({ timeout: 15000 });
+  assert.equal(await page.locator('#stdout').textContent(), '42\n');
+  await setCode(page, 'enum Color { Red }\nconsole.log("ran");\n');
+  await page.locator('#run').click();
+  await page.locator('#result .status-failed').waitFor({ timeout: 15000 });
+  assert.equal(await page.locator('#result .error-type').textContent(), 'SyntaxError');
+  assert.equal(await page.locator('#stdout').textContent(), '');
+  await page.locator('#language').selectOption('python');
+});

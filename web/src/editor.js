@@ -13,11 +13,13 @@ import { shell } from '@codemirror/legacy-modes/mode/shell';
 export const EXAMPLES = {
   python: 'import sys, time\n\nfor i in range(3):\n    print("line", i, flush=True)\n    time.sleep(0.5)\nprint("a note on stderr", file=sys.stderr)\n',
   javascript: 'let i = 0;\nconst timer = setInterval(() => {\n  console.log("line", i++);\n  if (i === 3) {\n    clearInterval(timer);\n    console.error("a note on stderr");\n  }\n}, 500);\n',
+  typescript: 'type Point = { x: number; y: number };\n\nconst points: Point[] = [{ x: 1, y: 2 }, { x: 3, y: 4 }];\nconst total = (ps: Point[]): number => ps.reduce((sum, p) => sum + p.x * p.y, 0);\nconsole.log("total", total(points));\n',
   bash: 'for i in 1 2 3; do\n  echo "line $i"\n  sleep 0.5\ndone\necho "a note on stderr" >&2\n',
 };
 
 function highlighting(language) {
   if (language === 'javascript') return javascript();
+  if (language === 'typescript') return javascript({ typescript: true });
   if (language === 'bash') return StreamLanguage.define(shell);
   return python();
 }

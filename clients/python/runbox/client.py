@@ -84,6 +84,15 @@ class Client:
         return self.execute("javascript", code, timeout=timeout, session_id=session_id,
                             requirements=requirements, egress_allow=egress_allow, **options)
 
+    def execute_typescript(self, code: str, timeout: Optional[float] = None,
+                           session_id: Optional[str] = None,
+                           requirements: Optional[Sequence[str]] = None,
+                           egress_allow: Optional[Sequence[str]] = None,
+                           **options: Any) -> Result:
+        """TypeScript: its types stripped (not checked), then run as JavaScript is."""
+        return self.execute("typescript", code, timeout=timeout, session_id=session_id,
+                            requirements=requirements, egress_allow=egress_allow, **options)
+
     def execute_bash(self, command: str, timeout: Optional[float] = None,
                      session_id: Optional[str] = None,
                      egress_allow: Optional[Sequence[str]] = None, **options: Any) -> Result:
@@ -181,6 +190,10 @@ class Session:
     def javascript(self, code: str, **options: Any) -> Result:
         options.setdefault("stateful", self.stateful)
         return self.client.execute("javascript", code, session_id=self.id, **options)
+
+    def typescript(self, code: str, **options: Any) -> Result:
+        options.setdefault("stateful", self.stateful)
+        return self.client.execute("typescript", code, session_id=self.id, **options)
 
     def bash(self, command: str, **options: Any) -> Result:
         options.setdefault("stateful", self.stateful)

@@ -1,0 +1,1085 @@
+/* Processes (see processes.h): the registry, each process's life on its
+ * own thread, and what callers do to a running one (input, signals, the
+ * terminal's size, watching its events). */
+#include "processes/processes.h"
+#include "base/error.h"
+#include "egress/policy.h"
+#include "engine/engine.h"
+#include "execution/given.h"
+#include "images/roots.h"
+#include "runbox.h"
+#include "sandbox/mount.h"
+#include "sandbox/net.h"
+#include "sandbox/sandbox.h"
+#include "sessions/session.h"
+#include "sessions/storage.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+/* Processes of one engine over all sessions. */
+#define ENGINE_PROCESSES_MAX 512
+/* How long the program may take to reach its execve. */
+#define START_WAIT_MS 30000
+/* How long input may wait for a program that does not read it. */
+#define WRITE_WAIT_MS 5000
+/* Watchers of one process at once (Connect streams). */
+#define WATCHERS_MAX 16
+/* Arguments and environment of one process together. */
+#define ARGS_BYTES_MAX (256 * 1024)
+#define READ_CHUNK (64 * 1024)
+#define LOCK_NAME "processes.lock"
+/* How long a starting process waits for a removal of its session to end. */
+#define LOCK_WAIT_MS 2000
+/* How long SIGKILL waits for the process's end (its sandbox's teardown). */
+#define KILL_WAIT_S 5
+
+typedef struct watcher {
+    uint64_t id;
+    rbx_process_fn fn;
+    void *user;
+    struct watcher *next;
+} watcher;
+
+typedef enum life { STARTING, RUNNING, ENDED } life;
+
+struct rbx_process {
+    rbx_engine *engine;
+    atomic_int refs;
+    uint32_t pid;
+    char session_id[RBX_SESSION_ID_MAX + 1];
+    rbx_process_info info; /* what List shows: copies of the request */
+    bool terminal;
+    bool stdin_open;
+
+    pthread_mutex_t lock; /* life, watchers, the end */
+    pthread_cond_t changed;
+    life life;
+    rbx_status start_status;
+    rbx_error start_err;
+    watcher *watchers;
+    uint64_t next_watch;
+    size_t watcher_count;
+    bool kill_asked;     /* SIGKILL asked for, or its session goes */
+    const char *why_end; /* runbox's word on an end it caused */
+
+    /* Input: one writer at a time; the descriptors live until the end, and
+     * are closed by the process's thread under this lock. */
+    pthread_mutex_t write_lock;
+    int input_fd; /* stdin's socket, or the terminal's master; -1 */
+
+    /* The sandbox and what it was made from (the process's thread's). */
+    rbx_root *root;
+    rbx_sandbox sandbox;
+    int master; /* the terminal's master, or -1 */
+    int slave;  /* its slave until the sandbox has it, or -1 */
+    int program_pidfd;
+    int lock_fd; /* the shared flock on processes.lock */
+    rbx_scratch scratch;
+    rbx_egress_plan egress;
+    bool network;
+    char **envp;
+    char **exec_argv;
+    char *cwd_inside;
+    char work_path[4400];
+    rbx_sandbox_spec spec;
+    rbx_cgroup_limits limits;
+    struct rbx_process *next; /* the registry's list */
+};
+
+struct rbx_processes {
+    pthread_mutex_t lock;
+    pthread_cond_t changed; /* a process left the registry, or a thread ended */
+    rbx_process *list;
+    size_t count;
+    size_t threads; /* processes' threads still running */
+    uint32_t next_pid;
+};
+
+rbx_processes *rbx_processes_new(void)
+{
+    rbx_processes *processes = calloc(1, sizeof *processes);
+    if (processes) {
+        pthread_mutex_init(&processes->lock, NULL);
+        pthread_cond_init(&processes->changed, NULL);
+        processes->next_pid = 1;
+    }
+    return processes;
+}
+
+void rbx_process_request_init(rbx_process_request *request)
+{
+    memset(request, 0, sizeof *request);
+    request->network = -1;
+}
+
+/* --- a process's memory ------------------------------------------------------------------ */
+
+static void free_strings(char **list)
+{
+    for (char **s = list; s && *s; s++)
+        free(*s);
+    free(list);
+}
+
+static char **copy_strings(const char *const *list, size_t count)
+{
+    char **copy = calloc(count + 1, sizeof *copy);
+    for (size_t i = 0; copy && i < count; i++)
+        if (!(copy[i] = strdup(list[i]))) {
+            free_strings(copy);
+            return NULL;
+        }
+    return copy;
+}
+
+static void info_clear(rbx_process_info *info)
+{
+    free_strings(info->argv);
+    free_strings(info->env);
+    free(info->cwd);
+    free(info->tag);
+    memset(info, 0, sizeof *info);
+}
+
+static bool info_copy(rbx_process_info *to, const rbx_process_info *from)
+{
+    *to = (rbx_process_info){.pid = from->pid, .terminal = from->terminal};
+    size_t argc = 0, envc = 0;
+    while (from->argv && from->argv[argc])
+        argc++;
+    while (from->env && from->env[envc])
+        envc++;
+    to->argv = copy_strings((const char *const *)from->argv, argc);
+    to->env = copy_strings((const char *const *)from->env, envc);
+    to->cwd = from->cwd ? strdup(from->cwd) : NULL;
+    to->tag = from->tag ? strdup(from->tag) : NULL;
+    if (to->argv && to->env && (!from->cwd || to->cwd) && (!from->tag || to->tag))
+        return true;
+    info_clear(to);
+    return false;
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+static void process_unref(rbx_process *p)
+{
+    if (atomic_fetch_sub(&p->refs, 1) != 1)
+        return;
+    for (watcher *w = p->watchers; w;) {
+        watcher *next = w->next;
+        free(w);
+        w = next;
+    }
+    info_clear(&p->info);
+    free_strings(p->envp);
+    free_strings(p->exec_argv);
+    free(p->cwd_inside);
+    close_fd(&p->master);
+    close_fd(&p->slave);
+    close_fd(&p->input_fd);
+    close_fd(&p->program_pidfd);
+    close_fd(&p->lock_fd);
+    pthread_mutex_destroy(&p->lock);
+    pthread_mutex_destroy(&p->write_lock);
+    pthread_cond_destroy(&p->changed);
+    free(p);
+}
+
+void rbx_process_free(rbx_process *process)
+{
+    if (process)
+        process_unref(process);
+}
+
+uint32_t rbx_process_pid(const rbx_process *process)
+{
+    return process->pid;
+}
+
+/* --- checking a request ------------------------------------------------------------------- */
+
+static bool env_entry_valid(const char *entry)
+{
+    const char *eq = strchr(entry, '=');
+    if (!eq || eq == entry)
+        return false;
+    for (const char *c = entry; c < eq; c++)
+        if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || *c == '_' ||
+              (c > entry && *c >= '0' && *c <= '9')))
+            return false;
+    return true;
+}
+
+static rbx_status check_request(const rbx_engine *engine, const rbx_process_request *r,
+                                rbx_error *err)
+{
+    if (!rbx_session_id_valid(r->session_id))
+        return rbx_fail(err, RBX_EINVAL,
+                        "invalid session id: it must match " RBX_SESSION_ID_PATTERN);
+    if (!r->argv || r->argc == 0 || !r->argv[0] || !r->argv[0][0])
+        return rbx_fail(err, RBX_EINVAL, "a process needs a program to run");
+    if (r->argc > RBX_PROCESS_ARGS_MAX)
+        return rbx_fail(err, RBX_EINVAL, "a process takes at most %d arguments",
+                        RBX_PROCESS_ARGS_MAX);
+    size_t bytes = 0;
+    for (size_t i = 0; i < r->argc; i++)
+        bytes += r->argv[i] ? strlen(r->argv[i]) + 1 : ARGS_BYTES_MAX;
+    for (size_t i = 0; i < r->env_count; i++) {
+        if (!r->env[i] || !env_entry_valid(r->env[i]))
+            return rbx_fail(err, RBX_EINVAL,
+                            "environment variables are NAME=VALUE, NAME of letters, digits and "
+                            "'_' not starting with a digit");
+        bytes += strlen(r->env[i]) + 1;
+    }
+    if (bytes > ARGS_BYTES_MAX)
+        return rbx_fail(err, RBX_EINVAL,
+                        "a process's arguments and environment take at most %d KiB",
+                        ARGS_BYTES_MAX / 1024);
+    if (r->cwd && (r->cwd[0] != '/' || strlen(r->cwd) > RBX_KERNEL_CWD_MAX))
+        return rbx_fail(err, RBX_EINVAL,
+                        "a process's working directory is an absolute path inside the sandbox "
+                        "of at most %d bytes",
+                        RBX_KERNEL_CWD_MAX);
+    bool terminal = r->cols || r->rows;
+    if (terminal && (r->cols < 1 || r->rows < 1 || r->cols > RBX_PROCESS_TERMINAL_MAX ||
+                     r->rows > RBX_PROCESS_TERMINAL_MAX))
+        return rbx_fail(err, RBX_EINVAL, "a terminal has 1 to %d columns and rows",
+                        RBX_PROCESS_TERMINAL_MAX);
+    if (r->tag && strlen(r->tag) > 256)
+        return rbx_fail(err, RBX_EINVAL, "a process's tag has at most 256 bytes");
+    if (r->memory_mb > engine->config.max_memory_mb)
+        return rbx_fail(err, RBX_EINVAL, "memory_mb is at most %u", engine->config.max_memory_mb);
+    if (r->cpus < 0 || r->cpus > engine->config.max_cpus)
+        return rbx_fail(err, RBX_EINVAL, "cpus is at most %g", engine->config.max_cpus);
+    return RBX_OK;
+}
+
+/* The request's settings as an execution's, for what executions are given. */
+static rbx_request as_execution(const rbx_process_request *r)
+{
+    rbx_request q = {.cancel_fd = -1};
+    q.session_id = r->session_id;
+    q.env = r->env;
+    q.env_count = r->env_count;
+    q.network = r->network;
+    q.memory_mb = r->memory_mb;
+    q.cpus = r->cpus;
+    q.egress_allow = r->egress_allow;
+    q.egress_allow_count = r->egress_allow_count;
+    q.image = r->image;
+    return q;
+}
+
+/* --- the session ---------------------------------------------------------------------------- */
+
+/* Holds the session for the process (see processes.h): the shared flock,
+ * then a check that the directory it was taken in is still the session's
+ * (a removal renames it away). */
+static rbx_status hold_session(rbx_engine *engine, rbx_process *p, rbx_error *err)
+{
+    const char *id = p->session_id;
+    int dir = openat(engine->sessions_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir < 0)
+        return errno == ENOENT
+                   ? rbx_fail(err, RBX_ENOENT, "no session %s", id)
+                   : rbx_fail(err, RBX_ESYSTEM, "cannot open session %s: %s", id, strerror(errno));
+    p->lock_fd = openat(dir, LOCK_NAME, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    rbx_status status = RBX_OK;
+    if (p->lock_fd < 0)
+        status = rbx_fail(err, RBX_ESYSTEM, "cannot open %s of session %s: %s", LOCK_NAME, id,
+                          strerror(errno));
+    int64_t give_up = rbx_now_ms() + LOCK_WAIT_MS;
+    while (status == RBX_OK && flock(p->lock_fd, LOCK_SH | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK || rbx_now_ms() >= give_up)
+            status = rbx_fail(err, RBX_EBUSY, "session %s is being removed", id);
+        else
+            usleep(5000);
+    }
+    struct stat now, held;
+    if (status == RBX_OK &&
+        (fstatat(engine->sessions_fd, id, &now, AT_SYMLINK_NOFOLLOW) != 0 ||
+         fstat(dir, &held) != 0 || now.st_ino != held.st_ino || now.st_dev != held.st_dev))
+        status = rbx_fail(err, RBX_ENOENT, "no session %s", id);
+    close(dir);
+    if (status != RBX_OK)
+        close_fd(&p->lock_fd);
+    snprintf(p->work_path, sizeof p->work_path, "%s/%s/work", engine->sessions_dir, id);
+    return status;
+}
+
+bool rbx_processes_keep_out(int session_dirfd, int *lock_fd)
+{
+    *lock_fd = openat(session_dirfd, LOCK_NAME, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (*lock_fd < 0)
+        return true; /* no lock file can be made: no process can start either */
+    if (flock(*lock_fd, LOCK_EX | LOCK_NB) == 0)
+        return true;
+    close_fd(lock_fd);
+    return false;
+}
+
+/* --- the sandbox ---------------------------------------------------------------------------- */
+
+/* A pseudo-terminal: the master stays here, the slave goes to the sandbox
+ * (opened through the master, not by a path in /dev/pts). */
+static rbx_status open_terminal(rbx_process *p, uint16_t cols, uint16_t rows, rbx_error *err)
+{
+    p->master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (p->master < 0 || unlockpt(p->master) != 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot open a pseudo-terminal: %s", strerror(errno));
+    p->slave = ioctl(p->master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    struct winsize size = {.ws_row = rows, .ws_col = cols};
+    if (p->slave < 0 || ioctl(p->master, TIOCSWINSZ, &size) != 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot open a pseudo-terminal: %s", strerror(errno));
+    (void)fcntl(p->master, F_SETFL, O_NONBLOCK);
+    return RBX_OK;
+}
+
+/* The program and its arguments as execve takes them: a name without a
+ * '/' is looked up in the sandbox's PATH by env(1) there. */
+static char **exec_argv(const rbx_process_request *r, const char **program)
+{
+    bool lookup = !strchr(r->argv[0], '/');
+    size_t extra = lookup ? 2 : 0;
+    char **argv = calloc(r->argc + extra + 1, sizeof *argv);
+    if (!argv)
+        return NULL;
+    size_t n = 0;
+    if (lookup) {
+        argv[n++] = strdup("env");
+        argv[n++] = strdup("--");
+    }
+    for (size_t i = 0; i < r->argc; i++)
+        argv[n++] = strdup(r->argv[i]);
+    for (size_t i = 0; i < n; i++)
+        if (!argv[i]) {
+            for (size_t j = 0; j < n; j++)
+                free(argv[j]);
+            free(argv);
+            return NULL;
+        }
+    *program = lookup ? "/usr/bin/env" : argv[0];
+    return argv;
+}
+
+/* Everything the sandbox is made from, on the caller's thread: the same
+ * spec an execution's sandbox gets (kernels.c's prepare, for a bare
+ * program), with the session's files as its home. */
+static rbx_status prepare(rbx_engine *engine, rbx_process *p, const rbx_process_request *r,
+                          rbx_error *err)
+{
+    rbx_request q = as_execution(r);
+    rbx_status status = rbx_engine_root(engine, r->image, &p->root, err);
+    if (status == RBX_OK)
+        status = rbx_storage_room(engine, err);
+    if (status == RBX_OK)
+        status = hold_session(engine, p, err);
+    if (status == RBX_OK)
+        status = rbx_scratch_make(engine, false, &p->scratch, err);
+    if (status != RBX_OK)
+        return status;
+    rbx_session session = {.dir_fd = -1, .lock_fd = -1};
+    snprintf(session.id, sizeof session.id, "%s", p->session_id);
+    p->envp = rbx_execution_env(&q, &session, NULL);
+    const char *program = NULL;
+    p->exec_argv = exec_argv(r, &program);
+    if (!p->envp || !p->exec_argv || (r->cwd && !(p->cwd_inside = strdup(r->cwd))))
+        return rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    p->network = rbx_execution_wants_network(engine, &q);
+    if (p->network && (status = rbx_egress_plan_make(&p->egress, engine->egress, &q, err)) != RBX_OK)
+        return status;
+    if (p->terminal && (status = open_terminal(p, r->cols, r->rows, err)) != RBX_OK)
+        return status;
+    p->limits = rbx_execution_limits(engine, &q);
+    p->spec = (rbx_sandbox_spec){
+        .interpreter = program,
+        .argv = p->exec_argv,
+        .envp = p->envp,
+        .root = p->root->plan,
+        .root_request = {.session_path = p->work_path,
+                         .tmp_path = p->scratch.made ? p->scratch.tmp_path : NULL,
+                         .become_root = engine->is_root,
+                         .nameserver = p->network},
+        .code_fd = -1,
+        .bare = true,
+        .terminal = p->terminal,
+        .terminal_fd = p->slave,
+        .cwd = p->cwd_inside,
+        .with_stdin = p->stdin_open && !p->terminal,
+        .network = p->network ? RBX_NET_OUTSIDE : RBX_NET_LOOPBACK,
+        .egress = p->network ? &p->egress : NULL,
+        .limits = p->limits,
+        .file_size_max = engine->config.disk_cap_bytes,
+        .is_root = engine->is_root,
+        .template_ns = -1,
+    };
+    return RBX_OK;
+}
+
+/* Waits for the program's execve: the report pipe closes (its end in the
+ * program is close-on-exec, init's is closed after the fork), or says
+ * what failed ("E<step>: <why>"). */
+static rbx_status await_exec(rbx_process *p, rbx_error *err)
+{
+    char report[512];
+    size_t got = 0;
+    int64_t deadline = rbx_now_ms() + START_WAIT_MS;
+    for (;;) {
+        int64_t left = deadline - rbx_now_ms();
+        if (left <= 0)
+            return rbx_fail(err, RBX_ESYSTEM, "the process did not start within %d s",
+                            START_WAIT_MS / 1000);
+        struct pollfd fd = {.fd = p->sandbox.report_fd, .events = POLLIN};
+        if (poll(&fd, 1, (int)left) < 0) {
+            if (errno == EINTR)
+                continue;
+            return rbx_fail(err, RBX_ESYSTEM, "cannot wait for the process: %s", strerror(errno));
+        }
+        ssize_t n = read(p->sandbox.report_fd, report + got, sizeof report - 1 - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n > 0 && got + (size_t)n < sizeof report - 1) {
+            got += (size_t)n;
+            continue;
+        }
+        report[got] = 0;
+        close_fd(&p->sandbox.report_fd);
+        if (got && report[0] == 'E') {
+            report[strcspn(report, "\n")] = 0;
+            return rbx_fail(err, RBX_EINVAL, "the process could not start: cannot %.400s",
+                            report + 1);
+        }
+        return RBX_OK;
+    }
+}
+
+/* Calls every watcher (under p->lock); a watcher that asks to stop goes. */
+static void deliver(rbx_process *p, const rbx_process_event *event)
+{
+    for (watcher **at = &p->watchers; *at;) {
+        watcher *w = *at;
+        if (w->fn(w->user, event) != 0) {
+            *at = w->next;
+            p->watcher_count--;
+            free(w);
+        } else {
+            at = &w->next;
+        }
+    }
+}
+
+/* Reads what is there: false at the stream's end. */
+static bool read_output(rbx_process *p, int *fd, rbx_process_event_kind kind, char *buf)
+{
+    ssize_t n = read(*fd, buf, READ_CHUNK);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return true;
+    if (n <= 0) { /* a terminal's master gives EIO once the slave is closed everywhere */
+        close_fd(fd);
+        return false;
+    }
+    rbx_process_event event = {.kind = kind, .data = buf, .len = (size_t)n};
+    pthread_mutex_lock(&p->lock);
+    deliver(p, &event);
+    pthread_mutex_unlock(&p->lock);
+    return true;
+}
+
+/* Until nothing of the sandbox is left: its output to the watchers. The
+ * output descriptors close once every process of it has gone (init's
+ * exit ends its PID namespace). */
+static void pump(rbx_process *p)
+{
+    char *buf = malloc(READ_CHUNK);
+    if (!buf)
+        rbx_sandbox_kill(&p->sandbox);
+    int *out = p->terminal ? &p->master : &p->sandbox.stdout_fd;
+    int *err = &p->sandbox.stderr_fd;
+    bool init_alive = true;
+    while (buf && (*out >= 0 || *err >= 0 || init_alive)) {
+        struct pollfd fds[3] = {{.fd = *out, .events = POLLIN},
+                                {.fd = *err, .events = POLLIN},
+                                {.fd = init_alive ? p->sandbox.pidfd : -1, .events = POLLIN}};
+        if (poll(fds, 3, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            rbx_sandbox_kill(&p->sandbox);
+            break;
+        }
+        if (fds[0].revents)
+            read_output(p, out, p->terminal ? RBX_PROCESS_TERMINAL : RBX_PROCESS_STDOUT, buf);
+        if (fds[1].revents)
+            read_output(p, err, RBX_PROCESS_STDERR, buf);
+        if (fds[2].revents)
+            init_alive = false;
+        /* A terminal's master reports POLLHUP, not EOF, while the slave
+         * is closed: once init is gone nothing can open it again. */
+        if (!init_alive && p->terminal && *out >= 0 && fds[0].revents & POLLHUP &&
+            !(fds[0].revents & POLLIN))
+            close_fd(out);
+    }
+    free(buf);
+}
+
+/* How the process ended, as its END event says. */
+static void fill_end(rbx_process *p, bool reported, const rbx_exit_report *report,
+                     rbx_process_event *end)
+{
+    *end = (rbx_process_event){.kind = RBX_PROCESS_END, .exit_code = -1};
+    if (reported && WIFEXITED(report->wait_status)) {
+        end->exited = true;
+        end->exit_code = WEXITSTATUS(report->wait_status);
+    } else if (reported && WIFSIGNALED(report->wait_status)) {
+        end->signal = WTERMSIG(report->wait_status);
+    } else {
+        end->signal = SIGKILL; /* the sandbox was killed before the program ended */
+    }
+    end->killed = p->kill_asked;
+    end->error = p->why_end;
+}
+
+static void leave_registry(rbx_process *p)
+{
+    rbx_processes *processes = p->engine->processes;
+    pthread_mutex_lock(&processes->lock);
+    for (rbx_process **at = &processes->list; *at; at = &(*at)->next)
+        if (*at == p) {
+            *at = p->next;
+            processes->count--;
+            break;
+        }
+    pthread_cond_broadcast(&processes->changed);
+    pthread_mutex_unlock(&processes->lock);
+}
+
+/* What the process's sandbox leaves on the host, once it is gone. */
+static void tear_down(rbx_process *p)
+{
+    /* Writers poll the sandbox's pidfd too: closed under their lock. */
+    pthread_mutex_lock(&p->write_lock);
+    close_fd(&p->input_fd); /* a copy of the sandbox's stdin or of the master */
+    rbx_sandbox_close(&p->sandbox);
+    pthread_mutex_unlock(&p->write_lock);
+    close_fd(&p->program_pidfd);
+    rbx_scratch_remove(p->engine, &p->scratch);
+    if (p->network)
+        rbx_egress_plan_free(&p->egress);
+    close_fd(&p->lock_fd); /* the session may be removed now */
+}
+
+static void started(rbx_process *p, rbx_status status, const rbx_error *err)
+{
+    pthread_mutex_lock(&p->lock);
+    p->start_status = status;
+    if (err)
+        p->start_err = *err;
+    p->life = status == RBX_OK ? RUNNING : ENDED;
+    /* Killed while it started (its session went): now that it runs. */
+    if (status == RBX_OK && p->kill_asked)
+        rbx_sandbox_kill(&p->sandbox);
+    pthread_cond_broadcast(&p->changed);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* The process's thread: starts its sandbox (which dies with this thread
+ * if runbox does), tells the starter, pumps its output, and reports its
+ * end. It holds a reference of its own until it is done. */
+static void *life_of(void *arg)
+{
+    rbx_process *p = arg;
+    rbx_error err = {0};
+    p->spec.template_ns = rbx_root_template_ns(p->root);
+    rbx_status status = rbx_sandbox_start(&p->spec, &p->sandbox, &err);
+    if (p->spec.template_ns >= 0)
+        close(p->spec.template_ns);
+    close_fd(&p->slave); /* the sandbox has its own copies */
+    if (status == RBX_OK) {
+        status = await_exec(p, &err);
+        pid_t program = status == RBX_OK ? rbx_sandbox_program(&p->sandbox) : -1;
+        p->program_pidfd = program > 0 ? (int)syscall(SYS_pidfd_open, program, 0) : -1;
+        if (status != RBX_OK) {
+            rbx_sandbox_kill(&p->sandbox);
+            rbx_sandbox_reap(&p->sandbox, NULL);
+        }
+    }
+    if (status == RBX_OK) {
+        pthread_mutex_lock(&p->write_lock);
+        if (p->terminal)
+            p->input_fd = fcntl(p->master, F_DUPFD_CLOEXEC, 3);
+        else if (p->sandbox.stdin_fd >= 0)
+            p->input_fd = fcntl(p->sandbox.stdin_fd, F_DUPFD_CLOEXEC, 3);
+        close_fd(&p->sandbox.stdin_fd);
+        pthread_mutex_unlock(&p->write_lock);
+    }
+    started(p, status, status == RBX_OK ? NULL : &err);
+    rbx_process_event end;
+    if (status == RBX_OK) {
+        pump(p);
+        rbx_exit_report report;
+        bool reported = rbx_sandbox_reap(&p->sandbox, &report);
+        pthread_mutex_lock(&p->lock);
+        fill_end(p, reported, &report, &end);
+        deliver(p, &end);
+        p->life = ENDED;
+        pthread_cond_broadcast(&p->changed);
+        pthread_mutex_unlock(&p->lock);
+    }
+    tear_down(p); /* before it leaves: removal waits for that, then takes its lock */
+    leave_registry(p);
+    rbx_processes *processes = p->engine->processes;
+    pthread_mutex_lock(&processes->lock);
+    processes->threads--;
+    pthread_cond_broadcast(&processes->changed);
+    pthread_mutex_unlock(&processes->lock);
+    process_unref(p);
+    return NULL;
+}
+
+/* --- starting one --------------------------------------------------------------------------- */
+
+static rbx_process *process_new(rbx_engine *engine, const rbx_process_request *r)
+{
+    rbx_process *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    atomic_init(&p->refs, 1);
+    p->engine = engine;
+    snprintf(p->session_id, sizeof p->session_id, "%s", r->session_id);
+    p->terminal = r->cols || r->rows;
+    p->stdin_open = r->stdin_open;
+    p->master = p->slave = p->input_fd = p->program_pidfd = p->lock_fd = -1;
+    p->sandbox.pidfd = p->sandbox.stdin_fd = p->sandbox.stdout_fd = p->sandbox.stderr_fd = -1;
+    p->sandbox.report_fd = p->sandbox.status_fd = -1;
+    p->sandbox.pid = -1;
+    p->sandbox.net = (rbx_net_helper){.pid = -1, .exit_fd = -1, .ready_fd = -1};
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_mutex_init(&p->write_lock, NULL);
+    pthread_cond_init(&p->changed, NULL);
+    p->info.argv = copy_strings(r->argv, r->argc);
+    p->info.env = copy_strings(r->env, r->env_count);
+    p->info.cwd = r->cwd ? strdup(r->cwd) : NULL;
+    p->info.tag = r->tag ? strdup(r->tag) : NULL;
+    p->info.terminal = p->terminal;
+    if (!p->info.argv || !p->info.env || (r->cwd && !p->info.cwd) || (r->tag && !p->info.tag)) {
+        process_unref(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* Takes a place in the registry (and a number), within the caps. */
+static rbx_status enter_registry(rbx_engine *engine, rbx_process *p, rbx_error *err)
+{
+    rbx_processes *processes = engine->processes;
+    size_t in_session = 0;
+    pthread_mutex_lock(&processes->lock);
+    for (rbx_process *q = processes->list; q; q = q->next)
+        in_session += !strcmp(q->session_id, p->session_id);
+    rbx_status status = RBX_OK;
+    if (in_session >= RBX_PROCESSES_MAX)
+        status = rbx_fail(err, RBX_EBUSY,
+                          "session %s runs %d processes already, the most it may: kill one first",
+                          p->session_id, RBX_PROCESSES_MAX);
+    else if (processes->count >= ENGINE_PROCESSES_MAX)
+        status = rbx_fail(err, RBX_EBUSY, "this runbox runs %d processes already, the most it may",
+                          ENGINE_PROCESSES_MAX);
+    if (status == RBX_OK) {
+        p->pid = processes->next_pid++;
+        if (processes->next_pid == 0)
+            processes->next_pid = 1;
+        p->info.pid = p->pid;
+        p->next = processes->list;
+        processes->list = p;
+        processes->count++;
+        processes->threads++;
+    }
+    pthread_mutex_unlock(&processes->lock);
+    return status;
+}
+
+rbx_status rbx_process_start(rbx_engine *engine, const rbx_process_request *request,
+                             rbx_process_fn on_event, void *user, rbx_process **process,
+                             rbx_error *err)
+{
+    *process = NULL;
+    if (!engine->processes)
+        return rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    rbx_status status = check_request(engine, request, err);
+    if (status != RBX_OK)
+        return status;
+    rbx_process *p = process_new(engine, request);
+    if (!p)
+        return rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    watcher *first = on_event ? calloc(1, sizeof *first) : NULL;
+    if (on_event && !first) {
+        process_unref(p);
+        return rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    }
+    if (first) {
+        *first = (watcher){.id = ++p->next_watch, .fn = on_event, .user = user};
+        p->watchers = first;
+        p->watcher_count = 1;
+    }
+    status = enter_registry(engine, p, err);
+    if (status != RBX_OK) {
+        process_unref(p);
+        return status;
+    }
+    status = prepare(engine, p, request, err);
+    pthread_t thread;
+    atomic_fetch_add(&p->refs, 1); /* the thread's */
+    if (status == RBX_OK && pthread_create(&thread, NULL, life_of, p) != 0)
+        status = rbx_fail(err, RBX_ESYSTEM, "cannot start the process's thread");
+    if (status != RBX_OK) {
+        atomic_fetch_sub(&p->refs, 1);
+        leave_registry(p);
+        tear_down(p);
+        pthread_mutex_lock(&engine->processes->lock);
+        engine->processes->threads--;
+        pthread_cond_broadcast(&engine->processes->changed);
+        pthread_mutex_unlock(&engine->processes->lock);
+        process_unref(p);
+        return status;
+    }
+    pthread_detach(thread);
+    pthread_mutex_lock(&p->lock);
+    while (p->life == STARTING)
+        pthread_cond_wait(&p->changed, &p->lock);
+    status = p->start_status;
+    if (status != RBX_OK)
+        *err = p->start_err;
+    pthread_mutex_unlock(&p->lock);
+    if (status != RBX_OK) {
+        process_unref(p);
+        return status;
+    }
+    *process = p;
+    return RBX_OK;
+}
+
+/* --- a running one ---------------------------------------------------------------------------- */
+
+rbx_status rbx_process_find(rbx_engine *engine, const char *session_id, uint32_t pid,
+                            rbx_process **process, rbx_error *err)
+{
+    *process = NULL;
+    rbx_processes *processes = engine->processes;
+    if (processes && session_id) {
+        pthread_mutex_lock(&processes->lock);
+        for (rbx_process *p = processes->list; p; p = p->next)
+            if (p->pid == pid && !strcmp(p->session_id, session_id)) {
+                atomic_fetch_add(&p->refs, 1);
+                *process = p;
+                break;
+            }
+        pthread_mutex_unlock(&processes->lock);
+    }
+    if (*process) {
+        pthread_mutex_lock(&(*process)->lock);
+        bool running = (*process)->life == RUNNING;
+        pthread_mutex_unlock(&(*process)->lock);
+        if (running)
+            return RBX_OK;
+        process_unref(*process);
+        *process = NULL;
+    }
+    return rbx_fail(err, RBX_ENOENT, "process with pid %u not found", (unsigned)pid);
+}
+
+static rbx_status ended(const rbx_process *p, rbx_error *err)
+{
+    return rbx_fail(err, RBX_ENOENT, "process with pid %u has ended", (unsigned)p->pid);
+}
+
+rbx_status rbx_process_watch(rbx_process *p, rbx_process_fn on_event, void *user, uint64_t *watch,
+                             rbx_error *err)
+{
+    watcher *w = calloc(1, sizeof *w);
+    if (!w)
+        return rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    rbx_status status = RBX_OK;
+    pthread_mutex_lock(&p->lock);
+    if (p->life != RUNNING)
+        status = ended(p, err);
+    else if (p->watcher_count >= WATCHERS_MAX)
+        status = rbx_fail(err, RBX_EBUSY, "process %u has %d watchers already, the most it may",
+                          (unsigned)p->pid, WATCHERS_MAX);
+    if (status == RBX_OK) {
+        *w = (watcher){.id = ++p->next_watch, .fn = on_event, .user = user, .next = p->watchers};
+        p->watchers = w;
+        p->watcher_count++;
+        *watch = w->id;
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (status != RBX_OK)
+        free(w);
+    return status;
+}
+
+void rbx_process_unwatch(rbx_process *p, uint64_t watch)
+{
+    pthread_mutex_lock(&p->lock);
+    for (watcher **at = &p->watchers; *at; at = &(*at)->next)
+        if ((*at)->id == watch) {
+            watcher *w = *at;
+            *at = w->next;
+            p->watcher_count--;
+            free(w);
+            break;
+        }
+    pthread_mutex_unlock(&p->lock);
+}
+
+static bool is_running(rbx_process *p)
+{
+    pthread_mutex_lock(&p->lock);
+    bool running = p->life == RUNNING;
+    pthread_mutex_unlock(&p->lock);
+    return running;
+}
+
+rbx_status rbx_process_write(rbx_process *p, const void *data, size_t len, rbx_error *err)
+{
+    rbx_status status = RBX_OK;
+    pthread_mutex_lock(&p->write_lock);
+    if (!is_running(p))
+        status = ended(p, err);
+    else if (p->input_fd < 0)
+        status = rbx_fail(err, RBX_EINVAL,
+                          p->stdin_open ? "the process's stdin is closed"
+                                        : "the process was started without stdin");
+    int64_t deadline = rbx_now_ms() + WRITE_WAIT_MS;
+    const char *at = data;
+    while (status == RBX_OK && len) {
+        ssize_t n = p->terminal ? write(p->input_fd, at, len)
+                                : send(p->input_fd, at, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            at += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno != EAGAIN && errno != EINTR) {
+            status = rbx_fail(err, RBX_EINVAL, "the process does not take input any more: %s",
+                              strerror(errno));
+            break;
+        }
+        int64_t left = deadline - rbx_now_ms();
+        struct pollfd fds[2] = {{.fd = p->input_fd, .events = POLLOUT},
+                                {.fd = p->sandbox.pidfd, .events = POLLIN}};
+        if (left <= 0 || (poll(fds, 2, (int)left) > 0 && fds[1].revents))
+            status = left <= 0 ? rbx_fail(err, RBX_EBUSY,
+                                          "the process did not read its input within %d s",
+                                          WRITE_WAIT_MS / 1000)
+                               : ended(p, err);
+    }
+    pthread_mutex_unlock(&p->write_lock);
+    return status;
+}
+
+rbx_status rbx_process_close_stdin(rbx_process *p, rbx_error *err)
+{
+    rbx_status status = RBX_OK;
+    pthread_mutex_lock(&p->write_lock);
+    if (!is_running(p))
+        status = ended(p, err);
+    else if (p->terminal)
+        status = rbx_fail(err, RBX_EINVAL,
+                          "the process has a terminal, not a stdin to close: send ^D (0x04)");
+    else
+        close_fd(&p->input_fd); /* EOF for the program */
+    pthread_mutex_unlock(&p->write_lock);
+    return status;
+}
+
+rbx_status rbx_process_signal(rbx_process *p, int sig, rbx_error *err)
+{
+    if (sig != SIGKILL && sig != SIGTERM && sig != SIGINT && sig != SIGHUP && sig != SIGQUIT &&
+        sig != SIGUSR1 && sig != SIGUSR2)
+        return rbx_fail(err, RBX_EINVAL,
+                        "signal %d cannot be sent: SIGKILL, SIGTERM, SIGINT, SIGHUP, SIGQUIT, "
+                        "SIGUSR1 or SIGUSR2",
+                        sig);
+    rbx_status status = RBX_OK;
+    pthread_mutex_lock(&p->lock);
+    if (p->life != RUNNING) {
+        status = ended(p, err);
+    } else if (sig == SIGKILL || p->program_pidfd < 0) {
+        /* Every process of it: killing init ends its PID namespace. */
+        p->kill_asked = true;
+        rbx_sandbox_kill(&p->sandbox);
+    } else if (syscall(SYS_pidfd_send_signal, p->program_pidfd, sig, NULL, 0) != 0 &&
+               errno != ESRCH) {
+        status = rbx_fail(err, RBX_ESYSTEM, "cannot signal process %u: %s", (unsigned)p->pid,
+                          strerror(errno));
+    }
+    pthread_mutex_unlock(&p->lock);
+    /* Killed means gone when this returns: its place under the cap is
+     * free and it is no longer listed. */
+    if (status == RBX_OK && sig == SIGKILL)
+        rbx_process_wait(p, KILL_WAIT_S);
+    return status;
+}
+
+rbx_status rbx_process_resize(rbx_process *p, uint16_t cols, uint16_t rows, rbx_error *err)
+{
+    if (cols < 1 || rows < 1 || cols > RBX_PROCESS_TERMINAL_MAX || rows > RBX_PROCESS_TERMINAL_MAX)
+        return rbx_fail(err, RBX_EINVAL, "a terminal has 1 to %d columns and rows",
+                        RBX_PROCESS_TERMINAL_MAX);
+    rbx_status status = RBX_OK;
+    pthread_mutex_lock(&p->write_lock);
+    struct winsize size = {.ws_row = rows, .ws_col = cols};
+    if (!is_running(p))
+        status = ended(p, err);
+    else if (!p->terminal || p->input_fd < 0)
+        status = rbx_fail(err, RBX_EINVAL, "process %u has no terminal to resize", (unsigned)p->pid);
+    else if (ioctl(p->input_fd, TIOCSWINSZ, &size) != 0) /* the kernel sends SIGWINCH */
+        status = rbx_fail(err, RBX_ESYSTEM, "cannot resize the terminal: %s", strerror(errno));
+    pthread_mutex_unlock(&p->write_lock);
+    return status;
+}
+
+bool rbx_process_wait(rbx_process *p, double timeout_s)
+{
+    int64_t deadline = rbx_now_ms() + (int64_t)(timeout_s * 1000);
+    pthread_mutex_lock(&p->lock);
+    while (p->life != ENDED) {
+        if (timeout_s < 0) {
+            pthread_cond_wait(&p->changed, &p->lock);
+            continue;
+        }
+        int64_t left = deadline - rbx_now_ms();
+        if (left <= 0)
+            break;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += left / 1000;
+        until.tv_nsec += (left % 1000) * 1000000;
+        until.tv_sec += until.tv_nsec / 1000000000;
+        until.tv_nsec %= 1000000000;
+        pthread_cond_timedwait(&p->changed, &p->lock, &until);
+    }
+    bool done = p->life == ENDED;
+    pthread_mutex_unlock(&p->lock);
+    return done;
+}
+
+rbx_status rbx_process_list(rbx_engine *engine, const char *session_id, rbx_process_info **infos,
+                            size_t *count, rbx_error *err)
+{
+    *infos = NULL;
+    *count = 0;
+    rbx_processes *processes = engine->processes;
+    if (!processes)
+        return RBX_OK;
+    pthread_mutex_lock(&processes->lock);
+    rbx_process_info *list = calloc(processes->count + 1, sizeof *list);
+    size_t n = 0;
+    bool ok = list != NULL;
+    for (rbx_process *p = processes->list; ok && p; p = p->next) {
+        if (strcmp(p->session_id, session_id))
+            continue;
+        pthread_mutex_lock(&p->lock);
+        bool running = p->life == RUNNING;
+        pthread_mutex_unlock(&p->lock);
+        if (running && !(ok = info_copy(&list[n], &p->info)))
+            break;
+        n += running;
+    }
+    pthread_mutex_unlock(&processes->lock);
+    if (!ok) {
+        rbx_process_infos_free(list, n);
+        return rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    }
+    /* The registry is newest first: by number for the caller. */
+    for (size_t i = 0; i < n / 2; i++) {
+        rbx_process_info t = list[i];
+        list[i] = list[n - 1 - i];
+        list[n - 1 - i] = t;
+    }
+    *infos = list;
+    *count = n;
+    return RBX_OK;
+}
+
+void rbx_process_infos_free(rbx_process_info *infos, size_t count)
+{
+    for (size_t i = 0; infos && i < count; i++)
+        info_clear(&infos[i]);
+    free(infos);
+}
+
+/* --- ending them ------------------------------------------------------------------------------ */
+
+/* Kills the processes the filter picks (session NULL: all) and waits
+ * until they have left the registry. */
+static size_t stop_where(rbx_engine *engine, const char *session_id, const char *why)
+{
+    rbx_processes *processes = engine->processes;
+    if (!processes)
+        return 0;
+    size_t n = 0;
+    pthread_mutex_lock(&processes->lock);
+    for (rbx_process *p = processes->list; p; p = p->next) {
+        if (session_id && strcmp(p->session_id, session_id))
+            continue;
+        pthread_mutex_lock(&p->lock);
+        p->kill_asked = true;
+        p->why_end = why;
+        if (p->life == RUNNING)
+            rbx_sandbox_kill(&p->sandbox);
+        pthread_mutex_unlock(&p->lock);
+        n++;
+    }
+    for (;;) {
+        bool left = false;
+        for (rbx_process *p = processes->list; p && !left; p = p->next)
+            left = !session_id || !strcmp(p->session_id, session_id);
+        if (!left)
+            break;
+        pthread_cond_wait(&processes->changed, &processes->lock);
+    }
+    pthread_mutex_unlock(&processes->lock);
+    return n;
+}
+
+size_t rbx_processes_stop_session(rbx_engine *engine, const char *session_id)
+{
+    return stop_where(engine, session_id, "the sandbox was removed");
+}
+
+void rbx_processes_free(rbx_engine *engine)
+{
+    rbx_processes *processes = engine->processes;
+    if (!processes)
+        return;
+    stop_where(engine, NULL, "runbox stopped");
+    pthread_mutex_lock(&processes->lock);
+    while (processes->threads)
+        pthread_cond_wait(&processes->changed, &processes->lock);
+    pthread_mutex_unlock(&processes->lock);
+    pthread_mutex_destroy(&processes->lock);
+    pthread_cond_destroy(&processes->changed);
+    free(processes);
+    engine->processes = NULL;
+}

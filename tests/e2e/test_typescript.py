@@ -1,0 +1,129 @@
+"""TypeScript (issue 30): Node.js strips the types (not checked), then the code runs as
+JavaScript does; one-off and stateful, with requirements as for JavaScript. Syntax that
+stripping cannot remove (enum, namespace) is a SyntaxError result and nothing runs.
+
+Type stripping needs Node.js 22.13 or newer: the default image's official Node.js has it;
+the host's Debian Node.js 20 does not, so these cases run where the suite runs on an image."""
+import json
+import subprocess
+
+import pytest
+
+from conftest import ON_IMAGE_ENV, default_image_tree
+
+pytestmark = pytest.mark.skipif(
+    not ON_IMAGE_ENV, reason="TypeScript needs the default image's Node.js (the host's is 20)")
+
+
+def host_node_strips_types():
+    version = subprocess.run(["/usr/bin/node", "--version"], capture_output=True,
+                             text=True).stdout.strip().lstrip("v")
+    return tuple(int(part) for part in version.split(".")[:2]) >= (22, 13)
+
+
+@pytest.mark.skipif(host_node_strips_types(), reason="the host's Node.js strips types itself")
+def test_a_root_whose_node_cannot_strip_types_says_what_typescript_needs(runbox):
+    result = runbox.run("typescript", "const n: number = 1", "--image", "host", "--no-network")
+    assert result["error_type"] == "RuntimeError" and result["image"] == "host"
+    assert "typescript needs Node.js 22.13 or newer" in result["error"], result["error"]
+
+
+def test_types_are_stripped_and_the_code_runs(runbox):
+    result = runbox.run("typescript", "const n: number = 41;\nconsole.log(n + 1)", "--no-network")
+    assert result["success"], result["error"]
+    assert result["output"] == "42\n" and result["language"] == "typescript"
+
+
+@pytest.mark.parametrize("alias", ["ts", "tsx", "TypeScript"])
+def test_aliases_name_typescript(runbox, alias):
+    result = runbox.run(alias, "type T = { a: string };\nconst t: T = { a: 'x' };\n"
+                        "console.log(t.a)", "--no-network")
+    assert result["output"] == "x\n" and result["language"] == "typescript"
+
+
+def test_interfaces_generics_and_casts_strip(runbox):
+    code = ("interface Box<T> { value: T }\n"
+            "function unbox<T>(b: Box<T>): T { return b.value; }\n"
+            "const raw = JSON.parse('{\"value\": 7}') as Box<number>;\n"
+            "let total!: number;\n"
+            "total = unbox<number>(raw) * 6;\n"
+            "console.log(total satisfies number)\n")
+    result = runbox.run("typescript", code, "--no-network")
+    assert result["success"], result["error"]
+    assert result["output"] == "42\n"
+
+
+def test_an_enum_is_a_syntax_error_with_its_line_and_nothing_runs(runbox):
+    result = runbox.run("typescript", "console.log('ran');\nenum Color { Red }\n", "--no-network")
+    assert result["error_type"] == "SyntaxError", result
+    assert result["output"] == ""
+    assert "enum is not supported" in result["error"]
+    assert "<code>:2" in result["error"], result["error"]
+
+
+def test_a_type_error_is_not_checked(runbox):
+    result = runbox.run("typescript", "const n: number = 'not a number' as any;\nconsole.log(n)",
+                        "--no-network")
+    assert result["success"] and result["output"] == "not a number\n"
+
+
+def test_runtime_errors_keep_their_lines(runbox):
+    code = "const a: number = 1;\nconst b: string = 'x';\nthrow new TypeError(`bad ${a}${b}`);\n"
+    result = runbox.run("typescript", code, "--no-network")
+    assert result["error_type"] == "RuntimeError" and result["exception"] == "TypeError"
+    assert "<code>:3" in result["error"], result["error"]
+
+
+def test_an_es_module_with_types(runbox):
+    code = ("import path from 'node:path';\n"
+            "const joined: string = path.join('a', 'b');\n"
+            "await Promise.resolve();\n"
+            "export const done: boolean = true;\n"
+            "console.log(joined)\n")
+    result = runbox.run("typescript", code, "--no-network")
+    assert result["success"], result["error"]
+    assert result["output"] == "a/b\n"
+
+
+def test_a_stateful_session_keeps_typed_variables(runbox):
+    def call(code):
+        return runbox.run("typescript", code, "--stateful", "--session", "ts-state",
+                          "--no-network")
+    first = call("const base: number = 40;\nfunction add(x: number): number { return base + x; }")
+    assert first["success"], first["error"]
+    second = call("add(2)")
+    assert second["success"] and second["stateful"], second
+    assert json.loads(second["results"][0]["data"]["text/plain"]) == 42
+    refused = call("enum E { A }")
+    assert refused["error_type"] == "SyntaxError", refused
+    assert call("add(1)")["results"][0]["data"]["text/plain"] == "41"
+
+
+def test_the_typescript_and_javascript_kernels_of_a_session_are_apart(runbox):
+    ts = runbox.run("typescript", "const only: string = 'ts'", "--stateful", "--session", "two",
+                    "--no-network")
+    assert ts["success"], ts["error"]
+    js = runbox.run("javascript", "typeof only", "--stateful", "--session", "two", "--no-network")
+    assert js["results"][0]["data"]["text/plain"] == "'undefined'"
+
+
+def test_the_default_image_has_the_official_node(runbox):
+    result = runbox.run("javascript", "console.log(process.version, !!process.release.lts)",
+                        "--no-network")
+    assert result["output"] == "v24.22.3 true\n", result
+    images = json.loads(runbox.cli("images", "list", "--json").stdout)
+    default = next(image for image in images if image["default"])
+    assert default["node"].startswith("24.22.3 official"), default
+    # Debian's nodejs package is not in it: the official build is.
+    with open(f"{default_image_tree()}/var/lib/dpkg/status", encoding="utf-8") as status:
+        assert "\nPackage: nodejs\n" not in "\n" + status.read()
+
+
+def test_npm_requirements_work_as_for_javascript(runbox):
+    checks = json.loads(runbox.cli("check", "--json").stdout)["checks"]
+    if not next(c for c in checks if c["name"] == "network")["ok"]:
+        pytest.skip("no network helper on this host for this user (see runbox check)")
+    code = "import isNumber from 'is-number';\nconst seen: boolean = isNumber(5);\nconsole.log(seen)"
+    result = runbox.run("typescript", code, "--require", "is-number@7.0.0")
+    assert result["success"], result["error"]
+    assert result["output"] == "true\n" and result["install"]["reused"] is False

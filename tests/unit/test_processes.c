@@ -1,0 +1,379 @@
+/* Unit tests of processes/ through the public API (rbx_process_*), on an
+ * engine with a fresh state directory: a process's output, exit and
+ * input, its terminal, signals, its end with its session, that it runs
+ * beside an execution of its session, and that it is confined exactly as
+ * an execution is (credentials, capabilities, seccomp, namespaces). */
+#include "unit_util.h"
+
+#include "runbox.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mount.h>
+
+typedef struct fixture {
+    char state_dir[64];
+    rbx_engine *engine;
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    make_temp_dir(f->state_dir, sizeof f->state_dir, "proc");
+    rbx_config config;
+    rbx_config_defaults(&config);
+    config.state_dir = f->state_dir;
+    config.storage = RBX_STORAGE_CHOOSE_PLAIN;
+    config.network_off = true;
+    rbx_error err = {0};
+    f->engine = rbx_engine_new(&config, &err);
+    if (!f->engine)
+        fail_msg("rbx_engine_new: %s", err.message);
+    assert_int_equal(rbx_session_create(f->engine, "s1", &err), RBX_OK);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    rbx_engine_free(f->engine);
+    /* The prepared root's namespace stays pinned in templates/ (for
+     * the next runbox on the state directory): unpin it. */
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/templates", f->state_dir);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (e->d_name[0] != '.')
+            (void)umount2(path, MNT_DETACH);
+    }
+    if (d)
+        closedir(d);
+    remove_temp_tree(f->state_dir);
+    free(f);
+    return 0;
+}
+
+/* What a watcher saw. */
+typedef struct seen {
+    pthread_mutex_t lock;
+    char out[65536], err[4096];
+    size_t out_len, err_len;
+    bool ended;
+    rbx_process_event end;
+} seen;
+
+static int on_event(void *user, const rbx_process_event *event)
+{
+    seen *s = user;
+    pthread_mutex_lock(&s->lock);
+    if (event->kind == RBX_PROCESS_END) {
+        s->ended = true;
+        s->end = *event;
+        s->end.error = NULL;
+    } else if (event->kind == RBX_PROCESS_STDERR) {
+        size_t n = event->len < sizeof s->err - 1 - s->err_len ? event->len
+                                                               : sizeof s->err - 1 - s->err_len;
+        memcpy(s->err + s->err_len, event->data, n);
+        s->err_len += n;
+    } else {
+        size_t n = event->len < sizeof s->out - 1 - s->out_len ? event->len
+                                                               : sizeof s->out - 1 - s->out_len;
+        memcpy(s->out + s->out_len, event->data, n);
+        s->out_len += n;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return 0;
+}
+
+static rbx_process *start(fixture *f, const char *script, bool stdin_open, uint16_t cols,
+                          uint16_t rows, seen *s)
+{
+    const char *argv[] = {"/bin/bash", "-c", script};
+    rbx_process_request r;
+    rbx_process_request_init(&r);
+    r.session_id = "s1";
+    r.argv = argv;
+    r.argc = 3;
+    r.stdin_open = stdin_open;
+    r.cols = cols;
+    r.rows = rows;
+    pthread_mutex_init(&s->lock, NULL);
+    rbx_process *p = NULL;
+    rbx_error err = {0};
+    if (rbx_process_start(f->engine, &r, on_event, s, &p, &err) != RBX_OK)
+        fail_msg("rbx_process_start: %s", err.message);
+    return p;
+}
+
+static void a_process_streams_its_output_and_exit_code(void **state)
+{
+    fixture *f = *state;
+    seen s = {0};
+    rbx_process *p = start(f, "echo out; echo err >&2; exit 3", false, 0, 0, &s);
+    assert_true(rbx_process_pid(p) > 0);
+    assert_true(rbx_process_wait(p, 20));
+    assert_true(s.ended);
+    assert_true(s.end.exited);
+    assert_int_equal(s.end.exit_code, 3);
+    assert_string_equal(s.out, "out\n");
+    assert_string_equal(s.err, "err\n");
+    rbx_process_free(p);
+}
+
+static void stdin_is_a_stream_until_closed(void **state)
+{
+    fixture *f = *state;
+    seen s = {0};
+    rbx_process *p = start(f, "cat; echo done", true, 0, 0, &s);
+    rbx_error err;
+    assert_int_equal(rbx_process_write(p, "abc\n", 4, &err), RBX_OK);
+    assert_int_equal(rbx_process_write(p, "def\n", 4, &err), RBX_OK);
+    assert_int_equal(rbx_process_close_stdin(p, &err), RBX_OK);
+    assert_true(rbx_process_wait(p, 20));
+    assert_string_equal(s.out, "abc\ndef\ndone\n");
+    assert_int_equal(s.end.exit_code, 0);
+    /* Ended: nothing more can be done to it. */
+    assert_int_equal(rbx_process_write(p, "x", 1, &err), RBX_ENOENT);
+    assert_int_equal(rbx_process_signal(p, SIGKILL, &err), RBX_ENOENT);
+    rbx_process_free(p);
+}
+
+static void without_stdin_input_is_refused(void **state)
+{
+    fixture *f = *state;
+    seen s = {0};
+    rbx_process *p = start(f, "sleep 30", false, 0, 0, &s);
+    rbx_error err;
+    assert_int_equal(rbx_process_write(p, "x", 1, &err), RBX_EINVAL);
+    assert_int_equal(rbx_process_resize(p, 80, 24, &err), RBX_EINVAL);
+    assert_int_equal(rbx_process_signal(p, 31, &err), RBX_EINVAL);
+    assert_int_equal(rbx_process_signal(p, SIGKILL, &err), RBX_OK);
+    assert_true(rbx_process_wait(p, 20));
+    assert_false(s.end.exited);
+    assert_int_equal(s.end.exit_code, -1);
+    assert_int_equal(s.end.signal, SIGKILL);
+    assert_true(s.end.killed);
+    rbx_process_free(p);
+}
+
+static void sigterm_reaches_the_program(void **state)
+{
+    fixture *f = *state;
+    seen s = {0};
+    rbx_process *p = start(f, "trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.05; done",
+                           false, 0, 0, &s);
+    for (int i = 0; i < 400 && !strstr(s.out, "ready"); i++)
+        usleep(10000);
+    rbx_error err;
+    assert_int_equal(rbx_process_signal(p, SIGTERM, &err), RBX_OK);
+    assert_true(rbx_process_wait(p, 20));
+    assert_non_null(strstr(s.out, "got-term"));
+    assert_int_equal(s.end.exit_code, 7);
+    rbx_process_free(p);
+}
+
+static void a_terminal_has_its_size_and_takes_input(void **state)
+{
+    fixture *f = *state;
+    seen s = {0};
+    rbx_process *p = start(f, "stty size; read line; stty size; echo got=$line; tty -s && echo is-tty",
+                           false, 100, 30, &s);
+    for (int i = 0; i < 400 && !strstr(s.out, "30 100"); i++)
+        usleep(10000);
+    assert_non_null(strstr(s.out, "30 100"));
+    rbx_error err;
+    assert_int_equal(rbx_process_resize(p, 120, 40, &err), RBX_OK);
+    assert_int_equal(rbx_process_write(p, "hello\n", 6, &err), RBX_OK);
+    assert_true(rbx_process_wait(p, 20));
+    assert_non_null(strstr(s.out, "40 120"));
+    assert_non_null(strstr(s.out, "got=hello"));
+    assert_non_null(strstr(s.out, "is-tty"));
+    assert_int_equal(s.end.exit_code, 0);
+    assert_int_equal(rbx_process_resize(p, 0, 40, &err), RBX_EINVAL);
+    rbx_process_free(p);
+}
+
+static void removing_the_session_kills_its_processes(void **state)
+{
+    fixture *f = *state;
+    seen s = {0};
+    rbx_process *p = start(f, "sleep 300", false, 0, 0, &s);
+    rbx_process_info *infos;
+    size_t count;
+    rbx_error err;
+    assert_int_equal(rbx_process_list(f->engine, "s1", &infos, &count, &err), RBX_OK);
+    assert_int_equal(count, 1);
+    assert_int_equal(infos[0].pid, rbx_process_pid(p));
+    assert_string_equal(infos[0].argv[0], "/bin/bash");
+    rbx_process_infos_free(infos, count);
+    if (rbx_session_remove(f->engine, "s1", 5, &err) != RBX_OK)
+        fail_msg("rbx_session_remove: %s", err.message);
+    assert_true(rbx_process_wait(p, 5));
+    assert_true(s.end.killed);
+    rbx_process *again;
+    assert_int_equal(rbx_process_find(f->engine, "s1", rbx_process_pid(p), &again, &err),
+                     RBX_ENOENT);
+    rbx_process_free(p);
+    /* A process cannot start in a session that is gone. */
+    const char *argv[] = {"/bin/true"};
+    rbx_process_request r;
+    rbx_process_request_init(&r);
+    r.session_id = "s1";
+    r.argv = argv;
+    r.argc = 1;
+    assert_int_equal(rbx_process_start(f->engine, &r, NULL, NULL, &again, &err), RBX_ENOENT);
+}
+
+static void an_execution_runs_beside_a_process(void **state)
+{
+    fixture *f = *state;
+    seen s = {0};
+    rbx_process *p = start(f, "echo from-process > shared.txt; sleep 300", false, 0, 0, &s);
+    usleep(300000);
+    rbx_request q;
+    rbx_request_init(&q);
+    q.language = "bash";
+    q.code = "cat shared.txt";
+    q.code_len = strlen(q.code);
+    q.session_id = "s1";
+    q.timeout_s = 20;
+    rbx_result result;
+    rbx_error err;
+    assert_int_equal(rbx_execute(f->engine, &q, NULL, NULL, &result, &err), RBX_OK);
+    assert_string_equal(result.output, "from-process\n");
+    assert_false(result.timed_out);
+    rbx_result_free(&result);
+    assert_int_equal(rbx_process_signal(p, SIGKILL, &err), RBX_OK);
+    assert_true(rbx_process_wait(p, 20));
+    rbx_process_free(p);
+}
+
+/* The lines of /proc/self/status that say who a program is and what it
+ * may do, and its namespaces: the same for a process as for an execution. */
+#define IDENTITY                                                                                   \
+    "grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' "         \
+    "/proc/self/status; id; ulimit -a; cat /sys/fs/cgroup/memory.max 2>/dev/null; "               \
+    "cat /sys/fs/cgroup/pids.max 2>/dev/null; hostname; ls /"
+
+static void a_process_is_confined_as_an_execution_is(void **state)
+{
+    fixture *f = *state;
+    seen s = {0};
+    rbx_process *p = start(f, IDENTITY, false, 0, 0, &s);
+    assert_true(rbx_process_wait(p, 20));
+    rbx_process_free(p);
+    rbx_request q;
+    rbx_request_init(&q);
+    q.language = "bash";
+    q.code = IDENTITY;
+    q.code_len = strlen(q.code);
+    q.session_id = "s1";
+    rbx_result result;
+    rbx_error err;
+    assert_int_equal(rbx_execute(f->engine, &q, NULL, NULL, &result, &err), RBX_OK);
+    assert_string_equal(s.out, result.output);
+    assert_non_null(strstr(s.out, "Seccomp:\t2"));
+    assert_non_null(strstr(s.out, "CapEff:\t0000000000000000"));
+    assert_non_null(strstr(s.out, "NoNewPrivs:\t1"));
+    rbx_result_free(&result);
+    /* Its namespaces are its own, not the host's. */
+    seen t = {0};
+    p = start(f, "readlink /proc/self/ns/pid /proc/self/ns/mnt /proc/self/ns/net /proc/self/ns/user",
+              false, 0, 0, &t);
+    assert_true(rbx_process_wait(p, 20));
+    rbx_process_free(p);
+    const char *names[] = {"pid", "mnt", "net", "user"};
+    for (size_t i = 0; i < 4; i++) {
+        char path[64], host[64] = "";
+        snprintf(path, sizeof path, "/proc/self/ns/%s", names[i]);
+        ssize_t n = readlink(path, host, sizeof host - 1);
+        assert_true(n > 0);
+        assert_null(strstr(t.out, host));
+    }
+}
+
+static void the_cap_of_processes_per_session_holds(void **state)
+{
+    fixture *f = *state;
+    seen s[RBX_PROCESSES_MAX] = {0};
+    rbx_process *p[RBX_PROCESSES_MAX];
+    for (int i = 0; i < RBX_PROCESSES_MAX; i++)
+        p[i] = start(f, "sleep 300", false, 0, 0, &s[i]);
+    const char *argv[] = {"/bin/true"};
+    rbx_process_request r;
+    rbx_process_request_init(&r);
+    r.session_id = "s1";
+    r.argv = argv;
+    r.argc = 1;
+    rbx_process *more;
+    rbx_error err;
+    assert_int_equal(rbx_process_start(f->engine, &r, NULL, NULL, &more, &err), RBX_EBUSY);
+    assert_int_equal(rbx_session_cancel(f->engine, "s1"), RBX_PROCESSES_MAX);
+    for (int i = 0; i < RBX_PROCESSES_MAX; i++) {
+        assert_true(rbx_process_wait(p[i], 5));
+        rbx_process_free(p[i]);
+    }
+}
+
+static void a_bad_request_is_refused(void **state)
+{
+    fixture *f = *state;
+    rbx_process_request r;
+    rbx_process *p;
+    rbx_error err;
+    const char *argv[] = {"/bin/true"};
+    const char *env[] = {"1BAD=x"};
+    rbx_process_request_init(&r);
+    r.session_id = "s1";
+    assert_int_equal(rbx_process_start(f->engine, &r, NULL, NULL, &p, &err), RBX_EINVAL);
+    r.argv = argv;
+    r.argc = 1;
+    r.cwd = "relative";
+    assert_int_equal(rbx_process_start(f->engine, &r, NULL, NULL, &p, &err), RBX_EINVAL);
+    r.cwd = "/nowhere";
+    assert_int_equal(rbx_process_start(f->engine, &r, NULL, NULL, &p, &err), RBX_EINVAL);
+    r.cwd = NULL;
+    r.cols = 65535;
+    r.rows = 10;
+    assert_int_equal(rbx_process_start(f->engine, &r, NULL, NULL, &p, &err), RBX_EINVAL);
+    r.cols = r.rows = 0;
+    r.env = env;
+    r.env_count = 1;
+    assert_int_equal(rbx_process_start(f->engine, &r, NULL, NULL, &p, &err), RBX_EINVAL);
+    r.env_count = 0;
+    r.session_id = "../x";
+    assert_int_equal(rbx_process_start(f->engine, &r, NULL, NULL, &p, &err), RBX_EINVAL);
+    r.session_id = "nosuch";
+    assert_int_equal(rbx_process_start(f->engine, &r, NULL, NULL, &p, &err), RBX_ENOENT);
+    const char *missing[] = {"/no/such/program"};
+    r.session_id = "s1";
+    r.argv = missing;
+    rbx_status status = rbx_process_start(f->engine, &r, NULL, NULL, &p, &err);
+    if (status != RBX_EINVAL)
+        fail_msg("a missing program: %d %s", status, status == RBX_OK ? "" : err.message);
+}
+
+int main(void)
+{
+    if (geteuid() != 0) {
+        printf("skipped: sandboxes here need root\n");
+        return 0;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(a_process_streams_its_output_and_exit_code, setup, teardown),
+        cmocka_unit_test_setup_teardown(stdin_is_a_stream_until_closed, setup, teardown),
+        cmocka_unit_test_setup_teardown(without_stdin_input_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(sigterm_reaches_the_program, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_terminal_has_its_size_and_takes_input, setup, teardown),
+        cmocka_unit_test_setup_teardown(removing_the_session_kills_its_processes, setup, teardown),
+        cmocka_unit_test_setup_teardown(an_execution_runs_beside_a_process, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_process_is_confined_as_an_execution_is, setup, teardown),
+        cmocka_unit_test_setup_teardown(the_cap_of_processes_per_session_holds, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_bad_request_is_refused, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
