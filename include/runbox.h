@@ -107,8 +107,9 @@ typedef struct rbx_config {
     uint32_t pool_max;
     uint32_t pool_memory_mb;
     double pool_idle_s; /* a language's shelf unused this long shrinks by one (default 30) */
-    /* Runtime images (images.h): where they are kept (NULL: the state
-     * directory's images/), the one executions get when they name none
+    /* Runtime images (images.h): where they are kept (NULL: the host's
+     * store, /var/lib/runbox/images as root, else the user's data
+     * directory's runbox/images, whatever the state directory), the one executions get when they name none
      * (NULL: "default" when the store has it, else "host", the host's own
      * /usr), and those a request may name (NULL: any the store has, and
      * host; else a comma-separated list). */
@@ -210,6 +211,8 @@ typedef struct rbx_result {
     char session_id[RBX_SESSION_ID_MAX + 1];
     const char *language;           /* canonical name: python, javascript, bash */
     char image[RBX_IMAGE_NAME_MAX]; /* the image it ran on ("host": the host's /usr) */
+    const char *image_note;         /* why it ran on "host" when it named no image and the
+                                       operator chose none (no default image), or NULL */
     const char *error_type;         /* NULL on success, else SyntaxError, TimeoutError, ... */
     char *exception;                /* the language's own error name (ZeroDivisionError), or NULL */
     bool timed_out;

@@ -125,7 +125,7 @@ int cli_serve(cli_globals *globals, int argc, char **argv); /* src/http/, serve_
 /* Every option that makes the CLI's engine, as argv after "runbox daemon"
  * (a JSON array of strings, "--state-dir", state_dir first); NULL when
  * one is not UTF-8 text or memory ran out. */
-json_t *cli_daemon_options(const cli_globals *globals, const char *state_dir);
+json_t *cli_daemon_options(const cli_globals *globals, const rbx_config *config);
 /* The name of the socket of the daemon configured as engine is: a digest
  * of everything in its configuration that a daemon is given. */
 void cli_daemon_socket_name(const rbx_engine *engine, char *out, size_t size);

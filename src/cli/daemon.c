@@ -77,7 +77,7 @@ int cli_daemon(cli_globals *globals, int argc, char **argv)
         return EXIT_SYSTEM;
     }
     /* A CLI configured otherwise asks which of its options differ. */
-    local_server_set_options(server, cli_daemon_options(globals, state_dir));
+    local_server_set_options(server, cli_daemon_options(globals, rbx_engine_config(engine)));
     cli_start_pool(engine, "daemon");
     /* With prepared sandboxes it waits as long as they are kept warm. */
     const rbx_config *config = rbx_engine_config(engine);

@@ -40,12 +40,12 @@ static void add_count(json_t *options, const char *option, unsigned long long va
     add(options, option, text);
 }
 
-json_t *cli_daemon_options(const cli_globals *g, const char *state_dir)
+json_t *cli_daemon_options(const cli_globals *g, const rbx_config *config)
 {
     json_t *options = json_array();
     if (!options)
         return NULL;
-    add(options, "--state-dir", state_dir);
+    add(options, "--state-dir", config->state_dir);
     if (g->policy_file)
         add(options, "--policy", g->policy_file);
     add(options, "--install-network", g->install_network_host ? "host" : "outside");
@@ -65,8 +65,9 @@ json_t *cli_daemon_options(const cli_globals *g, const char *state_dir)
         add_count(options, "--pool-memory", g->pool_memory_bytes);
     if (g->pool_idle_s > 0)
         add_number(options, "--pool-idle", g->pool_idle_s);
-    if (g->images_dir)
-        add(options, "--images", g->images_dir);
+    /* Always, and resolved: a default store found from the environment
+     * (XDG_DATA_HOME, HOME) could be another in the daemon's. */
+    add(options, "--images", config->images_dir);
     if (g->default_image)
         add(options, "--default-image", g->default_image);
     if (g->images_allowed)

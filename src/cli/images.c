@@ -29,7 +29,8 @@ static const char images_usage[] =
     "\n"
     "Executions choose one with `run --image NAME` or \"image\" (HTTP, MCP, client); the\n"
     "default is --default-image, else \"default\" when the store has it, else \"host\"\n"
-    "(the host's /usr). The store is the state directory's images/ (--images DIR).\n";
+    "(the host's /usr). The store is the host's, whatever the state directory:\n"
+    "/var/lib/runbox/images as root, else $XDG_DATA_HOME/runbox/images (--images DIR).\n";
 
 static json_t *image_json(const rbx_image_info *info)
 {

@@ -52,7 +52,7 @@ int cli_kernel_elsewhere_error(const cli_globals *globals, rbx_engine *engine,
     int pid = cli_kernel_holder(engine, session_id, language);
     const char *what;
     json_t *theirs = options_of(state_dir, pid, &what);
-    json_t *mine = cli_daemon_options(globals, state_dir);
+    json_t *mine = cli_daemon_options(globals, rbx_engine_config(engine));
     char differ[2048] = "";
     if (theirs && mine)
         cli_daemon_options_differ(mine, theirs, differ, sizeof differ);

@@ -22,9 +22,10 @@
 /* Starts `runbox daemon` with every option of this CLI, detached from
  * this process (twice forked, in a session of its own), its errors in
  * <state>/daemon.log. */
-static int start_daemon(const cli_globals *globals, const char *state_dir)
+static int start_daemon(const cli_globals *globals, const rbx_config *config)
 {
-    json_t *options = cli_daemon_options(globals, state_dir);
+    const char *state_dir = config->state_dir;
+    json_t *options = cli_daemon_options(globals, config);
     size_t count = json_array_size(options);
     const char **argv = options ? calloc(count + 3, sizeof *argv) : NULL;
     if (!argv) {
@@ -83,7 +84,7 @@ int cli_daemon_connect(const cli_globals *globals, const rbx_engine *engine, boo
                      state_dir);
         return fd;
     }
-    if (start_daemon(globals, state_dir) != 0) {
+    if (start_daemon(globals, rbx_engine_config(engine)) != 0) {
         snprintf(why, why_size, "cannot start runbox daemon: %s",
                  errno == EILSEQ ? "an option is not UTF-8 text" : strerror(errno));
         return -1;

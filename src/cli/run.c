@@ -107,9 +107,18 @@ static int write_all(FILE *stream, const char *data, size_t len)
     return fflush(stream) == 0 ? 0 : -1;
 }
 
+static void show_display(json_t *event);
+
 static int on_output(void *user, rbx_stream stream, const char *data, size_t len)
 {
     enum output_mode mode = *(enum output_mode *)user;
+    if (mode == MODE_LIVE && stream == RBX_DISPLAY) {
+        json_t *event = json_loadb(data, len, 0, NULL);
+        if (event)
+            show_display(event);
+        json_decref(event);
+        return 0;
+    }
     if (mode == MODE_LIVE) {
         /* A closed stdout (runbox ... | head) must not kill the program. */
         (void)write_all(stream == RBX_STDOUT ? stdout : stderr, data, len);

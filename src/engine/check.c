@@ -134,6 +134,13 @@ static void check_images(rbx_engine *engine, rbx_check_item *items, size_t max, 
     }
     free(infos);
     const rbx_root *root = engine->roots[0];
+    /* Falling back to the host's /usr is not an error (runbox works), but
+     * a user who built the default image must see that it is not used. */
+    if (engine->image_note[0] && !root->tree[0]) {
+        add(items, max, n, "images", false, false, "%.600s; it has %s", engine->image_note,
+            count ? names : "no image");
+        return;
+    }
     add(items, max, n, "images", true, false, "executions run on %s%s%s; the store (%s) has %s",
         root->tree[0] ? "image " : "",
         root->tree[0] ? root->image : "the host's /usr (--image host)", "", engine->images_dir,

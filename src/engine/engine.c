@@ -57,14 +57,16 @@ void rbx_request_init(rbx_request *request)
  * that what runbox records and passes on does not depend on where it ran. */
 static bool absolute_path(char *out, size_t size, const char *path)
 {
-    if (path[0] == '/') {
-        snprintf(out, size, "%s", path);
-        return true;
-    }
     char cwd[2048];
-    if (!getcwd(cwd, sizeof cwd))
+    if (path[0] != '/' && !getcwd(cwd, sizeof cwd))
         return false;
-    snprintf(out, size, "%s/%s", cwd, path);
+    /* Cut short, it would name another directory. */
+    int len = path[0] == '/' ? snprintf(out, size, "%s", path)
+                             : snprintf(out, size, "%s/%s", cwd, path);
+    if (len < 0 || (size_t)len >= size) {
+        errno = ENAMETOOLONG;
+        return false;
+    }
     return true;
 }
 
@@ -82,6 +84,27 @@ static void default_state_dir(char *out, size_t size)
         snprintf(out, size, "%s/.local/state/runbox", home);
     else
         snprintf(out, size, "/tmp/runbox-%u", (unsigned)geteuid());
+}
+
+/* The image store every state directory of this user shares: images are
+ * system software, built once per host (make deps), so a runbox given
+ * another state directory still runs on them. Root's is the system's;
+ * an ordinary user's is in their own data directory (XDG), and without
+ * one the state directory's images/, a directory runbox checked is its
+ * own (a guessed path in /tmp could be another user's, holding a
+ * "default" image of their choosing). */
+static void default_images_dir(char *out, size_t size, const char *state_dir)
+{
+    const char *xdg = getenv("XDG_DATA_HOME");
+    const char *home = getenv("HOME");
+    if (geteuid() == 0)
+        snprintf(out, size, "/var/lib/runbox/images");
+    else if (xdg && xdg[0] == '/')
+        snprintf(out, size, "%s/runbox/images", xdg);
+    else if (home && home[0] == '/')
+        snprintf(out, size, "%s/.local/share/runbox/images", home);
+    else
+        snprintf(out, size, "%s/images", state_dir);
 }
 
 /* The state directory holds every session's files, every sandbox's scratch
@@ -254,7 +277,7 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
     }
     const char *images = engine->config.images_dir;
     if (!images || !*images)
-        snprintf(engine->images_dir, sizeof engine->images_dir, "%s/images", engine->state_dir);
+        default_images_dir(engine->images_dir, sizeof engine->images_dir, engine->state_dir);
     else if (!absolute_path(engine->images_dir, sizeof engine->images_dir, images))
         goto fail_cwd;
     engine->config.images_dir = engine->images_dir;

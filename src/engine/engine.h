@@ -22,6 +22,10 @@ struct rbx_engine {
     char storage_detail[400]; /* for runbox check */
     bool is_root;
     char images_dir[4200]; /* the image store (images/images.h) */
+    /* Why executions that name no image run on the host's /usr although
+     * the operator did not ask for it (the store has no "default"), for
+     * each such result and runbox check; "" when they do not. */
+    char image_note[4400];
     /* The roots sandboxes run on (roots.c): [0] the default image's, then
      * one per other image a request named, made when first named. */
     pthread_mutex_t roots_lock;

@@ -49,6 +49,7 @@ static char *render_result(const rbx_result *result, bool as_event)
     json_object_set_new(obj, "session_id", json_string(result->session_id));
     json_object_set_new(obj, "language", nullable_string(result->language));
     json_object_set_new(obj, "image", json_string(result->image));
+    json_object_set_new(obj, "image_note", nullable_string(result->image_note));
     json_object_set_new(obj, "error_type", nullable_string(result->error_type));
     json_object_set_new(obj, "exception", nullable_string(result->exception));
     json_object_set_new(obj, "timed_out", json_boolean(result->timed_out));

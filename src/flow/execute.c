@@ -10,6 +10,7 @@
 #include "execution/given.h"
 #include "execution/policy.h"
 #include "execution/request.h"
+#include "execution/shown.h"
 #include "flow/running.h"
 #include "images/roots.h"
 #include "kernels/kernels.h"
@@ -304,11 +305,10 @@ static rbx_status fill_result(const execution *x, rbx_watch *watch, const rbx_ou
     return RBX_OK;
 }
 
-/* Watches a started sandbox to its end; fills the result. */
-static rbx_status watch_sandbox(const execution *x, rbx_sandbox *sandbox, rbx_watch *watch,
-                                uint64_t memory_bytes, rbx_result *result, rbx_error *err)
+/* Watches a started sandbox to its end; fills the result but its rich outputs. */
+static rbx_status watch_to_end(const execution *x, rbx_sandbox *sandbox, rbx_watch *watch,
+                               uint64_t memory_bytes, rbx_result *result, rbx_error *err)
 {
-    watch->kill_fd = x->kill_fd;
     rbx_exit_report report;
     int64_t started = rbx_now_us();
     bool reported = rbx_supervise(sandbox, watch, &report);
@@ -327,6 +327,34 @@ static rbx_status watch_sandbox(const execution *x, rbx_sandbox *sandbox, rbx_wa
     rbx_outcome outcome = read_outcome(watch, reported, &report, measured && usage.oom_killed);
     add_usage(result, reported, &report, measured, &usage);
     return fill_result(x, watch, &outcome, memory_bytes, result, err);
+}
+
+static int take_shown(void *user, const char *data, size_t len)
+{
+    rbx_shown *shown = user;
+    rbx_shown_feed(shown, data, len);
+    return shown->cancelled ? -1 : 0;
+}
+
+/* Watches a started sandbox to its end; fills the result. */
+static rbx_status watch_sandbox(const execution *x, rbx_sandbox *sandbox, rbx_watch *watch,
+                                uint64_t memory_bytes, rbx_result *result, rbx_error *err)
+{
+    watch->kill_fd = x->kill_fd;
+    /* The program's rich outputs, where its bootstrap gives them a channel:
+     * kept and capped as a stateful call's are. */
+    rbx_shown shown;
+    rbx_shown_init(&shown, x->on_output, x->user);
+    if (x->runtime->results_channel) {
+        watch->on_channel = take_shown;
+        watch->channel_user = &shown;
+    }
+    rbx_status status = watch_to_end(x, sandbox, watch, memory_bytes, result, err);
+    if (status == RBX_OK && x->runtime->results_channel &&
+        rbx_shown_finish(&shown, result) != RBX_OK)
+        status = rbx_fail(err, RBX_ESYSTEM, "out of memory building the result");
+    rbx_shown_free(&shown);
+    return status;
 }
 
 static rbx_status run_in_sandbox(const execution *x, rbx_result *result, rbx_error *err)
@@ -710,6 +738,8 @@ rbx_status rbx_execute(rbx_engine *engine, const rbx_request *asked, rbx_output_
         goto out;
     }
     snprintf(result->image, sizeof result->image, "%s", x.root->image);
+    if ((!request->image || !*request->image) && engine->image_note[0])
+        result->image_note = engine->image_note;
     if (refused(engine, request, x.runtime, result, &status))
         goto out;
     rbx_env env = {.use_fd = -1};

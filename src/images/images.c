@@ -138,7 +138,14 @@ const char *rbx_image_default_name(rbx_engine *engine)
         return engine->config.image;
     rbx_image_place place;
     rbx_error ignored;
-    return rbx_image_locate(engine, "default", &place, &ignored) == RBX_OK ? "default" : "host";
+    if (rbx_image_locate(engine, "default", &place, &ignored) == RBX_OK)
+        return "default";
+    snprintf(engine->image_note, sizeof engine->image_note,
+             "the image store %.4200s has no default image: executions that name none run on "
+             "the host's /usr (runbox images build default makes it; --images DIR names "
+             "another store)",
+             engine->images_dir);
+    return "host";
 }
 
 const char *rbx_engine_default_image(rbx_engine *engine)

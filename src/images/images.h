@@ -1,5 +1,5 @@
 /* Runtime images: read-only root filesystems that sandboxes run on, kept
- * once in the image store (the state directory's images/, or --images),
+ * once in the image store (the host's, or --images; engine.c),
  * content-addressed and named.
  *
  *   images/sha256-<hex>/       an image's tree, never changed once there
@@ -35,7 +35,7 @@ rbx_status rbx_image_locate(rbx_engine *engine, const char *name, rbx_image_plac
                             rbx_error *err);
 
 /* The image operators get when they name none: --image, else "default"
- * when the store has it, else "host". */
+ * when the store has it, else "host" (engine->image_note says why). */
 const char *rbx_image_default_name(rbx_engine *engine);
 
 /* Whether the operator lets requests name this image (--allow-images). */

@@ -7,6 +7,7 @@
 #include "base/trace.h"
 #include "engine/engine.h"
 #include "execution/given.h"
+#include "execution/shown.h"
 #include "kernels/kernels.h"
 #include "kernels/wire.h"
 #include "languages/classify.h"
@@ -29,13 +30,11 @@
 
 /* How long code may take to yield to an interrupt before its kernel goes. */
 #define INTERRUPT_GRACE_S 2.0
-/* Rich outputs kept per call; what is past it is counted, not kept. */
-#define RESULTS_CAP ((size_t)8 << 20)
 #define READ_CHUNK (64 * 1024)
 /* A channel line longer than any rich output that could be kept is skipped
  * to its end as it comes (and counted as dropped): what a kernel writes
  * holds no more of the server's memory than its results may. */
-#define LINE_MAX_BYTES (RESULTS_CAP + ((size_t)1 << 20))
+#define LINE_MAX_BYTES (RBX_RESULTS_CAP + ((size_t)1 << 20))
 
 /* A call's stdout or stderr, closed until the driver's mark for the call
  * (kernels/wire.h): the bytes before it are an earlier call's, such as the
@@ -75,9 +74,7 @@ typedef struct call_state {
     char *line; /* the channel's unfinished line */
     size_t line_len, line_cap;
     bool skipping_line; /* past LINE_MAX_BYTES: dropped to its newline */
-    json_t *results;
-    size_t results_bytes;
-    uint64_t results_dropped;
+    rbx_shown shown; /* the call's rich outputs (execution/shown.h) */
     int64_t id;
     bool started; /* the driver took this call ("start" with its id) */
     bool held;    /* it never did: earlier code held the kernel to the end */
@@ -107,18 +104,8 @@ static void on_event(call_state *s, rbx_kernel_event *event)
          * call's (displays of code still running, a forged "done"). */
         s->started = event->type == RBX_KERNEL_EVENT_START && event->id == s->id;
     } else if (event->type == RBX_KERNEL_EVENT_DISPLAY) {
-        char *text = json_dumps(event->output, JSON_COMPACT);
-        size_t len = text ? strlen(text) : 0;
-        if (text && s->results_bytes + len <= RESULTS_CAP) {
-            s->results_bytes += len;
-            json_array_append(s->results, event->output);
-            if (s->call->on_output &&
-                s->call->on_output(s->call->user, RBX_DISPLAY, text, len) != 0)
-                s->cancelled = true;
-        } else {
-            s->results_dropped += len;
-        }
-        free(text);
+        rbx_shown_add(&s->shown, event->output);
+        s->cancelled = s->cancelled || s->shown.cancelled;
     } else if (event->type == RBX_KERNEL_EVENT_DONE && event->id == s->id) {
         s->done = true;
         s->finish = *event;
@@ -142,7 +129,7 @@ static void read_channel(call_state *s)
     if (s->skipping_line) {
         const char *newline = memchr(buf, '\n', (size_t)n);
         size_t skipped = newline ? (size_t)(newline - buf) + 1 : (size_t)n;
-        s->results_dropped += skipped;
+        s->shown.dropped += skipped;
         s->skipping_line = !newline;
         data += skipped;
         n -= (ssize_t)skipped;
@@ -152,7 +139,7 @@ static void read_channel(call_state *s)
          * far, up to its newline; a newline in this chunk ends it. */
         const char *newline = memchr(data, '\n', (size_t)n);
         size_t skipped = newline ? (size_t)(newline - data) + 1 : (size_t)n;
-        s->results_dropped += s->line_len + skipped;
+        s->shown.dropped += s->line_len + skipped;
         s->line_len = 0;
         s->skipping_line = !newline;
         data += skipped;
@@ -385,15 +372,14 @@ static rbx_status finish(call_state *s, rbx_result *result, bool lost, uint64_t 
     result->stateful = true;
     result->execution_count =
         s->done && s->finish.execution_count ? s->finish.execution_count : k->calls;
-    result->truncated_results = s->results_dropped;
-    result->results = json_dumps(s->results, JSON_COMPACT);
-    return result->results ? RBX_OK : RBX_ESYSTEM;
+    return rbx_shown_finish(&s->shown, result);
 }
 
 rbx_status rbx_kernel_call_run(rbx_engine *engine, rbx_kernel *k, const rbx_kernel_call *call,
                                rbx_result *result, bool *lost, rbx_error *err)
 {
-    call_state s = {.k = k, .call = call, .results = json_array()};
+    call_state s = {.k = k, .call = call};
+    rbx_shown_init(&s.shown, call->on_output, call->user);
     rbx_capture_init(&s.out_capture, engine->config.output_cap_bytes);
     rbx_capture_init(&s.err_capture, engine->config.output_cap_bytes);
     s.out = (rbx_output){.stream = RBX_STDOUT,
@@ -449,7 +435,7 @@ rbx_status rbx_kernel_call_run(rbx_engine *engine, rbx_kernel *k, const rbx_kern
     rbx_execution_egress_result(&k->box.sandbox, result, call->trace);
     result->duration_ms = (rbx_now_us() - started + 500) / 1000;
     free(s.line);
-    json_decref(s.results);
+    rbx_shown_free(&s.shown);
     rbx_capture_free(&s.out_capture);
     rbx_capture_free(&s.err_capture);
     if (status != RBX_OK)

@@ -1,5 +1,6 @@
 /* What runbox speaks with a kernel's driver (see kernels/wire.h). */
 #include "kernels/wire.h"
+#include "execution/shown.h"
 #include "languages/runtime.h"
 #include "runbox.h"
 
@@ -206,14 +207,9 @@ static bool parse_json(const char *line, size_t len, rbx_kernel_event *event)
         event->id = json_integer_value(json_object_get(root, "id"));
         ok = json_is_integer(json_object_get(root, "id"));
     } else if (type && !strcmp(type, "display")) {
-        const char *kind = json_string_value(json_object_get(root, "kind"));
-        json_t *data = json_object_get(root, "data");
-        if (kind && (!strcmp(kind, "display_data") || !strcmp(kind, "execute_result")) &&
-            json_is_object(data)) {
-            event->type = RBX_KERNEL_EVENT_DISPLAY;
-            event->output = json_pack("{s:s, s:O}", "kind", kind, "data", data);
-            ok = event->output != NULL;
-        }
+        event->type = RBX_KERNEL_EVENT_DISPLAY;
+        event->output = rbx_shown_output(root);
+        ok = event->output != NULL;
     } else if (type && !strcmp(type, "done")) {
         const char *status = json_string_value(json_object_get(root, "status"));
         for (size_t i = 0; status && i < sizeof statuses / sizeof statuses[0]; i++)

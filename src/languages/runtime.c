@@ -28,7 +28,14 @@
 #include <strings.h>
 
 /* Python: compile() first, so a syntax error anywhere runs nothing. The
- * excepthook hides the bootstrap's own frame from tracebacks. */
+ * excepthook hides the bootstrap's own frame from tracebacks. The report
+ * stays open after "R" (close-on-exec: the program's children never get
+ * it) as the channel of the program's rich outputs: when the code ends,
+ * however it ends, matplotlib figures left open (shown or not: the
+ * sandbox has no display, so show() keeps them) go there as PNG display
+ * events, as a stateful call's do (kernels/python_kernel.py), by the code
+ * in the bootstrap's next argument (python_show_figures). A program that
+ * never imported pyplot pays one dictionary lookup. */
 static const char python_bootstrap[] =
     "import sys,os\n"
     "def _rbx_warm(env):\n"
@@ -54,7 +61,7 @@ static const char python_bootstrap[] =
     "        import traceback\n"
     "        m=''.join(traceback.format_exception_only(type(e),e))\n"
     "        os.write(4,b'S'+m.encode('utf-8','replace'));os._exit(2)\n"
-    "    os.write(4,b'R');os.close(4)\n"
+    "    os.write(4,b'R');os.set_inheritable(4,False)\n"
     "    return c\n"
     "def _rbx_hook(t,v,tb):\n"
     "    if tb is not None and tb.tb_frame.f_code.co_filename=='<string>':\n"
@@ -64,9 +71,34 @@ static const char python_bootstrap[] =
     "sys.excepthook=_rbx_hook\n"
     "_rbx_code=_rbx_load()\n"
     "del _rbx_load,_rbx_warm\n"
+    "_rbx_show=sys.argv[1]\n"
     "sys.argv=['<code>']\n"
     "_rbx_g={'__name__':'__main__','__builtins__':__builtins__,'__doc__':None}\n"
-    "exec(_rbx_code,_rbx_g)\n";
+    "try:\n"
+    "    exec(_rbx_code,_rbx_g)\n"
+    "finally:\n"
+    "    if 'matplotlib.pyplot' in sys.modules:exec(_rbx_show)\n";
+
+/* What Python's bootstrap runs when the code ends, if it imported pyplot:
+ * the open figures as display events on the report (fd 4), when it is
+ * still the report (a program may have closed it and opened a file
+ * there). Passed as an argument, so that a run without plots does not
+ * even compile it. */
+static const char python_show_figures[] =
+    "try:\n"
+    "    if os.fstat(4).st_mode&0o170000==0o10000:\n"
+    "        import io,json,base64\n"
+    "        p=sys.modules['matplotlib.pyplot']\n"
+    "        w=open(4,'wb',closefd=False)\n"
+    "        for n in p.get_fignums():\n"
+    "            f=p.figure(n);b=io.BytesIO();f.savefig(b,format='png',bbox_inches='tight')\n"
+    "            d={'image/png':base64.b64encode(b.getvalue()).decode(),'text/plain':repr(f)}\n"
+    "            w.write(json.dumps({'type':'display','kind':'display_data','data':d}).encode()"
+    "+b'\\n')\n"
+    "            w.flush()\n"
+    "        p.close('all')\n"
+    "except Exception as e:\n"
+    "    sys.stderr.write(f'[runbox: cannot render the open figures: {e}]\\n')\n";
 
 /* JavaScript: a prepared sandbox makes process.stdout and stderr while it
  * waits (their streams' modules are compiled on first use: 10 ms of an
@@ -174,7 +206,8 @@ static const rbx_runtime runtimes[] = {
         .extension = ".py",
         .version_code = "import sys; print(sys.version.split()[0])",
         .needs = "Python 3.8 or newer",
-        .argv = {"python3", "-c", python_bootstrap},
+        .argv = {"python3", "-c", python_bootstrap, python_show_figures},
+        .results_channel = true,
         .classify = rbx_classify_python,
         /* A venv that sees the system's site-packages, so a requirement that
          * Debian's python3-* packages already satisfy needs no download; pip

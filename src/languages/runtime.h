@@ -34,6 +34,10 @@ typedef struct rbx_runtime {
      * checks its syntax without running it, reports on fd 4, closes both,
      * then runs it in the same process. */
     const char *argv[7];
+    /* The bootstrap keeps its report open after "R": the program's rich
+     * outputs come there as display events, one JSON line each
+     * (execution/shown.h), as a kernel's do on its channel. */
+    bool results_channel;
     /* Names the failure of a program that exited non-zero, from its stderr:
      * returns an error_type and sets *exception to the language's own error
      * name (malloc'ed) or NULL. */

@@ -23,9 +23,9 @@ static const tool_spec specs[] = {
      "Run Python 3 code in an isolated sandbox and get back its stdout (output), stderr (error), "
      "exit_code and, when it failed, a classified error_type (SyntaxError, TimeoutError, "
      "MemoryError, ImportError, PermissionError, RuntimeError) and the exception's own name "
-     "(exception, e.g. ZeroDivisionError). Without stateful, only what the code prints is "
-     "shown; with stateful, also the last expression's value, display(obj) and matplotlib "
-     "figures (as images). Code with a syntax error does not run at all.",
+     "(exception, e.g. ZeroDivisionError). matplotlib figures shown or left open come back "
+     "as images; with stateful, also the last expression's value and display(obj). Code "
+     "with a syntax error does not run at all.",
      "The Python program to run (any number of lines).",
      "Packages to install before the code runs, as pip requirement specifiers, e.g. "
      "[\"requests\", \"pandas>=2\"]."},
@@ -216,6 +216,9 @@ static const struct result_field {
      "was given)."},
     {"language", "string", true, "python, javascript, typescript or bash."},
     {"image", "string", false, "The root image it ran on (\"host\": the host's own system)."},
+    {"image_note", "string", true,
+     "Why it ran on the host's own system although no image was asked for (the image store "
+     "has no default image), or null."},
     {"error_type", "string", true,
      "null on success, else SyntaxError, TimeoutError, MemoryError, "
      "ImportError, PermissionError or RuntimeError."},
@@ -230,8 +233,9 @@ static const struct result_field {
     {"cpus", "number", true, "The CPU quota enforced, in cores (null where none could be)."},
     {"stateful", "boolean", false, "The call ran in the session's live interpreter."},
     {"results", "array", false,
-     "Rich outputs of a stateful call: {kind: execute_result (the last expression's value) or "
-     "display_data, data: {MIME type: content}}; images are base64."},
+     "Rich outputs: {kind: execute_result (a stateful call's last expression's value) or "
+     "display_data (display(obj), a matplotlib figure), data: {MIME type: content}}; images "
+     "are base64."},
     {"execution_count", "integer", true, "Calls the session's interpreter has run (stateful)."},
     {"kernel_restarted", "boolean", false,
      "The session's interpreter had to start afresh (it died, ran out of memory, ignored an "

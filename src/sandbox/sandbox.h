@@ -91,6 +91,11 @@ typedef struct rbx_watch {
     rbx_capture *out, *err;
     char report[65536]; /* what the bootstrap or setup reported */
     size_t report_len;
+    /* A bootstrap that keeps its report open after "R" (languages/runtime.h:
+     * results_channel) writes the program's rich outputs there: what
+     * follows the "R" goes here, not into report. Non-zero: cancel. */
+    int (*on_channel)(void *user, const char *data, size_t len);
+    void *channel_user;
     bool timed_out, cancelled;
     rbx_trace *trace; /* NULL unless tracing */
 } rbx_watch;

@@ -42,18 +42,28 @@ static int drain(rbx_watch *watch, rbx_output *output, int *fd, char *buf)
     return rbx_output_deliver(output, buf, (size_t)n) != 0 ? -1 : 1;
 }
 
-static void read_report(rbx_watch *watch, int *fd)
+/* Returns -1 when the channel's reader asks to cancel. */
+static int read_report(rbx_watch *watch, int *fd)
 {
     size_t room = sizeof watch->report - 1 - watch->report_len;
     ssize_t n = room ? read(*fd, watch->report + watch->report_len, room) : 0;
     if (n < 0 && errno == EINTR)
-        return;
+        return 0;
     if (n <= 0) {
         close_fd(fd);
-        return;
+        return 0;
     }
     watch->report_len += (size_t)n;
     watch->report[watch->report_len] = 0;
+    /* The code passed its syntax check: the rest is the program's channel,
+     * and the report stays "R" (so it never fills). */
+    if (watch->on_channel && watch->report[0] == 'R' && watch->report_len > 1) {
+        int rc = watch->on_channel(watch->channel_user, watch->report + 1, watch->report_len - 1);
+        watch->report_len = 1;
+        watch->report[1] = 0;
+        return rc != 0 ? -1 : 0;
+    }
+    return 0;
 }
 
 static void feed_stdin(rbx_watch *watch, int *fd, size_t *sent)
@@ -132,8 +142,10 @@ bool rbx_supervise(rbx_sandbox *sandbox, rbx_watch *watch, rbx_exit_report *repo
             watch->cancelled = true;
             stop(sandbox, &killed);
         }
-        if (fds[P_REPORT].revents)
-            read_report(watch, &sandbox->report_fd);
+        if (fds[P_REPORT].revents && read_report(watch, &sandbox->report_fd) < 0 && !killed) {
+            watch->cancelled = true;
+            stop(sandbox, &killed);
+        }
         if (fds[P_STDIN].revents)
             feed_stdin(watch, &sandbox->stdin_fd, &sent);
         if ((fds[P_CANCEL].revents || fds[P_KILL].revents) && !killed) {
@@ -147,7 +159,7 @@ bool rbx_supervise(rbx_sandbox *sandbox, rbx_watch *watch, rbx_exit_report *repo
     }
     /* Whatever the report still holds arrived before init exited. */
     while (sandbox->report_fd >= 0)
-        read_report(watch, &sandbox->report_fd);
+        (void)read_report(watch, &sandbox->report_fd);
     free(buf);
     return rbx_sandbox_reap(sandbox, report);
 }

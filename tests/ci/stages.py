@@ -61,7 +61,8 @@ def ci_plan():
                 "the binary: ASan+UBSan report memory errors, leaks and undefined behaviour in "
                 "any C path that runs",
                 "unit (ctest); e2e test_core, test_storage, test_stateful, test_deps, "
-                "test_images, test_image_import, test_egress_cli; http; client; MCP; E2B "
+                "test_images, test_image_import, test_egress_cli, test_one_off_plots; http; "
+                "client; MCP; E2B "
                 "(moved out: test_sandbox, test_hardening, test_egress and the playground, "
                 "which run the same C as test_core and http; the egress parser keeps its fuzz "
                 "harness under ASan; all of them in `make test-asan-full`)"),

@@ -53,8 +53,10 @@ class Runbox:
         self.bin = RUNBOX
 
     def env(self, extra=None):
+        # The image store: the suite's (RUNBOX_TEST_ON_IMAGE), else one of the test's own, so
+        # that no case runs on or writes into the host's store by chance.
         env = {"PATH": "/usr/bin:/bin", "RUNBOX_STATE_DIR": self.state_dir, **POOLED_ENV,
-               **ON_IMAGE_ENV}
+               "RUNBOX_IMAGES": os.path.join(self.state_dir, "images"), **ON_IMAGE_ENV}
         # Keep sanitizer settings so ASan runs report into the test output.
         for key in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
             if key in os.environ:

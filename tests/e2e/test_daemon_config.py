@@ -244,3 +244,24 @@ def test_a_state_directory_too_long_for_a_socket_address_still_gets_its_daemon(t
     finally:
         box.remove_all_sessions()
     assert daemons(state) == []  # storage unmount stopped it
+
+
+def test_the_image_store_is_part_of_a_daemons_configuration(runbox, tmp_path):
+    """The CLI gives its daemon the store it resolved (whatever the daemon's own environment
+    would resolve): the default store and the same path named with --images are one
+    configuration; another store is another daemon."""
+    real_env = runbox.env
+    runbox.env = lambda extra=None: {k: v for k, v in real_env(extra).items()
+                                     if k != "RUNBOX_IMAGES"}
+    default = SYSTEM_STORE if os.geteuid() == 0 else os.path.join(runbox.state_dir, "images")
+    if os.geteuid() == 0 and SYSTEM_STORE != "/var/lib/runbox/images":
+        pytest.skip("root's default store is /var/lib/runbox/images")
+    ok(stateful(runbox, "a = 1", session="one"))
+    (pid,) = daemons(runbox.state_dir)
+    argv = daemon_options(pid)
+    assert argv[argv.index("--images") + 1] == default, argv
+    again = ok(stateful(runbox, "a", "--images", default, session="one"))
+    assert values(again) == ["1"] and again["kernel_restarted"] is False, again
+    assert daemons(runbox.state_dir) == [pid]
+    ok(stateful(runbox, "b = 2", "--images", str(tmp_path / "another store"), session="two"))
+    assert len(daemons(runbox.state_dir)) == 2

@@ -154,6 +154,91 @@ def test_runbox_check_names_the_images(on_image):
     assert re.search(r"/usr/bin/python3 3\.1[2-9]", items["python"]["detail"]), items["python"]
 
 
+# --- one image store per host, whatever the state directory -------------------------------
+
+def without_store(box, extra=None):
+    """box's environment without RUNBOX_IMAGES: the store is runbox's own default."""
+    env = box.env(extra)
+    env.pop("RUNBOX_IMAGES", None)
+    return env
+
+
+def test_any_state_directory_runs_on_the_hosts_image_store(tmp_path, store):
+    """The default image `make deps` built serves every state directory: root's store is the
+    system's, an ordinary user's is in their data directory (XDG_DATA_HOME here, a link to the
+    store the suite has). Nothing is written into the store."""
+    extra = {}
+    if not IS_ROOT:
+        data = tmp_path / "data"
+        (data / "runbox").mkdir(parents=True)
+        os.symlink(store, data / "runbox" / "images")
+        extra = {"XDG_DATA_HOME": str(data), "HOME": str(tmp_path / "home")}
+    elif store != SYSTEM_STORE:
+        pytest.skip("the default image is not in the system's store (%s)" % SYSTEM_STORE)
+    before = os.listdir(os.path.join(store, "names"))
+    for name in ("one", "other"):
+        box = Runbox(str(tmp_path / name))
+        proc = subprocess.run([RUNBOX, "--state-dir", box.state_dir, "run", "python", "--json",
+                               "-c", "import sys; print(sys.version)"], capture_output=True,
+                              env=without_store(box, extra), timeout=120)
+        box.cli("storage", "unmount")
+        r = json.loads(proc.stdout)
+        assert r["image"] == "default" and r["image_note"] is None, r
+        assert r["output"].startswith("3.13"), r["output"]
+    assert os.listdir(os.path.join(store, "names")) == before
+
+
+def test_a_run_that_falls_back_to_the_host_says_so(tmp_path):
+    """No default image in the store: the result and runbox check say that executions run on
+    the host's /usr, and how to mend it; asking for the host, or an operator's default, is no
+    fall-back and says nothing."""
+    box = Runbox(str(tmp_path / "state"))
+    empty = str(tmp_path / "empty store")
+    env = {"RUNBOX_IMAGES": empty}
+    try:
+        r = box.run("python", "print(1)", env=env)
+        assert r["image"] == "host" and r["success"], r
+        assert empty in r["image_note"] and "runbox images build default" in r["image_note"], r
+        assert box.run("python", "print(1)", "--image", "host", env=env)["image_note"] is None
+        chosen = box.cli("--default-image", "host", "run", "python", "-c", "1", "--json",
+                         env=env)
+        assert json.loads(chosen.stdout)["image_note"] is None, chosen
+        checks = {c["name"]: c for c in
+                  json.loads(box.cli("check", "--json", env=env, timeout=300).stdout)["checks"]}
+        assert not checks["images"]["ok"] and empty in checks["images"]["detail"], checks
+        assert "host's /usr" in checks["images"]["detail"], checks["images"]
+    finally:
+        box.cli("storage", "unmount")
+
+
+@pytest.mark.parametrize("store,code,message", [
+    ("", 2, "--images needs a directory"),
+    ("/" + "x" * 5000, 1, "File name too long"),
+])
+def test_hostile_image_store_paths_are_refused(tmp_path, store, code, message):
+    box = Runbox(str(tmp_path / "state"))
+    proc = box.cli("--images", store, "run", "python", "-c", "print(1)")
+    assert proc.returncode == code, proc
+    assert message in proc.stderr.decode(errors="replace"), proc.stderr
+
+
+def test_an_image_store_that_is_a_file_or_a_link_out_runs_on_the_host(tmp_path):
+    """A store path that names a file, or a store whose default name links out of it, is no
+    image: the run says it fell back, and nothing outside is used as a root."""
+    box = Runbox(str(tmp_path / "state"))
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    forged = tmp_path / "forged"
+    (forged / "names").mkdir(parents=True)
+    os.symlink("/", forged / "names" / "default")
+    try:
+        for store in (str(not_a_dir), str(forged)):
+            r = box.run("python", "print(1)", env={"RUNBOX_IMAGES": store})
+            assert r["image"] == "host" and store in r["image_note"], r
+    finally:
+        box.cli("storage", "unmount")
+
+
 # --- choosing an image: hostile names, the allow-list, other front ends ---------------------
 
 @pytest.mark.parametrize("name,message", [

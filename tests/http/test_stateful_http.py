@@ -45,6 +45,24 @@ def test_state_persists_across_requests_and_the_result_says_so(server):
     assert plain["stateful"] is False and plain["output"] == "False\n"  # a fresh interpreter
 
 
+def test_a_one_off_plot_comes_back_and_streams_as_a_stateful_calls(server):
+    """Not stateful: the figure left open at the end is a display event and in "results",
+    whether a prepared sandbox served the run or a cold one did."""
+    plain = server.execute(language="python", code=PLOT)
+    if "No module named 'matplotlib'" in plain["error"]:
+        return  # a host root without matplotlib: nothing to show
+    assert plain["stateful"] is False and plain["success"], plain
+    (figure,) = plain["results"]
+    assert figure["kind"] == "display_data", figure
+    assert base64.b64decode(figure["data"]["image/png"]).startswith(b"\x89PNG\r\n\x1a\n")
+    conn, response = stream(server, {"language": "python", "code": PLOT}, "application/x-ndjson")
+    events = [json.loads(line) for line in response]
+    conn.close()
+    kinds = [e["type"] for e in events]
+    assert kinds[-2:] == ["display", "result"] and set(kinds[:-2]) == {"stdout"}, kinds
+    assert events[-2]["data"] == events[-1]["results"][0]["data"], events[-2]
+
+
 def test_ndjson_streams_a_plot_after_the_text_before_it_and_before_the_result(server):
     conn, response = stream(server, {"language": "python", "code": PLOT, "session_id": "web",
                                      "stateful": True}, "application/x-ndjson")

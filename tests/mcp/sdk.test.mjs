@@ -12,7 +12,7 @@ import {
   uniqueSessionId, waitFor,
 } from './helpers.mjs';
 
-const RESULT_FIELDS = ['success', 'output', 'error', 'exit_code', 'duration_ms', 'session_id', 'language', 'image',
+const RESULT_FIELDS = ['success', 'output', 'error', 'exit_code', 'duration_ms', 'session_id', 'language', 'image', 'image_note',
   'error_type', 'exception', 'timed_out', 'cancelled', 'truncated', 'signal', 'cpu_ms', 'peak_memory_kb',
   'limits', 'cpus', 'stateful', 'results', 'execution_count', 'kernel_restarted', 'network', 'egress_denied',
   'egress_denied_to', 'pooled'];
@@ -243,6 +243,21 @@ describe('runbox mcp with the SDK client', { timeout: 180000 }, () => {
     const fresh = await call('execute_python', { session_id, stateful: true, code: "'x' in dir()" });
     assert.deepEqual(fresh.content[1], { type: 'text', text: 'False' });
     await call('close_session', { session_id });
+  });
+
+  it('shows the plot of a one-off run as an image too', async () => {
+    const plot = await call('execute_python', {
+      code: "import matplotlib.pyplot as plt\nplt.plot([3, 1, 2])\nplt.show()\nprint('shown')",
+    });
+    const result = structured(plot);
+    assert.equal(result.stateful, false);
+    assert.equal(result.output, 'shown\n');
+    assert.deepEqual(result.results.map((r) => r.kind), ['display_data']);
+    const images = plot.content.filter((c) => c.type === 'image');
+    assert.equal(images.length, 1);
+    assert.equal(images[0].mimeType, 'image/png');
+    assert.equal(Buffer.from(images[0].data, 'base64').subarray(1, 4).toString(), 'PNG');
+    assert.equal(images[0].data, result.results[0].data['image/png']);
   });
 
   it('answers ping', async () => {

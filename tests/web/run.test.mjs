@@ -138,6 +138,21 @@ test('a matplotlib plot of a stateful run appears as an image', async () => {
   await page.locator('#stateful').uncheck();
 });
 
+test('a matplotlib plot of a one-off run appears as an image too', async () => {
+  assert.equal(await page.locator('#stateful').isChecked(), false);
+  await setCode(page, "import matplotlib.pyplot as plt\nplt.plot([9, 4, 1])\nplt.show()\nprint('shown')\n");
+  await page.keyboard.press('Control+Enter');
+  await page.locator('#result .status-ok').waitFor({ timeout: 30000 });
+  assert.equal(await page.locator('#result .field-stateful').textContent(), 'false');
+  assert.equal(await page.locator('#stdout').textContent(), 'shown\n');
+  const image = page.locator('#rich img');
+  assert.equal(await image.count(), 1);
+  assert.match(await image.getAttribute('src'), /^data:image\/png;base64,iVBORw0KGgo/);
+  await waitFor(() => image.evaluate((img) => img.complete), 5000, 'the image to load');
+  const size = await image.evaluate((img) => [img.naturalWidth, img.naturalHeight]);
+  assert.ok(size[0] > 100 && size[1] > 100, `the PNG did not decode: ${size}`);
+});
+
 test('HTML rich output renders in a sandboxed iframe that runs no script', async () => {
   await createSession(page, 'html');
   await page.locator('#stateful').check();
