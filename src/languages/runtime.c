@@ -101,7 +101,8 @@ static const char python_show_figures[] =
     "    sys.stderr.write(f'[runbox: cannot render the open figures: {e}]\\n')\n";
 
 /* JavaScript: a prepared sandbox makes process.stdout and stderr while it
- * waits (their streams' modules are compiled on first use: 10 ms of an
+ * waits (and TypeScript's stripper, whose WebAssembly is compiled on first
+ * use), since their modules are compiled on first use: 10 ms of an
  * execution on an image whose Node.js has no code cache, 3 on the host's).
  * Then, compile as a CommonJS function body first (with import()
  * working as in a main script; its experimental-feature warning is muted).
@@ -123,7 +124,12 @@ static const char python_show_figures[] =
 static const char javascript_bootstrap[] =
     "'use strict';"
     "const fs=require('fs'),vm=require('vm'),Module=require('module'),path=require('path');"
-    "if(fs.fstatSync(3).isSocket()){process.stdout;process.stderr;fs.writeSync(3,'W');}"
+    "const emit=process.emitWarning;process.emitWarning=function(w,...a){"
+    "if(/USE_MAIN_CONTEXT_DEFAULT_LOADER|stripTypeScriptTypes/.test(String(w)))return;return "
+    "emit.call(this,w,...a);};"
+    "const ts=process.execArgv.includes('--experimental-strip-types');"
+    "if(fs.fstatSync(3).isSocket()){process.stdout;process.stderr;"
+    "if(ts)Module.stripTypeScriptTypes('');fs.writeSync(3,'W');}"
     "let src=fs.readFileSync(3,'utf8');fs.closeSync(3);"
     "if(src[0]==='\\0')src=src.slice(1);else{const end=src.indexOf('\\0\\0');"
     "for(const k of Object.keys(process.env))delete process.env[k];"
@@ -136,11 +142,7 @@ static const char javascript_bootstrap[] =
     "const ready=()=>{fs.writeSync(4,'R');fs.closeSync(4);};"
     "const esmHint=/Cannot use import statement|Unexpected token 'export'|await is only valid|"
     "import\\.meta/;"
-    "const emit=process.emitWarning;process.emitWarning=function(w,...a){"
-    "if(/USE_MAIN_CONTEXT_DEFAULT_LOADER|stripTypeScriptTypes/.test(String(w)))return;return "
-    "emit.call(this,w,...a);};"
-    "if(process.execArgv.includes('--experimental-strip-types')){"
-    "try{src=Module.stripTypeScriptTypes(src,{sourceUrl:'<code>'});}catch(e){syntax(e);}}"
+    "if(ts){try{src=Module.stripTypeScriptTypes(src,{sourceUrl:'<code>'});}catch(e){syntax(e);}}"
     "let fn=null;"
     "try{fn=vm.compileFunction(src,['exports','require','module','__filename','__dirname'],"
     "{filename:'<code>',importModuleDynamically:vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER});}"
