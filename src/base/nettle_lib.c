@@ -41,3 +41,19 @@ rbx_status rbx_nettle_load(rbx_error *err)
                     "the package libnettle8, libnettle8t64 on Debian 13)",
                     RBX_NETTLE_SONAME, failure);
 }
+
+rbx_status rbx_sha256(const void *data, size_t len, unsigned char out[32], rbx_error *err)
+{
+    rbx_status status = rbx_nettle_load(err);
+    if (status != RBX_OK)
+        return status;
+    struct sha256_ctx ctx;
+    rbx_nettle->sha256_init(&ctx);
+    rbx_nettle->sha256_update(&ctx, len, data);
+#if NETTLE_VERSION_MAJOR >= 4
+    rbx_nettle->sha256_digest(&ctx, out);
+#else
+    rbx_nettle->sha256_digest(&ctx, SHA256_DIGEST_SIZE, out);
+#endif
+    return RBX_OK;
+}

@@ -115,11 +115,20 @@ static struct MHD_Response *gzip_response(int fd, uint64_t size, uint64_t *bytes
     return response;
 }
 
+/* The sandbox of a /files request: named by its headers, or by a signed
+ * URL's signature (e2b_signed.c) when they name none. */
+static bool files_sandbox(http_request *req, bool write, e2b_sandbox_view *view, http_error *err)
+{
+    if (!e2b_request_sandbox_id(req->connection) && e2b_signed_file_request(req->connection))
+        return e2b_sandbox_for_signed_file(req->server, req->connection, write, view, err);
+    return e2b_sandbox_for_request(req->server, req->connection, view, err);
+}
+
 enum MHD_Result e2b_handle_files_get(http_request *req)
 {
     e2b_sandbox_view view;
     http_error err;
-    if (!e2b_sandbox_for_request(req->server, req->connection, &view, &err))
+    if (!files_sandbox(req, false, &view, &err))
         return http_reply_error(req, &err);
     char rel[1100];
     const char *path = MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "path");
@@ -429,7 +438,7 @@ enum MHD_Result e2b_handle_files_post(http_request *req)
 {
     e2b_sandbox_view view;
     http_error err;
-    if (!e2b_sandbox_for_request(req->server, req->connection, &view, &err))
+    if (!files_sandbox(req, true, &view, &err))
         return http_reply_error(req, &err);
     if (!e2b_envd_user(req->connection, true, &err)) {
         e2b_sandbox_view_release(&view);

@@ -27,5 +27,9 @@ const http_api *http_e2b_api_pick(struct MHD_Connection *connection, const char 
         return &http_e2b_envd_api;
     if (!port && is_control_path(path))
         return &http_e2b_control_api;
+    /* A signed file URL (the SDK's download_url, upload_url) comes with no
+     * header of E2B's: a browser or curl fetches it. */
+    if (!port && !strcmp(path, "/files") && e2b_signed_file_request(connection))
+        return &http_e2b_envd_api;
     return &http_e2b_api;
 }

@@ -62,69 +62,13 @@ static enum MHD_Result stream_refused(http_request *req, const http_error *err)
 
 /* --- base64 (proto3 JSON's bytes) ------------------------------------------------------------ */
 
-static const char b64_alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 static json_t *b64_json(const char *data, size_t len)
 {
-    size_t out_len = (len + 2) / 3 * 4;
-    char *out = malloc(out_len + 1);
-    if (!out)
-        return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < len; i += 3) {
-        uint32_t v = (uint32_t)(unsigned char)data[i] << 16;
-        if (i + 1 < len)
-            v |= (uint32_t)(unsigned char)data[i + 1] << 8;
-        if (i + 2 < len)
-            v |= (unsigned char)data[i + 2];
-        out[o++] = b64_alphabet[v >> 18 & 63];
-        out[o++] = b64_alphabet[v >> 12 & 63];
-        out[o++] = i + 1 < len ? b64_alphabet[v >> 6 & 63] : '=';
-        out[o++] = i + 2 < len ? b64_alphabet[v & 63] : '=';
-    }
-    json_t *text = json_stringn(out, o);
+    size_t n;
+    char *out = api_base64_encode(data, len, true, &n);
+    json_t *text = out ? json_stringn(out, n) : NULL;
     free(out);
     return text;
-}
-
-static int b64_value(char c)
-{
-    const char *at = c ? strchr(b64_alphabet, c) : NULL;
-    if (at)
-        return (int)(at - b64_alphabet);
-    return c == '-' ? 62 : c == '_' ? 63 : -1; /* the URL-safe alphabet, which proto3 JSON allows */
-}
-
-/* Standard or URL-safe base64, padded or not; false when it is neither. */
-static bool b64_decode(const char *text, size_t len, char **out, size_t *out_len)
-{
-    while (len && text[len - 1] == '=')
-        len--;
-    if (len % 4 == 1)
-        return false;
-    char *bytes = malloc(len / 4 * 3 + 3);
-    if (!bytes)
-        return false;
-    size_t o = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < len; i++) {
-        int v = b64_value(text[i]);
-        if (v < 0) {
-            free(bytes);
-            return false;
-        }
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            bytes[o++] = (char)(acc >> bits & 0xff);
-        }
-    }
-    *out = bytes;
-    *out_len = o;
-    return true;
 }
 
 /* --- reading requests ---------------------------------------------------------------------- */
@@ -196,7 +140,7 @@ static bool user_known(http_request *req, http_error *err)
         return true;
     char *decoded = NULL;
     size_t len = 0;
-    bool ok = b64_decode(auth + 6, strlen(auth + 6), &decoded, &len);
+    bool ok = api_base64_decode(auth + 6, strlen(auth + 6), &decoded, &len);
     size_t name = ok ? strcspn(decoded, ":") : 0;
     ok = ok && name <= len && ((name == 4 && !strncmp(decoded, "user", 4)) ||
                                (name == 4 && !strncmp(decoded, "root", 4)) || name == 0);
@@ -760,7 +704,7 @@ static bool input_bytes(json_t *input, char **data, size_t *len, http_error *err
     }
     if (!bytes)
         return true;
-    if (!b64_decode(json_string_value(bytes), json_string_length(bytes), data, len)) {
+    if (!api_base64_decode(json_string_value(bytes), json_string_length(bytes), data, len)) {
         bad(err, "input's bytes must be base64");
         return false;
     }

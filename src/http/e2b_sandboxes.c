@@ -409,7 +409,7 @@ const char *e2b_request_sandbox_id(struct MHD_Connection *connection)
 }
 
 /* Takes time that depends on the expected token's length only. */
-static bool same_token(const char *given, const char *expected)
+bool e2b_same_token(const char *given, const char *expected)
 {
     size_t given_len = strlen(given), expected_len = strlen(expected);
     volatile unsigned char diff = given_len != expected_len;
@@ -425,8 +425,8 @@ static bool tokens_match(struct MHD_Connection *connection, const e2b_sandbox *s
         MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "X-Access-Token");
     const char *traffic =
         MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "E2B-Traffic-Access-Token");
-    bool access_ok = access && same_token(access, s->envd_token);
-    bool traffic_ok = traffic && same_token(traffic, s->traffic_token);
+    bool access_ok = access && e2b_same_token(access, s->envd_token);
+    bool traffic_ok = traffic && e2b_same_token(traffic, s->traffic_token);
     return (access || traffic) && (!access || access_ok) && (!traffic || traffic_ok);
 }
 
@@ -452,13 +452,20 @@ bool e2b_sandbox_for_request(http_server *server, struct MHD_Connection *connect
                        "X-Access-Token");
         return false;
     }
-    *view = (e2b_sandbox_view){.network = s.network};
-    snprintf(view->id, sizeof view->id, "%s", s.id);
-    snprintf(view->session_id, sizeof view->session_id, "%s", s.session_id);
-    snprintf(view->image, sizeof view->image, "%s", s.image);
-    view->env = json_incref(s.env_vars);
-    view->egress_allow = json_incref(s.egress_allow);
+    bool ok = e2b_sandbox_view_of(server, &s, view, err);
     e2b_sandbox_release(&s);
+    return ok;
+}
+
+bool e2b_sandbox_view_of(http_server *server, const e2b_sandbox *s, e2b_sandbox_view *view,
+                         http_error *err)
+{
+    *view = (e2b_sandbox_view){.network = s->network};
+    snprintf(view->id, sizeof view->id, "%s", s->id);
+    snprintf(view->session_id, sizeof view->session_id, "%s", s->session_id);
+    snprintf(view->image, sizeof view->image, "%s", s->image);
+    view->env = json_incref(s->env_vars);
+    view->egress_allow = json_incref(s->egress_allow);
     /* Its session exists from its creation; a sandbox restored from the
      * file after the session went (a state directory cleaned by hand)
      * gets it back, empty. */

@@ -26,6 +26,7 @@
 #define RBX_HTTP_H
 
 #include "cli/cli.h"
+#include "api/base64.h"
 
 #include <jansson.h>
 #include <microhttpd.h>
@@ -658,6 +659,20 @@ typedef struct e2b_sandbox_view {
 bool e2b_sandbox_for_request(http_server *server, struct MHD_Connection *connection,
                              e2b_sandbox_view *view, http_error *err);
 void e2b_sandbox_view_release(e2b_sandbox_view *view);
+/* The view of a sandbox the caller found and checked. */
+bool e2b_sandbox_view_of(http_server *server, const struct e2b_sandbox *sandbox,
+                         e2b_sandbox_view *view, http_error *err);
+/* Tokens compared in a time that depends on the expected one's length only. */
+bool e2b_same_token(const char *given, const char *expected);
+
+/* e2b_signed.c: envd's signed file URLs (the SDK's download_url and
+ * upload_url): GET or POST /files with ?signature= and no E2b-Sandbox-Id, as
+ * a browser or curl sends them. The sandbox is the one whose access token
+ * signs the path, the operation and the user; false with err (401) when
+ * none does or the signature has expired. */
+bool e2b_signed_file_request(struct MHD_Connection *connection);
+bool e2b_sandbox_for_signed_file(http_server *server, struct MHD_Connection *connection,
+                                 bool write, e2b_sandbox_view *view, http_error *err);
 
 /* e2b_list.c: GET /v2/sandboxes, the control plane's (e2b_control.c) list. */
 enum MHD_Result e2b_handle_list(http_request *req);

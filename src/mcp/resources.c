@@ -6,6 +6,7 @@
  * resumes right after it even when files came or went meanwhile. Reads go
  * through rbx_file_get, which refuses links, paths out of the session and
  * anything but a regular file, up to MCP_RESOURCE_READ_MAX bytes. */
+#include "api/base64.h"
 #include "mcp/mcp.h"
 
 #include <stdio.h>
@@ -181,24 +182,6 @@ void mcp_answer_resource_templates(mcp_server *server, const rpc_message *reques
 
 /* ---- resources/read ---- */
 
-static char *base64(const unsigned char *data, size_t len)
-{
-    static const char digits[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *out = malloc(4 * ((len + 2) / 3) + 1), *at = out;
-    for (size_t i = 0; out && i < len; i += 3) {
-        uint32_t group = (uint32_t)data[i] << 16 | (i + 1 < len ? (uint32_t)data[i + 1] << 8 : 0) |
-                         (i + 2 < len ? data[i + 2] : 0);
-        *at++ = digits[group >> 18 & 63];
-        *at++ = digits[group >> 12 & 63];
-        *at++ = i + 1 < len ? digits[group >> 6 & 63] : '=';
-        *at++ = i + 2 < len ? digits[group & 63] : '=';
-    }
-    if (out)
-        *at = 0;
-    return out;
-}
-
 static json_t *contents(const char *uri, const char *path, const char *data, size_t len)
 {
     const char *mime = mcp_mime_by_name(path);
@@ -207,7 +190,7 @@ static json_t *contents(const char *uri, const char *path, const char *data, siz
                          "text", data, len);
     if (!mime)
         mime = mcp_mime_by_magic((const unsigned char *)data, len);
-    char *blob = base64((const unsigned char *)data, len);
+    char *blob = api_base64_encode(data, len, true, NULL);
     json_t *item = blob ? json_pack("{s:s, s:s, s:s}", "uri", uri, "mimeType",
                                     mime ? mime : "application/octet-stream", "blob", blob)
                         : NULL;

@@ -616,3 +616,44 @@ def test_a_watch_ends_when_its_sandbox_is_killed_or_paused(server, end):
     assert time.monotonic() - started < 10
     assert rest and rest[-1][0] == 2, rest
     conn.close()
+
+
+def test_signed_download_and_upload_urls_work_without_headers(server):
+    # The SDK's download_url and upload_url: with E2B_SANDBOX_URL they are this origin, signed
+    # with the sandbox's token, and fetched as a browser or curl would, with no header of E2B's.
+    import urllib.error
+    import urllib.request
+    sbx = make_sandbox(server)
+    other = make_sandbox(server)
+    sbx.files.write("shared/report.txt", "signed bytes")
+    url = sbx.download_url("shared/report.txt")
+    assert url.startswith(server.e2b_url + "/files?") and "signature=v1_" in url
+    with urllib.request.urlopen(url, timeout=30) as response:
+        assert response.read() == b"signed bytes"
+    boundary = "runbox-boundary"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
+            f"filename=\"up.txt\"\r\nContent-Type: text/plain\r\n\r\nuploaded\r\n"
+            f"--{boundary}--\r\n").encode()
+    upload = urllib.request.Request(sbx.upload_url("up.txt"), data=body, method="POST", headers={
+        "Content-Type": f"multipart/form-data; boundary={boundary}"})
+    with urllib.request.urlopen(upload, timeout=30) as response:
+        assert response.status == 200
+    assert sbx.files.read("up.txt") == "uploaded"
+    assert not other.files.exists("up.txt")
+
+    def refused(address, method="GET"):
+        try:
+            urllib.request.urlopen(urllib.request.Request(address, method=method), timeout=30)
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())["code"]
+        return 200, None
+    # Another path, the other operation, a changed signature: not signed by any sandbox.
+    assert refused(url.replace("report.txt", "other.txt")) == (401, "unauthenticated")
+    assert refused(url.replace("signature=v1_", "signature=v1_A")) == (401, "unauthenticated")
+    assert refused(sbx.download_url("up.txt").replace("/files?", "/files?x=1&"), "POST")[0] in (
+        400, 401)
+    expiring = sbx.download_url("shared/report.txt", use_signature_expiration=1)
+    time.sleep(2.1)
+    assert refused(expiring) == (401, "unauthenticated")
+    sbx.kill()
+    assert refused(url) == (401, "unauthenticated")
