@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import {
   metric, processesRunning, startServe, stopServe, uniqueSessionId, waitFor,
 } from './helpers.mjs';
@@ -132,6 +133,41 @@ describe('/mcp with the TypeScript SDK client', { timeout: 180000 }, () => {
     await assert.rejects(connect({}), /401|unauthorized|token/i);
     await assert.rejects(connect({ Authorization: 'Bearer not-the-token' }), /401|unauthorized|token/i);
     assert.equal(await metric(server, 'runbox_mcp_sessions_opened_total'), opened, 'no session was opened');
+  });
+
+  // The issue's "done when": a host with only the URL and the token runs code and reads back
+  // what it made, and is told when it changes.
+  it('reads back the plot and the table code made, and is told when the table changes', async () => {
+    const { client } = await connect();
+    const updated = [];
+    client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => updated.push(n.params.uri));
+    const id = uniqueSessionId('mcp-http-files');
+    const png = 'import struct, zlib\n' +
+      'def chunk(kind, data):\n' +
+      '    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))\n' +
+      'rows = b"".join(b"\\x00" + b"\\xff\\x00\\x00" * 2 for _ in range(2))\n' +
+      'open("plot.png", "wb").write(b"\\x89PNG\\r\\n\\x1a\\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)) +\n' +
+      '    chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))\n' +
+      'open("table.csv", "w").write("name,score\\nada,3\\n")\n';
+    const made = await client.callTool({ name: 'execute_python', arguments: { session_id: id, code: png } });
+    assert.equal(made.isError, false);
+    const links = made.content.filter((c) => c.type === 'resource_link').map((c) => c.uri).sort();
+    const base = `runbox://sessions/${id}/files/`;
+    assert.deepEqual(links, [`${base}plot.png`, `${base}table.csv`]);
+    const { resources } = await client.listResources();
+    assert.ok(resources.some((r) => r.uri === `${base}plot.png` && r.mimeType === 'image/png'));
+    const plot = (await client.readResource({ uri: `${base}plot.png` })).contents[0];
+    assert.equal(plot.mimeType, 'image/png');
+    const bytes = Buffer.from(plot.blob, 'base64');
+    assert.deepEqual([...bytes.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+    assert.equal(bytes.readUInt32BE(16), 2); // IHDR: 2 x 2
+    const table = (await client.readResource({ uri: `${base}table.csv` })).contents[0];
+    assert.equal(table.text, 'name,score\nada,3\n');
+    await client.subscribeResource({ uri: `${base}table.csv` });
+    await client.callTool({ name: 'execute_bash', arguments: { session_id: id, command: 'echo lin,4 >> table.csv' } });
+    await waitFor(() => updated.includes(`${base}table.csv`), 10000, 'resources/updated over HTTP');
+    assert.equal((await client.readResource({ uri: `${base}table.csv` })).contents[0].text,
+      'name,score\nada,3\nlin,4\n');
   });
 
   it('refuses a page of another site (foreign Origin, 403) even with the token', async () => {

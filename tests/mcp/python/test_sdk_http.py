@@ -110,3 +110,29 @@ def test_refused_from_a_foreign_origin(serve):
         return raised.value
     error = run(go)
     assert "requests from another site's page are refused" in repr(error), repr(error)
+
+
+def test_reads_back_the_files_code_made(serve):
+    # The "done when": the URL and the token, code runs, its files are read back.
+    import base64
+    import uuid
+
+    async def go():
+        http, client = client_for(serve)
+        session = f"py-files-{uuid.uuid4().hex[:8]}"
+        async with http, client:
+            made = await client.call_tool("execute_python", {
+                "session_id": session,
+                "code": "open('table.csv', 'w').write('name,score\\nada,3\\n')\n"
+                        "open('blob.bin', 'wb').write(bytes([0, 159, 255]))"})
+            assert not made.is_error
+            links = sorted(c.uri for c in made.content if c.type == "resource_link")
+            base = f"runbox://sessions/{session}/files/"
+            assert links == [base + "blob.bin", base + "table.csv"]
+            listed = {r.uri for r in (await client.list_resources()).resources}
+            assert {base + "blob.bin", base + "table.csv"} <= listed
+            table = (await client.read_resource(base + "table.csv")).contents[0]
+            assert table.text == "name,score\nada,3\n"
+            blob = (await client.read_resource(base + "blob.bin")).contents[0]
+            assert base64.b64decode(blob.blob) == bytes([0, 159, 255])
+    run(go)
