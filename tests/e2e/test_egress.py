@@ -611,7 +611,7 @@ def test_the_program_cannot_change_the_rules(rb):
             "text=True)\n"
             "print('nft =>', p.returncode, ' '.join(p.stderr.split())[:200].replace('=>', '->'))\n"
             + PROBE % (PORT, [HOST_A]))
-    result = rb()(code)
+    result = rb()(code, "--image", "host")  # the host's /usr, where nft is
     seen = dict(line.split(" => ", 1) for line in result["output"].splitlines())
     assert not seen["nft"].startswith("0 "), seen
     assert seen[HOST_A] == "ConnectionRefusedError", seen
