@@ -673,6 +673,10 @@ rbx_status rbx_file_watch_stat(rbx_file_watch *watch, const char *name, rbx_file
                                rbx_error *err);
 void rbx_file_watch_close(rbx_file_watch *watch);
 
+/* SHA-256 of data (Nettle, loaded on first use); RBX_ESYSTEM when it
+ * cannot be loaded. */
+rbx_status rbx_sha256(const void *data, size_t len, unsigned char out[32], rbx_error *err);
+
 /* Text as JSON must carry it: a malloc'ed, NUL-terminated copy of data with
  * every invalid UTF-8 sequence replaced by U+FFFD (*out_len excludes the
  * NUL). What results hold is already so; front ends use it for text of
