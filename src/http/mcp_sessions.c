@@ -313,6 +313,27 @@ mcp_session *mcp_session_open(mcp_sessions *table, const char *address, http_err
     return session;
 }
 
+mcp_session *mcp_session_single(mcp_sessions *table, const char *address, http_error *err)
+{
+    pthread_mutex_lock(&table->lock);
+    bool stopping = table->stopping;
+    pthread_mutex_unlock(&table->lock);
+    mcp_session *session = stopping ? NULL : session_new(table, address);
+    if (!session) {
+        if (stopping)
+            http_error_set(err, MHD_HTTP_SERVICE_UNAVAILABLE, "shutting_down",
+                           "runbox is shutting down");
+        else
+            http_error_set(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "system_error",
+                           "out of memory for an MCP request");
+        return NULL;
+    }
+    session->stateless = true;
+    session->refs = 1; /* the caller's: no table holds it */
+    mcp_server_go_stateless(session->server);
+    return session;
+}
+
 /* Ends the sessions unused for mcp_idle_s, once a second. */
 static void *reap(void *arg)
 {
