@@ -1,6 +1,7 @@
 /* MCP's Streamable HTTP transport at /mcp (revisions 2025-03-26 to
- * 2025-11-25): the same MCP server as `runbox mcp` (src/mcp), one per MCP
- * session, behind HTTP instead of stdio.
+ * 2025-11-25, and the stateless 2026-07-28): the same MCP server as
+ * `runbox mcp` (src/mcp), one per MCP session (per request for
+ * 2026-07-28), behind HTTP instead of stdio.
  *
  * mcp_sessions.c keeps the sessions: their unguessable ids, the limits per
  * client address and in all, and the idle ones' expiry. mcp_exchange.c is
