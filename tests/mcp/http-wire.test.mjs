@@ -519,3 +519,20 @@ describe('/mcp at 2026-07-28 (stateless) over the raw wire', { timeout: 120000 }
     assert.equal((await reply.json()).jsonrpc, '2.0');
   });
 });
+
+describe('/mcp at 2026-07-28: the server stops with a call running', { timeout: 60000 }, () => {
+  it('stops within seconds, ends the call\'s stream and kills its program (the call is in no session)', async () => {
+    const server = await startServe({ token: TOKEN });
+    const marker = `${70 + Math.floor(Math.random() * 1000) / 100}`;
+    const [body, extra] = stateless(1, 'tools/call', { name: 'execute_bash', arguments: { command: `sleep ${marker}` } });
+    const reply = fetch(server.url, { method: 'POST', headers: headers(extra), body: JSON.stringify(body) })
+      .then((r) => r.text()).catch(() => null);
+    await waitFor(() => processesRunning('sleep', marker).length > 0, 15000, 'the program to start');
+    const started = Date.now();
+    const left = await stopServe(assert, server);
+    assert.ok(Date.now() - started < 10000, `stopped in ${Date.now() - started} ms`);
+    assert.deepEqual(left.mounts, []);
+    await reply;
+    await waitFor(() => processesRunning('sleep', marker).length === 0, 10000, 'the program to be killed');
+  });
+});
