@@ -3,6 +3,7 @@
 // specifies), never a crash or a hang; and sessions opened and abandoned
 // by the thousand cost nothing once they are gone.
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import {
   metric, processesRunning, rssKiB, sleep, startServe, stopServe, waitFor,
@@ -471,6 +472,24 @@ describe('/mcp at 2026-07-28 (stateless) over the raw wire', { timeout: 120000 }
     const reply = await fetch(server.url, { method: 'POST', headers: doubled, body: JSON.stringify(body) });
     assert.equal(reply.status, 400);
     assert.equal((await reply.json()).error.code, -32020);
+    // The same header on two lines, as a raw client can send it: which one
+    // counts is ambiguous, so it is refused.
+    const text = JSON.stringify(body);
+    const { host, hostname, port } = new URL(server.url);
+    const raw = await new Promise((resolve, reject) => {
+      const socket = connect(Number(port), hostname.replace(/^\[|\]$/g, ''));
+      let answer = '';
+      socket.on('data', (chunk) => { answer += chunk; });
+      socket.on('end', () => resolve(answer));
+      socket.on('error', reject);
+      socket.write(`POST /mcp HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${TOKEN}\r\nContent-Type: application/json\r\n`
+        + 'Accept: application/json, text/event-stream\r\nConnection: close\r\n'
+        + `MCP-Protocol-Version: ${STATELESS}\r\nMcp-Method: tools/call\r\nMcp-Method: tools/call\r\n`
+        + `Mcp-Name: execute_bash\r\nContent-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`);
+    });
+    assert.match(raw, /^HTTP\/1\.1 400/);
+    assert.match(raw, /"code":\s*-32020/);
+    assert.match(raw, /appears more than once/);
   });
 
   it('methods 2026-07-28 dropped (initialize, ping, logging/setLevel, resources/subscribe) and unknown ones: 404 with -32601', async () => {
