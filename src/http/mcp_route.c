@@ -227,11 +227,10 @@ static char *header_text(http_request *req, const char *name)
         size_t decoded_len;
         if (!api_base64_decode(value + 9, len - 11, &decoded, &decoded_len))
             return NULL;
-        if (strlen(decoded) != decoded_len) { /* a NUL inside names nothing */
-            free(decoded);
-            return NULL;
-        }
-        return decoded;
+        /* Not NUL-terminated; a NUL inside names nothing. */
+        char *text = memchr(decoded, 0, decoded_len) ? NULL : strndup(decoded, decoded_len);
+        free(decoded);
+        return text;
     }
     return strndup(value, len);
 }
