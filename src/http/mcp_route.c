@@ -1,6 +1,7 @@
 /* /mcp: MCP's Streamable HTTP transport (MCP 2025-03-26, 2025-06-18 and
- * 2025-11-25; 2026-07-28, which has no sessions, in serve_stateless). POST carries one JSON-RPC message: a request is answered
- * with application/json, or, for a tools/call of a client that accepts it,
+ * 2025-11-25; 2026-07-28, which has no sessions, in serve_stateless).
+ * POST carries one JSON-RPC message: a request is answered with
+ * application/json, or, for a tools/call of a client that accepts it,
  * text/event-stream (its progress, then its result); notifications and
  * responses get 202. GET opens the server's own SSE stream (one per
  * session), DELETE ends the session. The initialize request opens a
