@@ -253,6 +253,11 @@ void mcp_client_listen(mcp_client *client, json_t *id, const json_t *filter);
 /* Tells the client what changed: updated for each subscribed URI in
  * changed, list_changed when files came or went. */
 void mcp_client_notify(mcp_client *client, const json_t *changed_uris, bool list_changed);
+/* MCP 2026-07-28 has no sessions: a change one request made is told to the
+ * listen streams every other request of that revision holds open in this
+ * process (which all came with the server's one token); a no-op for a
+ * client of a handshake revision, whose session is its own. */
+void mcp_client_notify_peers(mcp_client *client, const json_t *changed_uris, bool list_changed);
 /* resource_link items go only to clients of 2025-06-18 and later. */
 bool mcp_client_takes_links(mcp_client *client);
 

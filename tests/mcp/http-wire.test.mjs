@@ -531,6 +531,36 @@ describe('/mcp at 2026-07-28 (stateless) over the raw wire', { timeout: 120000 }
     await waitFor(() => processesRunning('sleep', marker).length === 0, 10000, 'the program to be killed');
   });
 
+  it('a subscriptions/listen stream hears of the files another request\'s call changed', async () => {
+    const session = `wire-listen-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+    const watched = `runbox://sessions/${session}/files/watched.txt`;
+    const [listen, listenHeaders] = stateless('listen-1', 'subscriptions/listen',
+      { notifications: { resourceSubscriptions: [watched], resourcesListChanged: true } });
+    const stream = await fetch(server.url, { method: 'POST', headers: headers(listenHeaders), body: JSON.stringify(listen) });
+    assert.equal(stream.status, 200);
+    assert.equal(stream.headers.get('content-type'), 'text/event-stream');
+    const reader = stream.body.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    const until = async (pattern) => {
+      const deadline = Date.now() + 15000;
+      while (!pattern.test(text) && Date.now() < deadline) {
+        const chunk = await Promise.race([reader.read(), sleep(deadline - Date.now()).then(() => null)]);
+        if (!chunk || chunk.done) break;
+        text += decoder.decode(chunk.value);
+      }
+      assert.match(text, pattern);
+    };
+    await until(/notifications\/subscriptions\/acknowledged/);
+    const call = await post(server, ...stateless(12, 'tools/call',
+      { name: 'execute_bash', arguments: { command: 'echo 1 > watched.txt', session_id: session } }));
+    assert.equal(call.json.result.isError, false, call.text);
+    await until(/notifications\/resources\/updated[^\n]*watched\.txt[^\n]*listen-1/);
+    await until(/notifications\/resources\/list_changed[^\n]*listen-1/);
+    await reader.cancel();
+    await post(server, ...stateless(13, 'tools/call', { name: 'close_session', arguments: { session_id: session } }));
+  });
+
   it('no token: 401 as a JSON-RPC error, before anything is read', async () => {
     const [body, extra] = stateless(11, 'server/discover');
     const reply = await fetch(server.url, { method: 'POST', headers: { ...headers(extra), Authorization: 'Bearer wrong' }, body: JSON.stringify(body) });
