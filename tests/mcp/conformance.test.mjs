@@ -3,7 +3,7 @@
 // 2025-11-25 and 2025-06-18 revisions, which runbox serves over HTTP (with
 // 2025-03-26, which the suite no longer tests on its own), and every
 // scenario the stateless revision 2026-07-28 requires (--requirements).
-// Each scenario the suite runs is in exactly one of the lists below; a
+// Each scenario the suite runs is in the lists below (once per revision); a
 // scenario the pinned suite adds fails the test until it is sorted into one.
 //
 // The server runs without a token on loopback: the suite's client sends no
