@@ -39,7 +39,25 @@ struct mcp_exchange {
     int client_fd;
     uint64_t *bytes_sent;
     int64_t last_sent_us;
+    unsigned status; /* 2026-07-28: its error's HTTP status, once answered */
 };
+
+unsigned mcp_http_status_of(int code)
+{
+    switch (code) {
+    case RPC_PARSE_ERROR:
+    case RPC_INVALID_REQUEST:
+    case RPC_INVALID_PARAMS:
+    case RPC_HEADER_MISMATCH:
+    case -32021: /* a client capability the request needs is missing */
+    case RPC_UNSUPPORTED_VERSION:
+        return MHD_HTTP_BAD_REQUEST;
+    case RPC_METHOD_NOT_FOUND:
+        return MHD_HTTP_NOT_FOUND;
+    default:
+        return MHD_HTTP_OK;
+    }
+}
 
 static bool give_up_at_once(void *arg)
 {
@@ -113,8 +131,14 @@ void mcp_exchange_route(void *context, json_t *message, bool droppable)
     else if (!strcmp(method, "notifications/progress"))
         to = by_token(session, json_object_get(json_object_get(message, "params"),
                                                "progressToken"));
+    else if (session->stateless)
+        to = session->exchanges; /* its one request's (a listen stream's) */
     else
         to = session->listener;
+    /* 2026-07-28 maps errors to HTTP statuses, for a JSON answer. */
+    json_t *error = json_object_get(message, "error");
+    if (to && !method && session->stateless && error)
+        to->status = mcp_http_status_of((int)json_integer_value(json_object_get(error, "code")));
     /* Once answered (or ended), nothing more goes to it. */
     if (to && json && put(to, json, !method, droppable))
         unlink_exchange(session, to);
@@ -256,9 +280,14 @@ enum MHD_Result mcp_exchange_reply(http_request *req, mcp_exchange *x, const cha
     MHD_add_response_header(response, "X-Accel-Buffering", "no");
     if (session_header)
         MHD_add_response_header(response, "Mcp-Session-Id", session_header);
+    /* A JSON answer given already (a request other than a call or a
+     * listen is answered while it is taken) has its error's status. */
+    pthread_mutex_lock(&x->session->lock);
+    unsigned status = !x->sse && x->status ? x->status : MHD_HTTP_OK;
+    pthread_mutex_unlock(&x->session->lock);
     /* A call lasts as long as its code: no idle timeout until it ends. */
     http_hold_connection(req->connection);
-    return http_reply(req, MHD_HTTP_OK, response, 0);
+    return http_reply(req, status, response, 0);
 }
 
 void mcp_exchange_end_all(mcp_session *session)

@@ -1,6 +1,7 @@
 /* MCP's Streamable HTTP transport at /mcp (revisions 2025-03-26 to
- * 2025-11-25): the same MCP server as `runbox mcp` (src/mcp), one per MCP
- * session, behind HTTP instead of stdio.
+ * 2025-11-25, and the stateless 2026-07-28): the same MCP server as
+ * `runbox mcp` (src/mcp), one per MCP session (per request for
+ * 2026-07-28), behind HTTP instead of stdio.
  *
  * mcp_sessions.c keeps the sessions: their unguessable ids, the limits per
  * client address and in all, and the idle ones' expiry. mcp_exchange.c is
@@ -23,6 +24,8 @@ typedef struct mcp_session {
     char id[MCP_SESSION_ID_LEN + 1];
     char address[64]; /* the client's, an IPv6 one by its /64 */
     struct mcp_sessions *table;
+    /* MCP 2026-07-28: one request's own, unlisted, gone with its answer. */
+    bool stateless;
     mcp_server *server; /* the MCP core, as on stdio */
     mcp_output *output; /* its sink: mcp_exchange.c */
     /* One message at a time into the MCP server, as its reader on stdio
@@ -47,6 +50,11 @@ mcp_sessions *mcp_sessions_new(http_server *server, mcp_sink_fn sink,
 mcp_session *mcp_session_open(mcp_sessions *table, const char *address, http_error *err);
 /* The session with this id, with a reference; NULL when there is none. */
 mcp_session *mcp_session_find(mcp_sessions *table, const char *id);
+/* A session for one request of MCP 2026-07-28, which has no sessions: not
+ * listed nor counted (the request's tool call takes its admission turn like
+ * any other), freed when its one exchange ends; NULL and err when the
+ * server is stopping or out of memory. */
+mcp_session *mcp_session_single(mcp_sessions *table, const char *address, http_error *err);
 /* One more reference, for a holder of one. */
 void mcp_session_hold(mcp_session *session);
 void mcp_session_release(mcp_session *session);
@@ -71,6 +79,9 @@ mcp_exchange *mcp_exchange_open(http_request *req, mcp_session *session, json_t 
  * ends). header_value, when not NULL, is sent as Mcp-Session-Id. */
 enum MHD_Result mcp_exchange_reply(http_request *req, mcp_exchange *exchange,
                                    const char *session_header);
+/* The HTTP status of a JSON-RPC error code under MCP 2026-07-28 (400 for
+ * what the request got wrong, 404 for an unknown method, else 200). */
+unsigned mcp_http_status_of(int code);
 /* The session ends: every stream of it ends, no more is routed to them. */
 void mcp_exchange_end_all(mcp_session *session);
 

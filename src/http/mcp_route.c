@@ -1,6 +1,7 @@
 /* /mcp: MCP's Streamable HTTP transport (MCP 2025-03-26, 2025-06-18 and
- * 2025-11-25). POST carries one JSON-RPC message: a request is answered
- * with application/json, or, for a tools/call of a client that accepts it,
+ * 2025-11-25; 2026-07-28, which has no sessions, in serve_stateless).
+ * POST carries one JSON-RPC message: a request is answered with
+ * application/json, or, for a tools/call of a client that accepts it,
  * text/event-stream (its progress, then its result); notifications and
  * responses get 202. GET opens the server's own SSE stream (one per
  * session), DELETE ends the session. The initialize request opens a
@@ -11,18 +12,17 @@
  * JSON-RPC error objects, as MCP clients expect. */
 #include "http/mcp_http.h"
 
+#include "api/base64.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-/* The revisions an MCP-Protocol-Version header may name (those the MCP
- * server negotiates; lifecycle.c). 2026-07-28 is stateless (no initialize,
- * no session) and is not served: such a client gets -32022 with this list
- * and falls back to initialize. */
+/* The revisions an MCP-Protocol-Version header of a session may name
+ * (those the MCP server negotiates; lifecycle.c). 2026-07-28 has no
+ * sessions: its requests are served one by one (serve_stateless). */
 static const char *const versions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"};
-/* MCP 2026-07-28's code for an unsupported protocol version. */
-#define RPC_UNSUPPORTED_VERSION (-32022)
 /* The TypeScript SDK's code for an unknown session. */
 #define RPC_SESSION_NOT_FOUND (-32001)
 
@@ -89,14 +89,12 @@ static bool version_refused(http_request *req, json_t *id, enum MHD_Result *queu
     const char *version = header(req, "MCP-Protocol-Version");
     if (!version || version_known(version))
         return false;
-    json_t *supported = json_array();
-    for (size_t i = 0; i < sizeof versions / sizeof *versions; i++)
-        json_array_append_new(supported, json_string(versions[i]));
     *queued = reply_rpc_error(req, MHD_HTTP_BAD_REQUEST, id, RPC_UNSUPPORTED_VERSION,
-                              json_pack("{s:o}", "supported", supported),
+                              json_pack("{s:o, s:s%}", "supported", mcp_supported_versions(),
+                                        "requested", version, strnlen(version, 40)),
                               "Unsupported protocol version %.40s (MCP-Protocol-Version); this "
-                              "server speaks 2025-11-25, 2025-06-18 and 2025-03-26: initialize "
-                              "with one of them",
+                              "server speaks " MCP_STATELESS_VERSION " (no initialize), and "
+                              "2025-11-25, 2025-06-18 and 2025-03-26 (initialize with one)",
                               version);
     return true;
 }
@@ -181,6 +179,132 @@ static enum MHD_Result take_request(http_request *req, mcp_session *session, boo
     return mcp_exchange_reply(req, exchange, named ? session->id : NULL);
 }
 
+/* MCP 2026-07-28: its MCP-Protocol-Version header, or (a client that
+ * forgot it, to be told so) a request without a session whose _meta names
+ * a revision. */
+static bool stateless_request(http_request *req, rpc_kind kind, const rpc_message *message)
+{
+    const char *version = header(req, "MCP-Protocol-Version");
+    if (version)
+        return !strcmp(version, MCP_STATELESS_VERSION);
+    return kind == RPC_REQUEST && !header(req, "Mcp-Session-Id") &&
+           strcmp(message->method, "initialize") &&
+           json_object_get(json_object_get(message->params, "_meta"),
+                           "io.modelcontextprotocol/protocolVersion");
+}
+
+static enum MHD_Result count_routing_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                            const char *value)
+{
+    (void)kind;
+    (void)value;
+    static const char *const names[] = {"MCP-Protocol-Version", "Mcp-Method", "Mcp-Name"};
+    const char **duplicated = cls;
+    for (size_t i = 0; i < 3; i++)
+        if (!strcasecmp(key, names[i])) {
+            unsigned bit = 1u << i;
+            if (((uintptr_t)duplicated[1]) & bit)
+                duplicated[0] = names[i];
+            duplicated[1] = (const char *)((uintptr_t)duplicated[1] | bit);
+        }
+    return MHD_YES;
+}
+
+/* A header's value as the client meant it: without the spaces around it
+ * (HTTP's optional whitespace), and a "=?base64?...?=" one (how a value
+ * that no header can carry is sent) decoded; malloc'ed, NULL for none or a
+ * bad encoding. */
+static char *header_text(http_request *req, const char *name)
+{
+    const char *value = header(req, name);
+    if (!value)
+        return NULL;
+    value += strspn(value, " \t");
+    size_t len = strlen(value);
+    while (len && (value[len - 1] == ' ' || value[len - 1] == '\t'))
+        len--;
+    if (len >= 12 && !strncmp(value, "=?base64?", 9) && !strncmp(value + len - 2, "?=", 2)) {
+        char *decoded;
+        size_t decoded_len;
+        if (!api_base64_decode(value + 9, len - 11, &decoded, &decoded_len))
+            return NULL;
+        /* Not NUL-terminated; a NUL inside names nothing. */
+        char *text = memchr(decoded, 0, decoded_len) ? NULL : strndup(decoded, decoded_len);
+        free(decoded);
+        return text;
+    }
+    return strndup(value, len);
+}
+
+/* The envelope's checks (src/mcp/envelope.c) with the headers: errors go
+ * back at once with their HTTP status, and no MCP server is made. */
+static bool envelope_refused(http_request *req, const rpc_message *message,
+                             enum MHD_Result *queued)
+{
+    const char *duplicated[2] = {NULL, NULL};
+    MHD_get_connection_values(req->connection, MHD_HEADER_KIND, count_routing_header,
+                              duplicated);
+    char *version = header_text(req, "MCP-Protocol-Version");
+    char *method = header_text(req, "Mcp-Method");
+    char *name = header_text(req, "Mcp-Name");
+    mcp_envelope_headers headers = {
+        .version = version, .method = method, .name = name, .duplicated = duplicated[0]};
+    json_t *data;
+    char why[300];
+    int code = mcp_envelope_check(message->method, message->params, &headers, &data, why,
+                                  sizeof why);
+    free(version);
+    free(method);
+    free(name);
+    if (!code)
+        return false;
+    *queued = reply_rpc_error(req, mcp_http_status_of(code), message->id, code, data, "%s", why);
+    return true;
+}
+
+/* One request of MCP 2026-07-28: an MCP server of its own answers it (a
+ * call or a listen stream on text/event-stream when the client takes it),
+ * and is gone with the answer. A notification is acknowledged and dropped
+ * (a client cancels by closing its response). */
+static enum MHD_Result serve_stateless(http_request *req, rpc_kind kind,
+                                       const rpc_message *message, json_t *json)
+{
+    enum MHD_Result queued;
+    if (kind == RPC_NOTIFICATION)
+        return accepted(req);
+    if (kind != RPC_REQUEST)
+        return reply_rpc_error(req, MHD_HTTP_BAD_REQUEST, message->id, RPC_INVALID_REQUEST,
+                               NULL, "Invalid Request: post a single JSON-RPC request or "
+                                     "notification");
+    bool listen = !strcmp(message->method, "subscriptions/listen");
+    if (listen && !accepts(req, "text/event-stream"))
+        return reply_rpc_error(req, MHD_HTTP_NOT_ACCEPTABLE, message->id, RPC_INVALID_REQUEST,
+                               NULL, "Not Acceptable: a subscriptions/listen answer is "
+                                     "text/event-stream");
+    if (envelope_refused(req, message, &queued))
+        return queued;
+    char address[64];
+    http_error err;
+    mcp_client_address(req->connection, address, sizeof address);
+    mcp_session *session = mcp_session_single(req->server->mcp, address, &err);
+    if (!session)
+        return reply_rpc_error(req, err.status, message->id, RPC_SERVER_BUSY, NULL, "%s",
+                               err.message);
+    bool streams = listen || !strcmp(message->method, "tools/call");
+    json_t *token = json_object_get(json_object_get(message->params, "_meta"), "progressToken");
+    mcp_exchange *exchange =
+        mcp_exchange_open(req, session, message->id, streams ? token : NULL,
+                          streams && accepts(req, "text/event-stream"), &err);
+    if (!exchange)
+        return reply_rpc_error(req, err.status, message->id, RPC_INVALID_REQUEST, NULL, "%s",
+                               err.message);
+    mcp_session_hold(session); /* across the take: the answer may end the exchange */
+    mcp_session_take(session, json);
+    queued = mcp_exchange_reply(req, exchange, NULL);
+    mcp_session_release(session);
+    return queued;
+}
+
 static enum MHD_Result handle_post(http_request *req)
 {
     if (!accepts(req, "application/json") && !accepts(req, "text/event-stream"))
@@ -192,6 +316,11 @@ static enum MHD_Result handle_post(http_request *req)
     json_t *json = read_message(req, &message, &kind, &queued);
     if (!json)
         return queued;
+    if (stateless_request(req, kind, &message)) {
+        queued = serve_stateless(req, kind, &message, json);
+        json_decref(json);
+        return queued;
+    }
     bool initialize = kind == RPC_REQUEST && !strcmp(message.method, "initialize");
     mcp_session *session = NULL;
     if (initialize && !header(req, "Mcp-Session-Id")) {
@@ -217,13 +346,29 @@ static enum MHD_Result handle_post(http_request *req)
     return queued;
 }
 
+/* MCP 2026-07-28 has only POST: no session to stream for or to end. */
+static bool post_only(http_request *req, enum MHD_Result *queued)
+{
+    const char *version = header(req, "MCP-Protocol-Version");
+    if (!version || strcmp(version, MCP_STATELESS_VERSION))
+        return false;
+    struct MHD_Response *response = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+    if (!response) {
+        *queued = MHD_NO;
+        return true;
+    }
+    MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, "POST");
+    *queued = http_reply(req, MHD_HTTP_METHOD_NOT_ALLOWED, response, 0);
+    return true;
+}
+
 static enum MHD_Result handle_get(http_request *req)
 {
     if (!accepts(req, "text/event-stream"))
         return reply_rpc_error(req, MHD_HTTP_NOT_ACCEPTABLE, NULL, RPC_INVALID_REQUEST, NULL,
                                "Not Acceptable: the GET stream is text/event-stream");
     enum MHD_Result queued;
-    if (version_refused(req, NULL, &queued))
+    if (post_only(req, &queued) || version_refused(req, NULL, &queued))
         return queued;
     mcp_session *session = named_session(req, NULL, &queued);
     if (!session)
@@ -241,7 +386,7 @@ static enum MHD_Result handle_get(http_request *req)
 static enum MHD_Result handle_delete(http_request *req)
 {
     enum MHD_Result queued;
-    if (version_refused(req, NULL, &queued))
+    if (post_only(req, &queued) || version_refused(req, NULL, &queued))
         return queued;
     mcp_session *session = named_session(req, NULL, &queued);
     if (!session)

@@ -28,6 +28,10 @@ struct mcp_sessions {
     pthread_cond_t changed;
     mcp_session *list;
     unsigned count;
+    /* 2026-07-28's one-request sessions: counted nowhere, but ended with
+     * the server like the others (linked by next too). */
+    mcp_session *singles;
+    size_t single_count;
     bool stopping;
     pthread_t reaper;
     bool reaper_started;
@@ -69,6 +73,17 @@ void mcp_client_address(struct MHD_Connection *connection, char *out, size_t siz
  * allocated, since its worker still routes through it. */
 static void session_free(mcp_session *session)
 {
+    if (session->stateless) {
+        mcp_sessions *table = session->table;
+        pthread_mutex_lock(&table->lock);
+        for (mcp_session **at = &table->singles; *at; at = &(*at)->next)
+            if (*at == session) {
+                *at = session->next;
+                table->single_count--;
+                break;
+            }
+        pthread_mutex_unlock(&table->lock);
+    }
     if (session->server && !mcp_server_close(session->server)) {
         log_session(session, "mcp_session_stuck", "a tool call did not stop; its memory is kept");
         return;
@@ -313,6 +328,40 @@ mcp_session *mcp_session_open(mcp_sessions *table, const char *address, http_err
     return session;
 }
 
+mcp_session *mcp_session_single(mcp_sessions *table, const char *address, http_error *err)
+{
+    mcp_session *session = session_new(table, address);
+    bool stopping = false;
+    if (session) {
+        session->stateless = true;
+        session->refs = 1; /* the caller's: no table holds it */
+        mcp_server_go_stateless(session->server);
+        pthread_mutex_lock(&table->lock);
+        stopping = table->stopping;
+        if (!stopping) {
+            session->next = table->singles;
+            table->singles = session;
+            table->single_count++;
+        }
+        pthread_mutex_unlock(&table->lock);
+        if (stopping) {
+            session->stateless = false; /* never linked */
+            session_free(session);
+            session = NULL;
+        }
+    }
+    if (!session) {
+        if (stopping)
+            http_error_set(err, MHD_HTTP_SERVICE_UNAVAILABLE, "shutting_down",
+                           "runbox is shutting down");
+        else
+            http_error_set(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "system_error",
+                           "out of memory for an MCP request");
+        return NULL;
+    }
+    return session;
+}
+
 /* Ends the sessions unused for mcp_idle_s, once a second. */
 static void *reap(void *arg)
 {
@@ -373,6 +422,15 @@ void http_mcp_sessions_end_all(mcp_sessions *table)
     mcp_session *all = table->list;
     table->list = NULL;
     table->count = 0;
+    /* The one-request sessions' streams end too (their calls are
+     * cancelled as each is freed): held meanwhile, since an answer may
+     * free one at any moment. */
+    size_t singles = 0;
+    mcp_session **held = calloc(table->single_count + 1, sizeof *held);
+    for (mcp_session *s = table->singles; held && s; s = s->next) {
+        s->refs++;
+        held[singles++] = s;
+    }
     pthread_cond_broadcast(&table->changed);
     pthread_mutex_unlock(&table->lock);
     for (mcp_session *next; all; all = next) {
@@ -380,6 +438,11 @@ void http_mcp_sessions_end_all(mcp_sessions *table)
         all->next = NULL;
         finish_ended(all, "shutdown");
     }
+    for (size_t i = 0; i < singles; i++) {
+        table->end_streams(held[i]);
+        mcp_session_release(held[i]);
+    }
+    free(held);
 }
 
 void http_mcp_sessions_free(mcp_sessions *table)

@@ -206,6 +206,7 @@ json_t *mcp_changes_report(rbx_engine *engine, mcp_output *output, const char *s
     mcp_snapshot_free(after);
     mcp_client *client = mcp_client_of(output);
     mcp_client_notify(client, uris, came_or_went);
+    mcp_client_notify_peers(client, uris, came_or_went);
     json_decref(uris);
     if (!json_array_size(links) || !mcp_client_takes_links(client)) {
         json_decref(links);

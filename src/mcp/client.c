@@ -292,6 +292,35 @@ void mcp_client_cancel(mcp_client *client, const json_t *request_id)
     pthread_mutex_unlock(&client->lock);
 }
 
+static bool stateless(const mcp_client *client)
+{
+    return client->version && !strcmp(client->version, MCP_STATELESS_VERSION);
+}
+
+void mcp_client_notify_peers(mcp_client *client, const json_t *changed_uris, bool list_changed)
+{
+    if (!client)
+        return;
+    pthread_mutex_lock(&client->lock);
+    bool peers = stateless(client);
+    pthread_mutex_unlock(&client->lock);
+    if (!peers || (!json_array_size(changed_uris) && !list_changed))
+        return;
+    /* Held while they are told, so that none is freed meanwhile; nothing
+     * that holds a client's or a transport's lock takes this one. */
+    pthread_mutex_lock(&registry_lock);
+    for (mcp_client *peer = registry; peer; peer = peer->next) {
+        if (peer == client)
+            continue;
+        pthread_mutex_lock(&peer->lock);
+        bool listening = stateless(peer) && peer->stream_count;
+        pthread_mutex_unlock(&peer->lock);
+        if (listening)
+            mcp_client_notify(peer, changed_uris, list_changed);
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
 static json_t *updated(const char *uri, const json_t *stream_id)
 {
     json_t *params = json_pack("{s:s}", "uri", uri);

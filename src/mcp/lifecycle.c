@@ -91,6 +91,30 @@ void mcp_answer_initialize(mcp_server *server, const rpc_message *request)
     rpc_reply(server->output, request->id, result);
 }
 
+void mcp_reply_cacheable(mcp_server *server, json_t *id, json_t *result, int ttl_ms)
+{
+    /* private: what runbox lists is for holders of its token alone. */
+    if (result && server->version && !strcmp(server->version, MCP_STATELESS_VERSION)) {
+        json_object_set_new(result, "ttlMs", json_integer(ttl_ms));
+        json_object_set_new(result, "cacheScope", json_string("private"));
+    }
+    rpc_reply(server->output, id, result);
+}
+
+/* server/discover (2026-07-28): what initialize's answer told, asked for
+ * at any time, with the revisions runbox serves. */
+void mcp_answer_discover(mcp_server *server, const rpc_message *request)
+{
+    json_t *result = json_pack(
+        "{s:o, s:o, s:o, s:{s:{s:s, s:s, s:s, s:s}}}", "supportedVersions",
+        mcp_supported_versions(), "capabilities", capabilities(), "instructions",
+        instructions(rbx_engine_config(server->engine)), "_meta",
+        "io.modelcontextprotocol/serverInfo", "name", "runbox", "title", "runbox", "version",
+        RBX_VERSION, "description",
+        "Runs Python, JavaScript and Bash code for AI agents, isolated and bounded");
+    mcp_reply_cacheable(server, request->id, result, 60000);
+}
+
 void mcp_answer_ping(mcp_server *server, const rpc_message *request)
 {
     rpc_reply(server->output, request->id, json_object());

@@ -13,6 +13,9 @@
 #include <stddef.h>
 
 #define MCP_LATEST_VERSION "2025-11-25"
+/* The stateless revision: no initialize, every request names its revision
+ * in its _meta (envelope.c). */
+#define MCP_STATELESS_VERSION "2026-07-28"
 /* Tool calls that run at once; more wait in a queue of MCP_MAX_WAITING. */
 #define MCP_MAX_CALLS 8
 #define MCP_MAX_WAITING 64
@@ -28,6 +31,9 @@ enum {
     RPC_INVALID_PARAMS = -32602,
     RPC_INTERNAL_ERROR = -32603,
     RPC_SERVER_BUSY = -32000,
+    /* MCP 2026-07-28's: headers that contradict the body, a revision not served. */
+    RPC_HEADER_MISMATCH = -32020,
+    RPC_UNSUPPORTED_VERSION = -32022,
 };
 
 /* output.c: where the server's messages go: stdout (one writer thread),
@@ -40,6 +46,9 @@ typedef void (*mcp_sink_fn)(void *context, json_t *message, bool droppable);
 mcp_output *mcp_output_to(mcp_sink_fn sink, void *context);
 /* Queues one message (a response or a notification); steals it. */
 void mcp_output_send(mcp_output *output, json_t *message);
+/* From now on every result sent says its resultType ("complete"), as MCP
+ * 2026-07-28 wants. */
+void mcp_output_type_results(mcp_output *output);
 /* The same for progress, which is dropped while the client lags behind. */
 void mcp_output_send_progress(mcp_output *output, json_t *message);
 /* Writes what is queued (waiting at most drain_ms), then stops the writer
@@ -144,6 +153,20 @@ void mcp_calls_share(mcp_calls *calls, const mcp_turns *turns);
  * when a worker did not stop in time. */
 bool mcp_calls_stop(mcp_calls *calls);
 
+/* envelope.c: a request of MCP 2026-07-28 carries its own revision and
+ * the client's capabilities in params._meta, and over HTTP repeats them in
+ * headers (NULL on stdio). duplicated names a routing header sent twice. */
+typedef struct mcp_envelope_headers {
+    const char *version, *method, *name, *duplicated;
+} mcp_envelope_headers;
+/* 0 when the request may be served; else its JSON-RPC error code, why
+ * the message, and *data the error's data (or NULL). */
+int mcp_envelope_check(const char *method, const json_t *params,
+                       const mcp_envelope_headers *headers, json_t **data, char *why,
+                       size_t why_size);
+/* Every revision runbox serves, newest first. */
+json_t *mcp_supported_versions(void);
+
 /* server.c: the reader loop. */
 typedef struct mcp_client mcp_client;
 
@@ -155,6 +178,9 @@ typedef struct mcp_server {
     json_t *tools;
     const char *version; /* the negotiated revision; NULL before initialize */
 } mcp_server;
+/* Serves MCP 2026-07-28, stateless, from now on: no initialize, every
+ * request checked against its envelope, results marked complete. */
+void mcp_server_go_stateless(mcp_server *server);
 
 /* Serves until stdin ends or stop_fd becomes readable; returns 0, or 1
  * when the server could not start. in_fd and out_fd are the protocol. */
@@ -168,8 +194,12 @@ void mcp_server_take(mcp_server *server, json_t *message);
  * not stop in time (then it is left allocated, and output in use). */
 bool mcp_server_close(mcp_server *server);
 
-/* lifecycle.c: initialize and ping. */
+/* lifecycle.c: initialize and ping, and server/discover of 2026-07-28. */
 void mcp_answer_initialize(mcp_server *server, const rpc_message *request);
+void mcp_answer_discover(mcp_server *server, const rpc_message *request);
+/* A list or read result of 2026-07-28 says how long it may be cached
+ * (ttlMs) and by whom (cacheScope); earlier revisions get result as is. */
+void mcp_reply_cacheable(mcp_server *server, json_t *id, json_t *result, int ttl_ms);
 void mcp_answer_ping(mcp_server *server, const rpc_message *request);
 
 /* ---- Resources, subscriptions, logging and completion (issue 33) ----
@@ -223,6 +253,11 @@ void mcp_client_listen(mcp_client *client, json_t *id, const json_t *filter);
 /* Tells the client what changed: updated for each subscribed URI in
  * changed, list_changed when files came or went. */
 void mcp_client_notify(mcp_client *client, const json_t *changed_uris, bool list_changed);
+/* MCP 2026-07-28 has no sessions: a change one request made is told to the
+ * listen streams every other request of that revision holds open in this
+ * process (which all came with the server's one token); a no-op for a
+ * client of a handshake revision, whose session is its own. */
+void mcp_client_notify_peers(mcp_client *client, const json_t *changed_uris, bool list_changed);
 /* resource_link items go only to clients of 2025-06-18 and later. */
 bool mcp_client_takes_links(mcp_client *client);
 

@@ -38,6 +38,7 @@ struct mcp_output {
     bool stopping;  /* no more messages; the writer ends once the queue is empty */
     bool done;      /* the writer ended */
     bool broken;    /* the client stopped reading: what is left is dropped */
+    atomic_bool typed_results; /* MCP 2026-07-28: every result says resultType */
     pthread_t writer;
 };
 
@@ -161,7 +162,18 @@ static void enqueue(mcp_output *output, json_t *message, bool droppable)
 
 void mcp_output_send(mcp_output *output, json_t *message)
 {
+    /* MCP 2026-07-28: a result says what it is ("complete", not
+     * "input_required": runbox never asks the client anything back). */
+    json_t *result = json_object_get(message, "result");
+    if (json_is_object(result) && atomic_load(&output->typed_results) &&
+        !json_object_get(result, "resultType"))
+        json_object_set_new(result, "resultType", json_string("complete"));
     enqueue(output, message, false);
+}
+
+void mcp_output_type_results(mcp_output *output)
+{
+    atomic_store(&output->typed_results, true);
 }
 
 void mcp_output_send_progress(mcp_output *output, json_t *message)

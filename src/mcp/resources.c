@@ -160,7 +160,8 @@ void mcp_answer_resources_list(mcp_server *server, const rpc_message *request)
                                    sizeof path, why, sizeof why) == MCP_URI_FILE)
             json_object_set_new(result, "nextCursor", cursor_of(id, path));
     }
-    rpc_reply(server->output, request->id, result);
+    /* Files change with every call: no caching. */
+    mcp_reply_cacheable(server, request->id, result, 0);
 }
 
 void mcp_answer_resource_templates(mcp_server *server, const rpc_message *request)
@@ -177,7 +178,8 @@ void mcp_answer_resource_templates(mcp_server *server, const rpc_message *reques
         "A file that code wrote in a session's /home/user, by session id and path relative to "
         "/home/user (e.g. runbox://sessions/analysis/files/out/plot.png). Text files are read as "
         "text, others as base64 blobs with a MIME type; links are never followed.");
-    rpc_reply(server->output, request->id, json_pack("{s:[o]}", "resourceTemplates", template));
+    mcp_reply_cacheable(server, request->id, json_pack("{s:[o]}", "resourceTemplates", template),
+                        60000);
 }
 
 /* ---- resources/read ---- */
@@ -201,8 +203,12 @@ static json_t *contents(const char *uri, const char *path, const char *data, siz
 static void not_found(mcp_server *server, const rpc_message *request, const char *uri,
                       const char *why)
 {
-    json_t *response = rpc_error(request->id, RPC_RESOURCE_NOT_FOUND, "Resource not found: %s",
-                                 why);
+    /* MCP 2026-07-28 (SEP-2164) says -32602 where earlier revisions said
+     * -32002. */
+    bool stateless = server->version && !strcmp(server->version, MCP_STATELESS_VERSION);
+    json_t *response = rpc_error(request->id,
+                                 stateless ? RPC_INVALID_PARAMS : RPC_RESOURCE_NOT_FOUND,
+                                 "Resource not found: %s", why);
     json_object_set_new(json_object_get(response, "error"), "data",
                         json_pack("{s:o}", "uri", rpc_text(uri, strlen(uri))));
     mcp_output_send(server->output, response);
@@ -266,7 +272,7 @@ void mcp_answer_resources_read(mcp_server *server, const rpc_message *request)
     if (!item)
         rpc_fail(server->output, request->id, RPC_INTERNAL_ERROR, "Internal error: out of memory");
     else
-        rpc_reply(server->output, request->id, json_pack("{s:[o]}", "contents", item));
+        mcp_reply_cacheable(server, request->id, json_pack("{s:[o]}", "contents", item), 0);
 }
 
 /* ---- subscriptions ---- */

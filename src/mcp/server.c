@@ -31,7 +31,8 @@ static void answer_tools_list(mcp_server *server, const rpc_message *request)
                  "Invalid params: unknown cursor (tools/list has a single page)");
         return;
     }
-    rpc_reply(server->output, request->id, json_pack("{s:O}", "tools", server->tools));
+    /* The tools never change while the server runs. */
+    mcp_reply_cacheable(server, request->id, json_pack("{s:O}", "tools", server->tools), 60000);
 }
 
 static void answer_tools_call(mcp_server *server, const rpc_message *request)
@@ -42,31 +43,69 @@ static void answer_tools_call(mcp_server *server, const rpc_message *request)
     mcp_calls_accept(server->calls, request->id, request->params, arguments_as_results);
 }
 
+/* Which revisions have a method: 2026-07-28 dropped the handshake, ping,
+ * logging/setLevel and resources/subscribe (a subscriptions/listen stream
+ * replaces them) and added server/discover. */
+enum { HANDSHAKE = 1, STATELESS = 2, BOTH = HANDSHAKE | STATELESS };
+
 static const struct method {
     const char *name;
     bool before_initialize;
+    unsigned revisions;
     void (*answer)(mcp_server *server, const rpc_message *request);
 } methods[] = {
-    {"initialize", true, mcp_answer_initialize},
-    {"ping", true, mcp_answer_ping},
-    {"tools/list", false, answer_tools_list},
-    {"tools/call", false, answer_tools_call},
+    {"initialize", true, HANDSHAKE, mcp_answer_initialize},
+    {"ping", true, HANDSHAKE, mcp_answer_ping},
+    {"server/discover", true, STATELESS, mcp_answer_discover},
+    {"tools/list", false, BOTH, answer_tools_list},
+    {"tools/call", false, BOTH, answer_tools_call},
     /* Resources, logging and completion (resources.c, logging.c, completion.c). */
-    {"resources/list", false, mcp_answer_resources_list},
-    {"resources/templates/list", false, mcp_answer_resource_templates},
-    {"resources/read", false, mcp_answer_resources_read},
-    {"resources/subscribe", false, mcp_answer_resources_subscribe},
-    {"resources/unsubscribe", false, mcp_answer_resources_unsubscribe},
-    {"subscriptions/listen", false, mcp_answer_subscriptions_listen},
-    {"logging/setLevel", false, mcp_answer_logging_set_level},
-    {"completion/complete", false, mcp_answer_completion},
+    {"resources/list", false, BOTH, mcp_answer_resources_list},
+    {"resources/templates/list", false, BOTH, mcp_answer_resource_templates},
+    {"resources/read", false, BOTH, mcp_answer_resources_read},
+    {"resources/subscribe", false, HANDSHAKE, mcp_answer_resources_subscribe},
+    {"resources/unsubscribe", false, HANDSHAKE, mcp_answer_resources_unsubscribe},
+    {"subscriptions/listen", false, BOTH, mcp_answer_subscriptions_listen},
+    {"logging/setLevel", false, HANDSHAKE, mcp_answer_logging_set_level},
+    {"completion/complete", false, BOTH, mcp_answer_completion},
 };
+
+static bool stateless(const mcp_server *server)
+{
+    return server->version && !strcmp(server->version, MCP_STATELESS_VERSION);
+}
+
+void mcp_server_go_stateless(mcp_server *server)
+{
+    server->version = MCP_STATELESS_VERSION;
+    mcp_client_set_version(server->client, server->version);
+    mcp_output_type_results(server->output);
+}
+
+/* A 2026-07-28 request's envelope (envelope.c; its headers were checked
+ * by the transport); false when it was refused. */
+static bool envelope_ok(mcp_server *server, const rpc_message *request)
+{
+    char why[300];
+    json_t *data;
+    int code = mcp_envelope_check(request->method, request->params, NULL, &data, why, sizeof why);
+    if (!code)
+        return true;
+    json_t *response = rpc_error(request->id, code, "%s", why);
+    if (data)
+        json_object_set_new(json_object_get(response, "error"), "data", data);
+    mcp_output_send(server->output, response);
+    return false;
+}
 
 static void answer_request(mcp_server *server, const rpc_message *request)
 {
+    if (stateless(server) && !envelope_ok(server, request))
+        return;
+    unsigned revision = stateless(server) ? STATELESS : HANDSHAKE;
     const struct method *method = NULL;
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
-        if (!strcmp(methods[i].name, request->method))
+        if (!strcmp(methods[i].name, request->method) && (methods[i].revisions & revision))
             method = &methods[i];
     /* Unknown first: a client probing a newer method (server/discover)
      * before initialize falls back on -32601. */

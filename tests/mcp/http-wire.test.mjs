@@ -3,6 +3,7 @@
 // specifies), never a crash or a hang; and sessions opened and abandoned
 // by the thousand cost nothing once they are gone.
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import {
   metric, processesRunning, rssKiB, sleep, startServe, stopServe, waitFor,
@@ -155,11 +156,8 @@ describe('/mcp over the raw wire', { timeout: 240000 }, () => {
   it('an unsupported MCP-Protocol-Version: 400 with -32022 and the versions the server speaks', async () => {
     const reply = await post(server, { jsonrpc: '2.0', id: 8, method: 'ping' }, { ...session, 'MCP-Protocol-Version': '1999-01-01' });
     assertRpcError(reply, 400, -32022, /Unsupported protocol version/);
-    assert.deepEqual(reply.json.error.data.supported, ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05']);
-    // A client of 2026-07-28 probes server/discover without a session (as
-    // the Python SDK 2.x does), and falls back to initialize on this.
-    const probe = await post(server, { jsonrpc: '2.0', id: 9, method: 'server/discover', params: {} }, { 'MCP-Protocol-Version': '2026-07-28' });
-    assertRpcError(probe, 400, -32022);
+    assert.deepEqual(reply.json.error.data.supported, ['2026-07-28', '2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05']);
+    assert.equal(reply.json.error.data.requested, '1999-01-01');
   });
 
   it('the wrong media types: 415 for a body that is not JSON, 406 for an Accept of neither', async () => {
@@ -366,5 +364,224 @@ describe('/mcp session limits: the idlest session makes room, busy ones are kept
     assert.ok((await ping(third)).json.result, 'the busy session was kept');
     await streams[1].body.cancel();
     assert.ok(await metric(server, 'runbox_mcp_sessions') <= 2);
+  });
+});
+
+// MCP 2026-07-28: no initialize, no session; every request names its
+// revision and the client's capabilities in _meta, and repeats revision,
+// method and target in headers.
+const STATELESS = '2026-07-28';
+const ENVELOPE = {
+  'io.modelcontextprotocol/protocolVersion': STATELESS,
+  'io.modelcontextprotocol/clientCapabilities': {},
+  'io.modelcontextprotocol/clientInfo': { name: 'runbox-wire', version: '1' },
+};
+function stateless(id, method, params = {}, extra = {}) {
+  const name = method === 'tools/call' ? params.name : method === 'resources/read' ? params.uri : undefined;
+  return [{ jsonrpc: '2.0', id, method, params: { ...params, _meta: { ...ENVELOPE, ...(params._meta || {}) } } },
+    { 'MCP-Protocol-Version': STATELESS, 'Mcp-Method': method, ...(name ? { 'Mcp-Name': name } : {}), ...extra }];
+}
+
+describe('/mcp at 2026-07-28 (stateless) over the raw wire', { timeout: 120000 }, () => {
+  let server;
+
+  before(async () => {
+    server = await startServe({ token: TOKEN });
+  });
+
+  after(async () => {
+    const left = await stopServe(assert, server);
+    assert.deepEqual(left.mounts, []);
+  });
+
+  it('server/discover: the revisions, capabilities and who runbox is, cacheable, without a session', async () => {
+    const reply = await post(server, ...stateless(1, 'server/discover'));
+    assert.equal(reply.status, 200, reply.text);
+    assert.equal(reply.headers.get('mcp-session-id'), null);
+    const result = reply.json.result;
+    assert.equal(result.resultType, 'complete');
+    assert.deepEqual(result.supportedVersions, [STATELESS, '2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05']);
+    assert.equal(result.cacheScope, 'private');
+    assert.ok(Number.isInteger(result.ttlMs) && result.ttlMs >= 0);
+    assert.equal(result._meta['io.modelcontextprotocol/serverInfo'].name, 'runbox');
+    assert.ok(result.capabilities.tools);
+  });
+
+  it('a tool call without initialize: its progress on SSE, then a result marked complete', async () => {
+    const [body, extra] = stateless(2, 'tools/call', {
+      name: 'execute_bash', arguments: { command: 'echo one; echo two' }, _meta: { progressToken: 'p' },
+    });
+    const reply = await post(server, body, extra);
+    assert.equal(reply.status, 200, reply.text);
+    assert.equal(reply.headers.get('content-type'), 'text/event-stream');
+    assert.match(reply.text, /notifications\/progress/);
+    assert.equal(reply.json.result.resultType, 'complete');
+    assert.equal(reply.json.result.structuredContent.output, 'one\ntwo\n');
+  });
+
+  it('a missing or bad _meta: 400 with -32602, the id kept', async () => {
+    for (const meta of [undefined, 'text', {}, { 'io.modelcontextprotocol/protocolVersion': STATELESS },
+      { 'io.modelcontextprotocol/clientCapabilities': {} }]) {
+      const reply = await post(server, { jsonrpc: '2.0', id: 3, method: 'tools/list', params: meta === undefined ? {} : { _meta: meta } },
+        { 'MCP-Protocol-Version': STATELESS, 'Mcp-Method': 'tools/list' });
+      assertRpcError(reply, 400, -32602, /_meta/);
+      assert.equal(reply.json.id, 3);
+    }
+    const noParams = await post(server, { jsonrpc: '2.0', id: 4, method: 'tools/list' }, { 'MCP-Protocol-Version': STATELESS, 'Mcp-Method': 'tools/list' });
+    assertRpcError(noParams, 400, -32602);
+  });
+
+  it('a per-request version that is missing, not served or not a string: -32020, -32022 or -32602', async () => {
+    // _meta names 2026-07-28, the header is missing: the client contradicts itself.
+    const [body] = stateless(5, 'tools/list');
+    assertRpcError(await post(server, body, { 'Mcp-Method': 'tools/list' }), 400, -32020, /MCP-Protocol-Version/);
+    // The header names another revision than _meta.
+    const [, extra] = stateless(5, 'tools/list');
+    const other = { ...body, params: { _meta: { ...ENVELOPE, 'io.modelcontextprotocol/protocolVersion': '2099-01-01' } } };
+    assertRpcError(await post(server, other, extra), 400, -32020);
+    // Both name a revision runbox does not serve: refused before any header rung.
+    const unknown = await post(server, other, { ...extra, 'MCP-Protocol-Version': '2099-01-01' });
+    assertRpcError(unknown, 400, -32022, /Unsupported protocol version/);
+    assert.equal(unknown.json.error.data.requested, '2099-01-01');
+    assert.ok(unknown.json.error.data.supported.includes(STATELESS));
+    // A handshake revision without a session: a session is needed for it.
+    const handshake = await post(server, { ...body, params: { _meta: { ...ENVELOPE, 'io.modelcontextprotocol/protocolVersion': '2025-11-25' } } },
+      { ...extra, 'MCP-Protocol-Version': '2025-11-25' });
+    assertRpcError(handshake, 400, -32600, /Mcp-Session-Id/);
+    const number = { ...body, params: { _meta: { ...ENVELOPE, 'io.modelcontextprotocol/protocolVersion': 20260728 } } };
+    assertRpcError(await post(server, number, extra), 400, -32020);
+  });
+
+  it('Mcp-Method and Mcp-Name that do not match the body, or a routing header twice: 400 with -32020', async () => {
+    const [body, extra] = stateless(6, 'tools/call', { name: 'execute_bash', arguments: { command: 'true' } });
+    assertRpcError(await post(server, body, { ...extra, 'Mcp-Method': 'tools/list' }), 400, -32020, /Mcp-Method/);
+    const { 'Mcp-Method': _, ...withoutMethod } = extra;
+    assertRpcError(await post(server, body, withoutMethod), 400, -32020, /Mcp-Method/);
+    assertRpcError(await post(server, body, { ...extra, 'Mcp-Name': 'execute_python' }), 400, -32020, /Mcp-Name/);
+    const { 'Mcp-Name': __, ...withoutName } = extra;
+    assertRpcError(await post(server, body, withoutName), 400, -32020, /Mcp-Name/);
+    // The name as base64 (how a value no header can carry is sent), and with spaces around it: accepted.
+    const encoded = `=?base64?${Buffer.from('execute_bash').toString('base64')}?=`;
+    assert.equal((await post(server, body, { ...extra, 'Mcp-Name': encoded })).json.result.resultType, 'complete');
+    assert.equal((await post(server, body, { ...extra, 'Mcp-Name': ' execute_bash ' })).status, 200);
+    assertRpcError(await post(server, body, { ...extra, 'Mcp-Name': '=?base64?!!!?=' }), 400, -32020);
+    // fetch folds a repeated header into one value: two Mcp-Method lines are
+    // sent as "a, b", which matches no method.
+    const doubled = new Headers(headers(extra));
+    doubled.append('Mcp-Method', 'tools/call');
+    const reply = await fetch(server.url, { method: 'POST', headers: doubled, body: JSON.stringify(body) });
+    assert.equal(reply.status, 400);
+    assert.equal((await reply.json()).error.code, -32020);
+    // The same header on two lines, as a raw client can send it: which one
+    // counts is ambiguous, so it is refused.
+    const text = JSON.stringify(body);
+    const { host, hostname, port } = new URL(server.url);
+    const raw = await new Promise((resolve, reject) => {
+      const socket = connect(Number(port), hostname.replace(/^\[|\]$/g, ''));
+      let answer = '';
+      socket.on('data', (chunk) => { answer += chunk; });
+      socket.on('end', () => resolve(answer));
+      socket.on('error', reject);
+      socket.write(`POST /mcp HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${TOKEN}\r\nContent-Type: application/json\r\n`
+        + 'Accept: application/json, text/event-stream\r\nConnection: close\r\n'
+        + `MCP-Protocol-Version: ${STATELESS}\r\nMcp-Method: tools/call\r\nMcp-Method: tools/call\r\n`
+        + `Mcp-Name: execute_bash\r\nContent-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`);
+    });
+    assert.match(raw, /^HTTP\/1\.1 400/);
+    assert.match(raw, /"code":\s*-32020/);
+    assert.match(raw, /appears more than once/);
+  });
+
+  it('methods 2026-07-28 dropped (initialize, ping, logging/setLevel, resources/subscribe) and unknown ones: 404 with -32601', async () => {
+    for (const method of ['initialize', 'ping', 'logging/setLevel', 'resources/subscribe', 'resources/unsubscribe', 'no/such']) {
+      const reply = await post(server, ...stateless(7, method));
+      assertRpcError(reply, 404, -32601, /Method not found/);
+      assert.equal(reply.json.id, 7);
+    }
+  });
+
+  it('lists and reads are cacheable; a missing resource is -32602 (SEP-2164); notifications get 202', async () => {
+    for (const method of ['tools/list', 'resources/list', 'resources/templates/list']) {
+      const reply = await post(server, ...stateless(8, method));
+      assert.equal(reply.status, 200, reply.text);
+      assert.equal(reply.json.result.resultType, 'complete');
+      assert.equal(reply.json.result.cacheScope, 'private');
+      assert.ok(Number.isInteger(reply.json.result.ttlMs));
+    }
+    const missing = await post(server, ...stateless(9, 'resources/read', { uri: 'runbox://sessions/nope/files/x' }));
+    assertRpcError(missing, 400, -32602, /Resource not found/);
+    const note = await post(server, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1 } },
+      { 'MCP-Protocol-Version': STATELESS });
+    assert.equal(note.status, 202);
+    // GET and DELETE belong to sessions, which 2026-07-28 has not.
+    const get = await fetch(server.url, { headers: headers({ 'MCP-Protocol-Version': STATELESS, Accept: 'text/event-stream' }) });
+    assert.equal(get.status, 405);
+    assert.equal(get.headers.get('allow'), 'POST');
+  });
+
+  it('a client that closes its call\'s stream cancels it: its program is killed', async () => {
+    const marker = `${60 + Math.floor(Math.random() * 1000) / 100}`;
+    const [body, extra] = stateless(10, 'tools/call', { name: 'execute_bash', arguments: { command: `sleep ${marker}` } });
+    const abort = new AbortController();
+    const pending = fetch(server.url, { method: 'POST', headers: headers(extra), body: JSON.stringify(body), signal: abort.signal })
+      .then((r) => r.text()).catch(() => null);
+    await waitFor(() => processesRunning('sleep', marker).length > 0, 15000, 'the program to start');
+    abort.abort();
+    await pending;
+    await waitFor(() => processesRunning('sleep', marker).length === 0, 10000, 'the program to be killed');
+  });
+
+  it('a subscriptions/listen stream hears of the files another request\'s call changed', async () => {
+    const session = `wire-listen-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+    const watched = `runbox://sessions/${session}/files/watched.txt`;
+    const [listen, listenHeaders] = stateless('listen-1', 'subscriptions/listen',
+      { notifications: { resourceSubscriptions: [watched], resourcesListChanged: true } });
+    const stream = await fetch(server.url, { method: 'POST', headers: headers(listenHeaders), body: JSON.stringify(listen) });
+    assert.equal(stream.status, 200);
+    assert.equal(stream.headers.get('content-type'), 'text/event-stream');
+    const reader = stream.body.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    const until = async (pattern) => {
+      const deadline = Date.now() + 15000;
+      while (!pattern.test(text) && Date.now() < deadline) {
+        const chunk = await Promise.race([reader.read(), sleep(deadline - Date.now()).then(() => null)]);
+        if (!chunk || chunk.done) break;
+        text += decoder.decode(chunk.value);
+      }
+      assert.match(text, pattern);
+    };
+    await until(/notifications\/subscriptions\/acknowledged/);
+    const call = await post(server, ...stateless(12, 'tools/call',
+      { name: 'execute_bash', arguments: { command: 'echo 1 > watched.txt', session_id: session } }));
+    assert.equal(call.json.result.isError, false, call.text);
+    await until(/notifications\/resources\/updated[^\n]*watched\.txt[^\n]*listen-1/);
+    await until(/notifications\/resources\/list_changed[^\n]*listen-1/);
+    await reader.cancel();
+    await post(server, ...stateless(13, 'tools/call', { name: 'close_session', arguments: { session_id: session } }));
+  });
+
+  it('no token: 401 as a JSON-RPC error, before anything is read', async () => {
+    const [body, extra] = stateless(11, 'server/discover');
+    const reply = await fetch(server.url, { method: 'POST', headers: { ...headers(extra), Authorization: 'Bearer wrong' }, body: JSON.stringify(body) });
+    assert.equal(reply.status, 401);
+    assert.equal((await reply.json()).jsonrpc, '2.0');
+  });
+});
+
+describe('/mcp at 2026-07-28: the server stops with a call running', { timeout: 60000 }, () => {
+  it('stops within seconds, ends the call\'s stream and kills its program (the call is in no session)', async () => {
+    const server = await startServe({ token: TOKEN });
+    const marker = `${70 + Math.floor(Math.random() * 1000) / 100}`;
+    const [body, extra] = stateless(1, 'tools/call', { name: 'execute_bash', arguments: { command: `sleep ${marker}` } });
+    const reply = fetch(server.url, { method: 'POST', headers: headers(extra), body: JSON.stringify(body) })
+      .then((r) => r.text()).catch(() => null);
+    await waitFor(() => processesRunning('sleep', marker).length > 0, 15000, 'the program to start');
+    const started = Date.now();
+    const left = await stopServe(assert, server);
+    assert.ok(Date.now() - started < 10000, `stopped in ${Date.now() - started} ms`);
+    assert.deepEqual(left.mounts, []);
+    await reply;
+    await waitFor(() => processesRunning('sleep', marker).length === 0, 10000, 'the program to be killed');
   });
 });

@@ -1,7 +1,8 @@
 """runbox serve's /mcp driven by the official Python SDK (`mcp` 2.x from PyPI), as a hosted
 agent would: the URL and the token. The SDK probes the 2026-07-28 revision first
-(server/discover), gets -32022 with the revisions runbox speaks, and falls back to initialize at
-2025-11-25."""
+(server/discover), which runbox serves: every request after is stateless (no initialize, no
+session, its revision in its own _meta and headers). A client pinned to the handshake
+(mode="legacy") still gets 2025-11-25."""
 import os
 
 import anyio
@@ -11,9 +12,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 
-def client_for(serve, headers=None):
+def client_for(serve, headers=None, mode="auto"):
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {serve.token}"} if headers is None else headers)
-    return http, Client(streamable_http_client(serve.url, http_client=http))
+    return http, Client(streamable_http_client(serve.url, http_client=http), mode=mode)
 
 
 def processes(marker):
@@ -33,9 +34,25 @@ def run(coroutine_fn, *args):
     return anyio.run(coroutine_fn, *args)
 
 
-def test_connects_with_the_token_and_negotiates_2025_11_25(serve):
+def test_connects_with_the_token_and_negotiates_2026_07_28(serve):
     async def go():
         http, client = client_for(serve)
+        async with http, client:
+            assert client.protocol_version == "2026-07-28"
+            assert client.session.initialize_result is None  # no fallback to initialize
+            assert client.server_info.name == "runbox"
+            assert client.server_capabilities.tools is not None
+            names = sorted(tool.name for tool in (await client.list_tools()).tools)
+            assert names == ["close_session", "execute_bash", "execute_javascript", "execute_python",
+                             "execute_typescript", "list_sessions"]
+    run(go)
+    # Stateless: no MCP session was opened for it.
+    assert '"event":"mcp_session_opened"' not in serve.text()
+
+
+def test_a_client_pinned_to_the_handshake_gets_2025_11_25(serve):
+    async def go():
+        http, client = client_for(serve, mode="legacy")
         async with http, client:
             assert client.protocol_version == "2025-11-25"
             assert client.session.initialize_result.server_info.name == "runbox"
