@@ -129,27 +129,52 @@ def test_refused_from_a_foreign_origin(serve):
     assert "requests from another site's page are refused" in repr(error), repr(error)
 
 
-def test_reads_back_the_files_code_made(serve):
-    # The issue's "done when": the URL and the token, code runs, its files are read back.
+PNG_CODE = """import struct, zlib
+def chunk(kind, data):
+    return struct.pack('>I', len(data)) + kind + data + struct.pack('>I', zlib.crc32(kind + data))
+rows = b''.join(b'\\x00' + b'\\x00\\x80\\xff' * 3 for _ in range(2))
+open('plot.png', 'wb').write(b'\\x89PNG\\r\\n\\x1a\\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', 3, 2, 8, 2, 0, 0, 0))
+    + chunk(b'IDAT', zlib.compress(rows)) + chunk(b'IEND', b''))
+open('table.csv', 'w').write('name,score\\nada,3\\n')
+"""
+
+
+def test_reads_back_the_files_code_made_and_hears_when_one_changes(serve):
+    # The issue's "done when": the URL and the token, code runs, its plot and table are read
+    # back (the PNG decodes), and a subscription (2026-07-28's listen stream) hears a change.
     import base64
+    import struct
     import uuid
+    import zlib
 
     async def go():
         http, client = client_for(serve)
         session = f"py-files-{uuid.uuid4().hex[:8]}"
         async with http, client:
-            made = await client.call_tool("execute_python", {
-                "session_id": session,
-                "code": "open('table.csv', 'w').write('name,score\\nada,3\\n')\n"
-                        "open('blob.bin', 'wb').write(bytes([0, 159, 255]))"})
+            made = await client.call_tool("execute_python", {"session_id": session, "code": PNG_CODE})
             assert not made.is_error
             links = sorted(c.uri for c in made.content if c.type == "resource_link")
             base = f"runbox://sessions/{session}/files/"
-            assert links == [base + "blob.bin", base + "table.csv"]
+            assert links == [base + "plot.png", base + "table.csv"]
             listed = {r.uri for r in (await client.list_resources()).resources}
-            assert {base + "blob.bin", base + "table.csv"} <= listed
+            assert {base + "plot.png", base + "table.csv"} <= listed
             table = (await client.read_resource(base + "table.csv")).contents[0]
             assert table.text == "name,score\nada,3\n"
-            blob = (await client.read_resource(base + "blob.bin")).contents[0]
-            assert base64.b64decode(blob.blob) == bytes([0, 159, 255])
+            plot = (await client.read_resource(base + "plot.png")).contents[0]
+            assert plot.mime_type == "image/png"
+            png = base64.b64decode(plot.blob)
+            assert png[:8] == b"\x89PNG\r\n\x1a\n"
+            width, height = struct.unpack(">II", png[16:24])
+            assert (width, height) == (3, 2)
+            idat = png[33 + 8:33 + 8 + struct.unpack(">I", png[33:37])[0]]
+            assert zlib.decompress(idat) == (b"\x00" + b"\x00\x80\xff" * 3) * 2
+            async with client.listen(resource_subscriptions=[base + "table.csv"]) as subscription:
+                await client.call_tool("execute_bash", {"session_id": session,
+                                                        "command": "echo lin,4 >> table.csv"})
+                with anyio.fail_after(15):
+                    async for event in subscription:
+                        if getattr(event, "uri", None) == base + "table.csv":
+                            break
+            table = (await client.read_resource(base + "table.csv")).contents[0]
+            assert table.text == "name,score\nada,3\nlin,4\n"
     run(go)
