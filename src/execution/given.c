@@ -127,8 +127,10 @@ rbx_cgroup_limits rbx_execution_limits(const rbx_engine *engine, const rbx_reque
 {
     uint32_t memory_mb = request->memory_mb ? request->memory_mb : engine->config.memory_mb;
     double cpus = request->cpus > 0 ? request->cpus : engine->config.cpus;
+    const rbx_runtime *runtime = rbx_runtime_find(request->language);
     return (rbx_cgroup_limits){.memory_bytes = (uint64_t)memory_mb << 20,
                                .pids = engine->config.pids_max,
                                .cpu_weight = engine->config.cpu_weight,
-                               .cpu_quota_us = (uint64_t)(cpus * RBX_CPU_PERIOD_US + 0.5)};
+                               .cpu_quota_us = (uint64_t)(cpus * RBX_CPU_PERIOD_US + 0.5),
+                               .reserved_bytes = runtime ? (uint64_t)runtime->reserved_mb << 20 : 0};
 }

@@ -30,6 +30,11 @@ typedef struct rbx_runtime {
      * bootstrap's options (NULL: nothing to look for); the result then says
      * what the language needs. */
     const char *too_old;
+    /* Address space the interpreter reserves at start and never uses, in
+     * MiB: where rlimits stand in for a cgroup, the memory limit is raised
+     * by it (Node.js 24's V8 reserves its code range: at 512 MiB of
+     * RLIMIT_DATA it cannot start). */
+    unsigned reserved_mb;
     /* argv after the interpreter: the bootstrap reads the code on fd 3,
      * checks its syntax without running it, reports on fd 4, closes both,
      * then runs it in the same process. */

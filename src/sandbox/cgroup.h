@@ -18,6 +18,11 @@ typedef struct rbx_cgroup_limits {
     uint64_t pids;         /* processes and threads; 0 = no limit */
     uint32_t cpu_weight;   /* 1..10000 like v2's cpu.weight (100 = default); 0 = none */
     uint64_t cpu_quota_us; /* CPU time per RBX_CPU_PERIOD_US, over all CPUs; 0 = no quota */
+    /* Where no cgroup holds the execution, RLIMIT_DATA stands in for the
+     * memory limit: it counts address space reserved as well as used, and
+     * this much more is allowed for what the interpreter reserves and never
+     * uses (V8's code range). A cgroup counts memory used, and ignores it. */
+    uint64_t reserved_bytes;
 } rbx_cgroup_limits;
 
 /* The CFS bandwidth period: a quota of N cores is N x this per period. */

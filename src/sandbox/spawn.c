@@ -150,7 +150,8 @@ static int set_limits(const child_plan *plan)
         return -1;
     if (plan->in_cgroup)
         return 0;
-    struct rlimit data = {spec->limits.memory_bytes, spec->limits.memory_bytes};
+    rlim_t data_max = spec->limits.memory_bytes + spec->limits.reserved_bytes;
+    struct rlimit data = {data_max, data_max};
     struct rlimit procs = {spec->limits.pids, spec->limits.pids};
     if (spec->limits.memory_bytes && setrlimit(RLIMIT_DATA, &data))
         return -1;
