@@ -149,7 +149,7 @@ def run(runbox, work, runs):
             results["sandboxes"] = sandboxes
         base = results["runbox_http_stateful"]["median_ms"]
         for name, s in results.items():
-            if isinstance(s, dict):
+            if isinstance(s, dict) and "median_ms" in s:
                 s["ratio_to_runbox_stateful"] = round(s["median_ms"] / base, 3)
         return results
     finally:
