@@ -222,6 +222,14 @@ int rbx_lock_dir(int dirfd)
     return fd;
 }
 
+void rbx_lock_release(int fd)
+{
+    if (fd < 0)
+        return;
+    (void)flock(fd, LOCK_UN);
+    close(fd);
+}
+
 int rbx_write_all(int fd, const void *data, size_t len)
 {
     const char *p = data;

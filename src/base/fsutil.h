@@ -42,9 +42,15 @@ bool rbx_link_stays_inside(const char *path, const char *target);
  * a link planted there is removed, never followed. */
 int rbx_write_new_file(int dirfd, const char *name, const void *data, size_t len);
 /* dirfd's ".lock" (made if need be), locked exclusively for the caller,
- * who unlocks by closing the returned fd; -1 when it cannot be opened.
+ * who unlocks with rbx_lock_release; -1 when it cannot be opened.
  * What runbox processes sharing a directory serialise their changes on. */
 int rbx_lock_dir(int dirfd);
+/* Gives up the flock(2) held on fd, then closes fd (nothing when fd < 0).
+ * The unlock comes first: a sandbox's init cloned while the lock was held
+ * shares the open file, and holds the lock until it gets to close its
+ * copy, which on a loaded host can come after the next caller looks. Not
+ * for a descriptor duplicated on purpose: its copies would lose the lock. */
+void rbx_lock_release(int fd);
 /* All of len bytes to fd (retrying short writes and EINTR); -1 with errno. */
 int rbx_write_all(int fd, const void *data, size_t len);
 

@@ -177,6 +177,8 @@ static int lock_file(int dirfd, const char *key, const char *suffix, int how, do
 
 void rbx_env_release(rbx_env *env)
 {
+    /* A plain close: kernels and prepared sandboxes hold duplicates of
+     * this descriptor, and the shared lock is theirs as much as ours. */
     if (env->use_fd >= 0)
         close(env->use_fd);
     env->use_fd = -1;
@@ -220,7 +222,7 @@ rbx_status rbx_env_acquire(rbx_engine *engine, const rbx_runtime *runtime, rbx_r
         status = rbx_env_install(engine, runtime, root, reqs, dirfd, env, description, err);
         env->install_ms = (rbx_now_us() - started) / 1000;
     }
-    close(install);
+    rbx_lock_release(install);
     if (status == RBX_OK && env->use_fd >= 0)
         (void)futimens(env->use_fd, NULL);
 out:

@@ -59,8 +59,7 @@ static void read_env(int dirfd, const char *key, rbx_env_info *info)
         info->last_used_unix = st.st_mtim.tv_sec;
         info->in_use = flock(use, LOCK_EX | LOCK_NB) != 0;
     }
-    if (use >= 0)
-        close(use);
+    rbx_lock_release(use);
 }
 
 rbx_status rbx_env_list(rbx_engine *engine, rbx_env_info **infos, size_t *count, rbx_error *err)
@@ -110,10 +109,8 @@ static bool remove_env(rbx_engine *engine, int dirfd, const char *key)
         removed = renameat(dirfd, key, engine->trash_fd, grave) == 0 &&
                   rbx_remove_tree(engine->trash_fd, grave) == 0;
     }
-    if (use >= 0)
-        close(use);
-    if (install >= 0)
-        close(install);
+    rbx_lock_release(use);
+    rbx_lock_release(install);
     return removed;
 }
 

@@ -417,7 +417,7 @@ static rbx_status commit(rbx_engine *engine, staging *s, const char *name, const
     char existing[80];
     if (read_name(s->store, name, existing, sizeof existing)) {
         if (lock >= 0)
-            close(lock);
+            rbx_lock_release(lock);
         return rbx_fail(err, RBX_EINVAL,
                         "an image named '%s' exists (runbox images rm %s removes it first)", name,
                         name);
@@ -427,7 +427,7 @@ static rbx_status commit(rbx_engine *engine, staging *s, const char *name, const
         renameat(s->store, from, s->store, dir) != 0) {
         int e = errno;
         if (lock >= 0)
-            close(lock);
+            rbx_lock_release(lock);
         return rbx_fail(err, RBX_ESYSTEM, "cannot store the image: %s", strerror(e));
     }
     if (fstatat(s->store, meta, &st, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -450,7 +450,7 @@ static rbx_status commit(rbx_engine *engine, staging *s, const char *name, const
     int rc = symlinkat(link, s->store, temp) == 0 ? renameat(s->store, temp, s->store, final) : -1;
     int e = errno;
     if (lock >= 0)
-        close(lock);
+        rbx_lock_release(lock);
     if (rc != 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot name the image: %s", strerror(e));
     fill_info(engine, s->store, name, dir, info);
@@ -807,7 +807,7 @@ rbx_status rbx_image_remove(rbx_engine *engine, const char *name, rbx_error *err
         }
     }
     if (lock >= 0)
-        close(lock);
+        rbx_lock_release(lock);
     close(store);
     return had ? RBX_OK
                : rbx_fail(err, RBX_ENOENT, "no image named '%s' (removed meanwhile)", name);

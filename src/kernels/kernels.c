@@ -216,8 +216,8 @@ static void destroy(rbx_engine *engine, rbx_kernel *k)
         close(k->wake[0]);
     }
     rbx_scratch_remove(engine, &k->scratch);
-    if (k->lock_fd >= 0)
-        close(k->lock_fd);
+    rbx_lock_release(k->lock_fd);
+    /* a copy of the execution's: its lock is the execution's too */
     if (k->env_use_fd >= 0)
         close(k->env_use_fd);
     rbx_execution_env_free(k->envp);
@@ -353,7 +353,7 @@ static void forget_lost(rbx_engine *engine, const char *session_id, const char *
             continue;
         if (flock(fd, LOCK_EX | LOCK_NB) == 0)
             (void)!ftruncate(fd, 0);
-        close(fd);
+        rbx_lock_release(fd);
     }
 }
 
@@ -647,7 +647,7 @@ void rbx_kernels_describe(int session_dirfd, bool session_busy, rbx_session_info
             k->busy = session_busy;
             json_decref(meta);
         }
-        close(fd);
+        rbx_lock_release(fd);
     }
 }
 

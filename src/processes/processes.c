@@ -3,6 +3,7 @@
  * terminal's size, watching its events). */
 #include "processes/processes.h"
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "egress/policy.h"
 #include "engine/engine.h"
 #include "execution/given.h"
@@ -182,6 +183,12 @@ static void close_fd(int *fd)
     *fd = -1;
 }
 
+static void release_lock(int *fd)
+{
+    rbx_lock_release(*fd);
+    *fd = -1;
+}
+
 static void process_unref(rbx_process *p)
 {
     if (atomic_fetch_sub(&p->refs, 1) != 1)
@@ -199,7 +206,7 @@ static void process_unref(rbx_process *p)
     close_fd(&p->slave);
     close_fd(&p->input_fd);
     close_fd(&p->program_pidfd);
-    close_fd(&p->lock_fd);
+    release_lock(&p->lock_fd);
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->write_lock);
     pthread_cond_destroy(&p->changed);
@@ -335,7 +342,7 @@ bool rbx_processes_keep_out(int session_dirfd, int *lock_fd)
         return true; /* no lock file can be made: no process can start either */
     if (flock(*lock_fd, LOCK_EX | LOCK_NB) == 0)
         return true;
-    close_fd(lock_fd);
+    close_fd(lock_fd); /* not locked */
     return false;
 }
 
@@ -585,7 +592,7 @@ static void tear_down(rbx_process *p)
     rbx_scratch_remove(p->engine, &p->scratch);
     if (p->network)
         rbx_egress_plan_free(&p->egress);
-    close_fd(&p->lock_fd); /* the session may be removed now */
+    release_lock(&p->lock_fd); /* the session may be removed now */
 }
 
 static void started(rbx_process *p, rbx_status status, const rbx_error *err)

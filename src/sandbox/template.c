@@ -5,6 +5,7 @@
 #include "sandbox/mount.h"
 #include "sandbox/mount_ns.h"
 #include "sandbox/template_pin.h"
+#include "base/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -158,7 +159,7 @@ static int pinned_or_built(rbx_template *t, const rbx_root_plan *plan, time_t st
         }
     }
     if (lock >= 0)
-        close(lock);
+        rbx_lock_release(lock);
     return ns;
 }
 

@@ -187,7 +187,7 @@ rbx_status rbx_migrate_old_sessions(rbx_engine *engine, rbx_error *err)
             (void)unlinkat(state_fd, RBX_OLD_SESSIONS, AT_REMOVEDIR);
     }
     if (lock >= 0)
-        close(lock);
+        rbx_lock_release(lock);
     close(state_fd);
     return status;
 }

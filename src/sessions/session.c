@@ -5,6 +5,7 @@
  * the lock, then deletes it without following links. */
 #include "sessions/session.h"
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "engine/engine.h"
 #include "languages/runtime.h"
 #include "runbox.h"
@@ -214,7 +215,7 @@ static rbx_status lock_session(rbx_engine *engine, const char *id, double wait_s
             *lock_out = lock;
             return RBX_OK;
         }
-        close(lock);
+        rbx_lock_release(lock);
         close(dir);
         if (!create)
             return rbx_fail(err, RBX_ENOENT, "no session %s", id);
@@ -267,7 +268,7 @@ void rbx_session_release(rbx_engine *engine, rbx_session *session)
     if (session->lock_fd < 0)
         return;
     (void)futimens(session->lock_fd, NULL);
-    close(session->lock_fd);
+    rbx_lock_release(session->lock_fd);
     close(session->dir_fd);
     session->lock_fd = session->dir_fd = -1;
 }
@@ -301,9 +302,8 @@ rbx_status rbx_session_remove(rbx_engine *engine, const char *id, double wait_s,
                           id, owner);
     else
         status = discard_locked(engine, id, err);
-    if (processes_lock >= 0)
-        close(processes_lock);
-    close(lock);
+    rbx_lock_release(processes_lock);
+    rbx_lock_release(lock);
     close(dir);
     return status;
 }
@@ -337,8 +337,7 @@ rbx_status rbx_session_info_get(rbx_engine *engine, const char *id, rbx_session_
         info->last_used_unix = st.st_mtim.tv_sec;
         info->running = flock(lock, LOCK_SH | LOCK_NB) != 0;
     }
-    if (lock >= 0)
-        close(lock);
+    rbx_lock_release(lock);
     info->created_unix = read_created(dir);
     info->disk_bytes = rbx_storage_usage(engine, dir);
     describe_holders(engine, dir, info->running, info);

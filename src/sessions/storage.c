@@ -333,7 +333,7 @@ rbx_status rbx_storage_open(rbx_engine *engine, rbx_error *err)
                              : no_btrfs_reason(engine);
     if (reason && engine->config.storage == RBX_STORAGE_CHOOSE_BTRFS) {
         if (lock >= 0)
-            close(lock);
+            rbx_lock_release(lock);
         close(state_fd);
         return rbx_fail(err, RBX_ESYSTEM, "btrfs storage was required, but %s", reason);
     }
@@ -361,7 +361,7 @@ rbx_status rbx_storage_open(rbx_engine *engine, rbx_error *err)
     if (status == RBX_OK)
         status = open_fds(engine, state_fd, err);
     if (lock >= 0)
-        close(lock);
+        rbx_lock_release(lock);
     close(state_fd);
     return status;
 }
@@ -398,7 +398,7 @@ rbx_status rbx_sessions_unmount(rbx_engine *engine, rbx_error *err)
                           engine->sessions_dir, strerror(errno),
                           errno == EBUSY ? " (code still runs in a session)" : "");
     if (lock >= 0)
-        close(lock);
+        rbx_lock_release(lock);
     if (state_fd >= 0)
         close(state_fd);
     return status;

@@ -412,6 +412,39 @@ static void acquire_and_release_a_named_session(void **state)
     assert_false(info.running);
 }
 
+/* A sandbox's init cloned while an execution held the session has a copy
+ * of the lock's descriptor until it closes the ones it does not keep: the
+ * session must be free the moment the execution releases it all the same. */
+static void a_release_frees_the_session_while_a_clone_still_has_its_lock(void **state)
+{
+    fixture *f = *state;
+    create_ok(f, "cloned");
+    rbx_session session;
+    rbx_error err = {0};
+    assert_int_equal(rbx_session_acquire(f->engine, "cloned", 0, -1, &session, &err), RBX_OK);
+    int hold[2];
+    assert_int_equal(pipe(hold), 0);
+    pid_t clone = fork();
+    assert_true(clone >= 0);
+    if (clone == 0) { /* keeps every descriptor until told to go */
+        char byte;
+        close(hold[1]);
+        _exit(read(hold[0], &byte, 1) < 0);
+    }
+    close(hold[0]);
+    rbx_session_release(f->engine, &session);
+    rbx_session_info info;
+    assert_int_equal(rbx_session_info_get(f->engine, "cloned", &info, &err), RBX_OK);
+    bool running = info.running;
+    rbx_status again = rbx_session_acquire(f->engine, "cloned", 0, -1, &session, &err);
+    close(hold[1]);
+    int status;
+    assert_int_equal(waitpid(clone, &status, 0), clone);
+    assert_false(running);
+    assert_int_equal(again, RBX_OK);
+    rbx_session_release(f->engine, &session);
+}
+
 static void acquire_creates_a_missing_session(void **state)
 {
     fixture *f = *state;
@@ -631,6 +664,7 @@ int main(void)
         T(remove_of_a_session_whose_work_is_a_link_leaves_the_target),
         T(remove_of_a_session_without_lock_file_does_not_hang),
         T(acquire_and_release_a_named_session),
+        T(a_release_frees_the_session_while_a_clone_still_has_its_lock),
         T(acquire_creates_a_missing_session),
         T(acquire_rejects_invalid_ids),
         T(second_acquire_of_a_held_session_is_busy_after_waiting),
