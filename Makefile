@@ -11,7 +11,7 @@ DEBIAN_PACKAGES = build-essential cmake ninja-build pkg-config libjansson-dev li
                   e2fsprogs btrfs-progs libnftnl-dev libmnl-dev nftables dnsmasq-base \
                   libarchive-dev nginx-light haproxy nettle-dev mmdebstrap
 
-.PHONY: all build asan deps test test-all clean run bench mcp-sdk
+.PHONY: all build asan deps test test-all clean run bench bench-jupyter mcp-sdk
 
 all: build
 
@@ -77,10 +77,18 @@ tests/mcp/node_modules/.installed: tests/mcp/package-lock.json
 	touch $@
 
 # The benchmark: runbox built optimized, against bare interpreters and bubblewrap.
-bench:
+bench: bench-jupyter
 	cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DRBX_FRONTENDS=ON >/dev/null
 	cmake --build build-bench
 	/usr/bin/python3 bench/bench.py --runbox build-bench/runbox --out bench
+
+# A bare Jupyter kernel for the benchmark's comparison with stateful sessions
+# (bench/cost.py): ipykernel and jupyter_client from the package index.
+bench-jupyter: $(BUILD)/jupyter-venv/.made
+$(BUILD)/jupyter-venv/.made:
+	/usr/bin/python3 -m venv $(BUILD)/jupyter-venv
+	$(BUILD)/jupyter-venv/bin/pip install -q ipykernel jupyter_client
+	touch $@
 
 run: build
 	$(BUILD)/runbox run python -c "print('Hello, World!')" --json

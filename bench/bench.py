@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 
+import cost
 import e2b
 import egress
 import images
@@ -336,7 +337,7 @@ def targets(results):
         idle = results["server_memory"]["idle_rss_kb"]
         rows.append(("server RSS idle <= 10 MiB", f"{idle} KiB", idle <= 10 * 1024))
     return rows + stateful.targets(results) + sessions_scale.targets(results) + \
-        egress.targets(results) + pool.targets(results)
+        egress.targets(results) + pool.targets(results) + cost.targets(results)
 
 
 def recorded(out_dir):
@@ -423,13 +424,14 @@ def write_markdown(results, path, command):
     lines += egress.markdown(results)
     lines += pool.markdown(results)
     lines += images.markdown(results)
+    lines += cost.markdown(results)
     lines += recorded(os.path.dirname(path))
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
 
 SECTIONS = ("latency", "trace", "overhead", "startup", "cpu", "throughput", "memory", "output",
-            "dependencies", "stateful", "sessions", "e2b", "egress", "pool", "images")
+            "dependencies", "stateful", "sessions", "e2b", "egress", "pool", "images", "cost")
 
 
 def main():
@@ -480,6 +482,8 @@ def main():
                 results["pool"] = pool.run(runbox, work, args.runs, PROGRAMS, bwrap_command)
             if "images" in wanted:
                 results["images"] = images.run(runbox, work, args.runs)
+            if "cost" in wanted:
+                results["cost"] = cost.run(runbox, work, args.runs, bwrap_command)
             if "sessions" in wanted:
                 scale = sessions_scale.run(runbox, work, args.runs)
                 if scale:

@@ -1,0 +1,227 @@
+"""The cost of an execution (issue 31), every figure of its table from one run: the CLI's start
+against /bin/true; a cold `runbox run` with nothing running and through a running daemon, network
+off and on, against the bare program and bubblewrap; pooled one-offs through `runbox serve` with a
+plain keep-alive http.client; CPU per execution against the namespaces' floor (bench/floor.c: one
+spawn in the same fresh namespaces, nothing else); throughput at concurrency 8 against bare spawns
+and against floor spawns (the ceiling the floor allows); a stateful `print('hi')` against a bare
+Jupyter kernel (ipykernel driven by jupyter_client; bench/jupyter_probe.py). Latency variants are
+interleaved, each sample after the machine settled (see pool.SETTLE_S)."""
+import json
+import os
+import resource
+import subprocess
+import threading
+import time
+
+from common import Server, program_env, summary, timed
+from pool import SETTLE_S, _execute, _refilled, _server_cpu_ms
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+JUPYTER_PYTHON = os.path.join(HERE, "..", "build", "jupyter-venv", "bin", "python")
+ECHO = ["/bin/bash", "-c", "echo hi"]
+
+
+def _floor_binary(work):
+    path = os.path.join(work, "floor")
+    subprocess.run(["cc", "-O2", "-o", path, os.path.join(HERE, "floor.c")], check=True)
+    return path
+
+
+def _children_cpu_ms(run, count):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for _ in range(count):
+        run()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return round(((after.ru_utime - before.ru_utime) +
+                  (after.ru_stime - before.ru_stime)) * 1000 / count, 2)
+
+
+class Jupyter:
+    """A bare Jupyter kernel behind bench/jupyter_probe.py, one `print('hi')` per call."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen([JUPYTER_PYTHON, os.path.join(HERE, "jupyter_probe.py")],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True)
+        if not json.loads(self.proc.stdout.readline() or "{}").get("ready"):
+            raise RuntimeError("the Jupyter kernel did not start")
+
+    def __call__(self):
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())["ms"]
+
+    def stop(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def _interleaved(variants, runs):
+    for run in variants.values():  # warm-up, not counted
+        run()
+    samples = {name: [] for name in variants}
+    for _ in range(runs):
+        for name, run in variants.items():
+            time.sleep(SETTLE_S)
+            samples[name].append(run())
+    return {name: summary(values) for name, values in samples.items()}
+
+
+def _throughput(run, concurrency=8, seconds=4.0):
+    done = [0]
+    lock = threading.Lock()
+    stop = time.time() + seconds
+
+    def worker():
+        call = run()
+        while time.time() < stop:
+            call()
+            with lock:
+                done[0] += 1
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    start = time.time()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return round(done[0] / (time.time() - start), 1)
+
+
+def run(runbox, work, runs, bwrap_command):
+    floor = _floor_binary(work)
+    env_bare = program_env(work)
+    cold_env = {"PATH": "/usr/bin:/bin", "RUNBOX_STATE_DIR": os.path.join(work, "cost-cold-state"),
+                "RUNBOX_USE_DAEMON": "never"}
+    daemon_env = {"PATH": "/usr/bin:/bin", "RUNBOX_STATE_DIR": os.path.join(work, "cost-daemon-state"),
+                  "RUNBOX_USE_DAEMON": "always"}
+    cli = [runbox, "run", "bash", "-c", "echo hi", "--json"]
+    server = Server(runbox, os.path.join(work, "cost-server-state"))
+    conn = server.connection()
+    jupyter = Jupyter() if os.path.exists(JUPYTER_PYTHON) else None
+    results = {"jupyter": "ran" if jupyter else
+               "skipped: no build/jupyter-venv (make bench-jupyter makes it)"}
+    try:
+        def pooled():
+            elapsed, was_pooled = _execute(server, conn, "bash", "echo hi", False)
+            _refilled(server)
+            return elapsed
+
+        def stateful():
+            start = time.perf_counter()
+            status, body = server.request("POST", "/v1/execute", {
+                "language": "python", "code": "print('hi')", "network": False,
+                "session_id": "cost-stateful", "stateful": True}, conn=conn)
+            if status != 200 or b'"output":"hi\\n"' not in body:
+                raise RuntimeError(f"HTTP {status}: {body[:300]}")
+            return (time.perf_counter() - start) * 1000
+
+        variants = {
+            "true": lambda: timed(["/bin/true"])[0],
+            "runbox_version": lambda: timed([runbox, "--version"])[0],
+            "bare": lambda: timed(ECHO, cwd=work, env=env_bare)[0],
+            "bubblewrap": lambda: timed(bwrap_command(work, "/bin/bash", ["-c", "echo hi"]),
+                                        env=env_bare)[0],
+            "floor": lambda: timed([floor, *ECHO], env=env_bare)[0],
+            "cold_network_off": lambda: timed(cli + ["--no-network"], env=cold_env)[0],
+            "cold_network_on": lambda: timed(cli + ["--network"], env=cold_env)[0],
+            "daemon_network_off": lambda: timed(cli + ["--no-network"], env=daemon_env)[0],
+            "pooled_http": pooled,
+            "stateful_http": stateful,
+        }
+        if jupyter:
+            variants["jupyter_kernel"] = jupyter
+        latency = _interleaved(variants, runs)
+        cpu = {
+            "bare": _children_cpu_ms(lambda: timed(ECHO, env=env_bare), 100),
+            "floor": _children_cpu_ms(lambda: timed([floor, *ECHO], env=env_bare), 100),
+            "cold_cli": _children_cpu_ms(lambda: timed(cli + ["--no-network"], env=cold_env),
+                                         100),
+        }
+        before, count = _server_cpu_ms(server), 100
+        for _ in range(count):
+            _execute(server, conn, "bash", "echo hi", False)
+        _refilled(server)  # the refills are the executions' cost too
+        cpu["pooled_http"] = round((_server_cpu_ms(server) - before) / count, 2)
+
+        def http_worker():
+            c = server.connection()
+            return lambda: _execute(server, c, "bash", "echo hi", False)
+        throughput = {
+            "pooled_http": _throughput(http_worker),
+            "bare": _throughput(lambda: lambda: subprocess.run(ECHO, stdout=subprocess.DEVNULL,
+                                                               env=env_bare)),
+            "floor": _throughput(lambda: lambda: subprocess.run([floor, *ECHO],
+                                                                stdout=subprocess.DEVNULL,
+                                                                env=env_bare)),
+        }
+    finally:
+        if jupyter:
+            jupyter.stop()
+        server.stop()
+        # its daemon, asked to stop (the caller unmounts every *-state directory)
+        subprocess.run([runbox, "--state-dir", daemon_env["RUNBOX_STATE_DIR"], "storage",
+                        "unmount"], capture_output=True)
+    results.update({"latency": latency, "cpu_ms": cpu, "throughput_c8": throughput})
+    return results
+
+
+def rows(results):
+    """Issue 31's table: (figure, measured, target, met)."""
+    r = results.get("cost")
+    if not r:
+        return []
+    lat, cpu, tp = r["latency"], r["cpu_ms"], r["throughput_c8"]
+    med = {name: s["median_ms"] for name, s in lat.items()}
+    out = [
+        ("`runbox --version` over `/bin/true`",
+         f"+{round(med['runbox_version'] - med['true'], 2)} ms", "<= +0.3 ms",
+         med["runbox_version"] - med["true"] <= 0.3),
+        ("cold `runbox run bash --no-network` / bubblewrap, nothing running",
+         f"{round(med['cold_network_off'] / med['bubblewrap'], 2)} x", "<= 0.8 x",
+         med["cold_network_off"] / med["bubblewrap"] <= 0.8),
+        ("the same through a running daemon / bubblewrap",
+         f"{round(med['daemon_network_off'] / med['bubblewrap'], 2)} x", "<= 0.5 x",
+         med["daemon_network_off"] / med["bubblewrap"] <= 0.5),
+        ("pooled bash over HTTP, over bare bash (plain http.client)",
+         f"+{round(med['pooled_http'] - med['bare'], 2)} ms", "<= +1 ms",
+         med["pooled_http"] - med["bare"] <= 1),
+        ("CPU per execution (pooled, server and sandboxes) / namespaces' floor",
+         f"{round(cpu['pooled_http'] / cpu['floor'], 2)} x", "<= 1.5 x",
+         cpu["pooled_http"] / cpu["floor"] <= 1.5),
+        ("throughput at 8 / the floor's ceiling (floor spawns at 8)",
+         f"{round(tp['pooled_http'] / tp['floor'], 2)}", ">= 0.67",
+         tp["pooled_http"] / tp["floor"] >= 0.67),
+        ("network on minus off, cold", f"{round(med['cold_network_on'] - med['cold_network_off'], 2)} ms",
+         "<= 1 ms", med["cold_network_on"] - med["cold_network_off"] <= 1),
+    ]
+    if "jupyter_kernel" in med:
+        out.append(("stateful `print('hi')` p50 over HTTP / bare Jupyter kernel over ZeroMQ",
+                    f"{round(med['stateful_http'] / med['jupyter_kernel'], 2)} x", "<= 1.0 x",
+                    med["stateful_http"] / med["jupyter_kernel"] <= 1.0))
+    return out
+
+
+def targets(results):
+    return [(f"{name} {target}", measured, met) for name, measured, target, met in rows(results)]
+
+
+def markdown(results):
+    r = results.get("cost")
+    if not r:
+        return []
+    lines = ["", "## The cost of an execution (issue 31)", "",
+             "Every figure from this one run; latency variants interleaved, each sample after the "
+             "machine settled. `floor` is bench/floor.c: bash spawned in fresh namespaces of the "
+             "sandbox's kinds (user, PID, mount, IPC, UTS, cgroup, network), nothing else. "
+             f"Jupyter: {r['jupyter']}.", "",
+             "| figure | measured | target | |", "|---|---|---|---|"]
+    lines += [f"| {name} | {measured} | {target} | {'met' if met else 'missed'} |"
+              for name, measured, target, met in rows(results)]
+    lines += ["", "| variant | median ms | p90 | p99 |", "|---|---|---|---|"]
+    lines += [f"| {name} | {s['median_ms']} | {s['p90_ms']} | {s['p99_ms']} |"
+              for name, s in r["latency"].items()]
+    cpu, tp = r["cpu_ms"], r["throughput_c8"]
+    lines += ["", "CPU per `echo hi` (ms, user + system, its processes included): " +
+              ", ".join(f"{k} {v}" for k, v in cpu.items()) + ". Throughput at concurrency 8 "
+              "(executions/s): " + ", ".join(f"{k} {v}" for k, v in tp.items()) + "."]
+    return lines
