@@ -344,14 +344,22 @@ static void sweep_stale(void)
     DIR *dir =
         path_join(runbox, sizeof runbox, probe.h[0].base, "runbox") == 0 ? opendir(runbox) : NULL;
     struct dirent *entry;
+    /* After this process's first sweep, its own cgroups (its running and
+     * prepared sandboxes', most of the listing in a busy server) are
+     * judged by name alone: no system call for them, so the sweep before
+     * each execution costs little however many run at once. The first
+     * sweep judges them like any other, since a runbox gone before this
+     * one started may have had the same pid. */
+    static atomic_bool swept_once;
+    pid_t self = atomic_load(&swept_once) ? getpid() : 0;
     while (dir && (entry = readdir(dir))) {
         struct stat st;
-        if (strncmp(entry->d_name, "exec-", 5) != 0 ||
+        pid_t pid = strncmp(entry->d_name, "exec-", 5) ? 0 : rbx_owner_pid(entry->d_name + 5);
+        if (strncmp(entry->d_name, "exec-", 5) != 0 || (self && pid == self) ||
             fstatat(dirfd(dir), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
             !S_ISDIR(st.st_mode))
             continue;
-        rbx_owner_state owner =
-            rbx_owner_state_of(rbx_owner_pid(entry->d_name + 5), st.st_mtim.tv_sec);
+        rbx_owner_state owner = rbx_owner_state_of(pid, st.st_mtim.tv_sec);
         if (owner == RBX_OWNER_ALIVE ||
             (owner == RBX_OWNER_UNKNOWN && now - st.st_mtim.tv_sec < STALE_AFTER_S))
             continue;
@@ -366,8 +374,10 @@ static void sweep_stale(void)
             }
         }
     }
-    if (dir)
+    if (dir) {
         closedir(dir);
+        atomic_store(&swept_once, true);
+    }
 }
 
 void rbx_cgroup_sweep(void)
