@@ -373,3 +373,12 @@ void e2b_stream_end(e2b_stream *stream, const http_error *err)
     free(frame);
     stream_release(stream);
 }
+
+enum MHD_Result e2b_stream_refused(http_request *req, const http_error *err)
+{
+    enum MHD_Result queued;
+    e2b_stream *stream = e2b_stream_open(req, NULL, &queued);
+    if (stream)
+        e2b_stream_end(stream, err);
+    return queued;
+}

@@ -250,23 +250,12 @@ static void *produce(void *arg)
     return NULL;
 }
 
-/* A stream's error goes in its end-of-stream frame, on a 200: JS's client
- * reads a stream's non-200 status alone (404 as unimplemented). */
-static enum MHD_Result stream_error(http_request *req, const http_error *err)
-{
-    enum MHD_Result queued;
-    e2b_stream *stream = e2b_stream_open(req, NULL, &queued);
-    if (stream)
-        e2b_stream_end(stream, err);
-    return queued;
-}
-
 enum MHD_Result e2b_handle_fs_watch_dir(http_request *req)
 {
     http_error err;
     e2b_sandbox_view view;
     if (!e2b_sandbox_for_request(req->server, req->connection, &view, &err))
-        return stream_error(req, &err);
+        return e2b_stream_refused(req, &err);
     json_t *body = NULL;
     char rel[1100];
     bool recursive = false, include_entry = false;
@@ -291,7 +280,7 @@ enum MHD_Result e2b_handle_fs_watch_dir(http_request *req)
             release(slot);
         if (ok)
             http_error_set(&err, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal", "out of memory");
-        return stream_error(req, &err);
+        return e2b_stream_refused(req, &err);
     }
     enum MHD_Result queued;
     *ws = (watch_stream){.watch = watch, .slot = slot};

@@ -738,6 +738,10 @@ bool e2b_stream_client_gone(e2b_stream *stream);
 /* The end-of-stream frame: {} or the error (err NULL: success). The
  * producer calls it exactly once; the stream is no longer its own after. */
 void e2b_stream_end(e2b_stream *stream, const http_error *err);
+/* A server stream that fails before it starts: 200 and the error in its
+ * end-of-stream frame (JS's client maps a non-200 stream from its status
+ * alone, 404 as unimplemented). */
+enum MHD_Result e2b_stream_refused(http_request *req, const http_error *err);
 
 /* e2b_process.c: envd's process.Process, E2B's commands and terminals
  * (the engine's processes, rbx_process_*), one handler per RPC. */
