@@ -517,6 +517,13 @@ enum MHD_Result http_handle_openapi(http_request *req);
 /* playground.c: the web page (GET /) and its script and style. */
 enum MHD_Result http_handle_page(http_request *req);
 
+/* e2b_state_file.c: the E2B listener's state files (its sandboxes and
+ * contexts), JSON objects written whole. Loading gives the file's JSON,
+ * or NULL: *absent when there is no file yet, else why. Saving writes
+ * root (taken; NULL fails) to a new file, synced and renamed over path. */
+json_t *e2b_state_load(const char *path, bool *absent, char *why, size_t why_size);
+bool e2b_state_save(const char *path, json_t *root);
+
 /* e2b_contexts.c: E2B's contexts. Each belongs to a sandbox (or, for
  * requests that name none or E2B's debug sandbox, to no sandbox: "").
  * The default one of each language runs in the sandbox's own session (so
