@@ -388,6 +388,9 @@ void http_queue_finish(event_queue *q, const char *text, size_t len);
 void http_queue_wake(event_queue *q);
 size_t http_queue_take(event_queue *q, char *buf, size_t max, bool *finished);
 bool http_queue_has_data(event_queue *q);
+/* Waits up to timeout_ms for news in the queue; false when the client on
+ * client_fd (-1: none watched) has gone meanwhile. */
+bool http_queue_wait(event_queue *q, int client_fd, int timeout_ms);
 
 typedef enum stream_format { STREAM_NONE, STREAM_NDJSON, STREAM_SSE } stream_format;
 
