@@ -52,7 +52,7 @@ enum MHD_Result e2b_handle_fs_unknown(http_request *req);
  * the request's sandbox, or NULL with err. */
 typedef json_t *e2b_fs_call(http_request *req, const e2b_sandbox_view *view, json_t *body,
                             http_error *err);
-/* Runs every unary call of filesystem.Filesystem (here and e2b_watch.c):
+/* e2b_watch.c: runs every unary call of filesystem.Filesystem:
  * sweeps idle watchers, finds the request's sandbox, checks its user and
  * reads its message, then runs call and answers its message or error. */
 enum MHD_Result e2b_fs_unary(http_request *req, e2b_fs_call *call);

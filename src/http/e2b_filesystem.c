@@ -1,33 +1,14 @@
 /* filesystem.Filesystem's unary methods (E2B-SANDBOX-PROTOCOL.md section
  * 4), Connect with JSON: Stat, MakeDir, Move, ListDir, Remove. Each runs
- * through e2b_fs_unary, which finds its sandbox first, then its user
- * (Authorization: Basic), then reads its message, and answers; a call
- * does only its own work. The paths go through e2b_envd_path (/home/user
+ * through e2b_fs_unary (e2b_watch.c), which finds its sandbox first, then
+ * its user (Authorization: Basic), then reads its message, and answers; a
+ * call does only its own work. The paths go through e2b_envd_path (/home/user
  * is the session) and the engine's rbx_file_* (beneath it, links never
  * followed). */
 #include "http/e2b_envd.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-enum MHD_Result e2b_fs_unary(http_request *req, e2b_fs_call *call)
-{
-    http_error err;
-    e2b_sandbox_view view;
-    e2b_watchers_sweep();
-    if (!e2b_sandbox_for_request(req->server, req->connection, &view, &err))
-        return http_reply_error(req, &err);
-    json_t *body = NULL, *message = NULL;
-    if (e2b_envd_user(req->connection, false, &err) &&
-        (body = e2b_connect_unary_request(req, &err))) {
-        /* What a call leaves that could not build its answer (json_pack). */
-        http_error_set(&err, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal", "out of memory");
-        message = call(req, &view, body, &err);
-    }
-    e2b_sandbox_view_release(&view);
-    json_decref(body);
-    return message ? e2b_connect_reply(req, message) : http_reply_error(req, &err);
-}
 
 /* {"entry": EntryInfo} of the session path rel. */
 static json_t *entry_message(http_request *req, const e2b_sandbox_view *view, const char *rel,

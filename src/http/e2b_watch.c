@@ -113,6 +113,27 @@ void e2b_watchers_sweep(void)
     pthread_mutex_unlock(&registry_lock);
 }
 
+/* Here, beside the registry, so that every filesystem call sweeps the idle
+ * watchers first and e2b_filesystem.c depends on this file, not both ways. */
+enum MHD_Result e2b_fs_unary(http_request *req, e2b_fs_call *call)
+{
+    http_error err;
+    e2b_sandbox_view view;
+    e2b_watchers_sweep();
+    if (!e2b_sandbox_for_request(req->server, req->connection, &view, &err))
+        return http_reply_error(req, &err);
+    json_t *body = NULL, *message = NULL;
+    if (e2b_envd_user(req->connection, false, &err) &&
+        (body = e2b_connect_unary_request(req, &err))) {
+        /* What a call leaves that could not build its answer (json_pack). */
+        http_error_set(&err, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal", "out of memory");
+        message = call(req, &view, body, &err);
+    }
+    e2b_sandbox_view_release(&view);
+    json_decref(body);
+    return message ? e2b_connect_reply(req, message) : http_reply_error(req, &err);
+}
+
 static void release(watcher *w)
 {
     pthread_mutex_lock(&registry_lock);
