@@ -65,6 +65,7 @@ bool api_base64_decode(const char *text, size_t len, char **out, size_t *out_len
             bytes[o++] = (char)(acc >> bits & 0xff);
         }
     }
+    bytes[o] = 0; /* room: o is at most len / 4 * 3 + 2; callers read names with str* */
     *out = bytes;
     *out_len = o;
     return true;

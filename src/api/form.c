@@ -30,6 +30,13 @@ const char *api_json_type_name(const json_t *value)
     }
 }
 
+json_t *api_json_of_text(char *text)
+{
+    json_t *value = text ? json_loads(text, 0, NULL) : NULL;
+    free(text);
+    return value;
+}
+
 __attribute__((format(printf, 2, 3))) static bool invalid(form_error *err, const char *fmt, ...)
 {
     va_list ap;

@@ -14,6 +14,10 @@
  * of the front ends that parse JSON (HTTP, MCP). */
 const char *api_json_type_name(const json_t *value);
 
+/* The JSON the engine wrote as text (rbx_session_info_to_json,
+ * rbx_image_info_to_json: malloc'ed, freed here), parsed; NULL for none. */
+json_t *api_json_of_text(char *text);
+
 /* An execute request as JSON (HTTP's body, the local socket's
  * messages) turned into an rbx_request; the request's strings point into
  * body, which the form owns from then on (also on failure). */

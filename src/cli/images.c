@@ -34,9 +34,7 @@ static const char images_usage[] =
 
 static json_t *image_json(const rbx_image_info *info)
 {
-    char *text = rbx_image_info_to_json(info);
-    json_t *obj = text ? json_loads(text, 0, NULL) : NULL;
-    free(text);
+    json_t *obj = api_json_of_text(rbx_image_info_to_json(info));
     return obj ? obj : json_object();
 }
 

@@ -103,9 +103,7 @@ static int list(rbx_engine *engine, bool as_json)
     if (as_json) {
         json_t *array = json_array();
         for (size_t i = 0; i < count; i++) {
-            char *text = rbx_session_info_to_json(&infos[i]);
-            json_t *obj = text ? json_loads(text, 0, NULL) : NULL;
-            free(text);
+            json_t *obj = api_json_of_text(rbx_session_info_to_json(&infos[i]));
             if (obj)
                 json_array_append_new(array, obj);
         }

@@ -7,7 +7,6 @@
  * and always ends with its end-of-stream envelope (JS's refuses less). */
 #include "http/http.h"
 
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -209,22 +208,6 @@ static void stream_release(e2b_stream *stream)
     free(stream);
 }
 
-/* Waits for news from the producer or for the client to leave. */
-static bool stream_wait(e2b_stream *stream, int timeout_ms)
-{
-    struct pollfd fds[2] = {
-        {.fd = stream->queue.wake_fd, .events = POLLIN},
-        {.fd = stream->client_fd, .events = POLLRDHUP},
-    };
-    int ready = poll(fds, stream->client_fd >= 0 ? 2 : 1, timeout_ms);
-    if (ready > 0 && (fds[1].revents & (POLLRDHUP | POLLHUP | POLLERR)))
-        return false;
-    uint64_t count;
-    if (ready > 0 && (fds[0].revents & POLLIN))
-        (void)!read(stream->queue.wake_fd, &count, sizeof count);
-    return true;
-}
-
 /* MHD's content reader, on the connection's thread (thread per
  * connection, so it may block here until there is something to send). */
 static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
@@ -254,7 +237,7 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
             int64_t due_ms = (stream->last_sent_us + stream->keepalive_us - now) / 1000;
             wait_ms = due_ms < 1 ? 1 : due_ms < wait_ms ? (int)due_ms : wait_ms;
         }
-        if (!stream_wait(stream, wait_ms)) {
+        if (!http_queue_wait(&stream->queue, stream->client_fd, wait_ms)) {
             atomic_store(&stream->gone, true);
             http_queue_wake(&stream->queue);
             return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -372,4 +355,13 @@ void e2b_stream_end(e2b_stream *stream, const http_error *err)
     http_queue_finish(&stream->queue, frame, len);
     free(frame);
     stream_release(stream);
+}
+
+enum MHD_Result e2b_stream_refused(http_request *req, const http_error *err)
+{
+    enum MHD_Result queued;
+    e2b_stream *stream = e2b_stream_open(req, NULL, &queued);
+    if (stream)
+        e2b_stream_end(stream, err);
+    return queued;
 }

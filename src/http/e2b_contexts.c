@@ -6,12 +6,10 @@
 #include "http/http.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <unistd.h>
 
 #define CONTEXTS_FILE "e2b-contexts.json"
 /* The default context of a language is the session "e2b-<language>". */
@@ -68,14 +66,10 @@ static bool valid_entry(json_t *entry, e2b_context *out)
  * runbox's own, and a context lost is a 404 the SDK understands. */
 static bool load(e2b_contexts *c, char *why, size_t why_size)
 {
-    json_error_t error;
-    json_t *root = json_load_file(c->path, 0, &error);
-    if (!root) {
-        if (access(c->path, F_OK) != 0 && errno == ENOENT)
-            return true;
-        snprintf(why, why_size, "cannot read %s: %s", c->path, error.text);
-        return false;
-    }
+    bool absent;
+    json_t *root = e2b_state_load(c->path, &absent, why, why_size);
+    if (!root)
+        return absent;
     json_t *list = json_object_get(root, "contexts");
     size_t i;
     json_t *entry;
@@ -99,18 +93,7 @@ static bool save(e2b_contexts *c)
     json_t *list = json_array();
     for (size_t i = 0; i < c->count; i++)
         json_array_append_new(list, entry_json(&c->list[i]));
-    json_t *root = json_pack("{s:o}", "contexts", list);
-    char temp[4200];
-    snprintf(temp, sizeof temp, "%s.new", c->path);
-    int fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    bool ok = fd >= 0 && root && json_dumpfd(root, fd, JSON_COMPACT) == 0 && fsync(fd) == 0;
-    if (fd >= 0)
-        close(fd);
-    json_decref(root);
-    ok = ok && rename(temp, c->path) == 0;
-    if (!ok)
-        unlink(temp);
-    return ok;
+    return e2b_state_save(c->path, json_pack("{s:o}", "contexts", list));
 }
 
 e2b_contexts *e2b_contexts_open(const char *state_dir, char *why, size_t why_size)

@@ -48,10 +48,14 @@ enum MHD_Result e2b_handle_fs_move(http_request *req);
 enum MHD_Result e2b_handle_fs_list_dir(http_request *req);
 enum MHD_Result e2b_handle_fs_remove(http_request *req);
 enum MHD_Result e2b_handle_fs_unknown(http_request *req);
-/* The request's sandbox and user, and its message: false when an error
- * was queued (*queued). */
-bool e2b_fs_begin(http_request *req, e2b_sandbox_view *view, json_t **body,
-                  enum MHD_Result *queued);
+/* A unary call's own work: its answer to the request's message (body) in
+ * the request's sandbox, or NULL with err. */
+typedef json_t *e2b_fs_call(http_request *req, const e2b_sandbox_view *view, json_t *body,
+                            http_error *err);
+/* e2b_watch.c: runs every unary call of filesystem.Filesystem:
+ * sweeps idle watchers, finds the request's sandbox, checks its user and
+ * reads its message, then runs call and answers its message or error. */
+enum MHD_Result e2b_fs_unary(http_request *req, e2b_fs_call *call);
 
 /* e2b_watch.c: WatchDir (a server stream) and the polling watcher
  * (CreateWatcher, GetWatcherEvents, RemoveWatcher). Bounded per sandbox

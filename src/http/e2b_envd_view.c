@@ -1,6 +1,7 @@
 /* The sandbox's filesystem as envd shows it (e2b_envd.h): E2B's paths and
  * users turned into session paths, and the engine's entries turned into
  * envd's EntryInfo. */
+#include "api/base64.h"
 #include "http/e2b_envd.h"
 
 #include <stdio.h>
@@ -103,44 +104,6 @@ static bool known_user(const char *name, size_t len, http_error *err)
     return false;
 }
 
-/* Standard base64 with its padding, as Basic credentials are written
- * (RFC 7617); false for anything else. */
-static bool base64_decode(const char *text, uint8_t *out, size_t size, size_t *len)
-{
-    static const char alphabet[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t n = strlen(text), pad = 0;
-    if (n % 4)
-        return false;
-    while (pad < 2 && n > pad && text[n - 1 - pad] == '=')
-        pad++;
-    uint32_t bits = 0;
-    *len = 0;
-    for (size_t i = 0; i < n - pad; i++) {
-        const char *at = text[i] ? strchr(alphabet, text[i]) : NULL;
-        if (!at)
-            return false;
-        bits = bits << 6 | (uint32_t)(at - alphabet);
-        if (i % 4 == 3) {
-            if (*len + 3 > size)
-                return false;
-            out[(*len)++] = (uint8_t)(bits >> 16);
-            out[(*len)++] = (uint8_t)(bits >> 8);
-            out[(*len)++] = (uint8_t)bits;
-            bits = 0;
-        }
-    }
-    if (*len + 2 > size)
-        return false;
-    if (pad == 2)
-        out[(*len)++] = (uint8_t)(bits >> 4);
-    else if (pad == 1) {
-        out[(*len)++] = (uint8_t)(bits >> 10);
-        out[(*len)++] = (uint8_t)(bits >> 2);
-    }
-    return true;
-}
-
 bool e2b_envd_user(struct MHD_Connection *connection, bool from_query, http_error *err)
 {
     if (from_query) {
@@ -157,15 +120,17 @@ bool e2b_envd_user(struct MHD_Connection *connection, bool from_query, http_erro
                        "the Authorization header must be Basic base64(\"<user>:\")");
         return false;
     }
-    uint8_t decoded[160];
-    size_t got = 0;
-    if (!base64_decode(auth + 6, decoded, sizeof decoded, &got)) {
+    char *decoded;
+    size_t got;
+    if (!api_base64_decode(auth + 6, strlen(auth + 6), &decoded, &got)) {
         http_error_set(err, MHD_HTTP_UNAUTHORIZED, "unauthenticated",
                        "the Authorization header is not valid base64");
         return false;
     }
-    const uint8_t *colon = memchr(decoded, ':', got);
-    return known_user((const char *)decoded, colon ? (size_t)(colon - decoded) : got, err);
+    const char *colon = memchr(decoded, ':', got);
+    bool known = known_user(decoded, colon ? (size_t)(colon - decoded) : got, err);
+    free(decoded);
+    return known;
 }
 
 void e2b_envd_shown_path(const char *rel, char *out, size_t size)

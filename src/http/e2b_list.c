@@ -4,6 +4,7 @@
  * listed by their start (order asc, the default, or desc; ties by id), and
  * a token names the last one a page held, so a sandbox killed between
  * pages moves nothing. */
+#include "api/percent.h"
 #include "http/http.h"
 
 #include <stdlib.h>
@@ -17,36 +18,6 @@
 static const char *query(http_request *req, const char *name)
 {
     return MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, name);
-}
-
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Percent-decodes text in place; false for a broken escape or a NUL. */
-static bool percent_decode(char *text)
-{
-    char *out = text;
-    for (const char *in = text; *in; in++) {
-        if (*in != '%') {
-            *out++ = *in;
-            continue;
-        }
-        int high = hex_value(in[1]), low = high < 0 ? -1 : hex_value(in[2]);
-        if (low < 0 || (high == 0 && low == 0))
-            return false;
-        *out++ = (char)(high * 16 + low);
-        in += 2;
-    }
-    *out = 0;
-    return true;
 }
 
 /* The metadata filter: after the query's own decoding a form string
@@ -73,8 +44,8 @@ static json_t *metadata_filter(const char *value, http_error *err)
         }
         *eq = 0;
         char *key = pair, *val = eq + 1;
-        ok = percent_decode(key) && percent_decode(key) && percent_decode(val) &&
-             percent_decode(val) && *key;
+        ok = api_percent_decode(key) && api_percent_decode(key) && api_percent_decode(val) &&
+             api_percent_decode(val) && *key;
         if (ok)
             json_object_set_new(filter, key, json_string(val));
     }

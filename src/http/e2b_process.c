@@ -49,19 +49,6 @@ static void bad(http_error *err, const char *message)
     http_error_set(err, 400, "invalid_argument", "%s", message);
 }
 
-/* A server stream that fails before it starts: 200 and the error in its
- * end-of-stream frame (JS maps a non-200 stream from its status alone). */
-static enum MHD_Result stream_refused(http_request *req, const http_error *err)
-{
-    enum MHD_Result queued;
-    e2b_stream *stream = e2b_stream_open(req, NULL, &queued);
-    if (stream)
-        e2b_stream_end(stream, err);
-    return queued;
-}
-
-/* --- base64 (proto3 JSON's bytes) ------------------------------------------------------------ */
-
 static json_t *b64_json(const char *data, size_t len)
 {
     size_t n;
@@ -531,7 +518,7 @@ enum MHD_Result http_e2b_process_start(http_request *req)
         !user_known(req, &err)) {
         json_decref(message);
         e2b_sandbox_view_release(&view);
-        return stream_refused(req, &err);
+        return e2b_stream_refused(req, &err);
     }
     start_args args = {0};
     bool ok = start_args_read(&args, message, &view, &err);
@@ -551,7 +538,7 @@ enum MHD_Result http_e2b_process_start(http_request *req)
     json_decref(message);
     e2b_sandbox_view_release(&view);
     if (!ok)
-        return stream_refused(req, &err);
+        return e2b_stream_refused(req, &err);
     if (stream && !w)
         e2b_stream_end(stream, &err);
     if (w) {
@@ -590,7 +577,7 @@ enum MHD_Result http_e2b_process_connect(http_request *req)
     bool ok = message && find_process(req, message, &process, &err);
     json_decref(message);
     if (!ok)
-        return stream_refused(req, &err);
+        return e2b_stream_refused(req, &err);
     enum MHD_Result queued;
     e2b_stream *stream = e2b_stream_open(req, KEEPALIVE, &queued);
     watch *w = stream ? watch_new(req->server, stream) : NULL;
@@ -824,7 +811,7 @@ enum MHD_Result http_e2b_process_stream_input(http_request *req)
     rbx_process_free(process);
     json_decref(messages);
     if (!ok)
-        return stream_refused(req, &err);
+        return e2b_stream_refused(req, &err);
     enum MHD_Result queued;
     e2b_stream *stream = e2b_stream_open(req, NULL, &queued);
     if (stream) {

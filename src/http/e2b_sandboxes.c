@@ -6,13 +6,11 @@
 #include "http/http.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
-#include <unistd.h>
 
 #define SANDBOXES_FILE "e2b-sandboxes.json"
 /* A sandbox's session is "e2b-" and its id (the contexts' defaults are
@@ -155,14 +153,10 @@ static bool valid_entry(json_t *entry, e2b_sandbox *out)
 
 static bool load(e2b_sandboxes *r, char *why, size_t why_size)
 {
-    json_error_t error;
-    json_t *root = json_load_file(r->path, 0, &error);
-    if (!root) {
-        if (access(r->path, F_OK) != 0 && errno == ENOENT)
-            return true;
-        snprintf(why, why_size, "cannot read %s: %s", r->path, error.text);
-        return false;
-    }
+    bool absent;
+    json_t *root = e2b_state_load(r->path, &absent, why, why_size);
+    if (!root)
+        return absent;
     size_t i;
     json_t *entry;
     json_array_foreach(json_object_get(root, "sandboxes"), i, entry)
@@ -179,18 +173,7 @@ static bool save(e2b_sandboxes *r)
     json_t *list = json_array();
     for (size_t i = 0; i < r->count; i++)
         json_array_append_new(list, sandbox_json(&r->list[i]));
-    json_t *root = json_pack("{s:o}", "sandboxes", list);
-    char temp[4200];
-    snprintf(temp, sizeof temp, "%s.new", r->path);
-    int fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    bool ok = fd >= 0 && root && json_dumpfd(root, fd, JSON_COMPACT) == 0 && fsync(fd) == 0;
-    if (fd >= 0)
-        close(fd);
-    json_decref(root);
-    ok = ok && rename(temp, r->path) == 0;
-    if (!ok)
-        unlink(temp);
-    return ok;
+    return e2b_state_save(r->path, json_pack("{s:o}", "sandboxes", list));
 }
 
 /* --- the registry ---------------------------------------------------------------------- */

@@ -113,25 +113,25 @@ void e2b_watchers_sweep(void)
     pthread_mutex_unlock(&registry_lock);
 }
 
-/* Every filesystem call begins here: watchers left unpolled are swept, the
- * sandbox found, the user and the request's message checked. */
-bool e2b_fs_begin(http_request *req, e2b_sandbox_view *view, json_t **body,
-                  enum MHD_Result *queued)
+/* Here, beside the registry, so that every filesystem call sweeps the idle
+ * watchers first and e2b_filesystem.c depends on this file, not both ways. */
+enum MHD_Result e2b_fs_unary(http_request *req, e2b_fs_call *call)
 {
     http_error err;
-    *body = NULL;
+    e2b_sandbox_view view;
     e2b_watchers_sweep();
-    if (!e2b_sandbox_for_request(req->server, req->connection, view, &err)) {
-        *queued = http_reply_error(req, &err);
-        return false;
+    if (!e2b_sandbox_for_request(req->server, req->connection, &view, &err))
+        return http_reply_error(req, &err);
+    json_t *body = NULL, *message = NULL;
+    if (e2b_envd_user(req->connection, false, &err) &&
+        (body = e2b_connect_unary_request(req, &err))) {
+        /* What a call leaves that could not build its answer (json_pack). */
+        http_error_set(&err, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal", "out of memory");
+        message = call(req, &view, body, &err);
     }
-    if (!e2b_envd_user(req->connection, false, &err) ||
-        !(*body = e2b_connect_unary_request(req, &err))) {
-        e2b_sandbox_view_release(view);
-        *queued = http_reply_error(req, &err);
-        return false;
-    }
-    return true;
+    e2b_sandbox_view_release(&view);
+    json_decref(body);
+    return message ? e2b_connect_reply(req, message) : http_reply_error(req, &err);
 }
 
 static void release(watcher *w)
@@ -271,23 +271,12 @@ static void *produce(void *arg)
     return NULL;
 }
 
-/* A stream's error goes in its end-of-stream frame, on a 200: JS's client
- * reads a stream's non-200 status alone (404 as unimplemented). */
-static enum MHD_Result stream_error(http_request *req, const http_error *err)
-{
-    enum MHD_Result queued;
-    e2b_stream *stream = e2b_stream_open(req, NULL, &queued);
-    if (stream)
-        e2b_stream_end(stream, err);
-    return queued;
-}
-
 enum MHD_Result e2b_handle_fs_watch_dir(http_request *req)
 {
     http_error err;
     e2b_sandbox_view view;
     if (!e2b_sandbox_for_request(req->server, req->connection, &view, &err))
-        return stream_error(req, &err);
+        return e2b_stream_refused(req, &err);
     json_t *body = NULL;
     char rel[1100];
     bool recursive = false, include_entry = false;
@@ -312,7 +301,7 @@ enum MHD_Result e2b_handle_fs_watch_dir(http_request *req)
             release(slot);
         if (ok)
             http_error_set(&err, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal", "out of memory");
-        return stream_error(req, &err);
+        return e2b_stream_refused(req, &err);
     }
     enum MHD_Result queued;
     *ws = (watch_stream){.watch = watch, .slot = slot};
@@ -337,39 +326,35 @@ enum MHD_Result e2b_handle_fs_watch_dir(http_request *req)
 
 /* --- The polling watcher ------------------------------------------------------------- */
 
-enum MHD_Result e2b_handle_fs_create_watcher(http_request *req)
+static json_t *create_watcher_call(http_request *req, const e2b_sandbox_view *view,
+                                   json_t *body, http_error *err)
 {
-    e2b_sandbox_view view;
-    json_t *body;
-    enum MHD_Result queued;
-    if (!e2b_fs_begin(req, &view, &body, &queued))
-        return queued;
-    http_error err;
     char rel[1100];
     bool recursive = false, include_entry = false;
-    watcher *w = NULL;
     rbx_file_watch *watch = NULL;
     rbx_error engine_err = {0};
-    bool ok = watch_request(body, rel, sizeof rel, &recursive, &include_entry, &err);
-    if (ok && rbx_file_watch_open(req->server->engine, view.session_id, rel, recursive, &watch,
-                                  &engine_err) != RBX_OK) {
-        e2b_envd_engine_error(&err, &engine_err);
-        ok = false;
+    if (!watch_request(body, rel, sizeof rel, &recursive, &include_entry, err))
+        return NULL;
+    if (rbx_file_watch_open(req->server->engine, view->session_id, rel, recursive, &watch,
+                            &engine_err) != RBX_OK) {
+        e2b_envd_engine_error(err, &engine_err);
+        return NULL;
     }
-    if (ok && !(w = reserve(&view, include_entry, true, &err))) {
+    watcher *w = reserve(view, include_entry, true, err);
+    if (!w) {
         rbx_file_watch_close(watch);
-        ok = false;
+        return NULL;
     }
-    json_t *message = NULL;
-    if (ok) {
-        pthread_mutex_lock(&registry_lock);
-        w->watch = watch; /* from here the registry's */
-        message = json_pack("{s:s}", "watcherId", w->id);
-        pthread_mutex_unlock(&registry_lock);
-    }
-    json_decref(body);
-    e2b_sandbox_view_release(&view);
-    return message ? e2b_connect_reply(req, message) : http_reply_error(req, &err);
+    pthread_mutex_lock(&registry_lock);
+    w->watch = watch; /* from here the registry's */
+    json_t *message = json_pack("{s:s}", "watcherId", w->id);
+    pthread_mutex_unlock(&registry_lock);
+    return message;
+}
+
+enum MHD_Result e2b_handle_fs_create_watcher(http_request *req)
+{
+    return e2b_fs_unary(req, create_watcher_call);
 }
 
 /* The request's watcher of its sandbox (the lock held); NULL with err. */
@@ -403,18 +388,13 @@ static void collect_event(void *arg, const rbx_file_event *e)
     json_array_append_new(p->events, event_json(p->w->watch, p->w->include_entry, e));
 }
 
-enum MHD_Result e2b_handle_fs_get_watcher_events(http_request *req)
+static json_t *get_watcher_events_call(http_request *req, const e2b_sandbox_view *view,
+                                       json_t *body, http_error *err)
 {
-    e2b_sandbox_view view;
-    json_t *body;
-    enum MHD_Result queued;
-    if (!e2b_fs_begin(req, &view, &body, &queued))
-        return queued;
-    http_error err;
     json_t *message = NULL;
     pthread_mutex_lock(&registry_lock);
     sweep_idle();
-    watcher *w = find_polled(body, view.id, &err);
+    watcher *w = find_polled(body, view->id, err);
     if (w) {
         polled_events p = {.w = w, .events = json_array()};
         bool dir_gone = false;
@@ -427,27 +407,29 @@ enum MHD_Result e2b_handle_fs_get_watcher_events(http_request *req)
         message = json_pack("{s:o}", "events", p.events);
     }
     pthread_mutex_unlock(&registry_lock);
-    json_decref(body);
-    e2b_sandbox_view_release(&view);
-    return message ? e2b_connect_reply(req, message) : http_reply_error(req, &err);
+    return message;
+}
+
+enum MHD_Result e2b_handle_fs_get_watcher_events(http_request *req)
+{
+    return e2b_fs_unary(req, get_watcher_events_call);
+}
+
+static json_t *remove_watcher_call(http_request *req, const e2b_sandbox_view *view,
+                                   json_t *body, http_error *err)
+{
+    pthread_mutex_lock(&registry_lock);
+    watcher *w = find_polled(body, view->id, err);
+    if (w)
+        unlink_watcher(w);
+    pthread_mutex_unlock(&registry_lock);
+    if (!w)
+        return NULL;
+    watcher_free(w);
+    return json_object();
 }
 
 enum MHD_Result e2b_handle_fs_remove_watcher(http_request *req)
 {
-    e2b_sandbox_view view;
-    json_t *body;
-    enum MHD_Result queued;
-    if (!e2b_fs_begin(req, &view, &body, &queued))
-        return queued;
-    http_error err;
-    pthread_mutex_lock(&registry_lock);
-    watcher *w = find_polled(body, view.id, &err);
-    if (w)
-        unlink_watcher(w);
-    pthread_mutex_unlock(&registry_lock);
-    if (w)
-        watcher_free(w);
-    json_decref(body);
-    e2b_sandbox_view_release(&view);
-    return w ? e2b_connect_reply(req, json_object()) : http_reply_error(req, &err);
+    return e2b_fs_unary(req, remove_watcher_call);
 }

@@ -12,6 +12,7 @@
 #include "http/http.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -43,6 +44,22 @@ void http_queue_wake(event_queue *q)
     pthread_mutex_lock(&q->lock);
     pthread_cond_broadcast(&q->room);
     pthread_mutex_unlock(&q->lock);
+}
+
+bool http_queue_wait(event_queue *q, int client_fd, int timeout_ms)
+{
+    struct pollfd fds[2] = {
+        {.fd = q->wake_fd, .events = POLLIN},
+        /* RDHUP: the client closed its end; HUP and ERR come unasked. */
+        {.fd = client_fd, .events = POLLRDHUP},
+    };
+    int ready = poll(fds, client_fd >= 0 ? 2 : 1, timeout_ms);
+    if (ready > 0 && (fds[1].revents & (POLLRDHUP | POLLHUP | POLLERR)))
+        return false;
+    uint64_t count;
+    if (ready > 0 && (fds[0].revents & POLLIN))
+        (void)!read(q->wake_fd, &count, sizeof count);
+    return true;
 }
 
 /* Appends under the lock; the buffer only grows to what is pending. */

@@ -5,7 +5,6 @@
  * removal can cancel them. */
 #include "http/http.h"
 
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -178,20 +177,10 @@ bool http_execution_admit(http_request *req, execution *ex, enum MHD_Result *ref
 
 bool http_execution_wait(execution *ex, int timeout_ms)
 {
-    struct pollfd fds[2] = {
-        {.fd = ex->events.wake_fd, .events = POLLIN},
-        /* RDHUP: the client closed its end; HUP and ERR come unasked. */
-        {.fd = ex->client_fd, .events = POLLRDHUP},
-    };
-    int ready = poll(fds, ex->client_fd >= 0 ? 2 : 1, timeout_ms);
-    if (ready > 0 && (fds[1].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
-        http_execution_cancel(ex, CANCEL_CLIENT_GONE);
-        return false;
-    }
-    uint64_t count;
-    if (ready > 0 && (fds[0].revents & POLLIN))
-        (void)!read(ex->events.wake_fd, &count, sizeof count);
-    return true;
+    if (http_queue_wait(&ex->events, ex->client_fd, timeout_ms))
+        return true;
+    http_execution_cancel(ex, CANCEL_CLIENT_GONE);
+    return false;
 }
 
 bool http_execution_done(execution *ex)

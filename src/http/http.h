@@ -388,6 +388,9 @@ void http_queue_finish(event_queue *q, const char *text, size_t len);
 void http_queue_wake(event_queue *q);
 size_t http_queue_take(event_queue *q, char *buf, size_t max, bool *finished);
 bool http_queue_has_data(event_queue *q);
+/* Waits up to timeout_ms for news in the queue; false when the client on
+ * client_fd (-1: none watched) has gone meanwhile. */
+bool http_queue_wait(event_queue *q, int client_fd, int timeout_ms);
 
 typedef enum stream_format { STREAM_NONE, STREAM_NDJSON, STREAM_SSE } stream_format;
 
@@ -516,6 +519,13 @@ enum MHD_Result http_handle_metrics(http_request *req);
 enum MHD_Result http_handle_openapi(http_request *req);
 /* playground.c: the web page (GET /) and its script and style. */
 enum MHD_Result http_handle_page(http_request *req);
+
+/* e2b_state_file.c: the E2B listener's state files (its sandboxes and
+ * contexts), JSON objects written whole. Loading gives the file's JSON,
+ * or NULL: *absent when there is no file yet, else why. Saving writes
+ * root (taken; NULL fails) to a new file, synced and renamed over path. */
+json_t *e2b_state_load(const char *path, bool *absent, char *why, size_t why_size);
+bool e2b_state_save(const char *path, json_t *root);
 
 /* e2b_contexts.c: E2B's contexts. Each belongs to a sandbox (or, for
  * requests that name none or E2B's debug sandbox, to no sandbox: "").
@@ -738,6 +748,10 @@ bool e2b_stream_client_gone(e2b_stream *stream);
 /* The end-of-stream frame: {} or the error (err NULL: success). The
  * producer calls it exactly once; the stream is no longer its own after. */
 void e2b_stream_end(e2b_stream *stream, const http_error *err);
+/* A server stream that fails before it starts: 200 and the error in its
+ * end-of-stream frame (JS's client maps a non-200 stream from its status
+ * alone, 404 as unimplemented). */
+enum MHD_Result e2b_stream_refused(http_request *req, const http_error *err);
 
 /* e2b_process.c: envd's process.Process, E2B's commands and terminals
  * (the engine's processes, rbx_process_*), one handler per RPC. */

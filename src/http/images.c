@@ -16,9 +16,7 @@ enum MHD_Result http_handle_images(http_request *req)
         return http_reply_engine(req, &err);
     json_t *list = json_array();
     for (size_t i = 0; i < count; i++) {
-        char *text = rbx_image_info_to_json(&infos[i]);
-        json_t *image = text ? json_loads(text, 0, NULL) : NULL;
-        free(text);
+        json_t *image = api_json_of_text(rbx_image_info_to_json(&infos[i]));
         if (image)
             json_array_append_new(list, image);
     }

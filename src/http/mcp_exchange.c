@@ -13,7 +13,6 @@
  * runbox offers no resumption (no event ids). */
 #include "http/mcp_http.h"
 
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -197,22 +196,6 @@ mcp_exchange *mcp_exchange_open(http_request *req, mcp_session *session, json_t 
     return x;
 }
 
-/* Waits for news or for the client to leave (false). */
-static bool wait_news(mcp_exchange *x, int timeout_ms)
-{
-    struct pollfd fds[2] = {
-        {.fd = x->queue.wake_fd, .events = POLLIN},
-        {.fd = x->client_fd, .events = POLLRDHUP},
-    };
-    int ready = poll(fds, x->client_fd >= 0 ? 2 : 1, timeout_ms);
-    if (ready > 0 && (fds[1].revents & (POLLRDHUP | POLLHUP | POLLERR)))
-        return false;
-    uint64_t count;
-    if (ready > 0 && (fds[0].revents & POLLIN))
-        (void)!read(x->queue.wake_fd, &count, sizeof count);
-    return true;
-}
-
 /* MHD's content reader, on the connection's own thread (thread per
  * connection: a long call holds only its connection). */
 static ssize_t read_exchange(void *cls, uint64_t pos, char *buf, size_t max)
@@ -238,7 +221,8 @@ static ssize_t read_exchange(void *cls, uint64_t pos, char *buf, size_t max)
             return MHD_CONTENT_READER_END_OF_STREAM;
         }
         int64_t due_ms = (x->last_sent_us + KEEPALIVE_MS * 1000 - now) / 1000;
-        if (!wait_news(x, x->sse ? (due_ms < 1 ? 1 : (int)due_ms) : 1000))
+        int wait_ms = x->sse ? (due_ms < 1 ? 1 : (int)due_ms) : 1000;
+        if (!http_queue_wait(&x->queue, x->client_fd, wait_ms))
             return MHD_CONTENT_READER_END_WITH_ERROR;
     }
 }

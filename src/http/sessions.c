@@ -10,9 +10,7 @@
 
 static json_t *session_json(const rbx_session_info *info)
 {
-    char *text = rbx_session_info_to_json(info);
-    json_t *obj = text ? json_loads(text, 0, NULL) : NULL;
-    free(text);
+    json_t *obj = api_json_of_text(rbx_session_info_to_json(info));
     return obj ? obj : json_object();
 }
 

@@ -8,6 +8,7 @@
  * (RFC 3986 pchar), its slashes kept. A URI is parsed strictly: a client
  * that sends "..", an encoded slash or a NUL is refused before the engine
  * sees the path, and the engine checks the path again as it opens it. */
+#include "api/percent.h"
 #include "mcp/mcp.h"
 
 #include <stdio.h>
@@ -36,17 +37,6 @@ char *mcp_resource_uri(const char *session_id, const char *path)
     }
     uri[used] = 0;
     return uri;
-}
-
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 static mcp_uri_kind invalid(char *why, size_t why_size, const char *text)
@@ -80,10 +70,10 @@ static mcp_uri_kind decode_path(const char *from, char *path, size_t path_size, 
         }
         unsigned char c = (unsigned char)*p;
         if (c == '%') {
-            int high = hex_value(p[1]), low = high < 0 ? -1 : hex_value(p[2]);
-            if (low < 0)
+            int byte = api_percent_byte(p);
+            if (byte < 0)
                 return invalid(why, why_size, "the path has a '%' that is not followed by two hex digits");
-            c = (unsigned char)(high << 4 | low);
+            c = (unsigned char)byte;
             p += 2;
             if (c == '/')
                 return invalid(why, why_size,

@@ -4,6 +4,7 @@
  * and requests the engine refused (RBX_EINVAL, RBX_ENOENT, RBX_EBUSY, and
  * RBX_ENOSPC: the model can free space by closing sessions). Only
  * a failure of the host (RBX_ESYSTEM) is a protocol error (-32603). */
+#include "api/form.h"
 #include "mcp/mcp.h"
 
 #include <stdio.h>
@@ -179,9 +180,7 @@ static json_t *list_sessions(rbx_engine *engine, const mcp_call *call)
         return engine_failure(call, &err);
     json_t *sessions = json_array();
     for (size_t i = 0; i < count; i++) {
-        char *text = rbx_session_info_to_json(&infos[i]);
-        json_t *session = text ? json_loads(text, 0, NULL) : NULL;
-        free(text);
+        json_t *session = api_json_of_text(rbx_session_info_to_json(&infos[i]));
         if (session)
             json_array_append_new(sessions, session);
     }

@@ -128,19 +128,10 @@ int rbx_files_fill_entry(bool is_root, int dir, const char *name, const char *re
 static rbx_status open_holder(rbx_engine *engine, const char *session_id, const char *path,
                               int *dir, const char **name, rbx_error *err)
 {
-    *dir = -1;
-    rbx_status status = path[0] ? rbx_file_path_check(path, err) : RBX_OK;
-    int work = -1;
-    if (status != RBX_OK || (status = rbx_session_work_fd(engine, session_id, &work, err)))
-        return status;
-    if (!path[0]) {
-        *name = "";
-        *dir = work;
-        return RBX_OK;
-    }
-    *dir = rbx_files_open_parent(engine, work, path, false, name);
-    close(work);
-    return *dir < 0 ? rbx_files_refused(path, err) : RBX_OK;
+    if (path[0])
+        return rbx_files_open_holder(engine, session_id, path, false, dir, name, err);
+    *name = "";
+    return rbx_session_work_fd(engine, session_id, dir, err);
 }
 
 rbx_status rbx_file_stat(rbx_engine *engine, const char *session_id, const char *path,
@@ -290,15 +281,11 @@ rbx_status rbx_file_mkdir(rbx_engine *engine, const char *session_id, const char
                           bool *made, rbx_error *err)
 {
     *made = false;
-    rbx_status status = rbx_file_path_check(path, err);
-    int work = -1;
-    if (status != RBX_OK || (status = rbx_session_work_fd(engine, session_id, &work, err)))
-        return status;
+    int dir;
     const char *name;
-    int dir = rbx_files_open_parent(engine, work, path, true, &name);
-    close(work);
-    if (dir < 0)
-        return rbx_files_refused(path, err);
+    rbx_status status = rbx_files_open_holder(engine, session_id, path, true, &dir, &name, err);
+    if (status != RBX_OK)
+        return status;
     struct stat st;
     if (mkdirat(dir, name, 0755) == 0) {
         *made = true;

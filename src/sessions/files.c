@@ -128,6 +128,19 @@ int rbx_files_open_parent(rbx_engine *engine, int work, const char *path, bool c
     return rbx_open_beneath(work, dir, O_RDONLY | O_DIRECTORY, 0);
 }
 
+rbx_status rbx_files_open_holder(rbx_engine *engine, const char *session_id, const char *path,
+                                 bool create, int *dir, const char **name, rbx_error *err)
+{
+    *dir = -1;
+    rbx_status status = rbx_file_path_check(path, err);
+    int work = -1;
+    if (status != RBX_OK || (status = rbx_session_work_fd(engine, session_id, &work, err)))
+        return status;
+    *dir = rbx_files_open_parent(engine, work, path, create, name);
+    close(work);
+    return *dir < 0 ? rbx_files_refused(path, err) : RBX_OK;
+}
+
 /* E2B's metadata, kept as its envd keeps it: user.e2b.<key>. */
 static rbx_status meta_check(const char *const *keys, const char *const *values, size_t count,
                              rbx_error *err)
@@ -174,17 +187,12 @@ rbx_status rbx_file_put_meta(rbx_engine *engine, const char *session_id, const c
                              const void *data, size_t len, const char *const *keys,
                              const char *const *values, size_t meta_count, rbx_error *err)
 {
-    rbx_status status = rbx_file_path_check(path, err);
-    if (status == RBX_OK)
-        status = meta_check(keys, values, meta_count, err);
-    int work = -1;
-    if (status != RBX_OK || (status = rbx_session_work_fd(engine, session_id, &work, err)))
-        return status;
+    int dir;
     const char *name;
-    int dir = rbx_files_open_parent(engine, work, path, true, &name);
-    close(work);
-    if (dir < 0)
-        return rbx_files_refused(path, err);
+    rbx_status status = meta_check(keys, values, meta_count, err);
+    if (status != RBX_OK ||
+        (status = rbx_files_open_holder(engine, session_id, path, true, &dir, &name, err)))
+        return status;
     /* Written beside the target and renamed over it: a reader never sees
      * half a file, and a link at the target is replaced, not followed. */
     char temp[64];
@@ -292,15 +300,11 @@ rbx_status rbx_file_get(rbx_engine *engine, const char *session_id, const char *
 rbx_status rbx_file_delete(rbx_engine *engine, const char *session_id, const char *path,
                            rbx_error *err)
 {
-    rbx_status status = rbx_file_path_check(path, err);
-    int work = -1;
-    if (status != RBX_OK || (status = rbx_session_work_fd(engine, session_id, &work, err)))
-        return status;
+    int dir;
     const char *name;
-    int dir = rbx_files_open_parent(engine, work, path, false, &name);
-    close(work);
-    if (dir < 0)
-        return rbx_files_refused(path, err);
+    rbx_status status = rbx_files_open_holder(engine, session_id, path, false, &dir, &name, err);
+    if (status != RBX_OK)
+        return status;
     struct stat st;
     if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
         status = rbx_files_refused(path, err);

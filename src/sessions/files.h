@@ -12,6 +12,13 @@
 int rbx_files_open_parent(rbx_engine *engine, int work, const char *path, bool create,
                           const char **name);
 
+/* files.c: path checked (rbx_file_path_check), then the directory holding
+ * it opened beneath the session's directory without following links (made
+ * when create, as rbx_files_open_parent); *dir an fd of it to close,
+ * *name the path's last component. */
+rbx_status rbx_files_open_holder(rbx_engine *engine, const char *session_id, const char *path,
+                                 bool create, int *dir, const char **name, rbx_error *err);
+
 /* files.c: whether a session file path is acceptable (relative, no "..",
  * ".", empty or control-character components, bounded length and depth). */
 rbx_status rbx_file_path_check(const char *path, rbx_error *err);

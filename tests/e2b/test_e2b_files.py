@@ -317,10 +317,15 @@ def test_users_user_and_root_are_taken_others_are_not(sbx, server):
     assert sbx.files.get_info("u.txt", user="root").path == "/home/user/u.txt"
     status, body = envd(server, sbx.sandbox_id, "GET", "/files?path=u.txt&username=bob")
     assert status == 401 and json.loads(body)["code"] == "unauthenticated"
-    for auth in ["Basic Ym9iOg==", "Basic !!!", "Bearer x"]:
+    for auth in ["Basic Ym9iOg==", "Basic !!!", "Bearer x", "Basic dXNlcg=x", "Basic Og=="]:
         status, body = rpc(server, sbx.sandbox_id, "Stat", {"path": "u.txt"},
                            {"Authorization": auth})
         assert (status, body["code"]) == (401, "unauthenticated"), (auth, body)
+    # "user:" and "root:" as the SDKs send them; a name without its ':' is the name.
+    for auth in ["Basic dXNlcjo=", "Basic cm9vdDo=", "Basic dXNlcg==", "Basic cm9vdA=="]:
+        status, body = rpc(server, sbx.sandbox_id, "Stat", {"path": "u.txt"},
+                           {"Authorization": auth})
+        assert status == 200 and body["entry"]["path"] == "/home/user/u.txt", (auth, body)
 
 
 # --- links planted in the session -------------------------------------------------------------
