@@ -40,6 +40,8 @@ deps:
 	  echo "installing: chromium"; apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-liberation; }
 	npm ci --prefix web --no-audit --no-fund --loglevel=error
+	@# CRIU 4 for checkpoints: Debian's package, or on Debian 12 Debian 13's (mk/criu.mk).
+	@$(MAKE) --no-print-directory criu
 	@# Last: the default runtime image needs the build and mmdebstrap (mk/images.mk).
 	@$(MAKE) --no-print-directory default-image
 

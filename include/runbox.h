@@ -116,6 +116,9 @@ typedef struct rbx_config {
     const char *images_dir;
     const char *image;
     const char *images_allowed;
+    /* The criu that checkpoints sandboxes (NULL: the one `make deps`
+     * installs, else criu on the PATH; see sandbox/criu.h). */
+    const char *criu;
 } rbx_config;
 
 void rbx_config_defaults(rbx_config *config);
@@ -276,7 +279,7 @@ typedef struct rbx_check_item {
     char detail[400];
 } rbx_check_item;
 
-#define RBX_CHECK_MAX 16
+#define RBX_CHECK_MAX 24
 /* Probes the host (namespaces, cgroups, seccomp, network, disk, runtimes,
  * and one real sandboxed run); returns how many items were filled. */
 size_t rbx_check(rbx_engine *engine, rbx_check_item *items, size_t max);

@@ -83,6 +83,7 @@ rbx_engine *cli_engine(const cli_globals *globals, int *exit_code)
     config.images_dir = globals->images_dir;
     config.image = globals->default_image;
     config.images_allowed = globals->images_allowed;
+    config.criu = globals->criu;
     rbx_error err = {0};
     rbx_engine *engine = rbx_engine_new(&config, &err);
     if (!engine)

@@ -48,6 +48,7 @@ typedef struct cli_globals {
     const char *images_dir;
     const char *default_image;
     const char *images_allowed;
+    const char *criu; /* RUNBOX_CRIU: the criu for checkpoints (runbox check) */
 } cli_globals;
 
 /* Where an operator installs the shipped deploy/policy.conf. */

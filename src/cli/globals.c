@@ -95,7 +95,8 @@ void cli_globals_init(cli_globals *globals, char **argv)
                              .images_dir = getenv("RUNBOX_IMAGES"),
                              .default_image = getenv("RUNBOX_DEFAULT_IMAGE"),
                              .images_allowed = getenv("RUNBOX_ALLOW_IMAGES"),
-                             .policy_file = getenv("RUNBOX_POLICY")};
+                             .policy_file = getenv("RUNBOX_POLICY"),
+                             .criu = env_value("RUNBOX_CRIU")};
     if (!globals->policy_file && access(CLI_DEFAULT_POLICY, R_OK) == 0)
         globals->policy_file = CLI_DEFAULT_POLICY;
     const char *install_network = getenv("RUNBOX_INSTALL_NETWORK");

@@ -8,6 +8,7 @@
 #include "languages/runtime.h"
 #include "runbox.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/criu.h"
 #include "sandbox/net.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/uids.h"
@@ -145,6 +146,16 @@ static void check_images(rbx_engine *engine, rbx_check_item *items, size_t max, 
         root->tree[0] ? "image " : "",
         root->tree[0] ? root->image : "the host's /usr (--image host)", "", engine->images_dir,
         count ? names : "no image");
+}
+
+/* Whether this host can checkpoint a sandbox's process tree (hibernation
+ * of stateful kernels, issue 34): a criu recent enough whose own check
+ * passes. Not essential: without it kernels are stopped as before. */
+static void check_checkpoints(rbx_engine *engine, rbx_check_item *items, size_t max, size_t *n)
+{
+    rbx_criu_support criu;
+    rbx_criu_probe(engine->config.criu, engine->is_root, &criu);
+    add(items, max, n, "checkpoints", criu.ok, false, "%s", criu.detail);
 }
 
 /* One real execution proves namespaces, the new root, seccomp and the
@@ -293,6 +304,7 @@ size_t rbx_check(rbx_engine *engine, rbx_check_item *items, size_t max)
     check_images(engine, items, max, &n);
     check_egress(engine, items, max, &n);
     check_pool(engine, items, max, &n);
+    check_checkpoints(engine, items, max, &n);
     add(items, max, &n, "policy", true, false,
         engine->policy ? "%zu deny rules from %s (a convenience: isolation is the boundary)"
                        : "no deny rules%.0zu%.0s",

@@ -229,6 +229,7 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
         engine->config.images_dir = config->images_dir;
         engine->config.image = config->image;
         engine->config.images_allowed = config->images_allowed;
+        engine->config.criu = config->criu;
         engine->config.pool_off = config->pool_off;
         if (config->pool_max)
             engine->config.pool_max = config->pool_max;
