@@ -657,3 +657,34 @@ def test_signed_download_and_upload_urls_work_without_headers(server):
     assert refused(expiring) == (401, "unauthenticated")
     sbx.kill()
     assert refused(url) == (401, "unauthenticated")
+
+
+def test_a_signed_url_finds_its_sandbox_among_many_or_by_the_host_that_names_it(server):
+    # With E2B_SANDBOX_URL the SDK's URL names no sandbox: among many, each signed URL still
+    # reaches its own sandbox's file. Without it the SDK puts the sandbox in the host
+    # (49983-<id>.<domain>): a URL whose host names another sandbox than its signer is refused.
+    import http.client
+    import urllib.parse
+    import urllib.request
+    many = [make_sandbox(server) for _ in range(24)]
+    for sbx in (many[0], many[12], many[-1]):
+        sbx.files.write("whoami.txt", sbx.sandbox_id)
+    for sbx in (many[-1], many[0], many[12]):
+        with urllib.request.urlopen(sbx.download_url("whoami.txt"), timeout=30) as response:
+            assert response.read() == sbx.sandbox_id.encode()
+
+    def by_host(url, sandbox_id):
+        parts = urllib.parse.urlsplit(url)
+        conn = http.client.HTTPConnection("127.0.0.1", server.e2b_port, timeout=30)
+        try:
+            conn.request("GET", f"{parts.path}?{parts.query}",
+                         headers={"Host": f"49983-{sandbox_id}.sandboxes.localhost"})
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            conn.close()
+    signer = many[12]
+    url = signer.download_url("whoami.txt")
+    assert by_host(url, signer.sandbox_id) == (200, signer.sandbox_id.encode())
+    assert by_host(url, many[0].sandbox_id)[0] == 401
+    assert by_host(url, "no-such-sandbox")[0] == 401
