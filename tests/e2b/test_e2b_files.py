@@ -50,9 +50,10 @@ def run_code(server, sbx, code):
 
 
 @pytest.fixture
-def server(e2b_server, sdk_env):
-    sdk_env(e2b_server)
-    return e2b_server
+def server(module_e2b, sdk_env):
+    """The module's server (conftest.py): each case makes sandboxes of its own."""
+    sdk_env(module_e2b)
+    return module_e2b
 
 
 @pytest.fixture
@@ -119,7 +120,13 @@ def test_write_one_file_and_read_it_as_text_bytes_and_stream(sbx):
         sbx.files.read("no/such/file")
 
 
+def uploads_logged(server):
+    return [l for l in server.log_lines() if l.get("path") == "/files" and
+            l.get("method") == "POST"]
+
+
 def test_write_files_writes_many_in_one_request(sbx, server):
+    before = len(uploads_logged(server))  # the module's other cases share the server
     infos = sbx.files.write_files([
         {"path": "a.txt", "data": "A"},
         {"path": "/home/user/deep/er/b.txt", "data": b"B\x00B"},
@@ -130,8 +137,7 @@ def test_write_files_writes_many_in_one_request(sbx, server):
     assert sbx.files.read("a.txt") == "A"
     assert sbx.files.read("deep/er/b.txt", format="bytes") == b"B\x00B"
     assert sbx.files.read("c.txt") == "C" * 100000
-    uploads = [l for l in server.log_lines() if l.get("path") == "/files" and
-               l.get("method") == "POST"]
+    uploads = uploads_logged(server)[before:]
     assert len(uploads) == 1, uploads  # one multipart request for the three
 
 
@@ -622,6 +628,7 @@ def test_signed_download_and_upload_urls_work_without_headers(server):
     # The SDK's download_url and upload_url: with E2B_SANDBOX_URL they are this origin, signed
     # with the sandbox's token, and fetched as a browser or curl would, with no header of E2B's.
     import urllib.error
+    import urllib.parse
     import urllib.request
     sbx = make_sandbox(server)
     other = make_sandbox(server)
@@ -653,7 +660,10 @@ def test_signed_download_and_upload_urls_work_without_headers(server):
     assert refused(sbx.download_url("up.txt").replace("/files?", "/files?x=1&"), "POST")[0] in (
         400, 401)
     expiring = sbx.download_url("shared/report.txt", use_signature_expiration=1)
-    time.sleep(2.1)
+    until = int(urllib.parse.parse_qs(urllib.parse.urlsplit(expiring).query)
+                ["signature_expiration"][0])
+    while time.time() <= until + 0.05:  # past the second it names, and no longer
+        time.sleep(0.05)
     assert refused(expiring) == (401, "unauthenticated")
     sbx.kill()
     assert refused(url) == (401, "unauthenticated")
