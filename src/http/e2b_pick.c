@@ -5,9 +5,6 @@
 
 #include <string.h>
 
-/* envd's port in E2B's sandboxes; the code interpreter's is 49999. */
-#define ENVD_PORT "49983"
-
 static bool is_control_path(const char *path)
 {
     static const char *const prefixes[] = {"/sandboxes", "/v2/sandboxes"};
@@ -23,7 +20,7 @@ const http_api *http_e2b_api_pick(struct MHD_Connection *connection, const char 
 {
     const char *port =
         MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "E2b-Sandbox-Port");
-    if (port && !strcmp(port, ENVD_PORT))
+    if (port && !strcmp(port, E2B_ENVD_PORT))
         return &http_e2b_envd_api;
     if (!port && is_control_path(path))
         return &http_e2b_control_api;

@@ -286,6 +286,20 @@ e2b_sandbox *e2b_sandboxes_all(e2b_sandboxes *r, size_t *count)
     return all;
 }
 
+bool e2b_sandboxes_find_running(e2b_sandboxes *r, int64_t now_ms, e2b_sandbox_match *matches,
+                                void *context, e2b_sandbox *out)
+{
+    pthread_mutex_lock(&r->lock);
+    const e2b_sandbox *found = NULL;
+    for (size_t i = 0; i < r->count && !found; i++)
+        if (!r->list[i].paused && r->list[i].end_ms > now_ms && matches(&r->list[i], context))
+            found = &r->list[i];
+    if (found)
+        copy_out(found, out);
+    pthread_mutex_unlock(&r->lock);
+    return found != NULL;
+}
+
 bool e2b_sandboxes_set_end(e2b_sandboxes *r, const char *id, int64_t end_ms)
 {
     pthread_mutex_lock(&r->lock);

@@ -2,9 +2,15 @@
  * out (download_url, upload_url) with the sandbox's access token:
  * signature=v1_<unpadded base64 of SHA-256("<path>:<read|write>:<user>:
  * <token>[:<expiration>]")>, and signature_expiration=<unix seconds> when
- * asked for one. With E2B_SANDBOX_URL the URL names no sandbox (it is this
- * origin), so the sandbox is the one whose token makes the signature: one
- * hash per running sandbox, bounded by the sandboxes the server keeps. */
+ * asked for one. The query names no sandbox: the SDK puts it in the host
+ * (https://49983-<id>.<domain>/files?...), and there one signature is
+ * computed. With E2B_SANDBOX_URL the host is this one origin for every
+ * sandbox, so the sandbox is the one whose token makes the signature: a
+ * search over the running sandboxes (at most E2B_SANDBOXES_MAX), which the
+ * SDK's format leaves no way around. It costs one SHA-256 a sandbox and
+ * nothing more: the text before the token is written once, the given
+ * signature decoded once, and digests compared without allocating or
+ * copying a sandbox. */
 #include "http/http.h"
 
 #include <stdio.h>
@@ -13,6 +19,16 @@
 
 #define SIGNATURE_PREFIX "v1_"
 #define SIGNED_TEXT_MAX 8192
+#define DIGEST_SIZE 32
+
+/* What the candidates' signatures are compared with: the text they sign up
+ * to the token, what follows it, and the digest the URL carries. */
+typedef struct signed_url {
+    char text[SIGNED_TEXT_MAX]; /* "<path>:<op>:<user>:", then each candidate's rest */
+    size_t prefix_len;
+    const char *expiration; /* NULL: none */
+    unsigned char digest[DIGEST_SIZE];
+} signed_url;
 
 static const char *query(struct MHD_Connection *connection, const char *name)
 {
@@ -24,23 +40,76 @@ bool e2b_signed_file_request(struct MHD_Connection *connection)
     return query(connection, "signature") != NULL;
 }
 
-/* The signature that token makes for the request; NULL when it cannot. */
-static char *signature_of(const char *path, bool write, const char *user, const char *token,
-                          const char *expiration)
+/* The digest a v1_ signature carries, in the one spelling the SDK writes
+ * (unpadded standard base64 of 32 bytes): no other text of it matches. */
+static bool decode_signature(const char *signature, unsigned char digest[DIGEST_SIZE])
 {
-    char text[SIGNED_TEXT_MAX];
-    int n = snprintf(text, sizeof text, "%s:%s:%s:%s%s%s", path, write ? "write" : "read", user,
-                     token, expiration ? ":" : "", expiration ? expiration : "");
-    unsigned char digest[32];
+    const char *encoded = signature + strlen(SIGNATURE_PREFIX);
+    char *bytes = NULL, *again = NULL;
+    size_t len = 0;
+    bool ok = api_base64_decode(encoded, strlen(encoded), &bytes, &len) && len == DIGEST_SIZE &&
+              (again = api_base64_encode(bytes, len, false, NULL)) && !strcmp(again, encoded);
+    if (ok)
+        memcpy(digest, bytes, DIGEST_SIZE);
+    free(bytes);
+    free(again);
+    return ok;
+}
+
+/* Whether token makes the URL's signature; in a time that does not depend
+ * on how much of the digest matches. */
+static bool signed_by(const e2b_sandbox *sandbox, void *context)
+{
+    signed_url *url = context;
+    int n = snprintf(url->text + url->prefix_len, sizeof url->text - url->prefix_len, "%s%s%s",
+                     sandbox->envd_token, url->expiration ? ":" : "",
+                     url->expiration ? url->expiration : "");
+    unsigned char digest[DIGEST_SIZE];
     rbx_error err;
-    if (n < 0 || (size_t)n >= sizeof text || rbx_sha256(text, (size_t)n, digest, &err) != RBX_OK)
-        return NULL;
-    char *encoded = api_base64_encode(digest, sizeof digest, false, NULL);
-    char *signature = encoded ? malloc(strlen(SIGNATURE_PREFIX) + strlen(encoded) + 1) : NULL;
-    if (signature)
-        sprintf(signature, "%s%s", SIGNATURE_PREFIX, encoded);
-    free(encoded);
-    return signature;
+    if (n < 0 || (size_t)n >= sizeof url->text - url->prefix_len ||
+        rbx_sha256(url->text, url->prefix_len + (size_t)n, digest, &err) != RBX_OK)
+        return false;
+    volatile unsigned char diff = 0;
+    for (size_t i = 0; i < DIGEST_SIZE; i++)
+        diff |= digest[i] ^ url->digest[i];
+    return diff == 0;
+}
+
+/* The sandbox the Host header names as the SDK writes it without
+ * E2B_SANDBOX_URL: 49983-<id>.<domain>. */
+static bool host_sandbox(struct MHD_Connection *connection, char id[E2B_SANDBOX_ID_MAX + 1])
+{
+    const char *host = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
+                                                   MHD_HTTP_HEADER_HOST);
+    const char *prefix = E2B_ENVD_PORT "-";
+    if (!host || strncmp(host, prefix, strlen(prefix)))
+        return false;
+    host += strlen(prefix);
+    size_t len = strcspn(host, ".");
+    if (!len || len > E2B_SANDBOX_ID_MAX || host[len] != '.')
+        return false;
+    memcpy(id, host, len);
+    id[len] = 0;
+    return true;
+}
+
+/* The running sandbox whose token made the signature: the one the host
+ * names, else the search. */
+static bool find_signer(http_server *server, struct MHD_Connection *connection, signed_url *url,
+                        e2b_sandbox *found)
+{
+    if (!server->sandboxes)
+        return false;
+    int64_t now_ms = e2b_now_ms();
+    char id[E2B_SANDBOX_ID_MAX + 1];
+    if (!host_sandbox(connection, id))
+        return e2b_sandboxes_find_running(server->sandboxes, now_ms, signed_by, url, found);
+    if (!e2b_sandboxes_get(server->sandboxes, id, found))
+        return false;
+    if (!found->paused && found->end_ms > now_ms && signed_by(found, url))
+        return true;
+    e2b_sandbox_release(found);
+    return false;
 }
 
 static bool refuse(http_error *err, const char *why)
@@ -70,22 +139,23 @@ bool e2b_sandbox_for_signed_file(http_server *server, struct MHD_Connection *con
         if (until * 1000 < e2b_now_ms())
             return refuse(err, "has expired");
     }
-    size_t count = 0;
-    e2b_sandbox *all = server->sandboxes ? e2b_sandboxes_all(server->sandboxes, &count) : NULL;
-    const e2b_sandbox *found = NULL;
-    for (size_t i = 0; i < count && !found; i++) {
-        if (all[i].paused || all[i].end_ms <= e2b_now_ms())
-            continue;
-        char *expected =
-            signature_of(path, write, user ? user : "", all[i].envd_token, expiration);
-        if (expected && e2b_same_token(signature, expected))
-            found = &all[i];
-        free(expected);
+    signed_url *url = malloc(sizeof *url);
+    if (!url) {
+        http_error_set(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "system_error", "out of memory");
+        return false;
     }
-    bool ok = found ? e2b_sandbox_view_of(server, found, view, err)
-                    : refuse(err, "is no running sandbox's");
-    for (size_t i = 0; i < count; i++)
-        e2b_sandbox_release(&all[i]);
-    free(all);
+    url->expiration = expiration;
+    int n = snprintf(url->text, sizeof url->text, "%s:%s:%s:", path, write ? "write" : "read",
+                     user ? user : "");
+    url->prefix_len = n < 0 ? 0 : (size_t)n;
+    e2b_sandbox found;
+    bool signed_ok = n >= 0 && (size_t)n < sizeof url->text &&
+                     decode_signature(signature, url->digest) &&
+                     find_signer(server, connection, url, &found);
+    free(url);
+    if (!signed_ok)
+        return refuse(err, "is no running sandbox's");
+    bool ok = e2b_sandbox_view_of(server, &found, view, err);
+    e2b_sandbox_release(&found);
     return ok;
 }

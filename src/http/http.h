@@ -200,6 +200,7 @@ extern const http_api http_runbox_api;      /* routes.c */
 extern const http_api http_e2b_api;         /* e2b.c: the code interpreter (port 49999) */
 extern const http_api http_e2b_control_api; /* e2b_control.c: POST /v2/sandboxes, ... */
 extern const http_api http_e2b_envd_api;    /* e2b_envd.c: envd (port 49983) */
+#define E2B_ENVD_PORT "49983"                /* envd's port in E2B's sandboxes */
 
 /* e2b_pick.c: the E2B listener serves three APIs on one origin (the SDK's
  * E2B_API_URL and E2B_SANDBOX_URL may both point at it): the control
@@ -625,6 +626,12 @@ bool e2b_sandboxes_get(e2b_sandboxes *sandboxes, const char *id, e2b_sandbox *ou
 void e2b_sandbox_release(e2b_sandbox *sandbox);
 /* Copies of all of them (release each, free the array). */
 e2b_sandbox *e2b_sandboxes_all(e2b_sandboxes *sandboxes, size_t *count);
+/* A copy of the first sandbox running at now_ms for which matches holds,
+ * asked of each in turn under the registry's lock (so it must be quick
+ * and take no lock of its own), without copying the others. */
+typedef bool e2b_sandbox_match(const e2b_sandbox *sandbox, void *context);
+bool e2b_sandboxes_find_running(e2b_sandboxes *sandboxes, int64_t now_ms,
+                                e2b_sandbox_match *matches, void *context, e2b_sandbox *out);
 /* Changes, written through; false when id is not there (or, with paused,
  * when it already was in that state: *was_paused says). */
 bool e2b_sandboxes_set_end(e2b_sandboxes *sandboxes, const char *id, int64_t end_ms);
@@ -677,9 +684,10 @@ bool e2b_same_token(const char *given, const char *expected);
 
 /* e2b_signed.c: envd's signed file URLs (the SDK's download_url and
  * upload_url): GET or POST /files with ?signature= and no E2b-Sandbox-Id, as
- * a browser or curl sends them. The sandbox is the one whose access token
- * signs the path, the operation and the user; false with err (401) when
- * none does or the signature has expired. */
+ * a browser or curl sends them. The sandbox is the one the host names
+ * (49983-<id>.<domain>), else the running one whose access token signs the
+ * path, the operation and the user; false with err (401) when none does or
+ * the signature has expired. */
 bool e2b_signed_file_request(struct MHD_Connection *connection);
 bool e2b_sandbox_for_signed_file(http_server *server, struct MHD_Connection *connection,
                                  bool write, e2b_sandbox_view *view, http_error *err);

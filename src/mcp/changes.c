@@ -7,9 +7,20 @@
  * first list was taken would look unchanged: such files (at most
  * HASHED_MAX, of at most HASHED_BYTES) are hashed in both lists and
  * compared by content; past those bounds they count as changed (a
- * change may be reported once too often, never missed). */
+ * change may be reported once too often, never missed).
+ *
+ * A listing costs about 4 ms per 1,000 files, so it is taken only when
+ * someone needs the changes: the result's resource_link items, or a
+ * subscriber (mcp_client_watches). And the listing after a call is kept,
+ * of the MCP_KEPT_MAX sessions last used, as the next call's listing
+ * before: one listing a call, not two. A call that lists nothing drops
+ * its session's kept listing, which would no longer be the files before
+ * the next. What changed between two calls by other means (runbox's HTTP
+ * files API, another process) is then reported at the next call, as
+ * changed by it: told late, never missed. */
 #include "mcp/mcp.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,11 +118,6 @@ static mcp_snapshot *take(rbx_engine *engine, const char *session_id, int64_t ha
     return snapshot;
 }
 
-mcp_snapshot *mcp_snapshot_take(rbx_engine *engine, const char *session_id)
-{
-    return take(engine, session_id, (int64_t)time(NULL));
-}
-
 mcp_snapshot *mcp_snapshot_list(rbx_engine *engine, const char *session_id)
 {
     return take(engine, session_id, INT64_MAX); /* no file is recent enough to hash */
@@ -131,6 +137,79 @@ void mcp_snapshot_free(mcp_snapshot *snapshot)
         free(snapshot->files);
     free(snapshot);
 }
+
+/* ---- the listings kept between calls ---- */
+
+typedef struct kept_listing {
+    rbx_engine *engine; /* NULL: a free slot */
+    char session_id[RBX_SESSION_ID_MAX + 1];
+    mcp_snapshot *snapshot;
+    uint64_t used; /* when it was kept, on the clock of `uses` */
+} kept_listing;
+
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static kept_listing kept[MCP_KEPT_MAX];
+static uint64_t uses;
+
+static kept_listing *kept_of(rbx_engine *engine, const char *session_id)
+{
+    for (size_t i = 0; i < MCP_KEPT_MAX; i++)
+        if (kept[i].engine == engine && !strcmp(kept[i].session_id, session_id))
+            return &kept[i];
+    return NULL;
+}
+
+/* The session's kept listing, taken out (two calls never share one), or NULL. */
+static mcp_snapshot *unkeep(rbx_engine *engine, const char *session_id)
+{
+    pthread_mutex_lock(&kept_lock);
+    kept_listing *slot = kept_of(engine, session_id);
+    mcp_snapshot *snapshot = slot ? slot->snapshot : NULL;
+    if (slot)
+        *slot = (kept_listing){0};
+    pthread_mutex_unlock(&kept_lock);
+    return snapshot;
+}
+
+/* Keeps snapshot as the session's, in place of an older one or of the
+ * listing used longest ago. */
+static void keep(rbx_engine *engine, const char *session_id, mcp_snapshot *snapshot)
+{
+    pthread_mutex_lock(&kept_lock);
+    kept_listing *slot = kept_of(engine, session_id);
+    for (size_t i = 0; i < MCP_KEPT_MAX && !slot; i++)
+        if (!kept[i].engine)
+            slot = &kept[i];
+    if (!slot) {
+        slot = &kept[0];
+        for (size_t i = 1; i < MCP_KEPT_MAX; i++)
+            if (kept[i].used < slot->used)
+                slot = &kept[i];
+    }
+    mcp_snapshot *replaced = slot->snapshot;
+    *slot = (kept_listing){.engine = engine, .snapshot = snapshot, .used = ++uses};
+    snprintf(slot->session_id, sizeof slot->session_id, "%s", session_id);
+    pthread_mutex_unlock(&kept_lock);
+    mcp_snapshot_free(replaced);
+}
+
+mcp_snapshot *mcp_changes_before(rbx_engine *engine, mcp_output *output, const char *session_id,
+                                 bool links)
+{
+    if (!session_id || !rbx_session_id_valid(session_id))
+        return NULL; /* a one-off session: gone when the call ends */
+    mcp_client *client = mcp_client_of(output);
+    bool needed =
+        (links && mcp_client_takes_links(client)) || mcp_client_watches(client, session_id);
+    mcp_snapshot *snapshot = unkeep(engine, session_id);
+    if (!needed) {
+        mcp_snapshot_free(snapshot);
+        return NULL;
+    }
+    return snapshot ? snapshot : take(engine, session_id, (int64_t)time(NULL));
+}
+
+/* ---- comparing ---- */
 
 static const mcp_file *find(const mcp_snapshot *snapshot, const char *path)
 {
@@ -196,14 +275,22 @@ static bool compare(const char *session_id, const mcp_snapshot *before, const mc
 }
 
 json_t *mcp_changes_report(rbx_engine *engine, mcp_output *output, const char *session_id,
-                           const mcp_snapshot *before)
+                           mcp_snapshot *before)
 {
-    mcp_snapshot *after = before ? take(engine, session_id, before->taken_unix) : NULL;
+    if (!before || !session_id || !rbx_session_id_valid(session_id)) {
+        mcp_snapshot_free(before);
+        return NULL;
+    }
+    mcp_snapshot *after = take(engine, session_id, before->taken_unix);
+    if (!after) { /* out of memory */
+        mcp_snapshot_free(before);
+        return NULL;
+    }
     json_t *uris = json_array(), *links = json_array();
     size_t more = 0;
-    bool came_or_went = after && before && session_id &&
-                        compare(session_id, before, after, uris, links, &more);
-    mcp_snapshot_free(after);
+    bool came_or_went = compare(session_id, before, after, uris, links, &more);
+    mcp_snapshot_free(before);
+    keep(engine, session_id, after);
     mcp_client *client = mcp_client_of(output);
     mcp_client_notify(client, uris, came_or_went);
     mcp_client_notify_peers(client, uris, came_or_went);

@@ -27,6 +27,7 @@ struct mcp_client {
     pthread_mutex_t lock;
     const char *version; /* the negotiated revision (static), NULL before initialize */
     json_t *subscribed;  /* object: URI -> true, from resources/subscribe */
+    atomic_bool listed;  /* it asked for resources/list: the list's changes concern it */
     listen_stream streams[MCP_LISTEN_MAX];
     size_t stream_count;
     mcp_log_level log_level;
@@ -110,6 +111,12 @@ bool mcp_client_takes_links(mcp_client *client)
     bool takes = client->version && strcmp(client->version, "2025-06-18") >= 0;
     pthread_mutex_unlock(&client->lock);
     return takes;
+}
+
+void mcp_client_set_listed(mcp_client *client)
+{
+    if (client)
+        atomic_store(&client->listed, true);
 }
 
 void mcp_client_set_log_level(mcp_client *client, mcp_log_level level)
@@ -321,6 +328,67 @@ void mcp_client_notify_peers(mcp_client *client, const json_t *changed_uris, boo
     pthread_mutex_unlock(&registry_lock);
 }
 
+static bool any_key_below(const json_t *uris, const char *prefix)
+{
+    const char *key;
+    json_t *value;
+    size_t len = strlen(prefix);
+    json_object_foreach((json_t *)uris, key, value)
+    {
+        if (!strncmp(key, prefix, len))
+            return true;
+    }
+    return false;
+}
+
+/* Whether the client would be told of a change below prefix (a session's
+ * URIs): mcp_client_notify's cases; the caller holds its lock. */
+static bool would_be_told(const mcp_client *client, const char *prefix)
+{
+    if (!client->version)
+        return false;
+    bool legacy = strcmp(client->version, "2026-07-28") < 0;
+    if (legacy && (atomic_load(&client->listed) || any_key_below(client->subscribed, prefix)))
+        return true;
+    for (size_t s = 0; s < client->stream_count; s++)
+        if (client->streams[s].list_changed || any_key_below(client->streams[s].uris, prefix))
+            return true;
+    return false;
+}
+
+static bool told_of(mcp_client *client, const char *prefix)
+{
+    pthread_mutex_lock(&client->lock);
+    bool told = would_be_told(client, prefix);
+    pthread_mutex_unlock(&client->lock);
+    return told;
+}
+
+bool mcp_client_watches(mcp_client *client, const char *session_id)
+{
+    char *prefix = client ? mcp_resource_uri(session_id, "") : NULL;
+    if (!prefix) /* no client, or out of memory: a listing more, not a change missed */
+        return client != NULL;
+    bool watched = told_of(client, prefix);
+    pthread_mutex_lock(&client->lock);
+    bool peers = stateless(client);
+    pthread_mutex_unlock(&client->lock);
+    if (!watched && peers) {
+        pthread_mutex_lock(&registry_lock);
+        for (mcp_client *peer = registry; peer && !watched; peer = peer->next) {
+            if (peer == client)
+                continue;
+            pthread_mutex_lock(&peer->lock);
+            bool listening = stateless(peer) && peer->stream_count;
+            pthread_mutex_unlock(&peer->lock);
+            watched = listening && told_of(peer, prefix);
+        }
+        pthread_mutex_unlock(&registry_lock);
+    }
+    free(prefix);
+    return watched;
+}
+
 static json_t *updated(const char *uri, const json_t *stream_id)
 {
     json_t *params = json_pack("{s:s}", "uri", uri);
@@ -350,7 +418,7 @@ void mcp_client_notify(mcp_client *client, const json_t *changed_uris, bool list
                 mcp_output_send(client->output, updated(text, client->streams[s].id));
     }
     if (ready && list_changed) {
-        if (legacy)
+        if (legacy && atomic_load(&client->listed))
             mcp_output_send(client->output,
                             rpc_notification("notifications/resources/list_changed", json_object()));
         for (size_t s = 0; s < client->stream_count; s++)

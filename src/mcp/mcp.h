@@ -260,8 +260,18 @@ void mcp_client_notify(mcp_client *client, const json_t *changed_uris, bool list
 void mcp_client_notify_peers(mcp_client *client, const json_t *changed_uris, bool list_changed);
 /* resource_link items go only to clients of 2025-06-18 and later. */
 bool mcp_client_takes_links(mcp_client *client);
+/* A client of a handshake revision is told the list changed once it has
+ * asked for the list (resources/list): until then it holds none to renew. */
+void mcp_client_set_listed(mcp_client *client);
+/* Whether a change of session_id's files would be told to anyone: the
+ * client, or (MCP 2026-07-28) a peer's listen stream, subscribed to one of
+ * them or to the list's changes. */
+bool mcp_client_watches(mcp_client *client, const char *session_id);
 
-/* changes.c: a session's files before and after a tool call. */
+/* changes.c: a session's files before and after a tool call, listed only
+ * when someone needs the changes; the listing after a call is kept as the
+ * next call's before (of MCP_KEPT_MAX sessions, the last used). */
+#define MCP_KEPT_MAX 8
 typedef struct mcp_snapshot mcp_snapshot;
 typedef struct mcp_file {
     char *path; /* relative to the session's directory */
@@ -270,19 +280,25 @@ typedef struct mcp_file {
     bool hashed;   /* hash holds an FNV-1a of the content */
     uint64_t hash; /* a check for change, not for tampering */
 } mcp_file;
-/* The session's regular files (an empty snapshot when it does not exist). */
-mcp_snapshot *mcp_snapshot_take(rbx_engine *engine, const char *session_id);
-/* The same without hashing anything: for listings, not for comparing. */
+/* The session's regular files (an empty snapshot when it does not exist),
+ * without hashing anything: for listings, not for comparing. */
 mcp_snapshot *mcp_snapshot_list(rbx_engine *engine, const char *session_id);
 /* Its files, sorted by path. */
 const mcp_file *mcp_snapshot_files(const mcp_snapshot *snapshot, size_t *count);
 void mcp_snapshot_free(mcp_snapshot *snapshot);
-/* Compares before with the session's files now: notifies the output's
- * client, and returns the resource_link items (at most MCP_LINKS_MAX, the
- * rest counted in a text item) of files created or changed, or NULL when
- * none. */
+/* The session's files before a call in it (the listing kept from the
+ * last call, else a new one), or NULL when nobody needs what the call
+ * changes: no resource_link items are wanted (links false, or a client
+ * that takes none) and mcp_client_watches says no. */
+mcp_snapshot *mcp_changes_before(rbx_engine *engine, mcp_output *output, const char *session_id,
+                                 bool links);
+/* Compares before (NULL: nothing to do) with the session's files now:
+ * notifies the output's client, keeps the new listing for the next call,
+ * and returns the resource_link items (at most MCP_LINKS_MAX, the rest
+ * counted in a text item) of files created or changed, or NULL when none.
+ * Frees before. */
 json_t *mcp_changes_report(rbx_engine *engine, mcp_output *output, const char *session_id,
-                           const mcp_snapshot *before);
+                           mcp_snapshot *before);
 
 /* logging.c: notifications/message for the server's own events. */
 typedef enum mcp_log_level {

@@ -128,6 +128,7 @@ void mcp_answer_resources_list(mcp_server *server, const rpc_message *request)
 {
     listing page = {.resources = json_array()};
     json_t *cursor = json_object_get(request->params, "cursor");
+    mcp_client_set_listed(server->client);
     if (cursor && (!json_is_string(cursor) || !cursor_read(json_string_value(cursor), page.after_id,
                                                            page.after_path,
                                                            sizeof page.after_path))) {

@@ -134,8 +134,9 @@ static json_t *execute(rbx_engine *engine, mcp_output *output, mcp_call *call)
     request.requirements = requirements;
     mcp_progress progress;
     mcp_progress_init(&progress, output, call, rbx_engine_config(engine)->output_cap_bytes);
-    /* The session's files before, to tell what the execution changed. */
-    mcp_snapshot *before = mcp_snapshot_take(engine, request.session_id);
+    /* The session's files before, to tell what the execution changed
+     * (NULL when nobody needs to know). */
+    mcp_snapshot *before = mcp_changes_before(engine, output, request.session_id, true);
     rbx_result result;
     rbx_error err = {0};
     rbx_status status =
@@ -148,7 +149,6 @@ static json_t *execute(rbx_engine *engine, mcp_output *output, mcp_call *call)
         return engine_failure(call, &err);
     }
     json_t *links = mcp_changes_report(engine, output, result.session_id, before);
-    mcp_snapshot_free(before);
     if (result.kernel_restarted)
         mcp_log(output, call->log_level, MCP_LOG_WARNING, "kernel_restarted",
                 json_pack("{s:s, s:s}", "session_id", result.session_id, "language",
@@ -202,7 +202,7 @@ static json_t *close_session(rbx_engine *engine, mcp_output *output, const mcp_c
         return rpc_result(
             call->id, mcp_tool_error("invalid session id: it must match " RBX_SESSION_ID_PATTERN));
     rbx_status status = RBX_EBUSY;
-    mcp_snapshot *before = mcp_snapshot_take(engine, id);
+    mcp_snapshot *before = mcp_changes_before(engine, output, id, false);
     for (double waited = 0; status == RBX_EBUSY && waited < CLOSE_WAIT_S; waited += CLOSE_RETRY_S) {
         rbx_session_cancel(engine, id);
         status = rbx_session_remove(engine, id, CLOSE_RETRY_S, &err);
@@ -213,7 +213,6 @@ static json_t *close_session(rbx_engine *engine, mcp_output *output, const mcp_c
     }
     /* Its files are gone: subscribers hear of it, and the list changed. */
     json_decref(mcp_changes_report(engine, output, id, before));
-    mcp_snapshot_free(before);
     mcp_log(output, call->log_level, MCP_LOG_INFO, "session_closed", json_pack("{s:s}", "session_id", id),
             "session %s closed: its files are gone", id);
     json_t *structured = json_pack("{s:s, s:b}", "session_id", id, "closed", 1);

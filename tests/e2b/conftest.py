@@ -56,18 +56,34 @@ def start_e2b(tmp_path):
     http_helpers.stop_all(servers)
 
 
-@pytest.fixture(params=["sandbox_url", "debug"])
-def sandbox(request, start_e2b, monkeypatch):
+@pytest.fixture(scope="module")
+def module_e2b(tmp_path_factory):
+    """One server for a module's cases that each make sandboxes of their own: sandboxes share
+    nothing (files, contexts, kernels), so a server a case costs nothing more than one a
+    module. Stopped (exit 0, no sanitizer report) after the module's last case."""
+    tmp = tmp_path_factory.mktemp("e2b")
+    server = E2BServer(tmp)
+    yield server
+    try:
+        http_helpers.stop_all([server])
+    finally:
+        http_helpers.e2e.unmount_storage_below(tmp)
+
+
+@pytest.fixture
+def sandbox(request, start_e2b, module_e2b, monkeypatch):
     """An E2B Sandbox of the unmodified SDK on a runbox server, reached through
-    E2B_SANDBOX_URL, or through debug mode's fixed http://localhost:49999."""
+    E2B_SANDBOX_URL (the module's server), or, for cases parametrized indirectly with
+    "debug", through debug mode's fixed http://localhost:49999 on a server of its own (debug
+    mode makes no sandbox: its executions share the server's default contexts)."""
     from e2b_code_interpreter import Sandbox
     monkeypatch.setenv("E2B_DEBUG", "true")  # no call to E2B's cloud API either way
     monkeypatch.delenv("E2B_API_KEY", raising=False)
-    if request.param == "debug":
+    if getattr(request, "param", "sandbox_url") == "debug":
         server = start_e2b(e2b_listen=f"127.0.0.1:{DEBUG_PORT}")
         monkeypatch.delenv("E2B_SANDBOX_URL", raising=False)
     else:
-        server = start_e2b()
+        server = module_e2b
         monkeypatch.setenv("E2B_SANDBOX_URL", server.e2b_url)
     sbx = Sandbox.create()
     sbx.runbox = server

@@ -79,9 +79,7 @@ def stream_error(body):
     return got[-1][1].get("error", {}).get("code")
 
 
-@pytest.fixture
-def sdk_env(monkeypatch, start_e2b):
-    server = start_e2b()
+def point_sdk_at(monkeypatch, server):
     monkeypatch.delenv("E2B_DEBUG", raising=False)
     monkeypatch.setenv("E2B_API_URL", server.e2b_url)
     monkeypatch.setenv("E2B_SANDBOX_URL", server.e2b_url)
@@ -90,8 +88,17 @@ def sdk_env(monkeypatch, start_e2b):
 
 
 @pytest.fixture
+def sdk_env(monkeypatch, module_e2b):
+    """The module's server (conftest.py): each case's sandboxes are its own, and killed after
+    it (their processes with them), so what one case leaves running never meets another."""
+    return point_sdk_at(monkeypatch, module_e2b)
+
+
+@pytest.fixture
 def box(sdk_env):
-    return Box(sdk_env)
+    made = Box(sdk_env)
+    yield made
+    made.sandbox.kill()  # False when the case killed it itself
 
 
 @pytest.fixture
@@ -202,7 +209,9 @@ def test_a_second_client_connects_to_a_running_command(box, sdk_env):
 def test_a_disconnected_command_keeps_running(sbx):
     handle = sbx.commands.run("sleep 1; echo done > after-disconnect", background=True)
     handle.disconnect()
-    time.sleep(2.5)
+    deadline = time.monotonic() + 15  # it writes the file a second after it began
+    while not sbx.files.exists("after-disconnect") and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert sbx.commands.run("cat after-disconnect").stdout == "done\n"
 
 
@@ -476,7 +485,8 @@ def test_a_start_streams_start_then_base64_data_then_end_and_keepalives_when_ask
 
 
 @pytest.mark.serial
-def test_stopping_the_server_ends_its_processes(box):
+def test_stopping_the_server_ends_its_processes(start_e2b, monkeypatch):
+    box = Box(point_sdk_at(monkeypatch, start_e2b()))  # a server of its own, which it stops
     duration = 41000 + secrets.randbelow(9000)
     handle = box.sandbox.commands.run(f"sleep {duration}", background=True)
     assert handle.pid

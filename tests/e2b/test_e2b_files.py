@@ -50,9 +50,10 @@ def run_code(server, sbx, code):
 
 
 @pytest.fixture
-def server(e2b_server, sdk_env):
-    sdk_env(e2b_server)
-    return e2b_server
+def server(module_e2b, sdk_env):
+    """The module's server (conftest.py): each case makes sandboxes of its own."""
+    sdk_env(module_e2b)
+    return module_e2b
 
 
 @pytest.fixture
@@ -119,7 +120,13 @@ def test_write_one_file_and_read_it_as_text_bytes_and_stream(sbx):
         sbx.files.read("no/such/file")
 
 
+def uploads_logged(server):
+    return [l for l in server.log_lines() if l.get("path") == "/files" and
+            l.get("method") == "POST"]
+
+
 def test_write_files_writes_many_in_one_request(sbx, server):
+    before = len(uploads_logged(server))  # the module's other cases share the server
     infos = sbx.files.write_files([
         {"path": "a.txt", "data": "A"},
         {"path": "/home/user/deep/er/b.txt", "data": b"B\x00B"},
@@ -130,8 +137,7 @@ def test_write_files_writes_many_in_one_request(sbx, server):
     assert sbx.files.read("a.txt") == "A"
     assert sbx.files.read("deep/er/b.txt", format="bytes") == b"B\x00B"
     assert sbx.files.read("c.txt") == "C" * 100000
-    uploads = [l for l in server.log_lines() if l.get("path") == "/files" and
-               l.get("method") == "POST"]
+    uploads = uploads_logged(server)[before:]
     assert len(uploads) == 1, uploads  # one multipart request for the three
 
 
@@ -627,6 +633,7 @@ def test_signed_download_and_upload_urls_work_without_headers(server):
     # The SDK's download_url and upload_url: with E2B_SANDBOX_URL they are this origin, signed
     # with the sandbox's token, and fetched as a browser or curl would, with no header of E2B's.
     import urllib.error
+    import urllib.parse
     import urllib.request
     sbx = make_sandbox(server)
     other = make_sandbox(server)
@@ -658,7 +665,41 @@ def test_signed_download_and_upload_urls_work_without_headers(server):
     assert refused(sbx.download_url("up.txt").replace("/files?", "/files?x=1&"), "POST")[0] in (
         400, 401)
     expiring = sbx.download_url("shared/report.txt", use_signature_expiration=1)
-    time.sleep(2.1)
+    until = int(urllib.parse.parse_qs(urllib.parse.urlsplit(expiring).query)
+                ["signature_expiration"][0])
+    while time.time() <= until + 0.05:  # past the second it names, and no longer
+        time.sleep(0.05)
     assert refused(expiring) == (401, "unauthenticated")
     sbx.kill()
     assert refused(url) == (401, "unauthenticated")
+
+
+def test_a_signed_url_finds_its_sandbox_among_many_or_by_the_host_that_names_it(server):
+    # With E2B_SANDBOX_URL the SDK's URL names no sandbox: among many, each signed URL still
+    # reaches its own sandbox's file. Without it the SDK puts the sandbox in the host
+    # (49983-<id>.<domain>): a URL whose host names another sandbox than its signer is refused.
+    import http.client
+    import urllib.parse
+    import urllib.request
+    many = [make_sandbox(server) for _ in range(24)]
+    for sbx in (many[0], many[12], many[-1]):
+        sbx.files.write("whoami.txt", sbx.sandbox_id)
+    for sbx in (many[-1], many[0], many[12]):
+        with urllib.request.urlopen(sbx.download_url("whoami.txt"), timeout=30) as response:
+            assert response.read() == sbx.sandbox_id.encode()
+
+    def by_host(url, sandbox_id):
+        parts = urllib.parse.urlsplit(url)
+        conn = http.client.HTTPConnection("127.0.0.1", server.e2b_port, timeout=30)
+        try:
+            conn.request("GET", f"{parts.path}?{parts.query}",
+                         headers={"Host": f"49983-{sandbox_id}.sandboxes.localhost"})
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            conn.close()
+    signer = many[12]
+    url = signer.download_url("whoami.txt")
+    assert by_host(url, signer.sandbox_id) == (200, signer.sandbox_id.encode())
+    assert by_host(url, many[0].sandbox_id)[0] == 401
+    assert by_host(url, "no-such-sandbox")[0] == 401

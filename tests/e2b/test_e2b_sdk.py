@@ -1,6 +1,7 @@
 """E2B's released e2b-code-interpreter SDK, unmodified, running its code on runbox
 (`runbox serve --e2b-listen`): what the issue's "done when" lists, through the SDK, each way
-the SDK finds the server (the `sandbox` fixture: E2B_SANDBOX_URL, and debug mode)."""
+the SDK finds the server (the `sandbox` fixture: E2B_SANDBOX_URL, and debug mode for the cases
+marked BOTH_WAYS)."""
 import base64
 import json
 import os
@@ -12,6 +13,13 @@ from e2b_code_interpreter import Sandbox
 from e2b.exceptions import NotFoundException, SandboxException, TimeoutException
 
 
+# What runs through E2B_SANDBOX_URL and through debug mode alike: the cases whose outcome
+# depends on how the SDK reaches the server and which contexts serve it (a sandbox's, or the
+# server's default ones). The rest run once, through E2B_SANDBOX_URL.
+BOTH_WAYS = pytest.mark.parametrize("sandbox", ["sandbox_url", "debug"], indirect=True)
+
+
+@BOTH_WAYS
 def test_state_persists_between_calls_and_the_main_result_is_text(sandbox):
     first = sandbox.run_code("x = 1")
     assert first.error is None and first.results == []
@@ -100,6 +108,7 @@ def test_a_syntax_error_is_an_error_and_nothing_ran(sandbox):
     assert sandbox.run_code("'ran' in globals()").text == "False"
 
 
+@BOTH_WAYS
 def test_contexts_are_created_listed_restarted_and_removed(sandbox):
     context = sandbox.create_code_context(cwd="/tmp")
     assert context.language == "python" and context.cwd == "/tmp"
@@ -181,6 +190,7 @@ def test_a_client_timeout_interrupts_the_code_and_the_context_stays(sandbox):
     assert after.error is None
 
 
+@BOTH_WAYS
 def test_the_code_runs_in_runboxs_sandbox(sandbox):
     execution = sandbox.run_code("import os, socket\n"
                                  "print(os.getuid(), socket.gethostname(), os.path.exists('/root'))")

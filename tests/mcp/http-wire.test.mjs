@@ -284,20 +284,24 @@ describe('/mcp sessions opened and abandoned by the thousand', { timeout: 300000
     await Promise.all(Array.from({ length: 8 }, worker));
   }
 
-  it('1,000 sessions: their number stays within the per-address limit, memory returns, idle ones expire', async (t) => {
+  // Under ASan, whose LeakSanitizer finds a session's leak in one and whose
+  // quarantine makes the RSS bound loose, 300 make the limit evict as surely.
+  const many = process.env.ASAN_OPTIONS ? 300 : 1000;
+
+  it(`${many} sessions: their number stays within the per-address limit, memory returns, idle ones expire`, async (t) => {
     await abandon(100); // the allocator's and the server's first growth
     const before = rssKiB(server.child.pid);
-    await abandon(1000);
+    await abandon(many);
     const open = await metric(server, 'runbox_mcp_sessions');
     assert.ok(open <= 32, `at most 32 sessions from one address are kept (${open})`);
-    assert.ok(await metric(server, 'runbox_mcp_sessions_ended_total{reason="evicted"}') >= 1000 + 100 - 32);
+    assert.ok(await metric(server, 'runbox_mcp_sessions_ended_total{reason="evicted"}') >= many + 100 - 32);
     await waitFor(async () => (await metric(server, 'runbox_mcp_sessions')) === 0, 10000, 'the idle sessions to expire');
     assert.ok(await metric(server, 'runbox_mcp_sessions_ended_total{reason="expired"}') >= 1);
     const grown = rssKiB(server.child.pid) - before;
-    t.diagnostic(`RSS ${before} KiB after 100 sessions, ${before + grown} KiB after 1,100 and their expiry`);
+    t.diagnostic(`RSS ${before} KiB after 100 sessions, ${before + grown} KiB after ${many + 100} and their expiry`);
     // Under ASan freed memory waits in a quarantine (16 MiB in make test-asan).
     const bound = process.env.ASAN_OPTIONS ? 48 * 1024 : 16 * 1024;
-    assert.ok(grown < bound, `the server's RSS grew by ${grown} KiB over 1,000 abandoned sessions`);
+    assert.ok(grown < bound, `the server's RSS grew by ${grown} KiB over ${many} abandoned sessions`);
   });
 });
 

@@ -168,6 +168,7 @@ describe('session files as resources, with the SDK client', { timeout: 180000 },
     await call('execute_bash', { session_id: id, command: 'echo 1 > watched.txt; echo 1 > other.txt' });
     const watched = fileUri(id, 'watched.txt');
     await client.subscribeResource({ uri: watched });
+    await client.listResources(); // list_changed concerns a client that holds the list
     updated.length = 0;
     listChanged.length = 0;
 
