@@ -29,13 +29,31 @@ typedef int (*visit_fn)(int dirfd, const char *name, const struct stat *st, void
 
 static int walk(int topfd, DIR *dir, int depth, visit_fn leave, void *user, unsigned *flattened);
 
+/* chmod on a name follows a link at its end (fchmodat's flag 0), and
+ * fchmod refuses an O_PATH descriptor: the mode changes through
+ * /proc/self/fd/N, which names the directory that was opened, never a
+ * link. O_PATH needs no permission on the directory itself. */
+int rbx_unlock_dir_at(int dirfd, const char *name)
+{
+    int fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char self[32];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    int rc = chmod(self, 0700);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return rc;
+}
+
 /* Opens a directory below dirfd for reading, never through a link. Removal
  * may have to make a directory the sandbox locked readable first; it is
  * known to be a directory, not a link, and nothing runs in it. */
 static DIR *open_dir_at(int dirfd, const char *name, bool for_removal)
 {
     int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0 && errno == EACCES && for_removal && fchmodat(dirfd, name, 0700, 0) == 0)
+    if (fd < 0 && errno == EACCES && for_removal && rbx_unlock_dir_at(dirfd, name) == 0)
         fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return NULL;

@@ -15,6 +15,12 @@
 int rbx_remove_tree(int dirfd, const char *name);
 /* Adds up the allocated bytes of the tree at name inside dirfd. */
 int rbx_tree_usage(int dirfd, const char *name, uint64_t *bytes);
+/* Gives the directory name below dirfd back to runbox's user (0700), for a
+ * removal that must enter a directory the sandbox locked (mode 000). Never
+ * through a link: sandboxed code may swap one in after the open that found
+ * the directory locked; a link there fails with ENOTDIR (or ELOOP) and
+ * changes nothing. Returns 0, or -1 with errno. */
+int rbx_unlock_dir_at(int dirfd, const char *name);
 int rbx_mkdir_p(const char *path, mode_t mode);
 /* Makes name below dirfd a directory of runbox's user alone (0700; one an
  * earlier runbox made more open is closed too) and opens it, never through

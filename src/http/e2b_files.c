@@ -155,9 +155,10 @@ enum MHD_Result e2b_handle_files_get(http_request *req)
     if (!ok)
         return http_reply_error(req, &err);
     bool gzip = wants_gzip(req->connection);
-    /* MHD closes fd when it is done with the response (sendfile without gzip). */
-    struct MHD_Response *response =
-        gzip ? gzip_response(fd, size, &req->bytes_sent) : MHD_create_response_from_fd(size, fd);
+    /* The response closes fd. The sandbox may shrink or grow the file while
+     * it is sent: both readers stop at the size it had here, or earlier. */
+    struct MHD_Response *response = gzip ? gzip_response(fd, size, &req->bytes_sent)
+                                         : http_file_response(fd, size, &req->bytes_sent);
     if (!response) {
         close(fd);
         return MHD_NO;
@@ -165,7 +166,7 @@ enum MHD_Result e2b_handle_files_get(http_request *req)
     MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
     MHD_add_response_header(response, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(response, MHD_HTTP_HEADER_VARY, MHD_HTTP_HEADER_ACCEPT_ENCODING);
-    return http_reply(req, MHD_HTTP_OK, response, gzip ? 0 : size);
+    return http_reply(req, MHD_HTTP_OK, response, 0); /* the readers count what they send */
 }
 
 /* --- POST /files --------------------------------------------------------------------- */

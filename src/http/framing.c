@@ -9,10 +9,17 @@
 
 #include <strings.h>
 
-/* The headers a request may carry once at most. */
+/* The headers a request may carry once at most: framing first (the check
+ * below knows Content-Length and Transfer-Encoding by their places), then
+ * those that authenticate or route, runbox's and E2B's (which sandbox,
+ * which of its ports, its tokens, the control plane's key). */
 static const char *const SINGLE[] = {
-    MHD_HTTP_HEADER_CONTENT_LENGTH, MHD_HTTP_HEADER_TRANSFER_ENCODING, MHD_HTTP_HEADER_HOST,
-    MHD_HTTP_HEADER_AUTHORIZATION,  MHD_HTTP_HEADER_CONTENT_TYPE,      "X-Runbox-Session",
+    MHD_HTTP_HEADER_CONTENT_LENGTH, MHD_HTTP_HEADER_TRANSFER_ENCODING,
+    MHD_HTTP_HEADER_HOST,           MHD_HTTP_HEADER_AUTHORIZATION,
+    MHD_HTTP_HEADER_CONTENT_TYPE,   "X-Runbox-Session",
+    "E2b-Sandbox-Id",               "E2b-Sandbox-Port",
+    "X-Access-Token",               "E2B-Traffic-Access-Token",
+    "X-API-KEY",
 };
 #define SINGLE_COUNT (sizeof SINGLE / sizeof *SINGLE)
 

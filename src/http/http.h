@@ -328,6 +328,12 @@ bool http_origin_check(const http_server *server, struct MHD_Connection *connect
 void http_error_from_engine(http_error *err, const rbx_error *engine_err);
 enum MHD_Result http_reply(http_request *req, unsigned status, struct MHD_Response *response,
                            uint64_t bytes);
+/* file_reply.c: the first size bytes of the file open at fd (taken: closed
+ * with the response) as a body, read as they are sent; a file that shrank
+ * meanwhile ends the response early (the connection closes), never hangs
+ * it. Adds what it sends to *bytes_sent. NULL (fd left open) if out of
+ * memory. For every file a sandbox can change. */
+struct MHD_Response *http_file_response(int fd, uint64_t size, uint64_t *bytes_sent);
 /* A JSON text (malloc'ed, taken) as the body; header may be NULL. */
 enum MHD_Result http_reply_json_text(http_request *req, unsigned status, char *text,
                                      const char *header, const char *value);

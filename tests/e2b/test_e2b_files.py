@@ -491,6 +491,91 @@ def test_downloads_past_max_download_are_refused(start_e2b, sdk_env):
     assert status == 400
 
 
+def start_download(server, sbx, path):
+    """A raw GET /files on a socket with a small receive buffer, so that most of a large
+    file is still to be sent after the head; returns (socket, Content-Length, body so far)."""
+    import socket
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+    sock.settimeout(10)
+    sock.connect(("127.0.0.1", server.e2b_port))
+    sock.sendall(f"GET /files?path={path} HTTP/1.1\r\nHost: localhost\r\n"
+                 f"E2b-Sandbox-Id: {sbx.sandbox_id}\r\nE2b-Sandbox-Port: 49983\r\n"
+                 f"X-Access-Token: {TOKENS[sbx.sandbox_id]}\r\nConnection: close\r\n\r\n"
+                 .encode())
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(4096)
+        assert chunk, data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 "), head
+    length = [int(line.split(b":")[1]) for line in head.split(b"\r\n")
+              if line.lower().startswith(b"content-length:")]
+    return sock, length[0], body
+
+
+def read_to_the_end(sock):
+    """The rest of a response, until the server closes the connection (a reset counts);
+    fails if it stays open with nothing to send."""
+    import socket
+    rest = []
+    while True:
+        try:
+            chunk = sock.recv(1 << 20)
+        except ConnectionResetError:
+            break
+        except socket.timeout:
+            raise AssertionError("the server neither sent more nor closed the connection")
+        if not chunk:
+            break
+        rest.append(chunk)
+    return b"".join(rest)
+
+
+def cpu_seconds(pid):
+    """User and system time of all the process's threads so far (/proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_file_cut_short_during_its_download_ends_the_response(start_e2b, sdk_env):
+    """Sandboxed code empties a file the client is downloading: the response ends (the
+    connection closes short of Content-Length) and no server thread is left spinning on it."""
+    server = start_e2b()
+    sdk_env(server)
+    sbx = make_sandbox(server)
+    run_code(server, sbx, "with open('big', 'wb') as f:\n    f.write(b'x' * (64 << 20))\n")
+    sock, length, body = start_download(server, sbx, "big")
+    try:
+        assert length == 64 << 20
+        run_code(server, sbx, "open('big', 'w').close()\n")
+        body += read_to_the_end(sock)
+    finally:
+        sock.close()
+    assert len(body) < length and set(body) <= {ord("x")}
+    time.sleep(0.5)  # the server's side of the connection is closed by now
+    before = cpu_seconds(server.proc.pid)
+    time.sleep(2)
+    assert cpu_seconds(server.proc.pid) - before < 0.5, "a server thread is still busy"
+    assert sbx.files.write("after", "still served").name == "after"
+
+
+def test_a_file_grown_during_its_download_is_sent_as_long_as_announced(sbx, server):
+    pattern = bytes(range(256)) * 4096  # 1 MiB
+    run_code(server, sbx, f"with open('growing', 'wb') as f:\n"
+                          f"    f.write(bytes(range(256)) * 4096 * 8)\n")
+    sock, length, body = start_download(server, sbx, "growing")
+    try:
+        run_code(server, sbx, "with open('growing', 'ab') as f:\n    f.write(b'more' * 1000000)\n")
+        body += read_to_the_end(sock)
+    finally:
+        sock.close()
+    assert length == 8 * len(pattern)
+    assert len(body) == length and body == pattern * 8
+
+
 # --- hostile Connect ---------------------------------------------------------------------------
 
 

@@ -58,6 +58,28 @@ def test_hostile_executions_get_a_clear_error(e2b_server, payload, status, says)
     assert ndjson(execute(e2b_server, {"code": "1 + 1"})[1])[0]["text"] == "2"
 
 
+@pytest.mark.parametrize("method, path, header", [
+    ("GET", "/files?path=x", "E2b-Sandbox-Id"),
+    ("GET", "/files?path=x", "E2b-Sandbox-Port"),
+    ("GET", "/files?path=x", "X-Access-Token"),
+    ("POST", "/execute", "E2B-Traffic-Access-Token"),
+    ("GET", "/sandboxes", "X-API-KEY"),
+])
+def test_an_auth_or_routing_header_sent_twice_is_400(module_e2b, method, path, header):
+    """runbox takes the first copy of a header; a proxy in front may route or authenticate by
+    the last, or by both joined: which sandbox a request is for, and whose token it shows, must
+    be unambiguous. Refused before routing, whatever the two copies say."""
+    for copies in [(header, "a", header, "b"), (header, "a", header.lower(), "a")]:
+        twice = b"%s: %s\r\n%s: %s\r\n" % tuple(c.encode() for c in copies)
+        answer = module_e2b.raw(f"{method} {path} HTTP/1.1\r\nHost: localhost\r\n".encode() +
+                                twice + b"Content-Length: 0\r\nConnection: close\r\n\r\n",
+                                port=module_e2b.e2b_port)
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400 "), answer[:300]
+        assert header.lower() in body.decode().lower() and "2 times" in body.decode(), body
+    assert module_e2b.e2b_request("GET", "/health")[0] in (200, 204)
+
+
 def test_an_oversized_body_is_refused_before_it_is_read(e2b_server):
     import socket
     with socket.create_connection(("127.0.0.1", e2b_server.e2b_port), timeout=30) as sock:

@@ -165,9 +165,9 @@ class Server:
         assert response.status == expect, response
         return response.json()
 
-    def raw(self, data, read=True, timeout=30):
-        """Sends raw bytes on a fresh socket; returns what came back."""
-        with socket.create_connection((self.host, self.port), timeout=timeout) as sock:
+    def raw(self, data, read=True, timeout=30, port=None):
+        """Sends raw bytes on a fresh socket (to port, or the API's); returns what came back."""
+        with socket.create_connection((self.host, port or self.port), timeout=timeout) as sock:
             try:
                 sock.sendall(data)
             except OSError:

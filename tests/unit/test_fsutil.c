@@ -239,6 +239,53 @@ static void remove_tree_without_root_removes_unreadable_directories(void **state
     assert_int_equal(remove_as_nobody(*state, 0), 0);
 }
 
+/* ---- rbx_unlock_dir_at ------------------------------------------------ */
+
+static mode_t mode_of(const char *dir, const char *name)
+{
+    char path[160];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    struct stat st;
+    assert_int_equal(lstat(path, &st), 0);
+    return st.st_mode & 07777;
+}
+
+static void unlock_dir_gives_a_locked_directory_back(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(mkdirat(f->base_fd, "locked", 0), 0);
+    assert_int_equal(fchmodat(f->base_fd, "locked", 0, 0), 0);
+    assert_int_equal(rbx_unlock_dir_at(f->base_fd, "locked"), 0);
+    assert_int_equal(mode_of(f->base, "locked"), 0700);
+}
+
+/* Sandboxed code locks a directory (mode 000), then swaps it for a link to
+ * a file or directory of runbox's user elsewhere, after the removal's open
+ * failed and before it unlocks: the link's target keeps its mode. */
+static void unlock_dir_never_follows_a_link_swapped_in(void **state)
+{
+    fixture *f = *state;
+    char target[128];
+    snprintf(target, sizeof target, "%s/keep.txt", f->canary);
+    assert_int_equal(symlinkat(target, f->base_fd, "to_file"), 0);
+    snprintf(target, sizeof target, "%s/sub", f->canary);
+    assert_int_equal(symlinkat(target, f->base_fd, "to_dir"), 0);
+    mode_t file_mode = mode_of(f->canary, "keep.txt"), dir_mode = mode_of(f->canary, "sub");
+    assert_int_not_equal(file_mode, 0700);
+    assert_int_not_equal(dir_mode, 0700);
+
+    errno = 0;
+    assert_int_equal(rbx_unlock_dir_at(f->base_fd, "to_file"), -1);
+    assert_true(errno == ENOTDIR || errno == ELOOP);
+    errno = 0;
+    assert_int_equal(rbx_unlock_dir_at(f->base_fd, "to_dir"), -1);
+    assert_true(errno == ENOTDIR || errno == ELOOP);
+
+    assert_int_equal(mode_of(f->canary, "keep.txt"), file_mode);
+    assert_int_equal(mode_of(f->canary, "sub"), dir_mode);
+    assert_canary_intact(f->canary);
+}
+
 /* ---- rbx_tree_usage --------------------------------------------------- */
 
 static void tree_usage_adds_up_allocated_bytes(void **state)
@@ -405,6 +452,8 @@ int main(void)
         T(remove_tree_of_a_5000_level_chain_needs_only_a_bounded_number_of_fds),
         T(remove_tree_without_root_removes_read_only_directories),
         T(remove_tree_without_root_removes_unreadable_directories),
+        T(unlock_dir_gives_a_locked_directory_back),
+        T(unlock_dir_never_follows_a_link_swapped_in),
         T(tree_usage_adds_up_allocated_bytes),
         T(tree_usage_of_a_file_is_its_allocated_bytes),
         T(tree_usage_of_a_missing_name_is_zero),
