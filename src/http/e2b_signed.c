@@ -155,7 +155,5 @@ bool e2b_sandbox_for_signed_file(http_server *server, struct MHD_Connection *con
     free(url);
     if (!signed_ok)
         return refuse(err, "is no running sandbox's");
-    bool ok = e2b_sandbox_view_of(server, &found, view, err);
-    e2b_sandbox_release(&found);
-    return ok;
+    return e2b_sandbox_found(server, &found, view, err);
 }
