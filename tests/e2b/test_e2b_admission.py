@@ -226,3 +226,24 @@ def test_envd_takes_the_access_token_and_not_the_traffic_token(server):
         "E2b-Sandbox-Port": CODE_INTERPRETER, "E2b-Sandbox-Id": sandbox["sandboxID"],
         **traffic})
     assert status == 200, data
+
+
+def signed_upload(server, sandbox, expiration):
+    signature = forged_signature(path="f.txt", token=sandbox["envdAccessToken"],
+                                 expiration=expiration)
+    return server.e2b_request(
+        "POST", f"/files?path=f.txt&signature={signature}&signature_expiration={expiration}",
+        b"signed", {"Content-Type": "application/octet-stream"})
+
+
+@pytest.mark.parametrize("expiration", ["100000000000000000",  # x 1000 overflows int64
+                                        "9223372036854775807", "99999999999999999999999",
+                                        "253402300801"])
+def test_an_absurd_expiration_of_a_signed_url_is_refused(server, expiration):
+    sandbox = make_sandbox(server)
+    status, data = signed_upload(server, sandbox, expiration)
+    assert status == 401, data
+    assert "past the year 9999" in json.loads(data)["message"], data
+    # One that the SDK would write (an hour from now) is taken.
+    status, data = signed_upload(server, sandbox, str(int(time.time()) + 3600))
+    assert status == 200, data
