@@ -248,7 +248,8 @@ static bool sandbox_of(http_request *req, e2b_sandbox_view *view, enum MHD_Resul
     if (!e2b_request_sandbox_id(req->connection))
         return true;
     http_error err;
-    if (e2b_sandbox_for_request(req->server, req->connection, view, &err))
+    if (e2b_sandbox_for_request(req->server, req->connection, E2B_PORT_CODE_INTERPRETER, view,
+                                &err))
         return true;
     *queued = http_reply_error(req, &err);
     return false;
@@ -549,11 +550,25 @@ static const route e2b_routes[] = {
 };
 
 /* Requests of a sandbox of the control plane show its own tokens, which
- * its handlers check (sandbox_of); the others the server's token. */
+ * e2b_admit checks; the others the server's token. */
 static bool e2b_authorized(const http_server *server, struct MHD_Connection *connection)
 {
     static const char *const headers[] = {"X-Access-Token", "E2B-Traffic-Access-Token", NULL};
     return e2b_request_sandbox_id(connection) || http_auth_ok_headers(server, connection, headers);
+}
+
+/* A request that names a sandbox shows its token, checked on the head:
+ * no body of /execute is read for a stranger. The handlers check again
+ * (sandbox_of), as the sandbox may go while the body comes in. */
+static bool e2b_admit(http_request *req, enum MHD_Result *queued)
+{
+    http_error err;
+    if (req->route->open || !e2b_request_sandbox_id(req->connection) ||
+        e2b_sandbox_for_request(req->server, req->connection, E2B_PORT_CODE_INTERPRETER, NULL,
+                                &err))
+        return true;
+    *queued = http_reply_error(req, &err);
+    return false;
 }
 
 const http_api http_e2b_api = {
@@ -561,5 +576,6 @@ const http_api http_e2b_api = {
     .routes = e2b_routes,
     .route_count = sizeof e2b_routes / sizeof *e2b_routes,
     .authorized = e2b_authorized,
+    .admit = e2b_admit,
     .unauthorized = "'X-Access-Token: TOKEN'",
 };

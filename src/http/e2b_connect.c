@@ -365,3 +365,9 @@ enum MHD_Result e2b_stream_refused(http_request *req, const http_error *err)
         e2b_stream_end(stream, err);
     return queued;
 }
+
+enum MHD_Result e2b_connect_refuse(http_request *req, const http_error *err)
+{
+    return type_is(content_type(req), STREAM_TYPE) ? e2b_stream_refused(req, err)
+                                                   : http_reply_error(req, err);
+}

@@ -1,8 +1,9 @@
 /* envd, the daemon of an E2B sandbox (../shared/E2B-SANDBOX-PROTOCOL.md
  * sections 3 to 5): /health, /files, and the Connect services
- * filesystem.Filesystem and process.Process. Every handler finds its
- * sandbox with e2b_sandbox_for_request, which checks the sandbox's own
- * access token; the server's token is not what envd's clients hold. */
+ * filesystem.Filesystem and process.Process. A request's sandbox and its
+ * access token are checked on the head (envd_admit), and every handler
+ * finds its sandbox with e2b_sandbox_for_request, which checks them again;
+ * the server's token is not what envd's clients hold. */
 #include "http/e2b_envd.h"
 
 #include <string.h>
@@ -13,7 +14,7 @@ static enum MHD_Result handle_health(http_request *req)
 {
     e2b_sandbox_view view;
     http_error err;
-    if (!e2b_sandbox_for_request(req->server, req->connection, &view, &err))
+    if (!e2b_sandbox_for_request(req->server, req->connection, E2B_PORT_ENVD, &view, &err))
         return http_reply_error(req, &err);
     e2b_sandbox_view_release(&view);
     struct MHD_Response *response =
@@ -41,21 +42,41 @@ static const route envd_routes[] = {
     /* Any other method of the service: Connect's unimplemented. */
     {"POST", FS "{id}", e2b_handle_fs_unknown, BODY_RAW, false},
     /* process.Process (e2b_process.c) */
-    {"POST", "/process.Process/Start", http_e2b_process_start, BODY_RAW, true},
-    {"POST", "/process.Process/Connect", http_e2b_process_connect, BODY_RAW, true},
-    {"POST", "/process.Process/List", http_e2b_process_list, BODY_RAW, true},
-    {"POST", "/process.Process/SendInput", http_e2b_process_send_input, BODY_RAW, true},
-    {"POST", "/process.Process/StreamInput", http_e2b_process_stream_input, BODY_RAW, true},
-    {"POST", "/process.Process/SendSignal", http_e2b_process_send_signal, BODY_RAW, true},
-    {"POST", "/process.Process/CloseStdin", http_e2b_process_close_stdin, BODY_RAW, true},
-    {"POST", "/process.Process/Update", http_e2b_process_update, BODY_RAW, true},
+    {"POST", "/process.Process/Start", http_e2b_process_start, BODY_RAW, false},
+    {"POST", "/process.Process/Connect", http_e2b_process_connect, BODY_RAW, false},
+    {"POST", "/process.Process/List", http_e2b_process_list, BODY_RAW, false},
+    {"POST", "/process.Process/SendInput", http_e2b_process_send_input, BODY_RAW, false},
+    {"POST", "/process.Process/StreamInput", http_e2b_process_stream_input, BODY_RAW, false},
+    {"POST", "/process.Process/SendSignal", http_e2b_process_send_signal, BODY_RAW, false},
+    {"POST", "/process.Process/CloseStdin", http_e2b_process_close_stdin, BODY_RAW, false},
+    {"POST", "/process.Process/Update", http_e2b_process_update, BODY_RAW, false},
 };
 
+/* The server's token is not what envd's clients hold: they show their
+ * sandbox's (envd_admit). */
 static bool envd_authorized(const http_server *server, struct MHD_Connection *connection)
 {
     (void)server;
     (void)connection;
-    return true; /* each handler checks its sandbox's token */
+    return true;
+}
+
+/* Every request names a running sandbox and shows its access token, or is
+ * a signed file URL that one of them signed, before its body is read: a
+ * stranger gets the 502 or 401 at once and cannot make the server hold an
+ * upload of --max-body bytes. The handlers check again, as the sandbox may
+ * go while the body comes in. */
+static bool envd_admit(http_request *req, enum MHD_Result *queued)
+{
+    http_error err;
+    bool admitted = e2b_files_signed(req)
+                        ? e2b_sandbox_for_signed_file(req->server, req->connection,
+                                                      !strcmp(req->method, "POST"), NULL, &err)
+                        : e2b_sandbox_for_request(req->server, req->connection, E2B_PORT_ENVD, NULL,
+                                                  &err);
+    if (!admitted)
+        *queued = e2b_connect_refuse(req, &err);
+    return admitted;
 }
 
 const http_api http_e2b_envd_api = {
@@ -64,5 +85,6 @@ const http_api http_e2b_envd_api = {
     .route_count = sizeof envd_routes / sizeof *envd_routes,
     .authorized = envd_authorized,
     .unauthorized = "'X-Access-Token: TOKEN'",
+    .admit = envd_admit,
     .error_body = e2b_connect_error_body,
 };

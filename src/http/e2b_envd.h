@@ -38,6 +38,9 @@ void e2b_envd_shown_path(const char *rel, char *out, size_t size);
 void e2b_envd_engine_error(http_error *err, const rbx_error *engine_err);
 
 /* e2b_files.c: GET and POST /files. */
+/* Whether the request is for /files by a signed URL (e2b_signed.c): its
+ * signature, not its headers, names the sandbox. */
+bool e2b_files_signed(const http_request *req);
 enum MHD_Result e2b_handle_files_get(http_request *req);
 enum MHD_Result e2b_handle_files_post(http_request *req);
 

@@ -115,13 +115,19 @@ static struct MHD_Response *gzip_response(int fd, uint64_t size, uint64_t *bytes
     return response;
 }
 
+bool e2b_files_signed(const http_request *req)
+{
+    return !strcmp(req->path, "/files") && !e2b_request_sandbox_id(req->connection) &&
+           e2b_signed_file_request(req->connection);
+}
+
 /* The sandbox of a /files request: named by its headers, or by a signed
  * URL's signature (e2b_signed.c) when they name none. */
 static bool files_sandbox(http_request *req, bool write, e2b_sandbox_view *view, http_error *err)
 {
-    if (!e2b_request_sandbox_id(req->connection) && e2b_signed_file_request(req->connection))
+    if (e2b_files_signed(req))
         return e2b_sandbox_for_signed_file(req->server, req->connection, write, view, err);
-    return e2b_sandbox_for_request(req->server, req->connection, view, err);
+    return e2b_sandbox_for_request(req->server, req->connection, E2B_PORT_ENVD, view, err);
 }
 
 enum MHD_Result e2b_handle_files_get(http_request *req)

@@ -160,7 +160,7 @@ enum MHD_Result e2b_handle_fs_unknown(http_request *req)
 {
     e2b_sandbox_view view;
     http_error err;
-    if (!e2b_sandbox_for_request(req->server, req->connection, &view, &err))
+    if (!e2b_sandbox_for_request(req->server, req->connection, E2B_PORT_ENVD, &view, &err))
         return http_reply_error(req, &err);
     e2b_sandbox_view_release(&view);
     return http_reply_fail(req, MHD_HTTP_NOT_IMPLEMENTED, "unimplemented",

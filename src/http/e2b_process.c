@@ -514,7 +514,8 @@ enum MHD_Result http_e2b_process_start(http_request *req)
     http_error err;
     e2b_sandbox_view view = {0};
     json_t *message = e2b_connect_stream_request(req, &err);
-    if (!message || !e2b_sandbox_for_request(req->server, req->connection, &view, &err) ||
+    if (!message ||
+        !e2b_sandbox_for_request(req->server, req->connection, E2B_PORT_ENVD, &view, &err) ||
         !user_known(req, &err)) {
         json_decref(message);
         e2b_sandbox_view_release(&view);
@@ -556,7 +557,7 @@ static bool find_process(http_request *req, json_t *message, rbx_process **proce
 {
     e2b_sandbox_view view = {0};
     uint32_t pid;
-    if (!e2b_sandbox_for_request(req->server, req->connection, &view, err))
+    if (!e2b_sandbox_for_request(req->server, req->connection, E2B_PORT_ENVD, &view, err))
         return false;
     bool ok = selected_pid(message, &pid, err);
     rbx_error engine_err;
@@ -631,7 +632,8 @@ enum MHD_Result http_e2b_process_list(http_request *req)
     http_error err;
     e2b_sandbox_view view = {0};
     json_t *message = e2b_connect_unary_request(req, &err);
-    if (!message || !e2b_sandbox_for_request(req->server, req->connection, &view, &err)) {
+    if (!message ||
+        !e2b_sandbox_for_request(req->server, req->connection, E2B_PORT_ENVD, &view, &err)) {
         json_decref(message);
         return http_reply_error(req, &err);
     }

@@ -415,47 +415,67 @@ bool e2b_same_token(const char *given, const char *expected)
     return diff == 0;
 }
 
-/* Each token the request shows must be the sandbox's, and it must show one. */
-static bool tokens_match(struct MHD_Connection *connection, const e2b_sandbox *s)
+/* envd takes its access token only: E2B gives the traffic token for the
+ * sandbox's public ports (the code interpreter's), never for envd's
+ * files and processes. The code interpreter takes either, as the SDK
+ * sends the traffic token on every request and the access token on
+ * /execute; each token shown must be the sandbox's, and one must be. */
+static bool tokens_match(struct MHD_Connection *connection, e2b_port port, const e2b_sandbox *s)
 {
     const char *access =
         MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "X-Access-Token");
     const char *traffic =
         MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "E2B-Traffic-Access-Token");
     bool access_ok = access && e2b_same_token(access, s->envd_token);
+    if (port == E2B_PORT_ENVD)
+        return access_ok;
     bool traffic_ok = traffic && e2b_same_token(traffic, s->traffic_token);
     return (access || traffic) && (!access || access_ok) && (!traffic || traffic_ok);
 }
 
-bool e2b_sandbox_for_request(http_server *server, struct MHD_Connection *connection,
-                             e2b_sandbox_view *view, http_error *err)
+/* The running sandbox the request names, once its token matches; the
+ * caller releases it. */
+static bool find_for_request(http_server *server, struct MHD_Connection *connection,
+                             e2b_port port, e2b_sandbox *s, http_error *err)
 {
     const char *id = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "E2b-Sandbox-Id");
-    e2b_sandbox s;
     bool known = id && server->sandboxes && strlen(id) <= E2B_SANDBOX_ID_MAX &&
-                 e2b_sandboxes_get(server->sandboxes, id, &s);
-    if (!known || s.paused || s.end_ms <= e2b_now_ms()) {
+                 e2b_sandboxes_get(server->sandboxes, id, s);
+    if (!known || s->paused || s->end_ms <= e2b_now_ms()) {
         if (known)
-            e2b_sandbox_release(&s);
+            e2b_sandbox_release(s);
         http_error_set(err, MHD_HTTP_BAD_GATEWAY, "not_found", "sandbox %.80s was not found",
                        id && strlen(id) <= E2B_SANDBOX_ID_MAX ? id : "(none or too long)");
         return false;
     }
-    if (!tokens_match(connection, &s)) {
-        e2b_sandbox_release(&s);
-        http_error_set(err, MHD_HTTP_UNAUTHORIZED, "unauthenticated",
-                       "the sandbox's access token is missing or wrong: send the "
-                       "envdAccessToken that creating or connecting to it returned as "
-                       "X-Access-Token");
+    if (!tokens_match(connection, port, s)) {
+        e2b_sandbox_release(s);
+        if (port == E2B_PORT_ENVD)
+            http_error_set(err, MHD_HTTP_UNAUTHORIZED, "unauthenticated",
+                           "the sandbox's access token is missing or wrong: send the "
+                           "envdAccessToken that creating or connecting to it returned as "
+                           "X-Access-Token");
+        else
+            http_error_set(err, MHD_HTTP_UNAUTHORIZED, "unauthenticated",
+                           "the sandbox's token is missing or wrong: send its "
+                           "trafficAccessToken as E2B-Traffic-Access-Token or its "
+                           "envdAccessToken as X-Access-Token");
         return false;
     }
-    bool ok = e2b_sandbox_view_of(server, &s, view, err);
-    e2b_sandbox_release(&s);
-    return ok;
+    return true;
 }
 
-bool e2b_sandbox_view_of(http_server *server, const e2b_sandbox *s, e2b_sandbox_view *view,
-                         http_error *err)
+bool e2b_sandbox_for_request(http_server *server, struct MHD_Connection *connection,
+                             e2b_port port, e2b_sandbox_view *view, http_error *err)
+{
+    e2b_sandbox s;
+    return find_for_request(server, connection, port, &s, err) &&
+           e2b_sandbox_found(server, &s, view, err);
+}
+
+/* The view of a sandbox found and checked: what the handlers run in. */
+static bool view_of(http_server *server, const e2b_sandbox *s, e2b_sandbox_view *view,
+                    http_error *err)
 {
     *view = (e2b_sandbox_view){.network = s->network};
     snprintf(view->id, sizeof view->id, "%s", s->id);
@@ -474,6 +494,14 @@ bool e2b_sandbox_view_of(http_server *server, const e2b_sandbox *s, e2b_sandbox_
         return false;
     }
     return true;
+}
+
+bool e2b_sandbox_found(http_server *server, e2b_sandbox *sandbox, e2b_sandbox_view *view,
+                       http_error *err)
+{
+    bool ok = !view || view_of(server, sandbox, view, err);
+    e2b_sandbox_release(sandbox);
+    return ok;
 }
 
 void e2b_sandbox_view_release(e2b_sandbox_view *view)

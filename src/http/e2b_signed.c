@@ -13,6 +13,7 @@
  * copying a sandbox. */
 #include "http/http.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,9 @@
 #define SIGNATURE_PREFIX "v1_"
 #define SIGNED_TEXT_MAX 8192
 #define DIGEST_SIZE 32
+/* A signature_expiration past this (the year 10000) is no time any SDK
+ * writes: refused, and never multiplied into milliseconds that overflow. */
+#define EXPIRATION_MAX_S 253402300800LL
 
 /* What the candidates' signatures are compared with: the text they sign up
  * to the token, what follows it, and the digest the URL carries. */
@@ -133,9 +137,12 @@ bool e2b_sandbox_for_signed_file(http_server *server, struct MHD_Connection *con
         return refuse(err, "needs the path it signs (?path=)");
     if (expiration) {
         char *end;
+        errno = 0;
         long long until = strtoll(expiration, &end, 10);
         if (*end || end == expiration || until < 0)
             return refuse(err, "has an expiration that is not a number of seconds");
+        if (errno == ERANGE || until > EXPIRATION_MAX_S)
+            return refuse(err, "has an expiration past the year 9999");
         if (until * 1000 < e2b_now_ms())
             return refuse(err, "has expired");
     }
@@ -155,7 +162,5 @@ bool e2b_sandbox_for_signed_file(http_server *server, struct MHD_Connection *con
     free(url);
     if (!signed_ok)
         return refuse(err, "is no running sandbox's");
-    bool ok = e2b_sandbox_view_of(server, &found, view, err);
-    e2b_sandbox_release(&found);
-    return ok;
+    return e2b_sandbox_found(server, &found, view, err);
 }

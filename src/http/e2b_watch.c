@@ -120,7 +120,7 @@ enum MHD_Result e2b_fs_unary(http_request *req, e2b_fs_call *call)
     http_error err;
     e2b_sandbox_view view;
     e2b_watchers_sweep();
-    if (!e2b_sandbox_for_request(req->server, req->connection, &view, &err))
+    if (!e2b_sandbox_for_request(req->server, req->connection, E2B_PORT_ENVD, &view, &err))
         return http_reply_error(req, &err);
     json_t *body = NULL, *message = NULL;
     if (e2b_envd_user(req->connection, false, &err) &&
@@ -275,7 +275,7 @@ enum MHD_Result e2b_handle_fs_watch_dir(http_request *req)
 {
     http_error err;
     e2b_sandbox_view view;
-    if (!e2b_sandbox_for_request(req->server, req->connection, &view, &err))
+    if (!e2b_sandbox_for_request(req->server, req->connection, E2B_PORT_ENVD, &view, &err))
         return e2b_stream_refused(req, &err);
     json_t *body = NULL;
     char rel[1100];

@@ -182,6 +182,7 @@ typedef struct e2b_contexts e2b_contexts;
 typedef struct e2b_sandboxes e2b_sandboxes;
 typedef struct e2b_reaper e2b_reaper;
 struct route;
+struct http_request;
 
 /* One listener's API: its routes, and how its clients show the token. */
 typedef struct http_api {
@@ -190,6 +191,12 @@ typedef struct http_api {
     size_t route_count;
     bool (*authorized)(const http_server *server, struct MHD_Connection *connection);
     const char *unauthorized; /* what to send instead */
+    /* Asked on a request's head once it is routed, before any of its body
+     * is read: an API whose clients show a credential of their own (a
+     * sandbox's token, a signed URL) checks it here, so that no stranger
+     * makes the server read and hold a body. False: its refusal, in the
+     * API's words, is queued in *queued. NULL: nothing to check. */
+    bool (*admit)(struct http_request *req, enum MHD_Result *queued);
     /* The body of an error in this API's words; NULL: runbox's
      * {"error": {"code", "message"}}. E2B's control plane wants
      * {"code": <status>, "message"}, Connect {"code": "<name>", "message"}. */
@@ -674,17 +681,24 @@ typedef struct e2b_sandbox_view {
     json_t *egress_allow; /* an array of strings narrowing egress, or NULL */
 } e2b_sandbox_view;
 
+/* Which of a sandbox's ports a request is for, which decides the token it
+ * must show: envd its access token (X-Access-Token) alone; the code
+ * interpreter, a traffic port, E2B-Traffic-Access-Token or X-Access-Token. */
+typedef enum e2b_port { E2B_PORT_ENVD, E2B_PORT_CODE_INTERPRETER } e2b_port;
+
 /* The running sandbox that a request to envd or the code interpreter is
- * for (its E2b-Sandbox-Id), once its access token (X-Access-Token, or
- * E2B-Traffic-Access-Token) matches. False with err set otherwise: 502
- * "sandbox ... was not found" for an unknown, killed, expired or paused
- * one (the SDKs' words for it), 401 for a wrong or missing token. */
+ * for (its E2b-Sandbox-Id), once its token for the port matches. False
+ * with err set otherwise: 502 "sandbox ... was not found" for an unknown,
+ * killed, expired or paused one (the SDKs' words for it), 401 for a wrong
+ * or missing token. view NULL: the checks alone, as the APIs' admit hooks
+ * make them on a request's head, before its body is read. */
 bool e2b_sandbox_for_request(http_server *server, struct MHD_Connection *connection,
-                             e2b_sandbox_view *view, http_error *err);
+                             e2b_port port, e2b_sandbox_view *view, http_error *err);
 void e2b_sandbox_view_release(e2b_sandbox_view *view);
-/* The view of a sandbox the caller found and checked. */
-bool e2b_sandbox_view_of(http_server *server, const struct e2b_sandbox *sandbox,
-                         e2b_sandbox_view *view, http_error *err);
+/* The view of a sandbox found for a request, unless view is NULL; the
+ * sandbox is released either way. */
+bool e2b_sandbox_found(http_server *server, struct e2b_sandbox *sandbox, e2b_sandbox_view *view,
+                       http_error *err);
 /* Tokens compared in a time that depends on the expected one's length only. */
 bool e2b_same_token(const char *given, const char *expected);
 
@@ -693,7 +707,7 @@ bool e2b_same_token(const char *given, const char *expected);
  * a browser or curl sends them. The sandbox is the one the host names
  * (49983-<id>.<domain>), else the running one whose access token signs the
  * path, the operation and the user; false with err (401) when none does or
- * the signature has expired. */
+ * the signature has expired; view NULL: the checks alone, as on the head. */
 bool e2b_signed_file_request(struct MHD_Connection *connection);
 bool e2b_sandbox_for_signed_file(http_server *server, struct MHD_Connection *connection,
                                  bool write, e2b_sandbox_view *view, http_error *err);
@@ -766,6 +780,10 @@ void e2b_stream_end(e2b_stream *stream, const http_error *err);
  * end-of-stream frame (JS's client maps a non-200 stream from its status
  * alone, 404 as unimplemented). */
 enum MHD_Result e2b_stream_refused(http_request *req, const http_error *err);
+/* A call refused before it runs, in the shape its client reads: a stream
+ * (Content-Type application/connect+json) as e2b_stream_refused, any other
+ * request with the status and a Connect error body. */
+enum MHD_Result e2b_connect_refuse(http_request *req, const http_error *err);
 
 /* e2b_process.c: envd's process.Process, E2B's commands and terminals
  * (the engine's processes, rbx_process_*), one handler per RPC. */

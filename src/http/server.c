@@ -80,7 +80,7 @@ static enum MHD_Result request_begin(http_request *req)
         return http_reply_fail(req, MHD_HTTP_UNAUTHORIZED, "unauthorized",
                                "this server needs its token: send %s", req->api->unauthorized);
     enum MHD_Result queued;
-    if (!http_route(req, &queued))
+    if (!http_route(req, &queued) || (req->api->admit && !req->api->admit(req, &queued)))
         return queued;
     if ((req->api == &http_runbox_api && !http_session_header_check(req, &err)) ||
         !http_body_expect(req, &err))
