@@ -703,3 +703,51 @@ def test_a_signed_url_finds_its_sandbox_among_many_or_by_the_host_that_names_it(
     assert by_host(url, signer.sandbox_id) == (200, signer.sandbox_id.encode())
     assert by_host(url, many[0].sandbox_id)[0] == 401
     assert by_host(url, "no-such-sandbox")[0] == 401
+
+
+def test_a_large_poll_races_its_removal_and_its_sandboxs_end_without_harm(server):
+    """A GetWatcherEvents drains thousands of events (each stat'ed, new directories read)
+    without the registry's lock, holding its watcher: a RemoveWatcher or the sandbox's kill
+    meanwhile only unlinks it, the poll still answers, and the watcher is freed once (the
+    module server's exit under ASan checks); another sandbox's calls answer throughout. Not
+    asserted, for want of an observable that is not a clock: that the other sandbox's Stat
+    answers *during* the drain (nothing a sandbox can make stalls a take for certain)."""
+    import threading
+    b = make_sandbox(server)
+    for end in ("remove", "none", "kill"):
+        a = make_sandbox(server)
+        run_code(server, a, "import os\nos.makedirs('flood', exist_ok=True)")
+        status, body = rpc(server, a.sandbox_id, "CreateWatcher",
+                           {"path": "", "recursive": True, "includeEntry": True})
+        assert status == 200, body
+        watcher_id = body["watcherId"]
+        run_code(server, a, "import os\n"
+                 "for i in range(3000): open(f'flood/f{i}', 'w').close()\n"
+                 "for i in range(200): os.makedirs(f'flood/d{i}/e')")
+        answers = {}
+
+        def poll():
+            answers["poll"] = rpc(server, a.sandbox_id, "GetWatcherEvents",
+                                  {"watcherId": watcher_id})
+
+        def stat_b():
+            answers["stat"] = [rpc(server, b.sandbox_id, "Stat", {"path": ""})[0]
+                               for _ in range(20)]
+
+        threads = [threading.Thread(target=poll), threading.Thread(target=stat_b)]
+        for t in threads:
+            t.start()
+        if end == "remove":
+            removed = rpc(server, a.sandbox_id, "RemoveWatcher", {"watcherId": watcher_id})
+            assert removed[0] == 200, removed
+        elif end == "kill":
+            assert a.kill() is True
+        for t in threads:
+            t.join(60)
+        status, body = answers["poll"]
+        # Else the end came first: the watcher (404) or the sandbox (401, 502) was gone.
+        assert status == 200 and body["events"] or end != "none" and status in (404, 401, 502), body
+        assert answers["stat"] == [200] * 20
+        if end != "kill":
+            a.kill()  # a watcher left goes with its sandbox
+    b.kill()
