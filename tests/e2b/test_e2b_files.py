@@ -751,3 +751,40 @@ def test_a_large_poll_races_its_removal_and_its_sandboxs_end_without_harm(server
         if end != "kill":
             a.kill()  # a watcher left goes with its sandbox
     b.kill()
+
+
+def test_watches_keep_to_the_servers_inotify_budget(start_e2b, sdk_env):
+    """The server's watches keep to a budget of inotify instances and watches (by default a
+    quarter of the host's max_user_instances and max_user_watches, which root's other services
+    share; here set low by RUNBOX_INOTIFY_BUDGET): past it a watch of any sandbox is refused
+    with resource_exhausted naming the budget, and a watch stopped gives its share back."""
+    server = start_e2b(env={"RUNBOX_INOTIFY_BUDGET": "2,4"})
+    sdk_env(server)
+    a, b = make_sandbox(server), make_sandbox(server)
+    run_code(server, a, "import os\nfor i in range(6): os.makedirs(f'tree/d{i}')")
+    # A recursive watch of 7 directories gets the 4 watches there are (the rest unwatched).
+    status, body = rpc(server, a.sandbox_id, "CreateWatcher", {"path": "tree", "recursive": True})
+    assert status == 200, body
+    tree_watcher = body["watcherId"]
+    status, body = rpc(server, b.sandbox_id, "CreateWatcher", {"path": ""})
+    assert (status, body["code"]) == (507, "resource_exhausted"), body
+    assert "4 inotify watches" in body["message"] and "RUNBOX_INOTIFY_BUDGET" in body["message"]
+    assert rpc(server, a.sandbox_id, "RemoveWatcher", {"watcherId": tree_watcher})[0] == 200
+    # Two instances: a third watch, polled or streamed, of any sandbox is refused.
+    for sbx in (a, b):
+        status, body = rpc(server, sbx.sandbox_id, "CreateWatcher", {"path": ""})
+        assert status == 200, body
+    status, body = rpc(server, a.sandbox_id, "CreateWatcher", {"path": ""})
+    assert (status, body["code"]) == (507, "resource_exhausted"), body
+    assert "2 inotify instances" in body["message"], body
+    status, data = watch_dir_raw(server, b.sandbox_id, envelope(0, b'{"path": ""}'))
+    got = frames(data)
+    assert status == 200 and got[-1][0] == 2, got
+    assert got[-1][1]["error"]["code"] == "resource_exhausted", got
+    # The SDK shows the refusal with its reason.
+    with pytest.raises(SandboxException, match="inotify instances"):
+        a.files.watch_dir("/home/user")
+    b.kill()  # its watcher goes with it, and its instance with the watcher
+    status, body = rpc(server, a.sandbox_id, "CreateWatcher", {"path": ""})
+    assert status == 200, body
+    a.kill()
