@@ -19,7 +19,7 @@ struct e2b_contexts {
     pthread_mutex_t lock;
     char *path;
     e2b_context *list;
-    size_t count, cap;
+    size_t count;
 };
 
 /* A context made with POST /contexts (a session of its own), not the
@@ -43,15 +43,13 @@ static size_t made_count(const e2b_contexts *c, const char *sandbox)
     return n;
 }
 
-/* Room for one more entry (the lock held). */
+/* Room for one more entry (the lock held): a list of a few thousand at
+ * most, which glibc grows in place (mremap) once it is large. */
 static bool grow(e2b_contexts *c)
 {
-    size_t cap = c->count < c->cap ? c->cap : c->cap ? c->cap * 2 : 64;
-    e2b_context *list = cap == c->cap ? c->list : reallocarray(c->list, cap, sizeof *list);
-    if (list) { /* unchanged when it failed */
+    e2b_context *list = reallocarray(c->list, c->count + 1, sizeof *list);
+    if (list) /* unchanged when it failed */
         c->list = list;
-        c->cap = cap;
-    }
     return list != NULL;
 }
 
