@@ -105,13 +105,16 @@ static bool load(e2b_contexts *c, char *why, size_t why_size)
     size_t i;
     json_t *entry;
     e2b_context context;
+    size_t made_here = 0;
+    /* A sandbox over its share (a file of an earlier server) keeps its
+     * contexts, whose sessions go with it, and makes no more until under. */
     json_array_foreach(list, i, entry)
     {
         if (!valid_entry(entry, &context) ||
-            (made(&context) ? made_count(c, NULL) >= E2B_CONTEXTS_MAX ||
-                                  made_count(c, context.sandbox) >= E2B_SANDBOX_CONTEXTS_MAX
-                            : c->count - made_count(c, NULL) >= E2B_DEFAULT_CONTEXTS_MAX))
+            (made(&context) ? made_here >= E2B_CONTEXTS_MAX
+                            : c->count - made_here >= E2B_DEFAULT_CONTEXTS_MAX))
             continue;
+        made_here += made(&context);
         if (!grow(c)) {
             json_decref(root);
             snprintf(why, why_size, "out of memory");
