@@ -34,7 +34,8 @@ typedef enum rbx_status {
     RBX_ENOENT,  /* a named session or file does not exist */
     RBX_EBUSY,   /* the session is in use and the caller chose not to wait */
     RBX_ESYSTEM, /* the host failed us (disk, kernel, missing interpreter) */
-    RBX_ENOSPC,  /* no room left for it: the sessions' storage or the host's disk is full */
+    RBX_ENOSPC,  /* no room left for it: the sessions' storage or the host's disk is full,
+                  * or the server's share of a kernel limit (inotify) is used up */
 } rbx_status;
 
 typedef struct rbx_error {

@@ -440,7 +440,6 @@ static enum MHD_Result create_context(http_request *req, json_t *body,
     const char *language, *cwd;
     bool typed = optional_string(body, "language", &language) && optional_string(body, "cwd", &cwd);
     const char *canonical = typed ? language_of(language ? language : "python") : NULL;
-    char why[300];
     e2b_context context;
     http_error err;
     if (!typed)
@@ -455,9 +454,15 @@ static enum MHD_Result create_context(http_request *req, json_t *body,
                                "'cwd' must be an absolute path of at most %d bytes, such as "
                                "/home/user/project",
                                RBX_KERNEL_CWD_MAX);
+    /* A sandbox at its cap is told so with 429 (both SDKs show its status and
+     * reason, Python its body too), with no Retry-After: waiting frees nothing. */
     if (!e2b_contexts_add(req->server->contexts, sandbox->id, canonical,
-                          cwd ? cwd : E2B_DEFAULT_CWD, &context, why, sizeof why))
-        return http_reply_fail(req, MHD_HTTP_SERVICE_UNAVAILABLE, "no_room", "%s", why);
+                          cwd ? cwd : E2B_DEFAULT_CWD, &context, &err))
+        return err.status != MHD_HTTP_TOO_MANY_REQUESTS
+                   ? http_reply_error(req, &err)
+                   : http_reply_json(req, err.status,
+                                     json_pack("{s:o}", "error", http_error_json(&err)), NULL,
+                                     NULL);
     return http_reply_json(req, MHD_HTTP_OK, e2b_context_json(&context), NULL, NULL);
 }
 
@@ -530,7 +535,7 @@ static enum MHD_Result handle_context_delete(http_request *req)
             err.status != RBX_ENOENT)
             return http_reply_engine(req, &err);
     }
-    e2b_contexts_remove(req->server->contexts, context.id);
+    e2b_contexts_remove(req->server->contexts, context.sandbox, context.id);
     return http_reply_json(req, MHD_HTTP_OK,
                            json_pack("{s:s, s:b}", "id", context.id, "removed", 1), NULL, NULL);
 }

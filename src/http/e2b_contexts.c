@@ -22,6 +22,37 @@ struct e2b_contexts {
     size_t count;
 };
 
+/* A context made with POST /contexts (a session of its own), not the
+ * default one of a language: "<its session>-<language>" in a sandbox, or
+ * "e2b-<language>" outside. Only these count against the caps, so a
+ * sandbox's defaults always find room, whatever the others made. */
+static bool made(const e2b_context *context)
+{
+    return !strcmp(context->session_id, context->id) &&
+           (strncmp(context->id, DEFAULT_PREFIX, sizeof DEFAULT_PREFIX - 1) ||
+            strcmp(context->id + sizeof DEFAULT_PREFIX - 1, context->language));
+}
+
+/* How many contexts of those made the sandbox has ("" too: the debug
+ * sandbox), and the server in all (the lock held). */
+static size_t made_count(const e2b_contexts *c, const char *sandbox)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->count; i++)
+        n += made(&c->list[i]) && (!sandbox || !strcmp(c->list[i].sandbox, sandbox));
+    return n;
+}
+
+/* Room for one more entry (the lock held): a list of a few thousand at
+ * most, which glibc grows in place (mremap) once it is large. */
+static bool grow(e2b_contexts *c)
+{
+    e2b_context *list = reallocarray(c->list, c->count + 1, sizeof *list);
+    if (list) /* unchanged when it failed */
+        c->list = list;
+    return list != NULL;
+}
+
 json_t *e2b_context_json(const e2b_context *context)
 {
     return json_pack("{s:s, s:s, s:s}", "id", context->id, "language", context->language, "cwd",
@@ -73,16 +104,23 @@ static bool load(e2b_contexts *c, char *why, size_t why_size)
     json_t *list = json_object_get(root, "contexts");
     size_t i;
     json_t *entry;
-    c->list = calloc(E2B_CONTEXTS_MAX, sizeof *c->list);
-    if (!c->list) {
-        json_decref(root);
-        snprintf(why, why_size, "out of memory");
-        return false;
-    }
+    e2b_context context;
+    size_t made_here = 0;
+    /* A sandbox over its share (a file of an earlier server) keeps its
+     * contexts, whose sessions go with it, and makes no more until under. */
     json_array_foreach(list, i, entry)
     {
-        if (c->count < E2B_CONTEXTS_MAX && valid_entry(entry, &c->list[c->count]))
-            c->count++;
+        if (!valid_entry(entry, &context) ||
+            (made(&context) ? made_here >= E2B_CONTEXTS_MAX
+                            : c->count - made_here >= E2B_DEFAULT_CONTEXTS_MAX))
+            continue;
+        made_here += made(&context);
+        if (!grow(c)) {
+            json_decref(root);
+            snprintf(why, why_size, "out of memory");
+            return false;
+        }
+        c->list[c->count++] = context;
     }
     json_decref(root);
     return true;
@@ -107,11 +145,6 @@ e2b_contexts *e2b_contexts_open(const char *state_dir, char *why, size_t why_siz
     pthread_mutex_init(&c->lock, NULL);
     if (!load(c, why, why_size)) {
         e2b_contexts_free(c);
-        return NULL;
-    }
-    if (!c->list && !(c->list = calloc(E2B_CONTEXTS_MAX, sizeof *c->list))) {
-        e2b_contexts_free(c);
-        snprintf(why, why_size, "out of memory");
         return NULL;
     }
     /* E2B lists a default Python and JavaScript context from the start. */
@@ -153,10 +186,10 @@ bool e2b_contexts_find(e2b_contexts *c, const char *sandbox, const char *id, e2b
     return found != NULL;
 }
 
-/* Adds a context under the lock; false when full or not kept. */
+/* Adds a context under the lock; false when not kept. */
 static bool add(e2b_contexts *c, const e2b_context *context)
 {
-    if (c->count >= E2B_CONTEXTS_MAX)
+    if (!grow(c))
         return false;
     c->list[c->count++] = *context;
     if (save(c))
@@ -183,18 +216,41 @@ bool e2b_contexts_default(e2b_contexts *c, const char *sandbox, const char *sess
     snprintf(wanted.language, sizeof wanted.language, "%s", language);
     pthread_mutex_lock(&c->lock);
     e2b_context *found = find(c, sandbox, wanted.id);
-    bool ok = found || add(c, &wanted);
+    bool ok = found || (c->count - made_count(c, NULL) < E2B_DEFAULT_CONTEXTS_MAX &&
+                        add(c, &wanted));
     *out = found ? *found : wanted;
     pthread_mutex_unlock(&c->lock);
     return ok;
 }
 
+/* Why there is no room for one more made context of the sandbox (the
+ * lock held); false when there is. */
+static bool full(e2b_contexts *c, const char *sandbox, http_error *err)
+{
+    if (made_count(c, sandbox) >= E2B_SANDBOX_CONTEXTS_MAX)
+        http_error_set(err, MHD_HTTP_TOO_MANY_REQUESTS, "too_many_contexts",
+                       "this sandbox has %d contexts of its own, the most a sandbox keeps: "
+                       "remove one (DELETE /contexts/{id}, the SDK's remove_code_context) "
+                       "before making another; its default contexts stay",
+                       E2B_SANDBOX_CONTEXTS_MAX);
+    else if (made_count(c, NULL) >= E2B_CONTEXTS_MAX)
+        http_error_set(err, MHD_HTTP_TOO_MANY_REQUESTS, "too_many_contexts",
+                       "this server keeps %d contexts made with POST /contexts, the most it "
+                       "keeps: remove one (DELETE /contexts/{id}, the SDK's "
+                       "remove_code_context) before making another; the default contexts stay",
+                       E2B_CONTEXTS_MAX);
+    else
+        return false;
+    return true;
+}
+
 bool e2b_contexts_add(e2b_contexts *c, const char *sandbox, const char *language,
-                      const char *cwd, e2b_context *out, char *why, size_t why_size)
+                      const char *cwd, e2b_context *out, http_error *err)
 {
     unsigned char random[12];
     if (getrandom(random, sizeof random, 0) != (ssize_t)sizeof random) {
-        snprintf(why, why_size, "no randomness for a context id");
+        http_error_set(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "system_error",
+                       "no randomness for a context id");
         return false;
     }
     e2b_context context = {0};
@@ -206,27 +262,21 @@ bool e2b_contexts_add(e2b_contexts *c, const char *sandbox, const char *language
     snprintf(context.language, sizeof context.language, "%s", language);
     snprintf(context.cwd, sizeof context.cwd, "%s", cwd);
     pthread_mutex_lock(&c->lock);
-    size_t count = c->count;
-    bool ok = add(c, &context);
+    bool refused = full(c, sandbox, err);
+    bool ok = !refused && add(c, &context);
     pthread_mutex_unlock(&c->lock);
-    if (!ok && count >= E2B_CONTEXTS_MAX)
-        snprintf(why, why_size,
-                 "there are %d contexts, the most this server keeps: remove one first",
-                 E2B_CONTEXTS_MAX);
-    else if (!ok)
-        snprintf(why, why_size, "cannot write the contexts' list: %s", strerror(errno));
-    else
+    if (!ok && !refused)
+        http_error_set(err, MHD_HTTP_SERVICE_UNAVAILABLE, "no_room",
+                       "cannot write the contexts' list: %s", strerror(errno));
+    else if (ok)
         *out = context;
     return ok;
 }
 
-bool e2b_contexts_remove(e2b_contexts *c, const char *id)
+bool e2b_contexts_remove(e2b_contexts *c, const char *sandbox, const char *id)
 {
     pthread_mutex_lock(&c->lock);
-    e2b_context *found = NULL;
-    for (size_t i = 0; i < c->count && !found; i++)
-        if (!strcmp(c->list[i].id, id))
-            found = &c->list[i];
+    e2b_context *found = find(c, sandbox, id);
     if (found) {
         *found = c->list[--c->count];
         (void)save(c); /* gone from memory either way, as its session is */

@@ -66,7 +66,10 @@ enum MHD_Result e2b_fs_unary(http_request *req, e2b_fs_call *call);
  * E2B_WATCHER_IDLE_S (at the next filesystem call of any sandbox), and
  * every watcher goes with its sandbox's directory. */
 #define E2B_WATCHES_PER_SANDBOX 8
-#define E2B_WATCHES_MAX 64 /* each holds an inotify instance (128 per user by default) */
+/* Each holds an inotify instance (128 per user by default), and the
+ * engine's inotify budget (file_watch.c, a quarter of the host's limits)
+ * may refuse one sooner. */
+#define E2B_WATCHES_MAX 64
 #define E2B_WATCHER_IDLE_S 600
 enum MHD_Result e2b_handle_fs_watch_dir(http_request *req);
 enum MHD_Result e2b_handle_fs_create_watcher(http_request *req);

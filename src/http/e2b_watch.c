@@ -7,7 +7,12 @@
  * its inotify instance between polls. Every watch is counted in one
  * registry, bounded per sandbox and in all (each holds an inotify
  * instance, of which a user has 128 by default); a polling watcher nobody
- * polls for E2B_WATCHER_IDLE_S is freed at the next filesystem call. */
+ * polls for E2B_WATCHER_IDLE_S is freed at the next filesystem call.
+ * Every filesystem call of every sandbox takes the registry's lock, so it
+ * is held only to find, count and unlink: a poll takes its events (up to
+ * thousands, each stat'ed, new directories read) holding its watcher
+ * instead, and whatever unlinks a held watcher leaves its freeing to the
+ * poll's end. */
 #include "http/e2b_envd.h"
 
 #include <poll.h>
@@ -18,14 +23,18 @@
 #include <sys/random.h>
 
 #define POLL_MS 500 /* how soon a producer sees its sandbox or client go */
+#define WATCHER_ID_SIZE 33 /* 32 hex digits */
 
 typedef struct watcher {
     struct watcher *next;
-    char id[33];
+    char id[WATCHER_ID_SIZE];
     char sandbox_id[E2B_SANDBOX_ID_MAX + 1];
     bool include_entry;
     bool polled;  /* CreateWatcher's; else the slot of a WatchDir stream */
     bool gone;    /* its sandbox went: its stream ends */
+    bool unlinked; /* out of the registry: the last poll holding it frees it */
+    unsigned polls; /* polls under way, outside the registry's lock */
+    pthread_mutex_t taking; /* one poll at a time takes its events */
     int64_t last_used_us;
     rbx_file_watch *watch; /* polled ones' (a stream's producer owns its own) */
 } watcher;
@@ -37,43 +46,72 @@ static size_t registry_count;
 static void watcher_free(watcher *w)
 {
     rbx_file_watch_close(w->watch);
+    pthread_mutex_destroy(&w->taking);
     free(w);
 }
 
-/* Unlinks w (the lock held). */
-static void unlink_watcher(watcher *w)
+/* Frees a list of unlinked watchers, after the lock is let go: closing an
+ * inotify instance of many watches is not free either. */
+static void free_unlinked(watcher *list)
+{
+    while (list) {
+        watcher *next = list->next;
+        watcher_free(list);
+        list = next;
+    }
+}
+
+/* Takes w, at *at, out of the registry (the lock held); it joins *freed
+ * unless a poll holds it, which then frees it. */
+static void unlink_at(watcher **at, watcher **freed)
+{
+    watcher *w = *at;
+    *at = w->next;
+    registry_count--;
+    w->unlinked = true;
+    w->next = NULL;
+    if (!w->polls) {
+        w->next = *freed;
+        *freed = w;
+    }
+}
+
+/* Unlinks w (the lock held), as unlink_at. */
+static void unlink_watcher(watcher *w, watcher **freed)
 {
     for (watcher **at = &registry; *at; at = &(*at)->next)
         if (*at == w) {
-            *at = w->next;
-            registry_count--;
+            unlink_at(at, freed);
             return;
         }
 }
 
-/* Polling watchers nobody asked for in a while go (the lock held). */
-static void sweep_idle(void)
+/* Polling watchers nobody asked for in a while go (the lock held); a
+ * poll under way is a use. */
+static void sweep_idle(watcher **freed)
 {
     int64_t now = http_now_us();
     for (watcher **at = &registry; *at;) {
         watcher *w = *at;
-        if (w->polled && now - w->last_used_us > (int64_t)E2B_WATCHER_IDLE_S * 1000000) {
-            *at = w->next;
-            registry_count--;
-            watcher_free(w);
-        } else {
+        if (w->polled && !w->polls &&
+            now - w->last_used_us > (int64_t)E2B_WATCHER_IDLE_S * 1000000)
+            unlink_at(at, freed);
+        else
             at = &w->next;
-        }
     }
 }
 
 /* A place in the registry for a new watch; NULL with err (429) when the
- * sandbox or the server has all it may. */
-static watcher *reserve(const e2b_sandbox_view *view, bool include_entry, bool polled,
+ * sandbox or the server has all it may. A polled one's watch is the
+ * registry's from here, and its id is copied to polled_id: once the lock
+ * is let go, its sandbox's end may free it. */
+static watcher *reserve(const e2b_sandbox_view *view, bool include_entry,
+                        rbx_file_watch *polled_watch, char polled_id[WATCHER_ID_SIZE],
                         http_error *err)
 {
+    watcher *freed = NULL;
     pthread_mutex_lock(&registry_lock);
-    sweep_idle();
+    sweep_idle(&freed);
     size_t mine = 0;
     for (watcher *w = registry; w; w = w->next)
         mine += !strcmp(w->sandbox_id, view->id);
@@ -96,21 +134,28 @@ static watcher *reserve(const e2b_sandbox_view *view, bool include_entry, bool p
             snprintf(w->id + 2 * i, 3, "%02x", rnd[i]);
         snprintf(w->sandbox_id, sizeof w->sandbox_id, "%s", view->id);
         w->include_entry = include_entry;
-        w->polled = polled;
+        w->polled = polled_watch != NULL;
+        w->watch = polled_watch;
+        if (polled_id)
+            memcpy(polled_id, w->id, WATCHER_ID_SIZE);
         w->last_used_us = http_now_us();
+        pthread_mutex_init(&w->taking, NULL);
         w->next = registry;
         registry = w;
         registry_count++;
     }
     pthread_mutex_unlock(&registry_lock);
+    free_unlinked(freed);
     return w;
 }
 
 void e2b_watchers_sweep(void)
 {
+    watcher *freed = NULL;
     pthread_mutex_lock(&registry_lock);
-    sweep_idle();
+    sweep_idle(&freed);
     pthread_mutex_unlock(&registry_lock);
+    free_unlinked(freed);
 }
 
 /* Here, beside the registry, so that every filesystem call sweeps the idle
@@ -134,31 +179,34 @@ enum MHD_Result e2b_fs_unary(http_request *req, e2b_fs_call *call)
     return message ? e2b_connect_reply(req, message) : http_reply_error(req, &err);
 }
 
+/* A stream's slot goes (a stream's slot is never polled, so it is freed
+ * here). */
 static void release(watcher *w)
 {
+    watcher *freed = NULL;
     pthread_mutex_lock(&registry_lock);
-    unlink_watcher(w);
+    unlink_watcher(w, &freed);
     pthread_mutex_unlock(&registry_lock);
-    watcher_free(w);
+    free_unlinked(freed);
 }
 
 void e2b_watchers_sandbox_gone(const char *sandbox_id)
 {
+    watcher *freed = NULL;
     pthread_mutex_lock(&registry_lock);
     for (watcher **at = &registry; *at;) {
         watcher *w = *at;
         if (strcmp(w->sandbox_id, sandbox_id)) {
             at = &w->next;
         } else if (w->polled) {
-            *at = w->next;
-            registry_count--;
-            watcher_free(w);
+            unlink_at(at, &freed);
         } else {
             w->gone = true; /* its producer ends the stream */
             at = &w->next;
         }
     }
     pthread_mutex_unlock(&registry_lock);
+    free_unlinked(freed);
 }
 
 static const char *event_type(rbx_file_change change)
@@ -286,7 +334,7 @@ enum MHD_Result e2b_handle_fs_watch_dir(http_request *req)
     bool ok = e2b_envd_user(req->connection, false, &err) &&
               (body = e2b_connect_stream_request(req, &err)) &&
               watch_request(body, rel, sizeof rel, &recursive, &include_entry, &err) &&
-              (slot = reserve(&view, include_entry, false, &err));
+              (slot = reserve(&view, include_entry, NULL, NULL, &err));
     if (ok && rbx_file_watch_open(req->server->engine, view.session_id, rel, recursive, &watch,
                                   &engine_err) != RBX_OK) {
         e2b_envd_engine_error(&err, &engine_err);
@@ -340,16 +388,12 @@ static json_t *create_watcher_call(http_request *req, const e2b_sandbox_view *vi
         e2b_envd_engine_error(err, &engine_err);
         return NULL;
     }
-    watcher *w = reserve(view, include_entry, true, err);
-    if (!w) {
+    char id[WATCHER_ID_SIZE];
+    if (!reserve(view, include_entry, watch, id, err)) {
         rbx_file_watch_close(watch);
         return NULL;
     }
-    pthread_mutex_lock(&registry_lock);
-    w->watch = watch; /* from here the registry's */
-    json_t *message = json_pack("{s:s}", "watcherId", w->id);
-    pthread_mutex_unlock(&registry_lock);
-    return message;
+    return json_pack("{s:s}", "watcherId", id);
 }
 
 enum MHD_Result e2b_handle_fs_create_watcher(http_request *req)
@@ -388,26 +432,38 @@ static void collect_event(void *arg, const rbx_file_event *e)
     json_array_append_new(p->events, event_json(p->w->watch, p->w->include_entry, e));
 }
 
+/* The watcher is held (polls) while its events are taken without the
+ * registry's lock: a RemoveWatcher, its sandbox's end or a sweep meanwhile
+ * only unlinks it, and the last poll holding it frees it. */
 static json_t *get_watcher_events_call(http_request *req, const e2b_sandbox_view *view,
                                        json_t *body, http_error *err)
 {
-    json_t *message = NULL;
+    watcher *freed = NULL;
     pthread_mutex_lock(&registry_lock);
-    sweep_idle();
+    sweep_idle(&freed);
     watcher *w = find_polled(body, view->id, err);
     if (w) {
-        polled_events p = {.w = w, .events = json_array()};
-        bool dir_gone = false;
-        rbx_file_watch_take(w->watch, collect_event, &p, &dir_gone);
+        w->polls++;
         w->last_used_us = http_now_us();
-        if (dir_gone) { /* what it saw last is answered; the next poll finds no watcher */
-            unlink_watcher(w);
-            watcher_free(w);
-        }
-        message = json_pack("{s:o}", "events", p.events);
     }
     pthread_mutex_unlock(&registry_lock);
-    return message;
+    free_unlinked(freed);
+    if (!w)
+        return NULL;
+    polled_events p = {.w = w, .events = json_array()};
+    bool dir_gone = false;
+    pthread_mutex_lock(&w->taking);
+    rbx_file_watch_take(w->watch, collect_event, &p, &dir_gone);
+    pthread_mutex_unlock(&w->taking);
+    pthread_mutex_lock(&registry_lock);
+    w->last_used_us = http_now_us();
+    if (dir_gone && !w->unlinked) /* what it saw last is answered; the next poll finds none */
+        unlink_watcher(w, &freed);
+    bool last = --w->polls == 0 && w->unlinked;
+    pthread_mutex_unlock(&registry_lock);
+    if (last)
+        watcher_free(w);
+    return json_pack("{s:o}", "events", p.events);
 }
 
 enum MHD_Result e2b_handle_fs_get_watcher_events(http_request *req)
@@ -418,15 +474,14 @@ enum MHD_Result e2b_handle_fs_get_watcher_events(http_request *req)
 static json_t *remove_watcher_call(http_request *req, const e2b_sandbox_view *view,
                                    json_t *body, http_error *err)
 {
+    watcher *freed = NULL;
     pthread_mutex_lock(&registry_lock);
     watcher *w = find_polled(body, view->id, err);
     if (w)
-        unlink_watcher(w);
+        unlink_watcher(w, &freed);
     pthread_mutex_unlock(&registry_lock);
-    if (!w)
-        return NULL;
-    watcher_free(w);
-    return json_object();
+    free_unlinked(freed); /* unless a poll holds it */
+    return w ? json_object() : NULL;
 }
 
 enum MHD_Result e2b_handle_fs_remove_watcher(http_request *req)

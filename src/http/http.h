@@ -550,7 +550,15 @@ bool e2b_state_save(const char *path, json_t *root);
  * own files too). They are kept in <state>/e2b-contexts.json, so a
  * restarted server knows them (their kernels start afresh, as after any
  * restart). */
+/* Contexts made with POST /contexts: at most E2B_SANDBOX_CONTEXTS_MAX a
+ * sandbox, so that one sandbox cannot take every other's room, and
+ * E2B_CONTEXTS_MAX in all, the last bound. A sandbox's default contexts
+ * (one a language) count against neither, so its executions always find
+ * theirs; E2B_DEFAULT_CONTEXTS_MAX only bounds what a damaged state file
+ * could hold (a few languages for each of E2B_SANDBOXES_MAX sandboxes). */
+#define E2B_SANDBOX_CONTEXTS_MAX 64
 #define E2B_CONTEXTS_MAX 1024
+#define E2B_DEFAULT_CONTEXTS_MAX (8 * (E2B_SANDBOXES_MAX + 1))
 /* The session's directory inside the sandbox: E2B's /home/user too. */
 #define E2B_DEFAULT_CWD "/home/user"
 #define E2B_SANDBOX_ID_MAX 64
@@ -577,10 +585,11 @@ bool e2b_contexts_find(e2b_contexts *contexts, const char *sandbox, const char *
  * session_id is the sandbox's session (NULL: sandbox "" and its own). */
 bool e2b_contexts_default(e2b_contexts *contexts, const char *sandbox, const char *session_id,
                           const char *language, e2b_context *out);
-/* A new context; false and why when there is no room or it cannot be kept. */
+/* A new context; false and err when there is no room (429
+ * too_many_contexts, naming the cap) or it cannot be kept. */
 bool e2b_contexts_add(e2b_contexts *contexts, const char *sandbox, const char *language,
-                      const char *cwd, e2b_context *out, char *why, size_t why_size);
-bool e2b_contexts_remove(e2b_contexts *contexts, const char *id);
+                      const char *cwd, e2b_context *out, http_error *err);
+bool e2b_contexts_remove(e2b_contexts *contexts, const char *sandbox, const char *id);
 /* Removes every context of the sandbox; returns (malloc'ed, *count) the
  * sessions of those made with POST /contexts, for the caller to remove. */
 e2b_name *e2b_contexts_remove_sandbox(e2b_contexts *contexts, const char *sandbox,

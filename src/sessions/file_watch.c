@@ -4,7 +4,17 @@
  * entry, so the watch is on the directory that was opened, whatever a
  * program renames or swaps in meanwhile: a link planted in the session is
  * never watched through. One inotify instance per watch, and a bounded
- * number of directories in it (RBX_WATCH_DIRS_MAX). */
+ * number of directories in it (WATCH_DIRS_MAX).
+ *
+ * Instances and watches are counted against the user's (root's) inotify
+ * limits, which the host's own services share: the process keeps to a
+ * budget, a quarter of max_user_instances and of max_user_watches (read
+ * from /proc/sys/fs/inotify at the first watch), or what
+ * RUNBOX_INOTIFY_BUDGET="<instances>,<watches>" says. A watch beyond it is
+ * refused (RBX_ENOSPC, naming the budget); directories below a recursive
+ * watch beyond it are left unwatched, as those beyond WATCH_DIRS_MAX.
+ * Why not one instance for all watches: two watches of one directory
+ * would share its watch descriptor, and removing one would end both. */
 #include "base/error.h"
 #include "base/fsutil.h"
 #include "engine/engine.h"
@@ -16,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +40,74 @@
     (IN_CREATE | IN_DELETE | IN_MODIFY | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB |         \
      IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_EXCL_UNLINK)
 
+#define INOTIFY_LIMITS "/proc/sys/fs/inotify/"
+#define BUDGET_SHARE 4 /* the server takes at most 1/4 of each limit */
+
+/* The process's inotify budget and what its watches use of it. */
+static struct {
+    pthread_mutex_t lock;
+    pthread_once_t once;
+    size_t instances, watches;           /* the budget */
+    size_t used_instances, used_watches; /* what open watches hold */
+} budget = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_ONCE_INIT, 0, 0, 0, 0};
+
+/* A limit of /proc/sys/fs/inotify, or fallback when it cannot be read. */
+static size_t host_limit(const char *name, size_t fallback)
+{
+    char path[96];
+    snprintf(path, sizeof path, INOTIFY_LIMITS "%s", name);
+    FILE *f = fopen(path, "re");
+    long long value = 0;
+    bool read = f && fscanf(f, "%lld", &value) == 1 && value > 0;
+    if (f)
+        fclose(f);
+    return read ? (size_t)value : fallback;
+}
+
+static void budget_read(void)
+{
+    /* The kernel's defaults when /proc cannot tell (8192 watches before 5.11). */
+    size_t instances = host_limit("max_user_instances", 128);
+    size_t watches = host_limit("max_user_watches", 8192);
+    budget.instances = instances / BUDGET_SHARE;
+    budget.watches = watches / BUDGET_SHARE;
+    const char *set = getenv("RUNBOX_INOTIFY_BUDGET");
+    unsigned long long i, w;
+    char end;
+    if (set && sscanf(set, "%llu,%llu%c", &i, &w, &end) == 2) {
+        budget.instances = i < instances ? (size_t)i : instances;
+        budget.watches = w < watches ? (size_t)w : watches;
+    }
+}
+
+/* Takes one instance (watches 0) or one watch of the budget; false, with
+ * err when given, when it is used up. */
+static bool budget_take(bool instance, rbx_error *err)
+{
+    pthread_once(&budget.once, budget_read);
+    pthread_mutex_lock(&budget.lock);
+    size_t *used = instance ? &budget.used_instances : &budget.used_watches;
+    size_t most = instance ? budget.instances : budget.watches;
+    bool ok = *used < most;
+    if (ok)
+        (*used)++;
+    pthread_mutex_unlock(&budget.lock);
+    if (!ok && err)
+        rbx_fail(err, RBX_ENOSPC,
+                 "this server already holds %zu inotify %s, its budget (a quarter of the host's "
+                 INOTIFY_LIMITS "max_user_%s, or RUNBOX_INOTIFY_BUDGET): stop a watch first",
+                 most, instance ? "instances" : "watches", instance ? "instances" : "watches");
+    return ok;
+}
+
+static void budget_give(size_t instances, size_t watches)
+{
+    pthread_mutex_lock(&budget.lock);
+    budget.used_instances -= instances;
+    budget.used_watches -= watches;
+    pthread_mutex_unlock(&budget.lock);
+}
+
 typedef struct watched_dir {
     int wd;
     char *rel; /* below the watched directory ("" for itself) */
@@ -39,6 +118,8 @@ struct rbx_file_watch {
     int work; /* the session's directory (O_PATH) */
     char root[1100];
     bool recursive, gone, is_root;
+    bool instance_held;  /* fd counts against the budget */
+    rbx_error *refusal;  /* while opening: why the budget refused the directory */
     size_t found_left; /* what a take may still report of new directories' contents */
     watched_dir *dirs;
     size_t count, cap;
@@ -53,6 +134,18 @@ static watched_dir *dir_of(rbx_file_watch *w, int wd)
 }
 
 typedef void (*event_fn)(void *arg, const rbx_file_event *e);
+
+/* Room in dirs for one more directory. */
+static bool room_for_dir(rbx_file_watch *w)
+{
+    size_t cap = w->count < w->cap ? w->cap : w->cap ? w->cap * 2 : 16;
+    watched_dir *dirs = cap == w->cap ? w->dirs : reallocarray(w->dirs, cap, sizeof *dirs);
+    if (dirs) { /* unchanged when it failed */
+        w->dirs = dirs;
+        w->cap = cap;
+    }
+    return dirs != NULL;
+}
 
 /* Watches the directory rel (below the watched one), when recursive also
  * those below it: false when it cannot be opened (gone, a link). For a
@@ -70,24 +163,20 @@ static bool add_dir(rbx_file_watch *w, const char *rel, int depth, event_fn each
         return false;
     char proc[64];
     snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-    int wd = inotify_add_watch(w->fd, proc, WATCH_MASK);
-    if (wd < 0) {
+    /* Room and name first: a watch the kernel made must be kept, so that
+     * what it holds of the budget is given back. */
+    char *copy = strdup(rel);
+    if (!copy || !room_for_dir(w) || !budget_take(false, depth ? NULL : w->refusal)) {
+        free(copy);
         close(fd);
         return false;
     }
-    watched_dir *known = dir_of(w, wd);
-    if (!known && w->count == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 16;
-        watched_dir *grown = realloc(w->dirs, cap * sizeof *grown);
-        if (!grown) {
-            close(fd);
-            return false;
-        }
-        w->dirs = grown;
-        w->cap = cap;
-    }
-    char *copy = strdup(rel);
-    if (!copy) {
+    int wd = inotify_add_watch(w->fd, proc, WATCH_MASK);
+    watched_dir *known = wd < 0 ? NULL : dir_of(w, wd);
+    if (wd < 0 || known)
+        budget_give(0, 1); /* none made, or the same one again (a move) */
+    if (wd < 0) {
+        free(copy);
         close(fd);
         return false;
     }
@@ -158,13 +247,19 @@ rbx_status rbx_file_watch_open(rbx_engine *engine, const char *session_id, const
         return status;
     }
     close(probe);
-    w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    rbx_error refusal = {0};
+    w->refusal = &refusal;
+    if ((w->instance_held = budget_take(true, &refusal)))
+        w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (w->fd < 0 || !add_dir(w, "", 0, NULL, NULL)) {
-        status = rbx_fail(err, RBX_ESYSTEM, "cannot watch %.200s: %s",
-                          path[0] ? path : "the session directory", strerror(errno));
+        status = refusal.status ? rbx_fail(err, refusal.status, "%s", refusal.message)
+                                : rbx_fail(err, RBX_ESYSTEM, "cannot watch %.200s: %s",
+                                           path[0] ? path : "the session directory",
+                                           strerror(errno));
         rbx_file_watch_close(w);
         return status;
     }
+    w->refusal = NULL;
     *watch = w;
     return RBX_OK;
 }
@@ -183,6 +278,7 @@ static void forget(rbx_file_watch *w, int wd)
         w->gone = true; /* the watched directory itself */
     free(d->rel);
     *d = w->dirs[--w->count];
+    budget_give(0, 1); /* the kernel removed it */
 }
 
 static rbx_file_change change_of(uint32_t mask)
@@ -268,6 +364,7 @@ void rbx_file_watch_close(rbx_file_watch *w)
         return;
     if (w->fd >= 0)
         close(w->fd);
+    budget_give(w->instance_held, w->count);
     if (w->work >= 0)
         close(w->work);
     for (size_t i = 0; i < w->count; i++)

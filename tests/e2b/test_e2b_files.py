@@ -788,3 +788,88 @@ def test_a_signed_url_finds_its_sandbox_among_many_or_by_the_host_that_names_it(
     assert by_host(url, signer.sandbox_id) == (200, signer.sandbox_id.encode())
     assert by_host(url, many[0].sandbox_id)[0] == 401
     assert by_host(url, "no-such-sandbox")[0] == 401
+
+
+def test_a_large_poll_races_its_removal_and_its_sandboxs_end_without_harm(server):
+    """A GetWatcherEvents drains thousands of events (each stat'ed, new directories read)
+    without the registry's lock, holding its watcher: a RemoveWatcher or the sandbox's kill
+    meanwhile only unlinks it, the poll still answers, and the watcher is freed once (the
+    module server's exit under ASan checks); another sandbox's calls answer throughout. Not
+    asserted, for want of an observable that is not a clock: that the other sandbox's Stat
+    answers *during* the drain (nothing a sandbox can make stalls a take for certain)."""
+    import threading
+    b = make_sandbox(server)
+    for end in ("remove", "none", "kill"):
+        a = make_sandbox(server)
+        run_code(server, a, "import os\nos.makedirs('flood', exist_ok=True)")
+        status, body = rpc(server, a.sandbox_id, "CreateWatcher",
+                           {"path": "", "recursive": True, "includeEntry": True})
+        assert status == 200, body
+        watcher_id = body["watcherId"]
+        run_code(server, a, "import os\n"
+                 "for i in range(3000): open(f'flood/f{i}', 'w').close()\n"
+                 "for i in range(200): os.makedirs(f'flood/d{i}/e')")
+        answers = {}
+
+        def poll():
+            answers["poll"] = rpc(server, a.sandbox_id, "GetWatcherEvents",
+                                  {"watcherId": watcher_id})
+
+        def stat_b():
+            answers["stat"] = [rpc(server, b.sandbox_id, "Stat", {"path": ""})[0]
+                               for _ in range(20)]
+
+        threads = [threading.Thread(target=poll), threading.Thread(target=stat_b)]
+        for t in threads:
+            t.start()
+        if end == "remove":
+            removed = rpc(server, a.sandbox_id, "RemoveWatcher", {"watcherId": watcher_id})
+            assert removed[0] == 200, removed
+        elif end == "kill":
+            assert a.kill() is True
+        for t in threads:
+            t.join(60)
+        status, body = answers["poll"]
+        # Else the end came first: the watcher (404) or the sandbox (401, 502) was gone.
+        assert status == 200 and body["events"] or end != "none" and status in (404, 401, 502), body
+        assert answers["stat"] == [200] * 20
+        if end != "kill":
+            a.kill()  # a watcher left goes with its sandbox
+    b.kill()
+
+
+def test_watches_keep_to_the_servers_inotify_budget(start_e2b, sdk_env):
+    """The server's watches keep to a budget of inotify instances and watches (by default a
+    quarter of the host's max_user_instances and max_user_watches, which root's other services
+    share; here set low by RUNBOX_INOTIFY_BUDGET): past it a watch of any sandbox is refused
+    with resource_exhausted naming the budget, and a watch stopped gives its share back."""
+    server = start_e2b(env={"RUNBOX_INOTIFY_BUDGET": "2,4"})
+    sdk_env(server)
+    a, b = make_sandbox(server), make_sandbox(server)
+    run_code(server, a, "import os\nfor i in range(6): os.makedirs(f'tree/d{i}')")
+    # A recursive watch of 7 directories gets the 4 watches there are (the rest unwatched).
+    status, body = rpc(server, a.sandbox_id, "CreateWatcher", {"path": "tree", "recursive": True})
+    assert status == 200, body
+    tree_watcher = body["watcherId"]
+    status, body = rpc(server, b.sandbox_id, "CreateWatcher", {"path": ""})
+    assert (status, body["code"]) == (507, "resource_exhausted"), body
+    assert "4 inotify watches" in body["message"] and "RUNBOX_INOTIFY_BUDGET" in body["message"]
+    assert rpc(server, a.sandbox_id, "RemoveWatcher", {"watcherId": tree_watcher})[0] == 200
+    # Two instances: a third watch, polled or streamed, of any sandbox is refused.
+    for sbx in (a, b):
+        status, body = rpc(server, sbx.sandbox_id, "CreateWatcher", {"path": ""})
+        assert status == 200, body
+    status, body = rpc(server, a.sandbox_id, "CreateWatcher", {"path": ""})
+    assert (status, body["code"]) == (507, "resource_exhausted"), body
+    assert "2 inotify instances" in body["message"], body
+    status, data = watch_dir_raw(server, b.sandbox_id, envelope(0, b'{"path": ""}'))
+    got = frames(data)
+    assert status == 200 and got[-1][0] == 2, got
+    assert got[-1][1]["error"]["code"] == "resource_exhausted", got
+    # The SDK shows the refusal with its reason.
+    with pytest.raises(SandboxException, match="inotify instances"):
+        a.files.watch_dir("/home/user")
+    b.kill()  # its watcher goes with it, and its instance with the watcher
+    status, body = rpc(server, a.sandbox_id, "CreateWatcher", {"path": ""})
+    assert status == 200, body
+    a.kill()

@@ -127,6 +127,44 @@ def test_a_sandboxs_own_contexts_keep_their_variables_and_go_with_it(server):
     other.kill()
 
 
+def test_one_sandbox_filling_its_contexts_leaves_the_others_running(server):
+    """A sandbox makes at most 64 contexts of its own; past them it is told so (429, naming the
+    cap and how to free one), and another sandbox still runs code in its default contexts and
+    lists them (before, one sandbox could take the server's 1024 and stop every other's)."""
+    a, b = Sandbox.create(), Sandbox.create()
+    headers = {"E2b-Sandbox-Id": a.sandbox_id, "E2b-Sandbox-Port": "49999",
+               "E2B-Traffic-Access-Token": a.traffic_access_token}
+    made, refusal = [], None
+    for _ in range(1100):  # more than the server's 1024: the attack, had there been no share
+        status, body, answered = api(server, "POST", "/contexts", {"language": "python"}, headers)
+        if status != 200:
+            refusal = (status, body, answered)
+            break
+        made.append(body["id"])
+    assert len(made) == 64, (len(made), refusal)
+    status, body, answered = refusal
+    assert status == 429 and "Retry-After" not in answered, refusal
+    assert body["error"]["code"] == "too_many_contexts", body
+    assert "64" in body["error"]["message"] and "DELETE /contexts/{id}" in body["error"]["message"]
+    # The other sandbox runs code in each default context and lists them.
+    assert b.run_code("6 * 7").text == "42"
+    assert b.run_code("console.log(6 * 7)", language="javascript").logs.stdout == ["42\n"]
+    assert {c.language for c in b.list_code_contexts()} >= {"python", "javascript"}
+    assert b.create_code_context().id  # and has its own share
+    # The SDK shows the refusal with its reason; the full sandbox keeps its defaults.
+    with pytest.raises(SandboxException, match="429.*remove one"):
+        a.create_code_context()
+    assert a.run_code("1 + 1").text == "2"
+    # Removing one makes room for one.
+    status, _, _ = api(server, "DELETE", f"/contexts/{made[0]}", headers=headers)
+    assert status == 200
+    assert a.create_code_context().id
+    with pytest.raises(SandboxException, match="429"):
+        a.create_code_context()
+    a.kill()
+    b.kill()
+
+
 def test_a_sandbox_without_internet_access_has_only_loopback(server):
     closed = Sandbox.create(allow_internet_access=False)
     names = closed.run_code("import socket; sorted(n for _, n in socket.if_nameindex())")
