@@ -77,6 +77,12 @@ static void budget_read(void)
     if (set && sscanf(set, "%llu,%llu%c", &i, &w, &end) == 2) {
         budget.instances = i < instances ? (size_t)i : instances;
         budget.watches = w < watches ? (size_t)w : watches;
+    } else if (set) {
+        /* An operator's setting is not dropped without a word. */
+        fprintf(stderr,
+                "runbox: RUNBOX_INOTIFY_BUDGET=%.40s is not <instances>,<watches> (two whole "
+                "numbers); using the default, %zu,%zu\n",
+                set, budget.instances, budget.watches);
     }
 }
 
