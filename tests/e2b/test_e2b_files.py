@@ -838,6 +838,20 @@ def test_a_large_poll_races_its_removal_and_its_sandboxs_end_without_harm(server
     b.kill()
 
 
+@pytest.mark.parametrize("setting", ["2;4", "many,4", "2,4,6", "-"])
+def test_a_malformed_inotify_budget_is_named_and_the_default_used(start_e2b, sdk_env, setting):
+    """An operator's RUNBOX_INOTIFY_BUDGET that is not two whole numbers is not dropped in
+    silence: the server says so on its log, and watches keep to the default budget."""
+    server = start_e2b(env={"RUNBOX_INOTIFY_BUDGET": setting})
+    sdk_env(server)
+    sbx = make_sandbox(server)
+    status, body = rpc(server, sbx.sandbox_id, "CreateWatcher", {"path": ""})
+    assert status == 200, body  # the default budget has room for one watch
+    log = server.log_text()
+    assert f"RUNBOX_INOTIFY_BUDGET={setting} is not <instances>,<watches>" in log, log
+    sbx.kill()
+
+
 def test_watches_keep_to_the_servers_inotify_budget(start_e2b, sdk_env):
     """The server's watches keep to a budget of inotify instances and watches (by default a
     quarter of the host's max_user_instances and max_user_watches, which root's other services
