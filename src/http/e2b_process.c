@@ -557,6 +557,24 @@ static bool start_args_read(start_args *a, json_t *message, const e2b_sandbox_vi
     return true;
 }
 
+/* The sandbox was paused or killed while its process started: a stop
+ * that began after the process had been checked in, but whose kill ran
+ * before it registered, did not see it (the engine refuses a process only
+ * while the stop runs). Then the process goes here. */
+static bool still_running(http_server *server, const e2b_sandbox_view *view, http_error *err)
+{
+    e2b_sandbox s;
+    bool running = e2b_sandboxes_get(server->sandboxes, view->id, &s);
+    if (running) {
+        running = !s.paused && !strcmp(s.session_id, view->session_id);
+        e2b_sandbox_release(&s);
+    }
+    if (!running)
+        http_error_set(err, MHD_HTTP_BAD_GATEWAY, "not_found", "sandbox %s was not found",
+                       view->id);
+    return running;
+}
+
 enum MHD_Result http_e2b_process_start(http_request *req)
 {
     http_error err;
@@ -581,6 +599,12 @@ enum MHD_Result http_e2b_process_start(http_request *req)
     if (w && rbx_process_start(req->server->engine, &args.request, on_event, w, &w->process,
                                &engine_err) != RBX_OK) {
         process_error(&err, &engine_err);
+        watch_free(w);
+        w = NULL;
+    }
+    if (w && !still_running(req->server, &view, &err)) {
+        (void)rbx_process_signal(w->process, SIGKILL, &engine_err);
+        rbx_process_unwatch(w->process, 1);
         watch_free(w);
         w = NULL;
     }

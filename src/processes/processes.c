@@ -107,10 +107,18 @@ struct rbx_process {
     struct rbx_process *next; /* the registry's list */
 };
 
+/* A stop in progress (stop_where's, on its stack): no process enters the
+ * registry in its session meanwhile. */
+typedef struct stopping {
+    const char *session_id; /* NULL: every session */
+    struct stopping *next;
+} stopping;
+
 struct rbx_processes {
     pthread_mutex_t lock;
     pthread_cond_t changed; /* a process left the registry, or a thread ended */
     rbx_process *list;
+    stopping *stops;
     size_t count;
     size_t threads; /* processes' threads still running */
     uint32_t next_pid;
@@ -744,8 +752,19 @@ static rbx_status enter_registry(rbx_engine *engine, rbx_process *p, rbx_error *
     pthread_mutex_lock(&processes->lock);
     for (rbx_process *q = processes->list; q; q = q->next)
         in_session += !strcmp(q->session_id, p->session_id);
+    bool being_stopped = false;
+    for (stopping *s = processes->stops; s; s = s->next)
+        being_stopped |= !s->session_id || !strcmp(s->session_id, p->session_id);
     rbx_status status = RBX_OK;
-    if (in_session >= RBX_PROCESSES_MAX)
+    /* Registration and a stop of its session exclude each other: a
+     * process either is in the registry before the stop kills what is
+     * there, or does not start (else it would outlive the stop, which
+     * would wait for it forever). */
+    if (being_stopped)
+        status = rbx_fail(err, RBX_ENOENT,
+                          "session %s is being stopped: its processes end, none starts",
+                          p->session_id);
+    else if (in_session >= RBX_PROCESSES_MAX)
         status = rbx_fail(err, RBX_EBUSY,
                           "session %s runs %d processes already, the most it may: kill one first",
                           p->session_id, RBX_PROCESSES_MAX);
@@ -1093,7 +1112,10 @@ static size_t stop_where(rbx_engine *engine, const char *session_id, const char 
     if (!processes)
         return 0;
     size_t n = 0;
+    stopping mine = {.session_id = session_id};
     pthread_mutex_lock(&processes->lock);
+    mine.next = processes->stops;
+    processes->stops = &mine;
     for (rbx_process *p = processes->list; p; p = p->next) {
         if (session_id && strcmp(p->session_id, session_id))
             continue;
@@ -1113,6 +1135,11 @@ static size_t stop_where(rbx_engine *engine, const char *session_id, const char 
             break;
         pthread_cond_wait(&processes->changed, &processes->lock);
     }
+    for (stopping **at = &processes->stops; *at; at = &(*at)->next)
+        if (*at == &mine) {
+            *at = mine.next;
+            break;
+        }
     pthread_mutex_unlock(&processes->lock);
     return n;
 }

@@ -5,11 +5,12 @@ and /metrics counts the processes that run beside executions."""
 import json
 import socket
 import struct
+import threading
 import time
 
 import pytest
 
-from test_e2b_commands import ENVD, Box, envelope, point_sdk_at
+from test_e2b_commands import ENVD, Box, envelope, point_sdk_at, stream_error
 
 # The bound README states for one sandbox's streams (E2B_SANDBOX_STREAM_BUDGET is 4 MiB, plus
 # a read and a send buffer per stream); the server's RSS may grow by this much, not more.
@@ -156,3 +157,40 @@ def test_metrics_count_the_processes_beside_executions(own_server):
     finally:
         box.kill()
     assert metric(own_server, "runbox_processes_running") == 0
+
+
+def test_a_paused_sandbox_keeps_no_process_and_starts_none(own_server):
+    """Pause and Start race: a Start either registers before pause kills what is there, or is
+    refused. Pause returns in time (it waited forever for a process registered behind its kill)
+    and nothing runs after it."""
+    box = Box(own_server)
+    stop = threading.Event()
+
+    def churn():
+        while not stop.is_set():
+            try:
+                handle = box.sandbox.commands.run("sleep 300", background=True)
+                box.sandbox.commands.kill(handle.pid)
+            except Exception:  # noqa: BLE001 - refused: the sandbox is paused
+                time.sleep(0.05)
+
+    threads = [threading.Thread(target=churn, daemon=True) for _ in range(4)]
+    try:
+        for thread in threads:
+            thread.start()
+        time.sleep(1.5)
+        started = time.monotonic()
+        status, _ = own_server.e2b_request("POST", f"/sandboxes/{box.id}/pause",
+                                           headers={"X-API-KEY": "k"}, timeout=60)
+        assert status == 204
+        assert time.monotonic() - started < 20
+        time.sleep(1)
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+        assert metric(own_server, "runbox_processes_running") == 0
+        status, data = box.rpc("Start", {"process": {"cmd": "/bin/true"}}, stream=True)
+        assert status == 200 and stream_error(data) == "unavailable", data  # "was not found"
+    finally:
+        stop.set()
+        box.kill()
