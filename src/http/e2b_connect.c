@@ -193,7 +193,7 @@ struct e2b_stream {
     char *keepalive; /* the keepalive message's envelope, or NULL */
     size_t keepalive_len;
     int64_t keepalive_us;
-    _Atomic int64_t last_sent_us;
+    int64_t last_sent_us;
     _Atomic int64_t push_since_us; /* when the producer's current send began */
     atomic_bool gone;
     /* The client's socket may be shut down (to end a stalled or orphaned
@@ -272,16 +272,22 @@ static void stream_release(e2b_stream *stream)
     free(stream);
 }
 
-/* Ends the stream from outside its producer: the producer's sends fail
- * from now on, and the client's connection ends even when it reads
- * nothing (MHD then frees the response). */
-static void stream_abort(e2b_stream *stream)
+/* Cuts the stream: the producer's sends fail from now on, and the
+ * client's connection ends even when it reads nothing (MHD then frees
+ * the response). */
+static void stream_cut(e2b_stream *stream)
 {
     atomic_store(&stream->gone, true);
     pthread_mutex_lock(&stream->socket_lock);
     if (!stream->response_gone && stream->client_fd >= 0)
         shutdown(stream->client_fd, SHUT_RDWR);
     pthread_mutex_unlock(&stream->socket_lock);
+}
+
+/* Cuts it from outside its producer, which may be waiting for room. */
+static void stream_abort(e2b_stream *stream)
+{
+    stream_cut(stream);
     http_queue_wake(&stream->queue);
 }
 
@@ -447,7 +453,7 @@ e2b_stream *e2b_stream_open(http_request *req, const char *keepalive_json,
         stream->keepalive = envelope(FLAG_MESSAGE, keepalive_json, &stream->keepalive_len);
         stream->keepalive_us = (int64_t)interval * 1000000;
     }
-    atomic_init(&stream->last_sent_us, http_now_us());
+    stream->last_sent_us = http_now_us();
     atomic_init(&stream->push_since_us, 0);
     atomic_init(&stream->gone, false);
     atomic_init(&stream->owners, 2);
@@ -479,20 +485,17 @@ e2b_stream *e2b_stream_open(http_request *req, const char *keepalive_json,
 }
 
 /* The producer gives up: the client went, the stream was ended from
- * outside, or the client has taken nothing for STREAM_STALL_US while the
- * producer waited (then the stream ends: its process runs on). */
+ * outside, or one message has waited STREAM_STALL_US for room (a client
+ * that stopped reading, or takes a trickle: then the stream ends, its
+ * process runs on). Called with the queue's lock held. */
 static bool client_gone(void *arg)
 {
     e2b_stream *stream = arg;
     if (atomic_load(&stream->gone))
         return true;
-    int64_t since = atomic_load(&stream->last_sent_us);
-    int64_t push = atomic_load(&stream->push_since_us);
-    if (push > since)
-        since = push;
-    if (http_now_us() - since < STREAM_STALL_US)
+    if (http_now_us() - atomic_load(&stream->push_since_us) < STREAM_STALL_US)
         return false;
-    stream_abort(stream);
+    stream_cut(stream);
     return true;
 }
 

@@ -750,9 +750,9 @@ typedef struct e2b_stream e2b_stream;
 e2b_stream *e2b_stream_open(http_request *req, const char *keepalive_json,
                             enum MHD_Result *queued);
 /* One message (stolen). Blocks while the client lags far behind; false
- * once the client has gone, when the producer should stop, or when it has
- * taken nothing for E2B_STREAM_STALL_S while the producer waited (then
- * the stream and its connection end). */
+ * once the client has gone, when the producer should stop, or when the
+ * message has waited E2B_STREAM_STALL_S for room (then the stream and its
+ * connection end). */
 bool e2b_stream_send(e2b_stream *stream, json_t *message);
 /* The streams of one sandbox share one budget of bytes held for their
  * clients (E2B_SANDBOX_STREAM_BUDGET: what is queued and what producers

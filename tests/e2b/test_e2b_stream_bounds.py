@@ -65,6 +65,16 @@ def test_unread_process_streams_hold_the_sandboxs_budget_and_not_more(own_server
         # The sandbox still answers, and its processes run on (held, not dropped).
         listed = {p.pid for p in box.sandbox.commands.list()}
         assert set(pids) <= listed, listed
+        # Clients that stopped reading lose their streams once a message has waited
+        # E2B_STREAM_STALL_S (30 s) for room: the 24 connections close (the SDK's own 3 Start
+        # streams stay: its transport reads them); the processes run on.
+        served = 'runbox_connections{state="served"}'
+        assert metric(own_server, served) >= 24
+        deadline = time.monotonic() + 100  # a held stream stalls once its process resumes
+        while metric(own_server, served) > 4 and time.monotonic() < deadline:
+            time.sleep(1)
+        assert metric(own_server, served) <= 4, "a stream nobody reads stayed open"
+        assert set(pids) <= {p.pid for p in box.sandbox.commands.list()}
         for sock in socks:
             sock.close()
     finally:
