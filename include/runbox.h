@@ -520,9 +520,14 @@ typedef struct rbx_process_event {
 } rbx_process_event;
 
 /* Called on the process's own thread, in order, for every event after the
- * watch began. It must not block (copy and return); returning non-zero
- * ends the watch (no END then). */
+ * watch began. It must not block (copy and return); returning
+ * RBX_PROCESS_HOLD takes the event but asks for no more output until
+ * rbx_process_resume: the process's output waits in its pipe (and the
+ * program blocks on it, as on a terminal nobody reads) - until then, or
+ * until its sandbox is gone, when what is left is delivered anyway.
+ * Returning another non-zero value ends the watch (no END then). */
 typedef int (*rbx_process_fn)(void *user, const rbx_process_event *event);
+#define RBX_PROCESS_HOLD 2
 
 /* Starts a process; returns once its program runs (or failed to: then
  * err, nothing runs, and *process is NULL). on_event (may be NULL) watches
@@ -542,6 +547,10 @@ rbx_status rbx_process_watch(rbx_process *process, rbx_process_fn on_event, void
                              uint64_t *watch, rbx_error *err);
 /* After it returns, on_event is not called any more for that watch. */
 void rbx_process_unwatch(rbx_process *process, uint64_t watch);
+/* The watch that held the output (RBX_PROCESS_HOLD) takes it again. */
+void rbx_process_resume(rbx_process *process, uint64_t watch);
+/* Processes running in this engine now, over all sessions. */
+size_t rbx_processes_running(rbx_engine *engine);
 /* Input: to its stdin (when open) or its terminal; blocks while the
  * program does not read, up to a few seconds (then RBX_EBUSY). */
 rbx_status rbx_process_write(rbx_process *process, const void *data, size_t len, rbx_error *err);

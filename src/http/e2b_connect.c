@@ -7,9 +7,11 @@
  * and always ends with its end-of-stream envelope (JS's refuses less). */
 #include "http/http.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define ENVELOPE_HEAD 5
@@ -20,7 +22,15 @@
 /* A stream's messages wait for a slow client up to this much; beyond it
  * the producer waits too (its process blocks on its output, as on a slow
  * terminal). */
-#define STREAM_QUEUE_LIMIT ((size_t)1 << 20)
+#define STREAM_QUEUE_LIMIT ((size_t)64 << 10)
+/* What MHD takes from a stream at once (its buffer, one per stream). */
+#define STREAM_BLOCK ((size_t)16 << 10)
+/* A producer that waits this long for a client that takes nothing ends
+ * the stream (and its connection): a client that stopped reading. */
+#define STREAM_STALL_US ((int64_t)E2B_STREAM_STALL_S * 1000000)
+/* How long the streams of a sandbox that goes have to give their clients
+ * the end (a process's end event, a watch's error) before they are cut. */
+#define STREAM_END_GRACE_US ((int64_t)1000000)
 /* Keepalive-Ping-Interval is in seconds; E2B's SDKs send 50. */
 #define KEEPALIVE_MAX_S 3600
 
@@ -164,6 +174,16 @@ enum MHD_Result e2b_connect_reply(http_request *req, json_t *message)
 
 /* --- server streams ------------------------------------------------------------------ */
 
+/* The streams of one sandbox: the bytes they hold together (queued for
+ * their clients, or charged by their producers), and the way to end them
+ * all when the sandbox goes. */
+typedef struct stream_group {
+    struct stream_group *next;
+    char sandbox[128];
+    size_t members;
+    atomic_size_t held;
+} stream_group;
+
 struct e2b_stream {
     http_server *server;
     struct MHD_Connection *connection;
@@ -174,7 +194,15 @@ struct e2b_stream {
     size_t keepalive_len;
     int64_t keepalive_us;
     int64_t last_sent_us;
+    _Atomic int64_t push_since_us; /* when the producer's current send began */
     atomic_bool gone;
+    /* The client's socket may be shut down (to end a stalled or orphaned
+     * stream) only while MHD has the response, so before it closes it. */
+    pthread_mutex_t socket_lock;
+    bool response_gone;
+    stream_group *group; /* NULL: a stream of no sandbox */
+    e2b_stream *next_member;
+    atomic_size_t charged; /* of group->held: queued messages' bytes */
     /* Two owners: the producer (until e2b_stream_end) and the response
      * (until MHD frees it); the last one frees the stream. */
     atomic_int owners;
@@ -199,13 +227,145 @@ static char *envelope(unsigned flag, const char *json, size_t *len)
     return frame;
 }
 
+static pthread_mutex_t groups_lock = PTHREAD_MUTEX_INITIALIZER;
+static stream_group *groups;
+static e2b_stream *members; /* every stream of a group */
+
+static void refund(e2b_stream *stream, size_t n)
+{
+    if (stream->group && n)
+        atomic_fetch_sub(&stream->group->held, n);
+}
+
+/* Out of its group (the last member frees it), its charge refunded. */
+static void leave_group(e2b_stream *stream)
+{
+    stream_group *g = stream->group;
+    if (!g)
+        return;
+    pthread_mutex_lock(&groups_lock);
+    for (e2b_stream **at = &members; *at; at = &(*at)->next_member)
+        if (*at == stream) {
+            *at = stream->next_member;
+            break;
+        }
+    refund(stream, atomic_load(&stream->charged));
+    if (--g->members == 0)
+        for (stream_group **at = &groups; *at; at = &(*at)->next)
+            if (*at == g) {
+                *at = g->next;
+                free(g);
+                break;
+            }
+    stream->group = NULL;
+    pthread_mutex_unlock(&groups_lock);
+}
+
 static void stream_release(e2b_stream *stream)
 {
     if (atomic_fetch_sub(&stream->owners, 1) != 1)
         return;
+    leave_group(stream);
     http_queue_destroy(&stream->queue);
+    pthread_mutex_destroy(&stream->socket_lock);
     free(stream->keepalive);
     free(stream);
+}
+
+/* Cuts the stream: the producer's sends fail from now on, and the
+ * client's connection ends even when it reads nothing (MHD then frees
+ * the response). */
+static void stream_cut(e2b_stream *stream)
+{
+    atomic_store(&stream->gone, true);
+    pthread_mutex_lock(&stream->socket_lock);
+    if (!stream->response_gone && stream->client_fd >= 0)
+        shutdown(stream->client_fd, SHUT_RDWR);
+    pthread_mutex_unlock(&stream->socket_lock);
+}
+
+/* Cuts it from outside its producer, which may be waiting for room. */
+static void stream_abort(e2b_stream *stream)
+{
+    stream_cut(stream);
+    http_queue_wake(&stream->queue);
+}
+
+bool e2b_stream_join(e2b_stream *stream, const char *sandbox)
+{
+    pthread_mutex_lock(&groups_lock);
+    stream_group *g = groups;
+    while (g && strcmp(g->sandbox, sandbox))
+        g = g->next;
+    if (!g && strlen(sandbox) < sizeof g->sandbox && (g = calloc(1, sizeof *g))) {
+        snprintf(g->sandbox, sizeof g->sandbox, "%s", sandbox);
+        atomic_init(&g->held, 0);
+        g->next = groups;
+        groups = g;
+    }
+    if (g) {
+        g->members++;
+        stream->group = g;
+        stream->next_member = members;
+        members = stream;
+    }
+    pthread_mutex_unlock(&groups_lock);
+    return g != NULL;
+}
+
+void e2b_streams_end_sandbox(const char *sandbox)
+{
+    int64_t deadline = http_now_us() + STREAM_END_GRACE_US;
+    for (;;) {
+        bool late = http_now_us() >= deadline, left = false;
+        pthread_mutex_lock(&groups_lock);
+        for (e2b_stream *s = members; s; s = s->next_member)
+            if (!strcmp(s->group->sandbox, sandbox)) {
+                left = true;
+                if (late)
+                    stream_abort(s);
+            }
+        pthread_mutex_unlock(&groups_lock);
+        if (!left || late)
+            return;
+        usleep(20000);
+    }
+}
+
+void e2b_stream_charge(e2b_stream *stream, size_t bytes, bool charge)
+{
+    if (stream->group && charge)
+        atomic_fetch_add(&stream->group->held, bytes);
+    else
+        refund(stream, bytes);
+}
+
+bool e2b_stream_over_budget(e2b_stream *stream)
+{
+    return stream->group && atomic_load(&stream->group->held) >= E2B_SANDBOX_STREAM_BUDGET;
+}
+
+size_t e2b_streams_held(const char *sandbox)
+{
+    size_t held = 0;
+    pthread_mutex_lock(&groups_lock);
+    for (stream_group *g = groups; g; g = g->next)
+        if (!strcmp(g->sandbox, sandbox))
+            held = atomic_load(&g->held);
+    pthread_mutex_unlock(&groups_lock);
+    return held;
+}
+
+/* What left the queue for the client is no longer the group's: the
+ * charged messages come before the uncharged end frame. */
+static void taken(e2b_stream *stream, size_t n)
+{
+    if (!stream->group)
+        return;
+    size_t charged = atomic_load(&stream->charged);
+    size_t back = n < charged ? n : charged;
+    atomic_fetch_sub(&stream->charged, back);
+    refund(stream, back);
 }
 
 /* MHD's content reader, on the connection's thread (thread per
@@ -217,6 +377,7 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
     for (;;) {
         bool finished;
         size_t n = http_queue_take(&stream->queue, buf, max, &finished);
+        taken(stream, n);
         int64_t now = http_now_us();
         if (!n && !finished && stream->keepalive &&
             now - stream->last_sent_us >= stream->keepalive_us && stream->keepalive_len <= max) {
@@ -249,6 +410,9 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
 static void free_stream(void *cls)
 {
     e2b_stream *stream = cls;
+    pthread_mutex_lock(&stream->socket_lock);
+    stream->response_gone = true;
+    pthread_mutex_unlock(&stream->socket_lock);
     atomic_store(&stream->gone, true);
     http_queue_wake(&stream->queue);
     stream_release(stream);
@@ -290,11 +454,15 @@ e2b_stream *e2b_stream_open(http_request *req, const char *keepalive_json,
         stream->keepalive_us = (int64_t)interval * 1000000;
     }
     stream->last_sent_us = http_now_us();
+    atomic_init(&stream->push_since_us, 0);
     atomic_init(&stream->gone, false);
     atomic_init(&stream->owners, 2);
+    atomic_init(&stream->charged, 0);
+    pthread_mutex_init(&stream->socket_lock, NULL);
     struct MHD_Response *response = MHD_create_response_from_callback(
-        MHD_SIZE_UNKNOWN, 64 * 1024, read_stream, stream, free_stream);
+        MHD_SIZE_UNKNOWN, STREAM_BLOCK, read_stream, stream, free_stream);
     if (!response) {
+        pthread_mutex_destroy(&stream->socket_lock);
         http_queue_destroy(&stream->queue);
         free(stream->keepalive);
         free(stream);
@@ -316,9 +484,19 @@ e2b_stream *e2b_stream_open(http_request *req, const char *keepalive_json,
     return stream;
 }
 
+/* The producer gives up: the client went, the stream was ended from
+ * outside, or one message has waited STREAM_STALL_US for room (a client
+ * that stopped reading, or takes a trickle: then the stream ends, its
+ * process runs on). Called with the queue's lock held. */
 static bool client_gone(void *arg)
 {
-    return atomic_load(&((e2b_stream *)arg)->gone);
+    e2b_stream *stream = arg;
+    if (atomic_load(&stream->gone))
+        return true;
+    if (http_now_us() - atomic_load(&stream->push_since_us) < STREAM_STALL_US)
+        return false;
+    stream_cut(stream);
+    return true;
 }
 
 bool e2b_stream_client_gone(e2b_stream *stream)
@@ -335,7 +513,17 @@ bool e2b_stream_send(e2b_stream *stream, json_t *message)
     free(json);
     if (!frame)
         return !client_gone(stream);
+    /* Charged before it is queued, so that the client's take finds it. */
+    if (stream->group) {
+        atomic_fetch_add(&stream->charged, len);
+        e2b_stream_charge(stream, len, true);
+    }
+    atomic_store(&stream->push_since_us, http_now_us());
     bool sent = http_queue_push(&stream->queue, frame, len, client_gone, stream);
+    if (!sent && stream->group) {
+        atomic_fetch_sub(&stream->charged, len);
+        refund(stream, len);
+    }
     free(frame);
     return sent;
 }

@@ -64,6 +64,8 @@ bool e2b_sandbox_kill(http_server *server, const char *id)
     free(sessions);
     e2b_sandboxes_bury(server->sandboxes, removed.session_id);
     remove_session(server, removed.session_id);
+    /* Its processes have ended: their streams' last events are queued. */
+    e2b_streams_end_sandbox(id);
     e2b_sandbox_release(&removed);
     return true;
 }
@@ -81,6 +83,7 @@ bool e2b_sandbox_pause(http_server *server, const char *id, bool *was_paused)
     if (paused) {
         e2b_watchers_sandbox_gone(id);
         stop_kernels(server, id, s.session_id);
+        e2b_streams_end_sandbox(id);
     }
     e2b_sandbox_release(&s);
     return paused;

@@ -8,10 +8,15 @@
  * (stdout, stderr, or pty; bytes as base64), then its end event, then the
  * end-of-stream frame. Each stream has a thread of its own that moves the
  * process's events (which the engine hands over on the process's own
- * thread, which must not wait) from a bounded queue to the client; a
- * client that falls more than WATCH_QUEUE_MAX behind loses its stream
- * (resource_exhausted), not the process. Closing a stream never ends the
- * process: only SendSignal and the sandbox's end do.
+ * thread, which must not wait) from a small queue to the client. A
+ * client that reads slower than its process writes holds the process's
+ * output, as E2B's envd does (its fan-out waits for every subscriber): the
+ * queue asks the engine to hold it once it has WATCH_HOLD bytes, or once
+ * the sandbox's streams hold their budget together (http.h), and the
+ * program blocks on its full pipe, as on a terminal nobody reads. A client
+ * that stops reading for E2B_STREAM_STALL_S loses its stream, not the
+ * process. Closing a stream never ends the process: only SendSignal and
+ * the sandbox's end do.
  *
  * pids are the engine's process numbers: small, unique in this runbox,
  * never reused while it runs. A process runs as the sandbox's user
@@ -26,8 +31,11 @@
 #include <string.h>
 
 #define KEEPALIVE "{\"event\":{\"keepalive\":{}}}"
-/* What one stream's client may lag behind its process. */
-#define WATCH_QUEUE_MAX ((size_t)8 << 20)
+/* What one stream's client may lag behind its process before the
+ * process's output is held (bytes as sent: base64 and the event's JSON). */
+#define WATCH_HOLD ((size_t)256 << 10)
+/* How often a held stream looks whether its sandbox's budget has room. */
+#define HOLD_LOOK_MS 100
 /* E2B's home for its user, and where relative working directories lead. */
 #define HOME "/home/user"
 
@@ -149,9 +157,10 @@ typedef struct watch {
     pthread_mutex_t lock;
     pthread_cond_t news;
     pending *head, *tail;
-    size_t bytes;
+    size_t bytes;  /* as sent, charged to the sandbox's budget */
     bool ended;    /* the end event is queued: the last one */
-    bool overflow; /* the client fell too far behind: the engine dropped us */
+    bool overflow; /* out of memory: the engine dropped us */
+    bool holding;  /* we asked the engine to hold the output */
     e2b_stream *stream;
     http_server *server; /* a server that stops ends its streams (not waiting for them) */
     rbx_process *process;
@@ -198,26 +207,38 @@ static json_t *event_json(const rbx_process_event *event)
     return data ? json_pack("{s:{s:{s:o}}}", "event", "data", stream, data) : NULL;
 }
 
-/* The engine's callback, on the process's thread: queue and return. */
+/* An event's size as sent: its bytes in base64, and the JSON around. */
+static size_t wire_bytes(const rbx_process_event *event)
+{
+    return (event->len + 2) / 3 * 4 + 64;
+}
+
+/* The engine's callback, on the process's thread: queue and return; hold
+ * the output once the client lags (the pump resumes it). */
 static int on_event(void *user, const rbx_process_event *event)
 {
     watch *w = user;
     json_t *message = event_json(event);
     pending *item = calloc(1, sizeof *item);
     pthread_mutex_lock(&w->lock);
-    int stop = 0;
-    if (!message || !item || w->bytes + event->len > WATCH_QUEUE_MAX) {
+    int answer = 0;
+    if (!message || !item) {
         w->overflow = true;
-        stop = 1;
+        answer = 1;
     } else {
-        *item = (pending){.message = message, .bytes = event->len};
+        *item = (pending){.message = message, .bytes = wire_bytes(event)};
         if (w->tail)
             w->tail->next = item;
         else
             w->head = item;
         w->tail = item;
-        w->bytes += event->len;
+        w->bytes += item->bytes;
+        e2b_stream_charge(w->stream, item->bytes, true);
         w->ended = event->kind == RBX_PROCESS_END;
+        if (w->bytes >= WATCH_HOLD || e2b_stream_over_budget(w->stream)) {
+            w->holding = true;
+            answer = RBX_PROCESS_HOLD;
+        }
         message = NULL;
         item = NULL;
     }
@@ -225,7 +246,7 @@ static int on_event(void *user, const rbx_process_event *event)
     pthread_mutex_unlock(&w->lock);
     json_decref(message);
     free(item);
-    return stop;
+    return answer;
 }
 
 static watch *watch_new(http_server *server, e2b_stream *stream)
@@ -240,14 +261,24 @@ static watch *watch_new(http_server *server, e2b_stream *stream)
     return w;
 }
 
-static void watch_free(watch *w)
+/* What the client will not get (the stream still ours: refunded). */
+static void discard_pending(watch *w)
 {
     for (pending *q = w->head; q;) {
         pending *next = q->next;
+        e2b_stream_charge(w->stream, q->bytes, false);
         json_decref(q->message);
         free(q);
         q = next;
     }
+    w->head = w->tail = NULL;
+    w->bytes = 0;
+}
+
+/* After the engine let go of it (unwatched, or never watching). */
+static void watch_free(watch *w)
+{
+    discard_pending(w);
     rbx_process_free(w->process);
     pthread_mutex_destroy(&w->lock);
     pthread_cond_destroy(&w->news);
@@ -265,15 +296,31 @@ static void *pump(void *arg)
     bool finished = false, overflow = false, stopping = false;
     while (open && !finished && !stopping) {
         pthread_mutex_lock(&w->lock);
+        /* Held, the client caught up and the sandbox's budget has room:
+         * the process's output flows again. */
+        bool resume = w->holding && w->bytes < WATCH_HOLD / 2 &&
+                      !e2b_stream_over_budget(w->stream);
+        if (resume)
+            w->holding = false;
+        pthread_mutex_unlock(&w->lock);
+        if (resume)
+            rbx_process_resume(w->process, w->id);
+        pthread_mutex_lock(&w->lock);
         while (!w->head && !w->overflow && !e2b_stream_client_gone(w->stream) &&
-               !(stopping = atomic_load(&w->server->draining)))
-            http_cond_wait_ms(&w->news, &w->lock, 1000);
+               !(stopping = atomic_load(&w->server->draining))) {
+            bool holding = w->holding; /* then look at the budget again soon */
+            http_cond_wait_ms(&w->news, &w->lock, holding ? HOLD_LOOK_MS : 1000);
+            if (holding)
+                break;
+        }
         pending *item = w->head;
         if (item) {
             w->head = item->next;
             if (!w->head)
                 w->tail = NULL;
             w->bytes -= item->bytes;
+            /* From here the stream charges what it queues. */
+            e2b_stream_charge(w->stream, item->bytes, false);
         }
         overflow = !item && w->overflow;
         finished = overflow || (item && !w->head && w->ended);
@@ -287,12 +334,12 @@ static void *pump(void *arg)
     }
     /* From here on the engine calls us no more. */
     rbx_process_unwatch(w->process, w->id);
+    discard_pending(w);
     http_error err;
     if (overflow)
-        http_error_set(&err, 429, "resource_exhausted",
-                       "the client fell more than %zu MiB behind the process's output; the "
-                       "process runs on: Connect to it again",
-                       WATCH_QUEUE_MAX >> 20);
+        http_error_set(&err, 500, "internal",
+                       "out of memory for the process's output; the process runs on: Connect "
+                       "to it again");
     else if (stopping)
         http_error_set(&err, 503, "unavailable",
                        "runbox is stopping: its sandboxes' processes end with it");
@@ -310,6 +357,7 @@ static void pump_start(watch *w)
         return;
     }
     rbx_process_unwatch(w->process, w->id);
+    discard_pending(w);
     http_error err;
     http_error_set(&err, 500, "internal", "cannot start the stream's thread");
     e2b_stream_end(w->stream, &err);
@@ -509,6 +557,24 @@ static bool start_args_read(start_args *a, json_t *message, const e2b_sandbox_vi
     return true;
 }
 
+/* The sandbox was paused or killed while its process started: a stop
+ * that began after the process had been checked in, but whose kill ran
+ * before it registered, did not see it (the engine refuses a process only
+ * while the stop runs). Then the process goes here. */
+static bool still_running(http_server *server, const e2b_sandbox_view *view, http_error *err)
+{
+    e2b_sandbox s;
+    bool running = e2b_sandboxes_get(server->sandboxes, view->id, &s);
+    if (running) {
+        running = !s.paused && !strcmp(s.session_id, view->session_id);
+        e2b_sandbox_release(&s);
+    }
+    if (!running)
+        http_error_set(err, MHD_HTTP_BAD_GATEWAY, "not_found", "sandbox %s was not found",
+                       view->id);
+    return running;
+}
+
 enum MHD_Result http_e2b_process_start(http_request *req)
 {
     http_error err;
@@ -525,6 +591,8 @@ enum MHD_Result http_e2b_process_start(http_request *req)
     bool ok = start_args_read(&args, message, &view, &err);
     enum MHD_Result queued = MHD_NO;
     e2b_stream *stream = ok ? e2b_stream_open(req, KEEPALIVE, &queued) : NULL;
+    if (stream)
+        (void)e2b_stream_join(stream, view.id);
     watch *w = stream ? watch_new(req->server, stream) : NULL;
     if (stream && !w)
         http_error_set(&err, 500, "internal", "out of memory");
@@ -532,6 +600,12 @@ enum MHD_Result http_e2b_process_start(http_request *req)
     if (w && rbx_process_start(req->server->engine, &args.request, on_event, w, &w->process,
                                &engine_err) != RBX_OK) {
         process_error(&err, &engine_err);
+        watch_free(w);
+        w = NULL;
+    }
+    if (w && !still_running(req->server, &view, &err)) {
+        (void)rbx_process_signal(w->process, SIGKILL, &engine_err);
+        rbx_process_unwatch(w->process, 1);
         watch_free(w);
         w = NULL;
     }
@@ -551,9 +625,10 @@ enum MHD_Result http_e2b_process_start(http_request *req)
 
 /* --- Connect ---------------------------------------------------------------------------------- */
 
-/* The request's process, in the request's sandbox; false with err. */
+/* The request's process, in the request's sandbox (whose id goes to
+ * sandbox, when not NULL); false with err. */
 static bool find_process(http_request *req, json_t *message, rbx_process **process,
-                         http_error *err)
+                         char sandbox[E2B_SANDBOX_ID_MAX + 1], http_error *err)
 {
     e2b_sandbox_view view = {0};
     uint32_t pid;
@@ -566,6 +641,8 @@ static bool find_process(http_request *req, json_t *message, rbx_process **proce
         process_error(err, &engine_err);
         ok = false;
     }
+    if (sandbox)
+        memcpy(sandbox, view.id, sizeof view.id);
     e2b_sandbox_view_release(&view);
     return ok;
 }
@@ -575,12 +652,15 @@ enum MHD_Result http_e2b_process_connect(http_request *req)
     http_error err;
     rbx_process *process = NULL;
     json_t *message = e2b_connect_stream_request(req, &err);
-    bool ok = message && find_process(req, message, &process, &err);
+    char sandbox[E2B_SANDBOX_ID_MAX + 1];
+    bool ok = message && find_process(req, message, &process, sandbox, &err);
     json_decref(message);
     if (!ok)
         return e2b_stream_refused(req, &err);
     enum MHD_Result queued;
     e2b_stream *stream = e2b_stream_open(req, KEEPALIVE, &queued);
+    if (stream)
+        (void)e2b_stream_join(stream, sandbox);
     watch *w = stream ? watch_new(req->server, stream) : NULL;
     if (!w) {
         rbx_process_free(process);
@@ -664,7 +744,7 @@ static enum MHD_Result unary_on_process(http_request *req, process_action act)
     http_error err = {0};
     rbx_process *process = NULL;
     json_t *message = e2b_connect_unary_request(req, &err);
-    bool ok = message && find_process(req, message, &process, &err);
+    bool ok = message && find_process(req, message, &process, NULL, &err);
     if (ok) {
         rbx_error engine_err = {0};
         rbx_status status = act(process, message, &engine_err, &err);
@@ -792,7 +872,7 @@ enum MHD_Result http_e2b_process_stream_input(http_request *req)
         bad(&err, "a StreamInput begins with {\"start\": {\"process\": {\"pid\": N}}}");
         ok = false;
     }
-    ok = ok && find_process(req, json_object_get(first, "start"), &process, &err);
+    ok = ok && find_process(req, json_object_get(first, "start"), &process, NULL, &err);
     for (size_t i = 1; ok && i < json_array_size(messages); i++) {
         json_t *message = json_array_get(messages, i);
         json_t *data = json_object_get(message, "data");

@@ -354,6 +354,8 @@ enum MHD_Result e2b_handle_fs_watch_dir(http_request *req)
     enum MHD_Result queued;
     *ws = (watch_stream){.watch = watch, .slot = slot};
     ws->stream = e2b_stream_open(req, "{\"keepalive\":{}}", &queued);
+    if (ws->stream) /* the sandbox's kill ends it, read or not */
+        (void)e2b_stream_join(ws->stream, slot->sandbox_id);
     pthread_t thread;
     pthread_attr_t attr;
     pthread_attr_init(&attr);

@@ -779,8 +779,27 @@ typedef struct e2b_stream e2b_stream;
 e2b_stream *e2b_stream_open(http_request *req, const char *keepalive_json,
                             enum MHD_Result *queued);
 /* One message (stolen). Blocks while the client lags far behind; false
- * once the client has gone, when the producer should stop. */
+ * once the client has gone, when the producer should stop, or when the
+ * message has waited E2B_STREAM_STALL_S for room (then the stream and its
+ * connection end). */
 bool e2b_stream_send(e2b_stream *stream, json_t *message);
+/* The streams of one sandbox share one budget of bytes held for their
+ * clients (E2B_SANDBOX_STREAM_BUDGET: what is queued and what producers
+ * charge), and end together when it goes. */
+#define E2B_SANDBOX_STREAM_BUDGET ((size_t)4 << 20)
+#define E2B_STREAM_STALL_S 30
+/* The stream joins its sandbox's (by the sandbox's session id); false
+ * when out of memory (the stream goes on alone). */
+bool e2b_stream_join(e2b_stream *stream, const char *sandbox);
+/* The producer's own holdings, charged (or refunded) to the budget. */
+void e2b_stream_charge(e2b_stream *stream, size_t bytes, bool charge);
+bool e2b_stream_over_budget(e2b_stream *stream);
+/* What one sandbox's streams hold now, in bytes. */
+size_t e2b_streams_held(const char *sandbox);
+/* The sandbox went: waits (a second at most) for its streams to give
+ * their clients their ends, then ends those left, read or not (their
+ * producers' sends fail and their connections close). */
+void e2b_streams_end_sandbox(const char *sandbox);
 bool e2b_stream_client_gone(e2b_stream *stream);
 /* The end-of-stream frame: {} or the error (err NULL: success). The
  * producer calls it exactly once; the stream is no longer its own after. */

@@ -229,8 +229,13 @@ enum MHD_Result http_handle_metrics(http_request *req)
             "# HELP runbox_executions_running Executions running now.\n"
             "# TYPE runbox_executions_running gauge\nrunbox_executions_running %u\n"
             "# HELP runbox_executions_queued Executions waiting for their turn.\n"
-            "# TYPE runbox_executions_queued gauge\nrunbox_executions_queued %u\n",
-            running, queued);
+            "# TYPE runbox_executions_queued gauge\nrunbox_executions_queued %u\n"
+            /* Not under --max-running: processes are long-lived, as terminals;
+             * RBX_PROCESSES_MAX per session and the engine's cap bound them. */
+            "# HELP runbox_processes_running Processes running now beside executions "
+            "(E2B's commands and terminals).\n"
+            "# TYPE runbox_processes_running gauge\nrunbox_processes_running %zu\n",
+            running, queued, rbx_processes_running(server->engine));
     render_pool(server, out);
     render_connections(server, out);
     mcp_sessions_stats mcp;

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -43,7 +44,7 @@
 #define WATCHERS_MAX 16
 /* Arguments and environment of one process together. */
 #define ARGS_BYTES_MAX (256 * 1024)
-#define READ_CHUNK (64 * 1024)
+#define READ_CHUNK (16 * 1024) /* an event at most: what a held watcher may take beyond its share */
 #define LOCK_NAME "processes.lock"
 /* How long a starting process waits for a removal of its session to end. */
 #define LOCK_WAIT_MS 2000
@@ -54,6 +55,7 @@ typedef struct watcher {
     uint64_t id;
     rbx_process_fn fn;
     void *user;
+    bool holding; /* it asked for no more output for now */
     struct watcher *next;
 } watcher;
 
@@ -76,6 +78,8 @@ struct rbx_process {
     watcher *watchers;
     uint64_t next_watch;
     size_t watcher_count;
+    size_t holds;  /* watchers holding the output: the pump reads none */
+    int resume_fd; /* an eventfd: a hold ended, the pump looks again */
     bool kill_asked;     /* SIGKILL asked for, or its session goes */
     const char *why_end; /* runbox's word on an end it caused */
 
@@ -103,10 +107,18 @@ struct rbx_process {
     struct rbx_process *next; /* the registry's list */
 };
 
+/* A stop in progress (stop_where's, on its stack): no process enters the
+ * registry in its session meanwhile. */
+typedef struct stopping {
+    const char *session_id; /* NULL: every session */
+    struct stopping *next;
+} stopping;
+
 struct rbx_processes {
     pthread_mutex_t lock;
     pthread_cond_t changed; /* a process left the registry, or a thread ended */
     rbx_process *list;
+    stopping *stops;
     size_t count;
     size_t threads; /* processes' threads still running */
     uint32_t next_pid;
@@ -206,6 +218,7 @@ static void process_unref(rbx_process *p)
     close_fd(&p->slave);
     close_fd(&p->input_fd);
     close_fd(&p->program_pidfd);
+    close_fd(&p->resume_fd);
     release_lock(&p->lock_fd);
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->write_lock);
@@ -481,18 +494,42 @@ static rbx_status await_exec(rbx_process *p, rbx_error *err)
     }
 }
 
-/* Calls every watcher (under p->lock); a watcher that asks to stop goes. */
+/* A hold ended (p->lock held): the pump polls the output again. */
+static void end_hold(rbx_process *p, watcher *w)
+{
+    if (!w->holding)
+        return;
+    w->holding = false;
+    p->holds--;
+    uint64_t one = 1;
+    (void)!write(p->resume_fd, &one, sizeof one);
+}
+
+/* Unlinks and frees the watcher at *at (p->lock held). */
+static void drop_watcher(rbx_process *p, watcher **at)
+{
+    watcher *w = *at;
+    end_hold(p, w);
+    *at = w->next;
+    p->watcher_count--;
+    free(w);
+}
+
+/* Calls every watcher (under p->lock); a watcher that asks to stop goes,
+ * one that asks to hold the output holds it until it resumes. */
 static void deliver(rbx_process *p, const rbx_process_event *event)
 {
     for (watcher **at = &p->watchers; *at;) {
         watcher *w = *at;
-        if (w->fn(w->user, event) != 0) {
-            *at = w->next;
-            p->watcher_count--;
-            free(w);
-        } else {
-            at = &w->next;
+        int answer = w->fn(w->user, event);
+        if (answer == RBX_PROCESS_HOLD && !w->holding) {
+            w->holding = true;
+            p->holds++;
         }
+        if (answer != 0 && answer != RBX_PROCESS_HOLD)
+            drop_watcher(p, at);
+        else
+            at = &w->next;
     }
 }
 
@@ -525,10 +562,17 @@ static void pump(rbx_process *p)
     int *err = &p->sandbox.stderr_fd;
     bool init_alive = true;
     while (buf && (*out >= 0 || *err >= 0 || init_alive)) {
-        struct pollfd fds[3] = {{.fd = *out, .events = POLLIN},
-                                {.fd = *err, .events = POLLIN},
-                                {.fd = init_alive ? p->sandbox.pidfd : -1, .events = POLLIN}};
-        if (poll(fds, 3, -1) < 0) {
+        /* A watcher holds the output while its client does not read: the
+         * program blocks on its full pipe. Once its sandbox is gone, what
+         * is left in the pipes (a pipe's worth) goes out anyway. */
+        pthread_mutex_lock(&p->lock);
+        bool held = p->holds > 0 && init_alive;
+        pthread_mutex_unlock(&p->lock);
+        struct pollfd fds[4] = {{.fd = held ? -1 : *out, .events = POLLIN},
+                                {.fd = held ? -1 : *err, .events = POLLIN},
+                                {.fd = init_alive ? p->sandbox.pidfd : -1, .events = POLLIN},
+                                {.fd = p->resume_fd, .events = POLLIN}};
+        if (poll(fds, 4, -1) < 0) {
             if (errno == EINTR)
                 continue;
             rbx_sandbox_kill(&p->sandbox);
@@ -540,6 +584,9 @@ static void pump(rbx_process *p)
             read_output(p, err, RBX_PROCESS_STDERR, buf);
         if (fds[2].revents)
             init_alive = false;
+        uint64_t resumed;
+        if (fds[3].revents)
+            (void)!read(p->resume_fd, &resumed, sizeof resumed);
         /* A terminal's master reports POLLHUP, not EOF, while the slave
          * is closed: once init is gone nothing can open it again. */
         if (!init_alive && p->terminal && *out >= 0 && fds[0].revents & POLLHUP &&
@@ -676,6 +723,7 @@ static rbx_process *process_new(rbx_engine *engine, const rbx_process_request *r
     p->terminal = r->cols || r->rows;
     p->stdin_open = r->stdin_open;
     p->master = p->slave = p->input_fd = p->program_pidfd = p->lock_fd = -1;
+    p->resume_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     p->sandbox.pidfd = p->sandbox.stdin_fd = p->sandbox.stdout_fd = p->sandbox.stderr_fd = -1;
     p->sandbox.report_fd = p->sandbox.status_fd = -1;
     p->sandbox.pid = -1;
@@ -688,7 +736,8 @@ static rbx_process *process_new(rbx_engine *engine, const rbx_process_request *r
     p->info.cwd = r->cwd ? strdup(r->cwd) : NULL;
     p->info.tag = r->tag ? strdup(r->tag) : NULL;
     p->info.terminal = p->terminal;
-    if (!p->info.argv || !p->info.env || (r->cwd && !p->info.cwd) || (r->tag && !p->info.tag)) {
+    if (p->resume_fd < 0 || !p->info.argv || !p->info.env || (r->cwd && !p->info.cwd) ||
+        (r->tag && !p->info.tag)) {
         process_unref(p);
         return NULL;
     }
@@ -703,8 +752,19 @@ static rbx_status enter_registry(rbx_engine *engine, rbx_process *p, rbx_error *
     pthread_mutex_lock(&processes->lock);
     for (rbx_process *q = processes->list; q; q = q->next)
         in_session += !strcmp(q->session_id, p->session_id);
+    bool being_stopped = false;
+    for (stopping *s = processes->stops; s; s = s->next)
+        being_stopped |= !s->session_id || !strcmp(s->session_id, p->session_id);
     rbx_status status = RBX_OK;
-    if (in_session >= RBX_PROCESSES_MAX)
+    /* Registration and a stop of its session exclude each other: a
+     * process either is in the registry before the stop kills what is
+     * there, or does not start (else it would outlive the stop, which
+     * would wait for it forever). */
+    if (being_stopped)
+        status = rbx_fail(err, RBX_ENOENT,
+                          "session %s is being stopped: its processes end, none starts",
+                          p->session_id);
+    else if (in_session >= RBX_PROCESSES_MAX)
         status = rbx_fail(err, RBX_EBUSY,
                           "session %s runs %d processes already, the most it may: kill one first",
                           p->session_id, RBX_PROCESSES_MAX);
@@ -849,12 +909,18 @@ void rbx_process_unwatch(rbx_process *p, uint64_t watch)
     pthread_mutex_lock(&p->lock);
     for (watcher **at = &p->watchers; *at; at = &(*at)->next)
         if ((*at)->id == watch) {
-            watcher *w = *at;
-            *at = w->next;
-            p->watcher_count--;
-            free(w);
+            drop_watcher(p, at);
             break;
         }
+    pthread_mutex_unlock(&p->lock);
+}
+
+void rbx_process_resume(rbx_process *p, uint64_t watch)
+{
+    pthread_mutex_lock(&p->lock);
+    for (watcher *w = p->watchers; w; w = w->next)
+        if (w->id == watch)
+            end_hold(p, w);
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -1046,7 +1112,10 @@ static size_t stop_where(rbx_engine *engine, const char *session_id, const char 
     if (!processes)
         return 0;
     size_t n = 0;
+    stopping mine = {.session_id = session_id};
     pthread_mutex_lock(&processes->lock);
+    mine.next = processes->stops;
+    processes->stops = &mine;
     for (rbx_process *p = processes->list; p; p = p->next) {
         if (session_id && strcmp(p->session_id, session_id))
             continue;
@@ -1066,8 +1135,24 @@ static size_t stop_where(rbx_engine *engine, const char *session_id, const char 
             break;
         pthread_cond_wait(&processes->changed, &processes->lock);
     }
+    for (stopping **at = &processes->stops; *at; at = &(*at)->next)
+        if (*at == &mine) {
+            *at = mine.next;
+            break;
+        }
     pthread_mutex_unlock(&processes->lock);
     return n;
+}
+
+size_t rbx_processes_running(rbx_engine *engine)
+{
+    rbx_processes *processes = engine->processes;
+    if (!processes)
+        return 0;
+    pthread_mutex_lock(&processes->lock);
+    size_t count = processes->count;
+    pthread_mutex_unlock(&processes->lock);
+    return count;
 }
 
 size_t rbx_processes_stop_session(rbx_engine *engine, const char *session_id)
