@@ -278,7 +278,9 @@ describe('/mcp sessions opened and abandoned by the thousand', { timeout: 300000
         next++;
         const own = await initialize(server);
         const list = await post(server, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, own);
-        assert.equal(list.status, 200);
+        // On a loaded machine the other workers can open 32 sessions between this one's
+        // initialize and its list, and the limit then rightly evicts it as the idlest.
+        assert.ok(list.status === 200 || list.status === 404, `${list.status} ${list.text}`);
       }
     };
     await Promise.all(Array.from({ length: 8 }, worker));
