@@ -126,7 +126,10 @@ def open_watches(server, box, count, path="w"):
     return socks
 
 
-def test_killing_a_sandbox_ends_its_unread_streams_and_frees_their_places(own_server):
+def test_killing_a_sandbox_ends_its_unread_streams_and_frees_their_places(start_e2b, monkeypatch):
+    # 64 watches at once: more than the default inotify budget (a quarter of the host's
+    # max_user_instances, 32 of 128 here) would allow, so the budget is raised for this case.
+    own_server = point_sdk_at(monkeypatch, start_e2b(env={"RUNBOX_INOTIFY_BUDGET": "80,65536"}))
     box = Box(own_server)
     box.sandbox.files.make_dir("w")
     watches = open_watches(own_server, box, 8)
