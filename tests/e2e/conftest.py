@@ -192,17 +192,21 @@ def stop_daemons(state_dir, seconds=30):
 
 
 def daemons(state_dir):
-    """The `runbox daemon` processes serving state_dir."""
-    found = []
+    """The `runbox daemon` processes serving state_dir. A sandbox's init, and any child the
+    daemon forked that has not exec'd yet, shows its parent's command line: only a process
+    whose parent is not itself such a process counts."""
+    argvs = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 argv = f.read().split(b"\0")
-        except OSError:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                parent = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
             continue
         if argv[1:4] == [b"daemon", b"--state-dir", state_dir.encode()]:
-            found.append(int(pid))
-    return found
+            argvs[int(pid)] = parent
+    return sorted(pid for pid, parent in argvs.items() if parent not in argvs)
 
 
 def public_address():
