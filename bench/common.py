@@ -1,9 +1,12 @@
 """What the benchmark's sections share: timing, summaries, and a runbox serve to drive."""
 import http.client
 import json
+import os
+import re
 import socket
 import statistics
 import subprocess
+import threading
 import time
 
 
@@ -109,3 +112,78 @@ def execute_hi(server, conn, body):
     if result["output"] != "hi\n":
         raise RuntimeError(f"unexpected result: {raw[:300]}")
     return elapsed, result
+
+
+# Every latency sample starts on a machine at rest. Whatever ran before it
+# leaves the kernel work behind for a few tens of milliseconds (a network
+# namespace and a cgroup are freed in the kernel's workers, with RCU grace
+# periods that interrupt every CPU): measured back to back, each variant
+# paid for the one before it (a pooled call after another pooled call took
+# 8-9 ms instead of 5.5, whichever its network), which made the variant
+# that happened to come second look slower. The throughput and burst
+# figures keep that work in: there, nothing waits.
+SETTLE_S = 0.05
+
+
+def execute_over_http(server, conn, language, code, network, pooled_expected=None):
+    start = time.perf_counter()
+    status, body = server.request("POST", "/v1/execute", {"language": language, "code": code,
+                                                          "network": network}, conn=conn)
+    elapsed = (time.perf_counter() - start) * 1000
+    if status != 200 or b'"output":"hi\\n"' not in body:
+        raise RuntimeError(f"HTTP {status}: {body[:300]}")
+    pooled = b'"pooled":true' in body
+    if pooled_expected is not None and pooled != pooled_expected:
+        raise RuntimeError(f"expected pooled={pooled_expected}: {body[:300]}")
+    return elapsed, pooled
+
+
+def pool_figures(server):
+    text = server.request("GET", "/metrics")[1].decode()
+    return {k: float(v) for k, v in re.findall(r"^(runbox_pool_\S+) (\S+)$", text, re.M)}
+
+
+def wait_refilled(server, seconds=10):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        f = pool_figures(server)
+        if f.get('runbox_pool_sandboxes{state="preparing"}', 0) == 0 and \
+                f.get('runbox_pool_sandboxes{state="serving"}', 0) == 0:
+            return
+        time.sleep(0.002)
+
+
+def server_cpu_ms(server):
+    """utime + stime of the server and of the children it reaped (its sandboxes' inits, whose
+    own counts include their programs), in ms."""
+    fields = open(f"/proc/{server.proc.pid}/stat").read().rsplit(")", 1)[1].split()
+    ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))
+    return ticks * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def run_concurrently(make_call, concurrency=8, seconds=4.0):
+    """CONCURRENCY threads call for SECONDS what make_call() gave each (made in its thread: a
+    connection of its own, say): (calls made, seconds taken)."""
+    done = [0]
+    lock = threading.Lock()
+    stop = time.time() + seconds
+
+    def worker():
+        call = make_call()
+        while time.time() < stop:
+            call()
+            with lock:
+                done[0] += 1
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    start = time.time()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return done[0], time.time() - start
+
+
+def throughput(make_call, concurrency=8, seconds=4.0):
+    """Calls per second (see run_concurrently)."""
+    calls, elapsed = run_concurrently(make_call, concurrency, seconds)
+    return round(calls / elapsed, 1)

@@ -5,16 +5,15 @@ plain keep-alive http.client; CPU per execution against the namespaces' floor (b
 spawn in the same fresh namespaces, nothing else); throughput at concurrency 8 against bare spawns
 and against floor spawns (the ceiling the floor allows); a stateful `print('hi')` against a bare
 Jupyter kernel (ipykernel driven by jupyter_client; bench/jupyter_probe.py). Latency variants are
-interleaved, each sample after the machine settled (see pool.SETTLE_S)."""
+interleaved, each sample after the machine settled (see common.SETTLE_S)."""
 import json
 import os
 import resource
 import subprocess
-import threading
 import time
 
-from common import Server, program_env, summary, timed
-from pool import SETTLE_S, _execute, _refilled, _server_cpu_ms
+from common import (SETTLE_S, Server, execute_over_http, program_env, server_cpu_ms, summary,
+                    throughput, timed, wait_refilled)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 JUPYTER_PYTHON = os.path.join(HERE, "..", "build", "jupyter-venv", "bin", "python")
@@ -67,26 +66,6 @@ def _interleaved(variants, runs):
     return {name: summary(values) for name, values in samples.items()}
 
 
-def _throughput(run, concurrency=8, seconds=4.0):
-    done = [0]
-    lock = threading.Lock()
-    stop = time.time() + seconds
-
-    def worker():
-        call = run()
-        while time.time() < stop:
-            call()
-            with lock:
-                done[0] += 1
-    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-    start = time.time()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return round(done[0] / (time.time() - start), 1)
-
-
 def run(runbox, work, runs, bwrap_command):
     floor = _floor_binary(work)
     env_bare = program_env(work)
@@ -102,8 +81,8 @@ def run(runbox, work, runs, bwrap_command):
                "skipped: no build/jupyter-venv (make bench-jupyter makes it)"}
     try:
         def pooled():
-            elapsed, was_pooled = _execute(server, conn, "bash", "echo hi", False)
-            _refilled(server)
+            elapsed, was_pooled = execute_over_http(server, conn, "bash", "echo hi", False)
+            wait_refilled(server)
             return elapsed
 
         def stateful():
@@ -137,20 +116,20 @@ def run(runbox, work, runs, bwrap_command):
             "cold_cli": _children_cpu_ms(lambda: timed(cli + ["--no-network"], env=cold_env),
                                          100),
         }
-        before, count = _server_cpu_ms(server), 100
+        before, count = server_cpu_ms(server), 100
         for _ in range(count):
-            _execute(server, conn, "bash", "echo hi", False)
-        _refilled(server)  # the refills are the executions' cost too
-        cpu["pooled_http"] = round((_server_cpu_ms(server) - before) / count, 2)
+            execute_over_http(server, conn, "bash", "echo hi", False)
+        wait_refilled(server)  # the refills are the executions' cost too
+        cpu["pooled_http"] = round((server_cpu_ms(server) - before) / count, 2)
 
         def http_worker():
             c = server.connection()
-            return lambda: _execute(server, c, "bash", "echo hi", False)
-        throughput = {
-            "pooled_http": _throughput(http_worker),
-            "bare": _throughput(lambda: lambda: subprocess.run(ECHO, stdout=subprocess.DEVNULL,
+            return lambda: execute_over_http(server, c, "bash", "echo hi", False)
+        rates = {
+            "pooled_http": throughput(http_worker),
+            "bare": throughput(lambda: lambda: subprocess.run(ECHO, stdout=subprocess.DEVNULL,
                                                                env=env_bare)),
-            "floor": _throughput(lambda: lambda: subprocess.run([floor, *ECHO],
+            "floor": throughput(lambda: lambda: subprocess.run([floor, *ECHO],
                                                                 stdout=subprocess.DEVNULL,
                                                                 env=env_bare)),
         }
@@ -161,7 +140,7 @@ def run(runbox, work, runs, bwrap_command):
         # its daemon, asked to stop (the caller unmounts every *-state directory)
         subprocess.run([runbox, "--state-dir", daemon_env["RUNBOX_STATE_DIR"], "storage",
                         "unmount"], capture_output=True)
-    results.update({"latency": latency, "cpu_ms": cpu, "throughput_c8": throughput})
+    results.update({"latency": latency, "cpu_ms": cpu, "throughput_c8": rates})
     return results
 
 

@@ -10,11 +10,9 @@ import os
 import subprocess
 import time
 
-from common import Server, execute_hi, summary, timed
-from pool import _refilled
+from common import SETTLE_S, Server, execute_hi, summary, timed, wait_refilled
 
 STORE = os.environ.get("RUNBOX_BENCH_IMAGES", "/var/lib/runbox/images")
-SETTLE_S = 0.05  # the kernel's teardown of the last sandbox, out of the next one's time
 
 CODE = {"python": "print('hi')", "javascript": "console.log('hi')", "bash": "echo hi",
         "typescript": "const greeting: string = 'hi';\nconsole.log(greeting)"}
@@ -66,7 +64,7 @@ def _http(server, conn, language, pooled):
     """pooled: whether it must have been served by a prepared sandbox (None: either, while
     the pool's shelves grow to what sequential calls need)."""
     if pooled:
-        _refilled(server)  # a prepared sandbox waits, as it would for a steady client
+        wait_refilled(server)  # a prepared sandbox waits, as it would for a steady client
     elapsed, result = execute_hi(server, conn, {"language": language, "code": CODE[language],
                                                 "network": False})
     if pooled is not None and result.get("pooled", False) != pooled:

@@ -6,53 +6,16 @@ the next variant's timing; the throughput and burst figures count the refill ins
 waits there). CPU per execution is the server's own and its sandboxes' (reaped by it), beside
 the floor of creating and tearing down the same namespaces with nothing in them."""
 import os
-import re
 import resource
 import statistics
 import subprocess
 import threading
 import time
 
-from common import Server, percentile, program_env, summary, timed
+from common import (SETTLE_S, Server, execute_over_http, percentile, pool_figures, program_env,
+                    run_concurrently, server_cpu_ms, summary, timed, wait_refilled)
 
 BURST = 200
-# Every latency sample starts on a machine at rest. Whatever ran before it
-# leaves the kernel work behind for a few tens of milliseconds (a network
-# namespace and a cgroup are freed in the kernel's workers, with RCU grace
-# periods that interrupt every CPU): measured back to back, each variant
-# paid for the one before it (a pooled call after another pooled call took
-# 8-9 ms instead of 5.5, whichever its network), which made the variant
-# that happened to come second look slower. The throughput and burst
-# figures keep that work in: there, nothing waits.
-SETTLE_S = 0.05
-
-
-def _execute(server, conn, language, code, network, pooled_expected=None):
-    start = time.perf_counter()
-    status, body = server.request("POST", "/v1/execute", {"language": language, "code": code,
-                                                          "network": network}, conn=conn)
-    elapsed = (time.perf_counter() - start) * 1000
-    if status != 200 or b'"output":"hi\\n"' not in body:
-        raise RuntimeError(f"HTTP {status}: {body[:300]}")
-    pooled = b'"pooled":true' in body
-    if pooled_expected is not None and pooled != pooled_expected:
-        raise RuntimeError(f"expected pooled={pooled_expected}: {body[:300]}")
-    return elapsed, pooled
-
-
-def _figures(server):
-    text = server.request("GET", "/metrics")[1].decode()
-    return {k: float(v) for k, v in re.findall(r"^(runbox_pool_\S+) (\S+)$", text, re.M)}
-
-
-def _refilled(server, seconds=10):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        f = _figures(server)
-        if f.get('runbox_pool_sandboxes{state="preparing"}', 0) == 0 and \
-                f.get('runbox_pool_sandboxes{state="serving"}', 0) == 0:
-            return
-        time.sleep(0.002)
 
 
 def _latency(pooled, cold, programs, bwrap_command, work, runs):
@@ -60,22 +23,22 @@ def _latency(pooled, cold, programs, bwrap_command, work, runs):
     conns = {"pooled": pooled.connection(), "cold": cold.connection()}
     for language, (interpreter, args, code) in programs.items():
         def pooled_run(network):
-            elapsed, _ = _execute(pooled, conns["pooled"], language, code, network, True)
-            _refilled(pooled)
+            elapsed, _ = execute_over_http(pooled, conns["pooled"], language, code, network, True)
+            wait_refilled(pooled)
             return elapsed
         variants = {
             "bare": lambda: timed([interpreter, *args], cwd=work, env=program_env(work))[0],
             "bubblewrap": lambda: timed(bwrap_command(work, interpreter, args),
                                         env=program_env(work))[0],
-            "cold_http": lambda: _execute(cold, conns["cold"], language, code, False, False)[0],
+            "cold_http": lambda: execute_over_http(cold, conns["cold"], language, code, False, False)[0],
             "pooled_http": lambda: pooled_run(False),
             "pooled_http_network_on": lambda: pooled_run(True),
         }
         # Warm-up: the shelves of this language grow to what sequential calls need.
         for network in (False, True):
             for _ in range(6):
-                _execute(pooled, conns["pooled"], language, code, network)
-                _refilled(pooled)
+                execute_over_http(pooled, conns["pooled"], language, code, network)
+                wait_refilled(pooled)
         samples = {name: [] for name in variants}
         for _ in range(runs):
             for name, run in variants.items():
@@ -91,51 +54,30 @@ def _latency(pooled, cold, programs, bwrap_command, work, runs):
     return results
 
 
-def _server_cpu_ms(server):
-    """utime + stime of the server and of the children it reaped (its sandboxes' inits, whose
-    own counts include their programs), in ms."""
-    fields = open(f"/proc/{server.proc.pid}/stat").read().rsplit(")", 1)[1].split()
-    ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))
-    return ticks * 1000 / os.sysconf("SC_CLK_TCK")
-
-
 def _throughput(server, seconds=5.0, concurrency=8):
     """echo hi at this concurrency: executions/s through the server (the pool's refill counted),
     and bare spawns of the same; CPU per execution of the server and its sandboxes."""
-    out = {}
-    for kind in ("pooled_http", "bare"):
-        done = [0]
-        lock = threading.Lock()
-        stop = time.time() + seconds
+    def http_call():
+        conn = server.connection()
+        return lambda: execute_over_http(server, conn, "bash", "echo hi", False)
 
-        def worker():
-            conn = server.connection() if kind == "pooled_http" else None
-            while time.time() < stop:
-                if conn:
-                    _execute(server, conn, "bash", "echo hi", False)
-                else:
-                    subprocess.run(["/bin/bash", "-c", "echo hi"], stdout=subprocess.DEVNULL,
-                                   env=program_env("/tmp"))
-                with lock:
-                    done[0] += 1
-        cpu_before = _server_cpu_ms(server)
+    def bare_call():
+        return lambda: subprocess.run(["/bin/bash", "-c", "echo hi"], stdout=subprocess.DEVNULL,
+                                      env=program_env("/tmp"))
+    out = {}
+    for kind, make_call in (("pooled_http", http_call), ("bare", bare_call)):
+        cpu_before = server_cpu_ms(server)
         rusage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-        start = time.time()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        elapsed = time.time() - start
+        calls, elapsed = run_concurrently(make_call, concurrency, seconds)
         if kind == "pooled_http":
-            _refilled(server)  # the last refills are the throughput's too
-            cpu = _server_cpu_ms(server) - cpu_before
+            wait_refilled(server)  # the last refills are the throughput's too
+            cpu = server_cpu_ms(server) - cpu_before
         else:
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu = ((after.ru_utime - rusage_before.ru_utime) +
                    (after.ru_stime - rusage_before.ru_stime)) * 1000
-        out[kind] = {"per_s": round(done[0] / elapsed, 1),
-                     "cpu_ms_per_execution": round(cpu / done[0], 2)}
+        out[kind] = {"per_s": round(calls / elapsed, 1),
+                     "cpu_ms_per_execution": round(cpu / calls, 2)}
     out["ratio"] = round(out["pooled_http"]["per_s"] / out["bare"]["per_s"], 3)
     return out
 
@@ -169,7 +111,7 @@ def _burst(server):
         conn = server.connection()
         conn.connect()
         barrier.wait()
-        elapsed, was_pooled = _execute(server, conn, "bash", "echo hi", False)
+        elapsed, was_pooled = execute_over_http(server, conn, "bash", "echo hi", False)
         with lock:
             latencies.append(elapsed)
             pooled.append(was_pooled)
@@ -193,7 +135,7 @@ def run(runbox, work, runs, programs, bwrap_command):
         latency = _latency(pooled, cold, programs, bwrap_command, work, runs)
         throughput = _throughput(pooled)
         burst = _burst(pooled)
-        figures = _figures(pooled)
+        figures = pool_figures(pooled)
     finally:
         pooled.stop()
         cold.stop()
