@@ -334,11 +334,22 @@ static void run_probe(void)
 
 static void kill_listed(const char *dir, const char *name);
 
+/* When the last sweep started (CLOCK_MONOTONIC, ns): see rbx_cgroup_sweep. */
+static _Atomic int64_t last_sweep_ns = INT64_MIN / 2;
+
+static int64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 /* An exec-* directory is created in the first hierarchy first and removed
  * from it last (remove_dirs), so listing that one finds every leftover.
  * Processes still in one (an init on its way out) are killed first. */
 static void sweep_stale(void)
 {
+    atomic_store(&last_sweep_ns, monotonic_ns());
     time_t now = time(NULL);
     char runbox[PATH_MAX];
     DIR *dir =
@@ -380,9 +391,20 @@ static void sweep_stale(void)
     }
 }
 
+/* A sweep lists runbox/, whose entries are every sandbox running or
+ * prepared on the host, and judges the other processes' entries with a
+ * system call each: made before every execution, its cost would grow with
+ * the host's load. At most one a second keeps it flat; a leftover waits at
+ * most that long longer. */
+#define SWEEP_EVERY_NS 1000000000LL
+
 void rbx_cgroup_sweep(void)
 {
-    if (rbx_cgroup_probe()->mode != RBX_CGROUP_NONE)
+    if (rbx_cgroup_probe()->mode == RBX_CGROUP_NONE)
+        return;
+    int64_t now = monotonic_ns();
+    int64_t last = atomic_load(&last_sweep_ns);
+    if (now - last >= SWEEP_EVERY_NS && atomic_compare_exchange_strong(&last_sweep_ns, &last, now))
         sweep_stale();
 }
 
@@ -519,12 +541,12 @@ int rbx_cgroup_create(const rbx_cgroup_limits *limits, rbx_cgroup **out, char *w
     if ((limits->pids && !s->pids) || ((limits->cpu_weight || limits->cpu_quota_us) && !s->cpu))
         return fail(why, why_size, "these limits need a controller missing here: %s", s->detail);
     /* A process that runs many executions (runbox serve, runbox mcp) also
-     * sweeps before each one after its first: one killed outright and
+     * sweeps after its first (rbx_cgroup_sweep): one killed outright and
      * restarted within the minute would otherwise leave its cgroups until
-     * some later runbox starts. It costs one listing of one directory. */
+     * some later runbox starts. */
     static atomic_bool created_before;
     if (atomic_exchange(&created_before, true))
-        sweep_stale();
+        rbx_cgroup_sweep();
     rbx_cgroup *cg = calloc(1, sizeof *cg);
     if (!cg)
         return fail(why, why_size, "out of memory");

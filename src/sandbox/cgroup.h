@@ -43,7 +43,8 @@ typedef struct rbx_cgroup rbx_cgroup;
 
 /* Removes what runbox processes that are gone left under runbox/ (their
  * processes killed first), as every cgroup creation after a process's first
- * does; for executions that create none (prepared sandboxes). */
+ * does; for executions that create none (prepared sandboxes). At most once
+ * a second: a call within a second of the last sweep does nothing. */
 void rbx_cgroup_sweep(void);
 
 /* Creates an execution's cgroup in every hierarchy used and sets the limits.

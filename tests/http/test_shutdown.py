@@ -133,9 +133,12 @@ def test_a_server_killed_outright_takes_its_executions_with_it(start_server):
 @pytest.mark.skipif(os.geteuid() != 0, reason="cgroups are root's here")
 def test_a_running_server_sweeps_what_a_killed_one_left(server):
     """Leftovers that appear while a server runs (a killed CLI's, a cgroup
-    of no known owner an hour old) are swept before its next execution."""
+    of no known owner an hour old) are swept by its next execution a second
+    or more after its last sweep (at most one a second, so that a busy
+    server does not list the host's sandboxes for every execution)."""
     server.execute(language="bash", code="true", network=False)  # the start's sweep is done
     name = f"exec-stale{uuid.uuid4().hex[:12]}"
     with planted_cgroups({name: 7200}) as planted:
+        time.sleep(1.1)
         server.execute(language="bash", code="true", network=False)
         assert existing(planted[name]) == []
