@@ -71,7 +71,8 @@ static bool envd_admit(http_request *req, enum MHD_Result *queued)
     http_error err;
     bool admitted = e2b_files_signed(req)
                         ? e2b_sandbox_for_signed_file(req->server, req->connection,
-                                                      !strcmp(req->method, "POST"), NULL, &err)
+                                                         !strcmp(req->method, "POST"),
+                                                         req->admitted, NULL, &err)
                         : e2b_sandbox_for_request(req->server, req->connection, E2B_PORT_ENVD, NULL,
                                                   &err);
     if (!admitted)

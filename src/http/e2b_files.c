@@ -126,7 +126,8 @@ bool e2b_files_signed(const http_request *req)
 static bool files_sandbox(http_request *req, bool write, e2b_sandbox_view *view, http_error *err)
 {
     if (e2b_files_signed(req))
-        return e2b_sandbox_for_signed_file(req->server, req->connection, write, view, err);
+        return e2b_sandbox_for_signed_file(req->server, req->connection, write, req->admitted,
+                                              view, err);
     return e2b_sandbox_for_request(req->server, req->connection, E2B_PORT_ENVD, view, err);
 }
 

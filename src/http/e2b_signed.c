@@ -98,16 +98,18 @@ static bool host_sandbox(struct MHD_Connection *connection, char id[E2B_SANDBOX_
 }
 
 /* The running sandbox whose token made the signature: the one the host
- * names, else the search. */
+ * names, else the one found before (signer), else the search. */
 static bool find_signer(http_server *server, struct MHD_Connection *connection, signed_url *url,
-                        e2b_sandbox *found)
+                        const char *signer, e2b_sandbox *found)
 {
     if (!server->sandboxes)
         return false;
     int64_t now_ms = e2b_now_ms();
     char id[E2B_SANDBOX_ID_MAX + 1];
-    if (!host_sandbox(connection, id))
+    if (!host_sandbox(connection, id) && !*signer)
         return e2b_sandboxes_find_running(server->sandboxes, now_ms, signed_by, url, found);
+    if (!host_sandbox(connection, id))
+        snprintf(id, sizeof id, "%s", signer);
     if (!e2b_sandboxes_get(server->sandboxes, id, found))
         return false;
     if (!found->paused && found->end_ms > now_ms && signed_by(found, url))
@@ -124,8 +126,12 @@ static bool refuse(http_error *err, const char *why)
     return false;
 }
 
+_Static_assert(sizeof ((http_request *)0)->admitted > E2B_SANDBOX_ID_MAX,
+               "http_request.admitted holds a sandbox's id");
+
 bool e2b_sandbox_for_signed_file(http_server *server, struct MHD_Connection *connection,
-                                 bool write, e2b_sandbox_view *view, http_error *err)
+                                 bool write, char signer[E2B_SANDBOX_ID_MAX + 1],
+                                 e2b_sandbox_view *view, http_error *err)
 {
     const char *signature = query(connection, "signature");
     const char *path = query(connection, "path");
@@ -158,9 +164,10 @@ bool e2b_sandbox_for_signed_file(http_server *server, struct MHD_Connection *con
     e2b_sandbox found;
     bool signed_ok = n >= 0 && (size_t)n < sizeof url->text &&
                      decode_signature(signature, url->digest) &&
-                     find_signer(server, connection, url, &found);
+                     find_signer(server, connection, url, signer, &found);
     free(url);
     if (!signed_ok)
         return refuse(err, "is no running sandbox's");
+    snprintf(signer, E2B_SANDBOX_ID_MAX + 1, "%s", found.id);
     return e2b_sandbox_found(server, &found, view, err);
 }

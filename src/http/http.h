@@ -295,6 +295,10 @@ typedef struct http_request {
     http_body body;
     unsigned status;     /* what was queued; 0: nothing yet */
     uint64_t bytes_sent; /* the response body's bytes */
+    /* What the API's admit hook found for its handler, "" for nothing: the
+     * E2B listener's sandbox whose token signed a file URL (the handler
+     * checks that one again instead of searching every sandbox's). */
+    char admitted[72];
 } http_request;
 
 typedef enum MHD_Result (*route_handler)(http_request *req);
@@ -716,10 +720,14 @@ bool e2b_same_token(const char *given, const char *expected);
  * a browser or curl sends them. The sandbox is the one the host names
  * (49983-<id>.<domain>), else the running one whose access token signs the
  * path, the operation and the user; false with err (401) when none does or
- * the signature has expired; view NULL: the checks alone, as on the head. */
+ * the signature has expired; view NULL: the checks alone, as on the head.
+ * signer: the sandbox to try first when the host names none ("": search),
+ * and on success the one that signed: the admit hook's find, so that the
+ * handler does not search again (a search hashes once per sandbox). */
 bool e2b_signed_file_request(struct MHD_Connection *connection);
 bool e2b_sandbox_for_signed_file(http_server *server, struct MHD_Connection *connection,
-                                 bool write, e2b_sandbox_view *view, http_error *err);
+                                 bool write, char signer[E2B_SANDBOX_ID_MAX + 1],
+                                 e2b_sandbox_view *view, http_error *err);
 
 /* e2b_list.c: GET /v2/sandboxes, the control plane's (e2b_control.c) list. */
 enum MHD_Result e2b_handle_list(http_request *req);
