@@ -7,7 +7,7 @@ DEBIAN_PACKAGES = build-essential cmake ninja-build pkg-config libjansson-dev li
                   libseccomp-dev libmicrohttpd-dev zlib1g-dev python3 python3-pytest python3-numpy \
                   python3-pandas python3-pip python3-venv \
                   python3-matplotlib python3-jsonschema python3-pytest-xdist python3-pytest-rerunfailures \
-                  python3-setuptools-whl python3-wheel-whl nodejs bubblewrap slirp4netns uidmap curl iproute2 procps \
+                  python3-setuptools-whl python3-wheel-whl nodejs bubblewrap libslirp-dev uidmap curl iproute2 procps \
                   e2fsprogs btrfs-progs libnftnl-dev libmnl-dev nftables dnsmasq-base \
                   libarchive-dev nginx-light haproxy nettle-dev mmdebstrap
 

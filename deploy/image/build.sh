@@ -98,10 +98,10 @@ if [ -z "$prebuilt" ]; then
         tar -C "$repo" --null -T - -cf - | tar -C "$builder/src" -xf -
     tar -C "$repo" -cf - web/node_modules | tar -C "$builder/src" -xf -
     chroot "$builder" sh -c 'cmake -S /src -B /src/build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
-        cmake --build /src/build --target runbox runbox-serve'
+        cmake --build /src/build --target runbox runbox-serve runbox-net'
     prebuilt=$builder/src/build
 fi
-for program in runbox runbox-serve; do
+for program in runbox runbox-serve runbox-net; do
     [ -x "$prebuilt/$program" ] || fail "no $prebuilt/$program"
 done
 binaries=$(cd "$prebuilt" && pwd)
@@ -112,7 +112,7 @@ binaries=$(cd "$prebuilt" && pwd)
 in_builder() { if [ -d "$builder/usr" ]; then chroot "$builder" "$@"; else "$@"; fi; }
 copy=$binaries
 [ ! -d "$builder/usr" ] || copy=/src/build
-libraries=$(in_builder ldd "$copy/runbox" "$copy/runbox-serve" |
+libraries=$(in_builder ldd "$copy/runbox" "$copy/runbox-serve" "$copy/runbox-net" |
     awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u)
 # And the libraries runbox loads on first use (dlopen), which ldd does not
 # see: their sonames are in src/base/*_lib.h (archive, nettle, nft).
@@ -137,15 +137,15 @@ version=$(in_builder "$copy/runbox" --version | awk '{print $2}')
 #   python3-venv, python3-pip    Python requirements (a venv per dependency set, pip into it)
 #   npm                          JavaScript requirements
 #   ca-certificates              TLS for the package indexes and for code with the network on
-#   slirp4netns                  executions with the network on
 #   btrfs-progs                  mkfs.btrfs for the sessions' image (a quota per session)
 #   curl                         the Kubernetes preStop hook (POST /v1/admin/drain)
 #   tini                         PID 1: reaps what is orphaned, passes SIGTERM on to runbox
 # Not needed: uidmap (runbox as root writes the id maps itself), nftables
 # (runbox speaks netlink to the sandboxes' own tables through libnftnl),
-# iproute2 (slirp4netns configures the interface), e2fsprogs (no ext4 any
+# iproute2 (runbox configures the interface; runbox-net, beside it, relays
+# through libslirp, found by ldd above), e2fsprogs (no ext4 any
 # more), mount (runbox mounts with the system calls).
-tools="python3 python3-venv python3-pip nodejs npm bash ca-certificates slirp4netns btrfs-progs curl tini"
+tools="python3 python3-venv python3-pip nodejs npm bash ca-certificates btrfs-progs curl tini"
 extra=${RUNBOX_IMAGE_EXTRA-python3-numpy python3-pandas python3-matplotlib}
 packages=$(echo "$library_packages $tools $extra" | tr ' ' '\n' | sed '/^$/d' | sort -u | paste -sd, -)
 
@@ -161,8 +161,8 @@ mmdebstrap --variant=essential --include="$packages" \
     --dpkgopt='path-include=/usr/share/locale/locale.alias' \
     --dpkgopt='path-exclude=/usr/share/doc/*' \
     --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-    --customize-hook="copy-in $binaries/runbox $binaries/runbox-serve /usr/local/bin" \
-    --customize-hook='chmod 0755 "$1/usr/local/bin/runbox" "$1/usr/local/bin/runbox-serve"' \
+    --customize-hook="copy-in $binaries/runbox $binaries/runbox-serve $binaries/runbox-net /usr/local/bin" \
+    --customize-hook='chmod 0755 "$1/usr/local/bin/runbox" "$1/usr/local/bin/runbox-serve" "$1/usr/local/bin/runbox-net"' \
     --customize-hook="upload $here/entrypoint.sh /usr/local/sbin/runbox-entrypoint" \
     --customize-hook='chmod 0755 "$1/usr/local/sbin/runbox-entrypoint"' \
     --customize-hook='mkdir -p "$1/etc/runbox" "$1/var/lib/runbox" && chmod 0700 "$1/var/lib/runbox"' \

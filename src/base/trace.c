@@ -46,6 +46,8 @@ char *rbx_trace_json(const rbx_trace *trace)
     }
     if (trace->egress_us)
         json_object_set_new(obj, "egress_us", json_integer(trace->egress_us));
+    if (trace->network_us)
+        json_object_set_new(obj, "network_us", json_integer(trace->network_us));
     json_object_set_new(obj, "total_us", json_integer(previous - trace->at_us[RBX_PHASE_START]));
     char *text = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(obj);

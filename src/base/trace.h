@@ -32,6 +32,9 @@ typedef struct rbx_trace {
      * its rules and starting its resolver (part of release_us), and reading
      * what it refused at the end (part of teardown_us). */
     int64_t egress_us;
+    /* The network's share (network on only; "network_us"): making the tap
+     * and starting runbox-net, within release_us. */
+    int64_t network_us;
 } rbx_trace;
 
 /* A page shared with the sandbox's processes, or NULL when not tracing. */

@@ -291,12 +291,17 @@ size_t rbx_check(rbx_engine *engine, rbx_check_item *items, size_t max)
         capped ? "each execution's /tmp (and a one-off run's home) is capped scratch space on it"
                : "/tmp and one-off homes are sized tmpfs");
     bool net = rbx_net_helper_available();
-    add(items, max, &n, "network", net, false,
-        net ? "--network works through slirp4netns with the host's loopback unreachable; "
-              "--no-network leaves loopback only"
-            : "--network is unavailable (needs %s and access to /dev/net/tun); executions run "
-              "with loopback only",
-        RBX_SLIRP4NETNS);
+    const char *helper = *rbx_net_helper_path() ? rbx_net_helper_path() : RBX_NET_HELPER;
+    if (net)
+        add(items, max, &n, "network", true, false,
+            "--network works through %s (libslirp) with the host's loopback unreachable; "
+            "--no-network leaves loopback only",
+            helper);
+    else
+        add(items, max, &n, "network", false, false,
+            "--network is unavailable (needs %s, built beside runbox, libslirp0 and access to "
+            "/dev/net/tun); executions run with loopback only",
+            helper);
     /* The languages before the pool: once its thread runs, this process
      * can no longer make a cold sandbox's user namespace itself. */
     for (size_t i = 0; i < rbx_runtime_count(); i++)

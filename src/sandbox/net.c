@@ -3,7 +3,13 @@
 #include "base/error.h"
 #include "base/fsutil.h"
 #include "runbox.h"
-#include "sandbox/mount_ns.h"
+#include "sandbox/net_addresses.h"
+
+#include <arpa/inet.h>
+#include <linux/if_tun.h>
+#include <net/route.h>
+#include <netinet/in.h>
+#include <stdlib.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,12 +21,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#define HELPER_READY_TIMEOUT_MS 5000
 
 int rbx_net_loopback_up(void)
 {
@@ -41,123 +44,178 @@ int rbx_net_loopback_up(void)
     return rc;
 }
 
+/* runbox-net, beside the runbox program that runs (build/ or the
+ * directory it was installed to, as runbox-serve is). */
+static char helper_path[4096];
+static pthread_once_t helper_path_once = PTHREAD_ONCE_INIT;
+
+static void find_helper(void)
+{
+    ssize_t n = readlink("/proc/self/exe", helper_path, sizeof helper_path - 1);
+    char *slash = n > 0 ? memrchr(helper_path, '/', (size_t)n) : NULL;
+    if (!slash || (size_t)(slash - helper_path) + sizeof "/" RBX_NET_HELPER > sizeof helper_path) {
+        helper_path[0] = 0;
+        return;
+    }
+    memcpy(slash + 1, RBX_NET_HELPER, sizeof RBX_NET_HELPER);
+}
+
+const char *rbx_net_helper_path(void)
+{
+    pthread_once(&helper_path_once, find_helper);
+    return helper_path;
+}
+
 bool rbx_net_helper_available(void)
 {
-    /* Rootless, slirp4netns needs the tun device; some hosts make it 0600. */
-    return access(RBX_SLIRP4NETNS, X_OK) == 0 && access("/dev/net/tun", R_OK | W_OK) == 0;
+    /* Rootless, the tap needs the tun device; some hosts make it 0600. */
+    const char *path = rbx_net_helper_path();
+    return *path && access(path, X_OK) == 0 && access("/dev/net/tun", R_OK | W_OK) == 0;
 }
 
-/* slirp4netns --enable-sandbox makes a mount namespace of its own, pivots
- * into a small root and detaches the old one. Started by root, that
- * namespace is a copy of the host's in the same user namespace, so the
- * host's shared mounts stay shared, and detaching the old root unmounts
- * their peers on the host: every network-on execution removed the host's
- * `ip netns` mounts under /run/netns, for one. The helper starts instead
- * in a namespace of runbox's own, made once per process, where every
- * mount is a slave of the host's: what the host unmounts goes away here
- * too (nothing is pinned), what is unmounted here stays here. (Without
- * root the helper's namespace is in a user namespace of its own, where
- * the kernel makes shared mounts slaves anyway.) */
-static int helper_ns = -1;
-static int helper_ns_error;
-static pthread_once_t helper_ns_once = PTHREAD_ONCE_INIT;
-
-static void *make_helper_ns(void *unused)
+static int set_address(int sock, unsigned long request, const char *name, const char *address)
 {
-    if (unshare(CLONE_FS | CLONE_NEWNS) != 0 ||
-        mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0 ||
-        (helper_ns = open("/proc/thread-self/ns/mnt", O_RDONLY | O_CLOEXEC)) < 0)
-        helper_ns_error = errno;
-    return NULL;
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", name);
+    struct sockaddr_in *in = (struct sockaddr_in *)&ifr.ifr_addr;
+    in->sin_family = AF_INET;
+    if (inet_pton(AF_INET, address, &in->sin_addr) != 1) {
+        errno = EINVAL;
+        return -1;
+    }
+    return ioctl(sock, request, &ifr);
 }
 
-static void start_helper_ns(void)
+/* In the sandbox's network namespace (the calling thread is in it): tap0,
+ * configured as slirp4netns --configure did (address, netmask, MTU, up, a
+ * default route through the gateway). Returns the tap's fd, or -1 with
+ * errno and *step. */
+static int make_tap(const char **step)
 {
-    pthread_t thread;
-    if ((helper_ns_error = pthread_create(&thread, NULL, make_helper_ns, NULL)) == 0)
-        pthread_join(thread, NULL);
+    *step = "open /dev/net/tun";
+    int tap = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+    int sock = -1;
+    if (tap < 0)
+        return -1;
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", RBX_NET_TAP);
+    ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
+    *step = "make the tap device";
+    if (ioctl(tap, TUNSETIFF, &ifr) != 0)
+        goto fail;
+    *step = "configure the tap device";
+    sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (sock < 0)
+        goto fail;
+    ifr.ifr_mtu = RBX_NET_MTU;
+    if (ioctl(sock, SIOCSIFMTU, &ifr) != 0 ||
+        set_address(sock, SIOCSIFADDR, RBX_NET_TAP, RBX_NET_ADDRESS) != 0 ||
+        set_address(sock, SIOCSIFNETMASK, RBX_NET_TAP, RBX_NET_NETMASK) != 0 ||
+        ioctl(sock, SIOCGIFFLAGS, &ifr) != 0)
+        goto fail;
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (ioctl(sock, SIOCSIFFLAGS, &ifr) != 0)
+        goto fail;
+    *step = "route through the tap device";
+    struct rtentry route;
+    memset(&route, 0, sizeof route);
+    struct sockaddr_in *dst = (struct sockaddr_in *)&route.rt_dst;
+    struct sockaddr_in *gateway = (struct sockaddr_in *)&route.rt_gateway;
+    struct sockaddr_in *mask = (struct sockaddr_in *)&route.rt_genmask;
+    dst->sin_family = gateway->sin_family = mask->sin_family = AF_INET;
+    inet_pton(AF_INET, RBX_NET_GATEWAY, &gateway->sin_addr);
+    route.rt_flags = RTF_UP | RTF_GATEWAY;
+    route.rt_dev = (char *)RBX_NET_TAP;
+    if (ioctl(sock, SIOCADDRT, &route) != 0)
+        goto fail;
+    close(sock);
+    return tap;
+fail:;
+    int error = errno;
+    if (sock >= 0)
+        close(sock);
+    close(tap);
+    errno = error;
+    return -1;
 }
 
-static void close_pair(int fds[2])
+/* The tap is made from here, by the thread that started the sandbox, in
+ * the sandbox's network namespace for the while: init and the program
+ * never wait for a helper to configure their interface, and the program
+ * never holds the tun device. The thread's own namespace comes back
+ * before anything else is done: runbox-net must be started from the
+ * host's, where its sockets lead out. */
+static int tap_of(int sandbox_pidfd, const char **step)
 {
-    for (int i = 0; i < 2; i++)
-        if (fds[i] >= 0)
-            close(fds[i]);
+    *step = "open this thread's network namespace";
+    int home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (home < 0)
+        return -1;
+    *step = "enter the sandbox's network namespace";
+    if (setns(sandbox_pidfd, CLONE_NEWNET) != 0) {
+        int error = errno;
+        close(home);
+        errno = error;
+        return -1;
+    }
+    int tap = make_tap(step);
+    int error = errno;
+    if (setns(home, CLONE_NEWNET) != 0) {
+        /* Going on would start helpers, and open sockets, in a sandbox's
+         * network: never. */
+        fprintf(stderr, "runbox: cannot return to the host's network namespace: %s\n",
+                strerror(errno));
+        abort();
+    }
+    close(home);
+    errno = error;
+    return tap;
 }
 
-rbx_status rbx_net_helper_start(pid_t sandbox_pid, rbx_net_helper *helper, rbx_error *err)
+rbx_status rbx_net_helper_start(int sandbox_pidfd, rbx_net_helper *helper, rbx_error *err)
 {
     helper->pid = -1;
-    helper->exit_fd = helper->ready_fd = -1;
+    helper->exit_fd = -1;
     if (!rbx_net_helper_available())
         return rbx_fail(err, RBX_EINVAL,
-                        "the network is not available here: it needs %s (apt-get install "
-                        "slirp4netns) and access to /dev/net/tun; run with --no-network (see "
-                        "runbox check)",
-                        RBX_SLIRP4NETNS);
-    int ready[2] = {-1, -1}, quit[2] = {-1, -1};
-    if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(quit, O_CLOEXEC) != 0) {
-        close_pair(ready);
-        return rbx_fail(err, RBX_ESYSTEM, "cannot create pipes for the network: %s",
+                        "the network is not available here: it needs %s (built beside runbox "
+                        "by `make build`), libslirp0 and access to /dev/net/tun; run with "
+                        "--no-network (see runbox check)",
+                        *rbx_net_helper_path() ? rbx_net_helper_path() : RBX_NET_HELPER);
+    const char *step;
+    int tap = tap_of(sandbox_pidfd, &step);
+    if (tap < 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot connect the sandbox's network: %s: %s", step,
+                        strerror(errno));
+    int quit[2] = {-1, -1};
+    if (pipe2(quit, O_CLOEXEC) != 0) {
+        close(tap);
+        return rbx_fail(err, RBX_ESYSTEM, "cannot create a pipe for the network: %s",
                         strerror(errno));
     }
-    char pid_text[16];
-    snprintf(pid_text, sizeof pid_text, "%d", (int)sandbox_pid);
-    /* --disable-host-loopback: 10.0.2.2 must not lead to the host's
-     * 127.0.0.1. --enable-sandbox and --enable-seccomp confine the helper
-     * itself, which parses the sandbox's packets. */
-    char *argv[] = {"slirp4netns",
-                    "--configure",
-                    "--mtu=65520",
-                    "--disable-host-loopback",
-                    "--enable-sandbox",
-                    "--enable-seccomp",
-                    "--ready-fd=3",
-                    "--exit-fd=4",
-                    pid_text,
-                    "tap0",
-                    NULL};
-    char *envp[] = {"PATH=/usr/bin:/bin", NULL};
-    int pass[] = {ready[1], quit[0]}; /* --ready-fd=3, --exit-fd=4 */
+    char *argv[] = {RBX_NET_HELPER, NULL};
+    char *envp[] = {NULL};
+    int pass[] = {tap, quit[0]}; /* fd 3 the tap, fd 4 the stop pipe */
+    /* runbox-net makes a mount namespace of its own and makes every mount
+     * in it private before it pivots into an empty root and detaches the
+     * old one: nothing it unmounts reaches the host's mounts (slirp4netns
+     * --enable-sandbox, started from the host's namespace, detached the
+     * peers of the host's shared mounts: an `ip netns` mount under
+     * /run/netns vanished with every network-on execution; a test plants a
+     * shared canary mount). */
     pid_t pid;
-    rbx_ns_switch ns = {0};
-    int rc = 0;
-    if (geteuid() == 0) {
-        pthread_once(&helper_ns_once, start_helper_ns);
-        if (helper_ns < 0)
-            rc = helper_ns_error ? helper_ns_error : EINVAL;
-        else if (rbx_mount_ns_enter(helper_ns, &ns) != 0)
-            rc = errno;
-    }
-    if (rc == 0)
-        rc = rbx_spawn_helper(RBX_SLIRP4NETNS, argv, envp, pass, 2, &pid);
-    rbx_mount_ns_leave(&ns);
-    close(ready[1]);
+    int rc = rbx_spawn_helper(rbx_net_helper_path(), argv, envp, pass, 2, &pid);
+    close(tap);
     close(quit[0]);
     if (rc != 0) {
-        close(ready[0]);
         close(quit[1]);
-        return rbx_fail(err, RBX_ESYSTEM, "cannot start %s: %s", RBX_SLIRP4NETNS, strerror(rc));
+        return rbx_fail(err, RBX_ESYSTEM, "cannot start %s: %s", rbx_net_helper_path(),
+                        strerror(rc));
     }
     helper->pid = pid;
     helper->exit_fd = quit[1];
-    helper->ready_fd = ready[0];
-    return RBX_OK;
-}
-
-rbx_status rbx_net_helper_wait_ready(rbx_net_helper *helper, rbx_error *err)
-{
-    struct pollfd pfd = {.fd = helper->ready_fd, .events = POLLIN};
-    char byte;
-    int rc = poll(&pfd, 1, HELPER_READY_TIMEOUT_MS);
-    bool ok = rc == 1 && read(helper->ready_fd, &byte, 1) == 1;
-    close(helper->ready_fd);
-    helper->ready_fd = -1;
-    if (!ok) {
-        rbx_net_helper_stop(helper);
-        return rbx_fail(err, RBX_ESYSTEM, "the network helper %s did not come up%s",
-                        RBX_SLIRP4NETNS, rc == 0 ? " in time" : "");
-    }
     return RBX_OK;
 }
 
@@ -189,11 +247,9 @@ void rbx_net_reap(void)
 
 void rbx_net_helper_stop(rbx_net_helper *helper)
 {
-    if (helper->ready_fd >= 0)
-        close(helper->ready_fd);
     if (helper->exit_fd >= 0)
         close(helper->exit_fd);
-    helper->exit_fd = helper->ready_fd = -1;
+    helper->exit_fd = -1;
     if (helper->pid <= 0)
         return;
     kill(helper->pid, SIGKILL);

@@ -2,13 +2,15 @@
 
 #include <sys/types.h>
 /* The sandbox's network. Every execution gets its own network namespace.
- * Off: only loopback. On: slirp4netns gives it a user-mode NAT to the
+ * Off: only loopback. On: a tap device, tap0, whose frames runbox-net
+ * (sandbox/net_relay.c, libslirp) relays as a user-mode NAT to the
  * outside, with the host's loopback unreachable (runbox's own API listens
  * there). */
 #ifndef RBX_NET_H
 #define RBX_NET_H
 
-#define RBX_SLIRP4NETNS "/usr/bin/slirp4netns"
+/* The helper program, beside runbox (rbx_net_helper_path). */
+#define RBX_NET_HELPER "runbox-net"
 /* runbox's resolver (sandbox/egress_dns.h), on the sandbox's own loopback:
  * names are resolved under the egress policy, not by the network helper. */
 #define RBX_SANDBOX_NAMESERVER "127.0.0.53"
@@ -21,18 +23,17 @@ typedef enum rbx_net_mode {
 
 typedef struct rbx_net_helper {
     pid_t pid;
-    int exit_fd;  /* closing it makes slirp4netns exit */
-    int ready_fd; /* readable once the interface is configured; -1 after */
+    int exit_fd; /* closing it makes runbox-net exit */
 } rbx_net_helper;
 
 /* Child side: brings the namespace's loopback up (no allocation). */
 int rbx_net_loopback_up(void);
 
-/* Parent side: starts connecting the network namespace of sandbox_pid to
- * the outside; rbx_net_helper_wait_ready waits until its interface is
- * configured (meanwhile the sandbox can build its root). */
-rbx_status rbx_net_helper_start(pid_t sandbox_pid, rbx_net_helper *helper, rbx_error *err);
-rbx_status rbx_net_helper_wait_ready(rbx_net_helper *helper, rbx_error *err);
+/* Parent side: connects the network namespace of the sandbox (its init's
+ * pidfd) to the outside: makes and configures its tap0 from here, then
+ * starts runbox-net with it. Nothing waits for runbox-net: frames the
+ * program sends before it reads them wait in the tap's queue. */
+rbx_status rbx_net_helper_start(int sandbox_pidfd, rbx_net_helper *helper, rbx_error *err);
 void rbx_net_helper_stop(rbx_net_helper *helper);
 /* Reaps the stopped helpers that have finished exiting, without waiting for
  * the others: called when the engine goes away. A killed helper takes
@@ -42,5 +43,8 @@ void rbx_net_helper_stop(rbx_net_helper *helper);
 void rbx_net_reap(void);
 /* Whether the helper is installed (for runbox check and clear errors). */
 bool rbx_net_helper_available(void);
+/* Where it is looked for: runbox-net beside the running program; "" when
+ * that cannot be told. */
+const char *rbx_net_helper_path(void);
 
 #endif

@@ -428,8 +428,8 @@ static int sandbox_init(const child_plan *plan)
     struct pollfd parent = {.fd = plan->status_fd, .events = POLLOUT};
     if (poll(&parent, 1, 0) < 0 || (parent.revents & POLLERR))
         _exit(1);
-    /* The network helper came up while the root was built: the program
-     * starts once its interface is configured. */
+    /* runbox made the network's interface while the root was built: the
+     * program starts once the egress policy is in force. */
     if (plan->spec->network == RBX_NET_OUTSIDE && read(plan->sync_fd, &go, 1) != 1)
         _exit(1);
     close(plan->sync_fd);
@@ -622,10 +622,6 @@ static pid_t clone_init(child_plan *plan, int *pidfd, int cgroup_dirfd)
     return pid;
 }
 
-/* Init waits for one byte before it does anything: by then its users are
- * mapped. With the network on, the helper starts at the same time, and a
- * second byte tells init, which has built its root meanwhile, that the
- * interface is up and the program may start. */
 /* What init said went wrong, when it said something ("E<step>: <why>"). */
 static void init_complaint(int report_fd, char *text, size_t size)
 {
@@ -675,22 +671,25 @@ static rbx_status guard_egress(const rbx_sandbox_spec *spec, rbx_sandbox *sandbo
 }
 
 /* Init waits for one byte before it does anything: by then its users are
- * mapped. With the network on, the helper starts at the same time, and a
- * second byte tells init, which has built its root meanwhile, that the
- * interface is up, the egress policy in force, and the program may start. */
+ * mapped. With the network on, its interface is made and the helper
+ * started meanwhile, and a second byte tells init, which has built its
+ * root meanwhile, that the egress policy is in force and the program may
+ * start. */
 static rbx_status release_init(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
                                const channels *c, rbx_error *err)
 {
     if (map_users(sandbox->pid, spec->is_root) != 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot map users into the sandbox: %s", strerror(errno));
-    bool outside = spec->network == RBX_NET_OUTSIDE;
-    if (outside && rbx_net_helper_start(sandbox->pid, &sandbox->net, err) != RBX_OK)
-        return err->status;
     if (write(c->sync[1], "g", 1) != 1)
         return rbx_fail(err, RBX_ESYSTEM, "cannot start the sandbox: %s", strerror(errno));
-    if (c->egress[0] >= 0 && guard_egress(spec, sandbox, c->egress[0], c->report[0], err) != RBX_OK)
+    /* While init builds its root. */
+    bool outside = spec->network == RBX_NET_OUTSIDE;
+    int64_t from = rbx_now_us();
+    if (outside && rbx_net_helper_start(sandbox->pidfd, &sandbox->net, err) != RBX_OK)
         return err->status;
-    if (outside && rbx_net_helper_wait_ready(&sandbox->net, err) != RBX_OK)
+    if (outside && spec->trace)
+        spec->trace->network_us += rbx_now_us() - from;
+    if (c->egress[0] >= 0 && guard_egress(spec, sandbox, c->egress[0], c->report[0], err) != RBX_OK)
         return err->status;
     if (outside && write(c->sync[1], "n", 1) != 1)
         return rbx_fail(err, RBX_ESYSTEM, "cannot start the sandbox: %s", strerror(errno));
@@ -703,7 +702,7 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     sandbox->pid = -1;
     sandbox->pidfd = sandbox->stdin_fd = sandbox->stdout_fd = sandbox->stderr_fd = -1;
     sandbox->report_fd = sandbox->status_fd = -1;
-    sandbox->net = (rbx_net_helper){.pid = -1, .exit_fd = -1, .ready_fd = -1};
+    sandbox->net = (rbx_net_helper){.pid = -1, .exit_fd = -1};
 
     char why[256];
     channels c;

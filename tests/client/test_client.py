@@ -202,7 +202,7 @@ def test_a_lone_string_is_not_taken_letter_by_letter(transport):
     assert "egress_allow must be a list" in str(wrong.value)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="network-on needs slirp4netns, set up here only "
+@pytest.mark.skipif(os.geteuid() != 0, reason="network-on needs runbox-net and the tun device, set up here only "
                                               "as root")
 def test_an_empty_egress_allow_reaches_nothing(transport):
     """[] is sent as a list of none, not left out: a connection anywhere is refused."""

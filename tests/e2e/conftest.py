@@ -372,7 +372,7 @@ def waiting_in_pool(pid):
 
 def live_helpers():
     helpers = []
-    for pid in processes_matching("slirp4netns"):
+    for pid in processes_matching("runbox-net"):
         try:
             if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
                 helpers.append(pid)

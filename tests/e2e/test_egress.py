@@ -27,8 +27,8 @@ from conftest import RUNBOX, daemons, processes_matching, unique_marker
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not shutil.which("dnsmasq") or not shutil.which("nsenter")
-    or not os.path.exists("/usr/bin/slirp4netns"),
-    reason="egress tests make network namespaces: root, iproute2, dnsmasq and slirp4netns")
+    or not os.path.exists(os.path.join(os.path.dirname(RUNBOX), "runbox-net")),
+    reason="egress tests make network namespaces: root, iproute2, dnsmasq and runbox-net")
 
 HOST_A, HOST_B, CLIENT = "10.213.0.2", "10.213.0.3", "10.213.0.1"
 PORT = 8080

@@ -87,7 +87,7 @@ def test_a_stateful_run_carries_the_list_to_the_process_that_holds_kernels(runbo
     assert result["egress_denied"] == 0 and result["egress_denied_to"] == []
 
 
-@pytest.mark.skipif(not IS_ROOT, reason="network-on needs slirp4netns, set up here only as root")
+@pytest.mark.skipif(not IS_ROOT, reason="network-on needs runbox-net and the tun device, set up here only as root")
 @pytest.mark.parametrize("stateful", [False, True])
 def test_an_empty_list_reaches_nothing_and_live_mode_says_so(runbox, stateful):
     """'' is a list of none, not "no option": a connection anywhere is refused, the result
@@ -125,7 +125,7 @@ def daemon_argv(state_dir):
     return None
 
 
-@pytest.mark.skipif(not IS_ROOT, reason="network-on needs slirp4netns, set up here only as root")
+@pytest.mark.skipif(not IS_ROOT, reason="network-on needs runbox-net and the tun device, set up here only as root")
 def test_the_daemon_a_stateful_run_starts_gets_the_operators_policy(runbox):
     """The daemon holds the kernels and runs the stateful code: it applies the policy of the
     CLI that started it (here nothing is public), not one of its own."""

@@ -215,7 +215,7 @@ def test_a_runbox_killed_outright_takes_its_sandbox_with_it(runbox, network):
     sandbox (its init has a parent-death signal that survives init's change
     of uid), the program's background children included."""
     if network == "--network" and os.geteuid() != 0:
-        pytest.skip("network-on needs slirp4netns, set up here only as root")
+        pytest.skip("network-on needs runbox-net and the tun device, set up here only as root")
     marker = "5353.%06d" % (uuid.uuid4().int % 10**6)  # a sleep no other run has
     cgroups_before = execution_cgroups()
     proc = runbox.popen("run", "bash", "-c", f"sleep {marker} & echo started; wait", network)
@@ -911,6 +911,51 @@ def test_network_on_reaches_outside_but_not_host_loopback(runbox, loopback_serve
                                 f"127.0.0.1:{loopback_server.port}", f"10.0.2.2:{loopback_server.port}",
                                 env=allow)
     assert seen == {outside_host: "connected", "127.0.0.1": "refused", "10.0.2.2": "refused"}
+    assert loopback_server.accepted == 0
+
+
+def parent_of(pid):
+    try:
+        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError):
+        return None
+
+
+@root_only
+def test_the_network_helper_confines_itself_before_it_reads_a_packet(runbox, loopback_server):
+    """runbox-net parses the sandbox's frames, started by root: it runs as nobody, with no
+    capability, no new privileges, a seccomp filter, an empty root of its own and only its two
+    descriptors, in the host's network; through it the sandbox does not reach the host's
+    loopback (10.0.2.2), even with the egress policy opened to that network."""
+    before = set(processes_matching("runbox-net"))
+    code = ("import socket,time\n"
+            "print('waiting', flush=True); time.sleep(4)\n"
+            "s=socket.socket(); s.settimeout(3)\n"
+            f"r=s.connect_ex(('10.0.2.2',{loopback_server.port}))\n"
+            "print('host loopback', 'refused' if r else 'connected', flush=True)\n")
+    proc = runbox.start("python", code, "--network", "--timeout", "30",
+                        env={"RUNBOX_EGRESS_ALLOW": "10.0.2.0/24"}, until="waiting")
+    try:
+        new = [p for p in processes_matching("runbox-net") if p not in before]
+        ours = [p for p in new if parent_of(p) == proc.pid] or new
+        assert ours, "no runbox-net runs for a network-on execution"
+        pid = ours[0]
+        status = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status").read().splitlines())
+        assert status["Uid"].split() == ["65534"] * 4, status["Uid"]
+        assert status["Gid"].split() == ["65534"] * 4, status["Gid"]
+        assert int(status["CapEff"], 16) == 0 and int(status["CapPrm"], 16) == 0, status
+        assert status["NoNewPrivs"].strip() == "1"
+        assert status["Seccomp"].strip() == "2"
+        assert os.listdir(f"/proc/{pid}/root") == []
+        assert sorted(int(fd) for fd in os.listdir(f"/proc/{pid}/fd")) == [0, 1, 2, 3, 4]
+        assert os.readlink(f"/proc/{pid}/fd/3") == "/dev/net/tun"
+        assert os.readlink(f"/proc/{pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
+        assert os.readlink(f"/proc/{pid}/ns/net") == os.readlink("/proc/self/ns/net")
+    finally:
+        out, _ = proc.communicate(timeout=60)
+    events = [json.loads(line) for line in out.splitlines() if line.strip()]
+    printed = "".join(e.get("data", "") for e in events if e["type"] == "stdout")
+    assert "host loopback refused" in printed, events[-1]
     assert loopback_server.accepted == 0
 
 

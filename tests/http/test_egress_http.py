@@ -106,7 +106,7 @@ def test_the_document_describes_egress_allow():
     assert {"egress_denied", "egress_denied_to"} <= set(schemas["Result"]["required"])
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="network-on needs slirp4netns, set up here only "
+@pytest.mark.skipif(os.geteuid() != 0, reason="network-on needs runbox-net and the tun device, set up here only "
                                               "as root")
 def test_an_empty_list_reaches_nothing_and_the_result_says_where_it_tried(server):
     """[] is not null: with the network on, a connection anywhere is refused and reported,

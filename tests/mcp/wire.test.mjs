@@ -317,7 +317,7 @@ describe('tool calls on the wire', () => {
   });
 
   it('reaches nothing with egress_allow [], and says where the code tried to connect', async (t) => {
-    if (process.getuid() !== 0) return t.skip('network-on needs slirp4netns, set up here only as root');
+    if (process.getuid() !== 0) return t.skip('network-on needs runbox-net and the tun device, set up here only as root');
     const server = start();
     await server.initialize('2025-11-25');
     // The package index's address: the default policy allows it, only the narrowing refuses it.
