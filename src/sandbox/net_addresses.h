@@ -1,6 +1,6 @@
 /* The sandbox's side of the user-mode network: tap0's address, the
- * gateway that leads out (libslirp's, in runbox-net) and the MTU. init
- * configures tap0 with them (sandbox/spawn.c), runbox-net
+ * gateway that leads out (libslirp's, in runbox-net) and the MTU. runbox
+ * configures tap0 with them (sandbox/net.c), runbox-net
  * (sandbox/net_relay.c) serves the same network. Plain text and numbers:
  * runbox-net includes nothing else of runbox. */
 #ifndef RBX_NET_ADDRESSES_H
