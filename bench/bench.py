@@ -31,6 +31,7 @@ import pool
 import sessions_scale
 import stateful
 from common import Server, percentile, program_env, summary, timed
+from common import throughput as common_throughput
 
 PROGRAMS = {
     "python": ("/usr/bin/python3", ["-c", "print('hi')"], "print('hi')"),
@@ -176,34 +177,23 @@ def cpu_per_execution(runbox, work, runs=100):
 
 def throughput(server, seconds=4.0):
     """Executions per second through runbox serve, and bare spawns, at each concurrency."""
+    def http_call():
+        conn = server.connection()
+
+        def call():
+            status, _ = server.request("POST", "/v1/execute", {"language": "bash", "code": "echo hi",
+                                                               "network": False}, conn=conn)
+            assert status == 200
+        return call
+
+    def bare_call():
+        return lambda: subprocess.run(["/bin/bash", "-c", "echo hi"], stdout=subprocess.DEVNULL,
+                                      env=program_env("/tmp"))
     results = {}
     for concurrency in (1, 2, 4, 8):
-        for kind in ("runbox_http", "bare"):
-            done = [0]
-            lock = threading.Lock()
-            stop = time.time() + seconds
-
-            def worker():
-                conn = server.connection() if kind == "runbox_http" else None
-                while time.time() < stop:
-                    if conn:
-                        status, _ = server.request("POST", "/v1/execute",
-                                                   {"language": "bash", "code": "echo hi",
-                                                    "network": False}, conn=conn)
-                        assert status == 200
-                    else:
-                        subprocess.run(["/bin/bash", "-c", "echo hi"], stdout=subprocess.DEVNULL,
-                                       env=program_env("/tmp"))
-                    with lock:
-                        done[0] += 1
-            threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-            start = time.time()
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            results.setdefault(str(concurrency), {})[kind] = round(done[0] / (time.time() - start), 1)
-        row = results[str(concurrency)]
+        row = results.setdefault(str(concurrency), {})
+        for kind, make_call in (("runbox_http", http_call), ("bare", bare_call)):
+            row[kind] = common_throughput(make_call, concurrency, seconds)
         row["ratio"] = round(row["runbox_http"] / row["bare"], 3)
     return results
 

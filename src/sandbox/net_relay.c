@@ -140,18 +140,22 @@ static void notify(void *opaque)
     (void)opaque;
 }
 
+/* libslirp's poll events and poll(2)'s, one for one. */
+static const struct {
+    int slirp;
+    short poll;
+} poll_events[] = {{SLIRP_POLL_IN, POLLIN},   {SLIRP_POLL_OUT, POLLOUT}, {SLIRP_POLL_PRI, POLLPRI},
+                   {SLIRP_POLL_ERR, POLLERR}, {SLIRP_POLL_HUP, POLLHUP}};
+
 static int add_poll(int fd, int events, void *opaque)
 {
     relay *r = opaque;
     if (r->nfds >= MAX_POLL)
         return -1;
     short want = 0;
-    if (events & SLIRP_POLL_IN)
-        want |= POLLIN;
-    if (events & SLIRP_POLL_OUT)
-        want |= POLLOUT;
-    if (events & SLIRP_POLL_PRI)
-        want |= POLLPRI;
+    for (size_t i = 0; i < sizeof poll_events / sizeof *poll_events; i++)
+        if (events & poll_events[i].slirp)
+            want |= poll_events[i].poll;
     r->fds[r->nfds] = (struct pollfd){.fd = fd, .events = want};
     return (int)r->nfds++;
 }
@@ -161,18 +165,10 @@ static int get_revents(int idx, void *opaque)
     relay *r = opaque;
     if (idx < 0 || (nfds_t)idx >= r->nfds)
         return 0;
-    short got = r->fds[idx].revents;
     int events = 0;
-    if (got & POLLIN)
-        events |= SLIRP_POLL_IN;
-    if (got & POLLOUT)
-        events |= SLIRP_POLL_OUT;
-    if (got & POLLPRI)
-        events |= SLIRP_POLL_PRI;
-    if (got & POLLERR)
-        events |= SLIRP_POLL_ERR;
-    if (got & POLLHUP)
-        events |= SLIRP_POLL_HUP;
+    for (size_t i = 0; i < sizeof poll_events / sizeof *poll_events; i++)
+        if (r->fds[idx].revents & poll_events[i].poll)
+            events |= poll_events[i].slirp;
     return events;
 }
 
@@ -200,7 +196,7 @@ static Slirp *start_slirp(relay *r)
         .disable_host_loopback = true,
         /* Names are resolved by runbox's resolver on the sandbox's own
          * loopback, under the egress policy: none served here, and no
-         * addresses handed out (init configured the interface). */
+         * addresses handed out (runbox configured the interface). */
         .disable_dns = true,
         .disable_dhcp = true,
     };
