@@ -87,7 +87,7 @@ UNPRIVILEGED_USER ?= rbxtest
 test-unprivileged: build
 	id $(UNPRIVILEGED_USER) >/dev/null 2>&1 || useradd -m -s /bin/bash $(UNPRIVILEGED_USER)
 	dir=$$(mktemp -d /tmp/runbox-unprivileged.XXXXXX) && \
-	cp -r tests deploy clients $(BUILD)/runbox $(BUILD)/runbox-serve $(BUILD)/runbox-net $(BUILD)/try-syscall $$dir/ && chmod -R a+rX $$dir && \
+	cp -r tests deploy clients $(BUILD)/runbox $(BUILD)/runbox-serve $(BUILD)/runbox-net $(BUILD)/runbox-init $(BUILD)/try-syscall $$dir/ && chmod -R a+rX $$dir && \
 	su $(UNPRIVILEGED_USER) -s /bin/bash -c "cd $$dir && export RUNBOX_BIN=$$dir/runbox \
 	  RUNBOX_TRY_SYSCALL=$$dir/try-syscall && \
 	  $(PYTEST_Q) -n $(TEST_JOBS) -m 'not serial' tests/e2e && \

@@ -98,10 +98,10 @@ if [ -z "$prebuilt" ]; then
         tar -C "$repo" --null -T - -cf - | tar -C "$builder/src" -xf -
     tar -C "$repo" -cf - web/node_modules | tar -C "$builder/src" -xf -
     chroot "$builder" sh -c 'cmake -S /src -B /src/build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
-        cmake --build /src/build --target runbox runbox-serve runbox-net'
+        cmake --build /src/build --target runbox runbox-serve runbox-net runbox-init'
     prebuilt=$builder/src/build
 fi
-for program in runbox runbox-serve runbox-net; do
+for program in runbox runbox-serve runbox-net runbox-init; do
     [ -x "$prebuilt/$program" ] || fail "no $prebuilt/$program"
 done
 binaries=$(cd "$prebuilt" && pwd)
@@ -161,8 +161,8 @@ mmdebstrap --variant=essential --include="$packages" \
     --dpkgopt='path-include=/usr/share/locale/locale.alias' \
     --dpkgopt='path-exclude=/usr/share/doc/*' \
     --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-    --customize-hook="copy-in $binaries/runbox $binaries/runbox-serve $binaries/runbox-net /usr/local/bin" \
-    --customize-hook='chmod 0755 "$1/usr/local/bin/runbox" "$1/usr/local/bin/runbox-serve" "$1/usr/local/bin/runbox-net"' \
+    --customize-hook="copy-in $binaries/runbox $binaries/runbox-serve $binaries/runbox-net $binaries/runbox-init /usr/local/bin" \
+    --customize-hook='chmod 0755 "$1/usr/local/bin/runbox" "$1/usr/local/bin/runbox-serve" "$1/usr/local/bin/runbox-net" "$1/usr/local/bin/runbox-init"' \
     --customize-hook="upload $here/entrypoint.sh /usr/local/sbin/runbox-entrypoint" \
     --customize-hook='chmod 0755 "$1/usr/local/sbin/runbox-entrypoint"' \
     --customize-hook='mkdir -p "$1/etc/runbox" "$1/var/lib/runbox" && chmod 0700 "$1/var/lib/runbox"' \

@@ -60,7 +60,10 @@ void rbx_lock_release(int fd);
 /* All of len bytes to fd (retrying short writes and EINTR); -1 with errno. */
 int rbx_write_all(int fd, const void *data, size_t len);
 
-/* Starts a host helper program (mkfs, slirp4netns) with stdio on /dev/null
+/* The path of runbox's program NAME (runbox-net, runbox-init) beside the
+ * running one, as they are built and installed; 0, or -1 with "" in path. */
+int rbx_program_beside(const char *name, char *path, size_t size);
+/* Starts a host helper program (mkfs, runbox-net) with stdio on /dev/null
  * and each pass[i] as its fd 3 + i. Returns posix_spawn's error, 0 on success. */
 int rbx_spawn_helper(const char *path, char *const argv[], char *const envp[], const int *pass,
                      size_t pass_count, pid_t *pid);

@@ -1,9 +1,12 @@
-/* Host helper programs (mkfs for session disks, slirp4netns for the
+/* Host helper programs (mkfs for session disks, runbox-net for the
  * network): started the one same way, quiet, with only the descriptors
- * they are given. */
+ * they are given; runbox's own found beside it. */
 #include "base/fsutil.h"
 
 #include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 #include <spawn.h>
 
 int rbx_spawn_helper(const char *path, char *const argv[], char *const envp[], const int *pass,
@@ -19,4 +22,18 @@ int rbx_spawn_helper(const char *path, char *const argv[], char *const envp[], c
     int rc = posix_spawn(pid, path, &actions, NULL, argv, envp);
     posix_spawn_file_actions_destroy(&actions);
     return rc;
+}
+
+int rbx_program_beside(const char *name, char *path, size_t size)
+{
+    ssize_t n = size > 1 ? readlink("/proc/self/exe", path, size - 1) : -1;
+    char *slash = n > 0 ? memrchr(path, '/', (size_t)n) : NULL;
+    size_t dir = slash ? (size_t)(slash - path) + 1 : 0;
+    if (!slash || dir + strlen(name) + 1 > size) {
+        if (size)
+            path[0] = 0;
+        return -1;
+    }
+    memcpy(slash + 1, name, strlen(name) + 1);
+    return 0;
 }

@@ -51,13 +51,7 @@ static pthread_once_t helper_path_once = PTHREAD_ONCE_INIT;
 
 static void find_helper(void)
 {
-    ssize_t n = readlink("/proc/self/exe", helper_path, sizeof helper_path - 1);
-    char *slash = n > 0 ? memrchr(helper_path, '/', (size_t)n) : NULL;
-    if (!slash || (size_t)(slash - helper_path) + sizeof "/" RBX_NET_HELPER > sizeof helper_path) {
-        helper_path[0] = 0;
-        return;
-    }
-    memcpy(slash + 1, RBX_NET_HELPER, sizeof RBX_NET_HELPER);
+    rbx_program_beside(RBX_NET_HELPER, helper_path, sizeof helper_path);
 }
 
 const char *rbx_net_helper_path(void)

@@ -8,6 +8,7 @@
 #include "base/trace.h"
 #include "runbox.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/exit_report.h"
 #include "sandbox/mount.h"
 #include "sandbox/net.h"
 
@@ -61,11 +62,6 @@ typedef struct rbx_sandbox {
     rbx_cgroup *cgroup;       /* NULL where cgroups are not available */
 } rbx_sandbox;
 
-/* What init tells us about the program when it ends. */
-typedef struct rbx_exit_report {
-    int wait_status;
-    struct rusage usage;
-} rbx_exit_report;
 
 rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox, rbx_error *err);
 /* Kills every process of the sandbox (killing init ends its PID namespace). */

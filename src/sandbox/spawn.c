@@ -6,6 +6,7 @@
  * from a multi-threaded server: it must not allocate or take locks, so all
  * it needs is prepared here beforehand and it calls only system calls. */
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "base/trace.h"
 #include "egress/dns.h"
 #include "egress/policy.h"
@@ -30,6 +31,7 @@
 #include <linux/sched.h>
 #include <linux/securebits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -59,6 +61,7 @@ typedef struct child_plan {
     int status_fd;                      /* write end */
     int egress_fd;                      /* where init hands over the egress policy's
                                            sockets (egress_dns.h), or -1 */
+    int reaper_fd;                      /* runbox-init (reaper.c) to execute, or -1 */
     int parent_ends[7];                 /* the parent's ends, closed in the child */
     int cgroup_fds[RBX_CGROUP_MAX_FDS]; /* cgroup.procs of the execution's cgroup */
     size_t cgroup_count;                /* to join; 0 when born into it (v2) */
@@ -271,6 +274,34 @@ static int init_reap(const child_plan *plan, pid_t program)
     }
 }
 
+/* Decimal text of n into buf (no allocation: init's memory is a copy of a
+ * process whose other threads may have held malloc's locks). */
+static char *decimal(char *buf, size_t size, long n)
+{
+    char *p = buf + size;
+    *--p = 0;
+    do
+        *--p = (char)('0' + n % 10);
+    while ((n /= 10) > 0 && p > buf);
+    return p;
+}
+
+/* Init becomes runbox-init (reaper.c), which reaps as init_reap does: its
+ * copy of runbox's address space goes now, beside the program, instead of
+ * when the program has ended. Returns only if it could not (init then
+ * reaps itself). */
+static void become_reaper(const child_plan *plan, pid_t program)
+{
+    char fd_text[16], pid_text[16];
+    char *argv[] = {"runbox-init", decimal(fd_text, sizeof fd_text, plan->status_fd),
+                    decimal(pid_text, sizeof pid_text, program), NULL};
+    char *envp[] = {NULL};
+    if (plan->reaper_fd < 0 || fcntl(plan->status_fd, F_SETFD, 0) != 0)
+        return;
+    syscall(SYS_execveat, plan->reaper_fd, "", argv, envp, AT_EMPTY_PATH);
+    fcntl(plan->status_fd, F_SETFD, FD_CLOEXEC);
+}
+
 /* The process's own argv and environment strings, as the kernel laid them
  * out (contiguous): glibc passes them to ELF constructors. */
 static char *args_start, *args_end;
@@ -299,12 +330,12 @@ static void forget_runbox_args(void)
  * or a lock held here would outlive its own execution. */
 static void close_others(const child_plan *plan)
 {
-    int keep[16 + RBX_CGROUP_MAX_FDS + RBX_MAX_BINDS];
+    int keep[17 + RBX_CGROUP_MAX_FDS + RBX_MAX_BINDS];
     size_t n = 0;
     const rbx_root_request *root = &plan->spec->root_request;
     int fixed[] = {plan->sync_fd,   plan->stdin_fd,  plan->stdout_fd,     plan->stderr_fd,
                    plan->report_fd, plan->status_fd, plan->spec->code_fd, root->home_tree,
-                   root->tmp_tree,  plan->egress_fd};
+                   root->tmp_tree,  plan->egress_fd, plan->reaper_fd};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         if (fixed[i] >= 0)
             keep[n++] = fixed[i];
@@ -443,6 +474,7 @@ static int sandbox_init(const child_plan *plan)
     close(plan->stdout_fd);
     close(plan->stderr_fd);
     close(plan->report_fd);
+    become_reaper(plan, program);
     return init_reap(plan, program);
 }
 
@@ -586,6 +618,24 @@ static void restore_owner(owner_switch *saved)
         prctl(PR_SET_DUMPABLE, saved->dumpable);
     saved->active = false;
     errno = error;
+}
+
+/* runbox-init beside runbox, opened once for every sandbox's init to
+ * execute (become_reaper); -1 where it is missing: init reaps itself. */
+static int reaper = -1;
+static pthread_once_t reaper_once = PTHREAD_ONCE_INIT;
+
+static void open_reaper(void)
+{
+    char path[4096];
+    if (rbx_program_beside("runbox-init", path, sizeof path) == 0)
+        reaper = open(path, O_PATH | O_CLOEXEC);
+}
+
+static int reaper_fd(void)
+{
+    pthread_once(&reaper_once, open_reaper);
+    return reaper;
 }
 
 /* clone3 without CLONE_VM behaves like fork: the child continues on a copy
@@ -742,6 +792,7 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
         .report_fd = c.report[1],
         .status_fd = c.status[1],
         .egress_fd = c.egress[1],
+        .reaper_fd = reaper_fd(),
         .parent_ends = {c.sync[1], c.out[0], c.err[0], c.report[0], c.status[0], c.in[1],
                         c.egress[0]},
     };

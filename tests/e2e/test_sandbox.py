@@ -959,6 +959,35 @@ def test_the_network_helper_confines_itself_before_it_reads_a_packet(runbox, loo
     assert loopback_server.accepted == 0
 
 
+def test_the_sandboxs_init_is_runbox_init_and_holds_nothing_of_runbox(runbox):
+    """Once the program runs, init is runbox-init (src/sandbox/reaper.c): no copy of runbox's
+    memory (no mapping of runbox's program or libraries), no descriptor but its stdio and the
+    status pipe, not dumpable; and the program's exit code still comes back through it."""
+    marker = unique_marker()
+    proc = runbox.start("bash", f"echo started; (exec -a {marker} sleep 5); exit 7", "--no-network",
+                        until="started")
+    try:
+        deadline = time.time() + 20
+        while not processes_matching(marker) and time.time() < deadline:
+            time.sleep(0.05)
+        sleeping = processes_matching(marker)
+        assert sleeping, "the program's child is not running"
+        init = parent_of(parent_of(sleeping[0]))  # sleep's parent is the program, bash
+        assert os.path.basename(os.readlink(f"/proc/{init}/exe")) == "runbox-init"
+        maps = open(f"/proc/{init}/maps").read()
+        files = {line.split()[-1] for line in maps.splitlines() if len(line.split()) >= 6}
+        assert {os.path.basename(f) for f in files if f.startswith("/")} == {"runbox-init"}, files
+        fds = sorted(int(fd) for fd in os.listdir(f"/proc/{init}/fd"))
+        assert fds[:3] == [0, 1, 2] and len(fds) == 4, fds
+        status = dict(line.split(":", 1) for line in open(f"/proc/{init}/status").read().splitlines())
+        assert status["Name"].strip() == "runbox-init"
+        assert int(status["VmRSS"].split()[0]) < 4096, status["VmRSS"]  # KiB; runbox's copy was far more
+    finally:
+        out, _ = proc.communicate(timeout=60)
+    result = [json.loads(line) for line in out.splitlines() if line.strip()][-1]
+    assert result["type"] == "result" and result["exit_code"] == 7, result
+
+
 @kernel_too
 def test_abstract_unix_sockets_do_not_cross_sessions(runbox):
     name = "rbx-" + uuid.uuid4().hex[:8]
