@@ -168,21 +168,28 @@ static int tap_of(int sandbox_pidfd, const char **step)
     return tap;
 }
 
-rbx_status rbx_net_helper_start(int sandbox_pidfd, rbx_net_helper *helper, rbx_error *err)
+int rbx_net_tap(int sandbox_pidfd, rbx_error *err)
 {
-    helper->pid = -1;
-    helper->exit_fd = -1;
-    if (!rbx_net_helper_available())
-        return rbx_fail(err, RBX_EINVAL,
-                        "the network is not available here: it needs %s (built beside runbox "
-                        "by `make build`), libslirp0 and access to /dev/net/tun; run with "
-                        "--no-network (see runbox check)",
-                        *rbx_net_helper_path() ? rbx_net_helper_path() : RBX_NET_HELPER);
+    if (!rbx_net_helper_available()) {
+        rbx_fail(err, RBX_EINVAL,
+                 "the network is not available here: it needs %s (built beside runbox by `make "
+                 "build`), libslirp0 and access to /dev/net/tun; run with --no-network (see "
+                 "runbox check)",
+                 *rbx_net_helper_path() ? rbx_net_helper_path() : RBX_NET_HELPER);
+        return -1;
+    }
     const char *step;
     int tap = tap_of(sandbox_pidfd, &step);
     if (tap < 0)
-        return rbx_fail(err, RBX_ESYSTEM, "cannot connect the sandbox's network: %s: %s", step,
-                        strerror(errno));
+        rbx_fail(err, RBX_ESYSTEM, "cannot connect the sandbox's network: %s: %s", step,
+                 strerror(errno));
+    return tap;
+}
+
+rbx_status rbx_net_helper_start(int tap, rbx_net_helper *helper, rbx_error *err)
+{
+    helper->pid = -1;
+    helper->exit_fd = -1;
     int quit[2] = {-1, -1};
     if (pipe2(quit, O_CLOEXEC) != 0) {
         close(tap);

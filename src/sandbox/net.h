@@ -29,11 +29,13 @@ typedef struct rbx_net_helper {
 /* Child side: brings the namespace's loopback up (no allocation). */
 int rbx_net_loopback_up(void);
 
-/* Parent side: connects the network namespace of the sandbox (its init's
- * pidfd) to the outside: makes and configures its tap0 from here, then
- * starts runbox-net with it. Nothing waits for runbox-net: frames the
- * program sends before it reads them wait in the tap's queue. */
-rbx_status rbx_net_helper_start(int sandbox_pidfd, rbx_net_helper *helper, rbx_error *err);
+/* Parent side: makes and configures tap0 in the network namespace of the
+ * sandbox (its init's pidfd), from here; its fd, or -1 with err. */
+int rbx_net_tap(int sandbox_pidfd, rbx_error *err);
+/* Connects the tap to the outside: starts runbox-net with it (and closes
+ * tap here either way). Nothing waits for runbox-net: frames the program
+ * sends before it reads them wait in the tap's queue. */
+rbx_status rbx_net_helper_start(int tap, rbx_net_helper *helper, rbx_error *err);
 void rbx_net_helper_stop(rbx_net_helper *helper);
 /* Reaps the stopped helpers that have finished exiting, without waiting for
  * the others: called when the engine goes away. A killed helper takes

@@ -732,17 +732,32 @@ static rbx_status release_init(const rbx_sandbox_spec *spec, rbx_sandbox *sandbo
         return rbx_fail(err, RBX_ESYSTEM, "cannot map users into the sandbox: %s", strerror(errno));
     if (write(c->sync[1], "g", 1) != 1)
         return rbx_fail(err, RBX_ESYSTEM, "cannot start the sandbox: %s", strerror(errno));
-    /* While init builds its root. */
+    /* While init builds its root: the interface, then the egress policy;
+     * the program starts once both are in place. runbox-net starts after
+     * it: most programs never use the network, and those that do first
+     * ask runbox's resolver (no runbox-net in the way); their frames wait
+     * in the tap's queue meanwhile. Started before, it competed with init
+     * for this machine's cores on the way to the program's start. */
     bool outside = spec->network == RBX_NET_OUTSIDE;
     int64_t from = rbx_now_us();
-    if (outside && rbx_net_helper_start(sandbox->pidfd, &sandbox->net, err) != RBX_OK)
+    int tap = outside ? rbx_net_tap(sandbox->pidfd, err) : -1;
+    if (outside && tap < 0)
         return err->status;
-    if (outside && spec->trace)
+    if (spec->trace)
         spec->trace->network_us += rbx_now_us() - from;
-    if (c->egress[0] >= 0 && guard_egress(spec, sandbox, c->egress[0], c->report[0], err) != RBX_OK)
+    if (c->egress[0] >= 0 && guard_egress(spec, sandbox, c->egress[0], c->report[0], err) != RBX_OK) {
+        close_fd(&tap);
         return err->status;
-    if (outside && write(c->sync[1], "n", 1) != 1)
+    }
+    if (outside && write(c->sync[1], "n", 1) != 1) {
+        close_fd(&tap);
         return rbx_fail(err, RBX_ESYSTEM, "cannot start the sandbox: %s", strerror(errno));
+    }
+    from = rbx_now_us();
+    if (outside && rbx_net_helper_start(tap, &sandbox->net, err) != RBX_OK)
+        return err->status;
+    if (spec->trace && outside)
+        spec->trace->network_us += rbx_now_us() - from;
     return RBX_OK;
 }
 
