@@ -33,9 +33,8 @@ deps:
 	  rc=$$?; [ -z "$$policy" ] || rm -f $$policy; exit $$rc; \
 	fi
 	@# Chromium for the playground's browser tests, without what it recommends:
-	@# those bring udev, whose rules open /dev/net/tun to every user, which
-	@# changes what runbox does unprivileged: its network helper then starts, and
-	@# fails there today (a gap of the unprivileged mode, not of this suite).
+	@# those bring udev, whose rules open /dev/net/tun to every user (runbox
+	@# unprivileged runs with loopback only either way: its network needs root).
 	@dpkg-query -W -f='$${Status}' chromium 2>/dev/null | grep -q 'ok installed' || { \
 	  echo "installing: chromium"; apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-liberation; }

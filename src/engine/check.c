@@ -299,8 +299,8 @@ size_t rbx_check(rbx_engine *engine, rbx_check_item *items, size_t max)
             helper);
     else
         add(items, max, &n, "network", false, false,
-            "--network is unavailable (needs %s, built beside runbox, libslirp0 and access to "
-            "/dev/net/tun); executions run with loopback only",
+            "--network is unavailable (needs root, %s built beside runbox, libslirp0 and "
+            "access to /dev/net/tun); executions run with loopback only",
             helper);
     /* The languages before the pool: once its thread runs, this process
      * can no longer make a cold sandbox's user namespace itself. */

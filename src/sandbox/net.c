@@ -62,9 +62,14 @@ const char *rbx_net_helper_path(void)
 
 bool rbx_net_helper_available(void)
 {
-    /* Rootless, the tap needs the tun device; some hosts make it 0600. */
+    /* runbox makes the tap from its own thread in the sandbox's network
+     * namespace (tap_of), which setns(2) allows only with CAP_SYS_ADMIN
+     * in runbox's own user namespace: as root. Without it executions run
+     * with loopback only, as where the tun device is closed (some hosts
+     * make it 0600). */
     const char *path = rbx_net_helper_path();
-    return *path && access(path, X_OK) == 0 && access("/dev/net/tun", R_OK | W_OK) == 0;
+    return geteuid() == 0 && *path && access(path, X_OK) == 0 &&
+           access("/dev/net/tun", R_OK | W_OK) == 0;
 }
 
 static int set_address(int sock, unsigned long request, const char *name, const char *address)
