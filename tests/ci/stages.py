@@ -68,7 +68,7 @@ def ci_plan():
                 "harness under ASan; all of them in `make test-asan-full`)"),
           stage("unprivileged", "test-unprivileged",
                 "no root: user namespaces, rlimits instead of cgroups, plain storage, no "
-                "the network on (runbox-net), the root built per sandbox",
+                "network on (it needs root), the root built per sandbox",
                 "all of e2e as an ordinary user (xdist, then `serial`)"),
           stage("pooled", "test-pooled",
                 "pool.c: every `runbox run` is served by a prepared sandbox of the daemon",
