@@ -727,7 +727,7 @@ static rbx_process *process_new(rbx_engine *engine, const rbx_process_request *r
     p->sandbox.pidfd = p->sandbox.stdin_fd = p->sandbox.stdout_fd = p->sandbox.stderr_fd = -1;
     p->sandbox.report_fd = p->sandbox.status_fd = -1;
     p->sandbox.pid = -1;
-    p->sandbox.net = (rbx_net_helper){.pid = -1, .exit_fd = -1};
+    p->sandbox.net = (rbx_net_helper){0};
     pthread_mutex_init(&p->lock, NULL);
     pthread_mutex_init(&p->write_lock, NULL);
     pthread_cond_init(&p->changed, NULL);

@@ -104,6 +104,15 @@ static int make_tap(const char **step)
     *step = "make the tap device";
     if (ioctl(tap, TUNSETIFF, &ifr) != 0)
         goto fail;
+    /* No IPv6 on the tap (it is not routed out): the kernel's router
+     * solicitations and address checks would be frames at once, and wake
+     * runbox-net for every sandbox (net_wake.c). Absent where the host has
+     * no IPv6. */
+    int v6 = open("/proc/sys/net/ipv6/conf/" RBX_NET_TAP "/disable_ipv6", O_WRONLY | O_CLOEXEC);
+    if (v6 >= 0) {
+        (void)!write(v6, "1", 1);
+        close(v6);
+    }
     *step = "configure the tap device";
     sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (sock < 0)
@@ -191,16 +200,11 @@ int rbx_net_tap(int sandbox_pidfd, rbx_error *err)
     return tap;
 }
 
-rbx_status rbx_net_helper_start(int tap, rbx_net_helper *helper, rbx_error *err)
+int rbx_net_relay_spawn(int tap, pid_t *pid, int *exit_fd)
 {
-    helper->pid = -1;
-    helper->exit_fd = -1;
     int quit[2] = {-1, -1};
-    if (pipe2(quit, O_CLOEXEC) != 0) {
-        close(tap);
-        return rbx_fail(err, RBX_ESYSTEM, "cannot create a pipe for the network: %s",
-                        strerror(errno));
-    }
+    if (pipe2(quit, O_CLOEXEC) != 0)
+        return errno;
     char *argv[] = {RBX_NET_HELPER, NULL};
     char *envp[] = {NULL};
     int pass[] = {tap, quit[0]}; /* fd 3 the tap, fd 4 the stop pipe */
@@ -211,18 +215,14 @@ rbx_status rbx_net_helper_start(int tap, rbx_net_helper *helper, rbx_error *err)
      * peers of the host's shared mounts: an `ip netns` mount under
      * /run/netns vanished with every network-on execution; a test plants a
      * shared canary mount). */
-    pid_t pid;
-    int rc = rbx_spawn_helper(rbx_net_helper_path(), argv, envp, pass, 2, &pid);
-    close(tap);
+    int rc = rbx_spawn_helper(rbx_net_helper_path(), argv, envp, pass, 2, pid);
     close(quit[0]);
     if (rc != 0) {
         close(quit[1]);
-        return rbx_fail(err, RBX_ESYSTEM, "cannot start %s: %s", rbx_net_helper_path(),
-                        strerror(rc));
+        return rc;
     }
-    helper->pid = pid;
-    helper->exit_fd = quit[1];
-    return RBX_OK;
+    *exit_fd = quit[1];
+    return 0;
 }
 
 /* A killed helper takes ~20 ms to finish exiting (the kernel tears its tap
@@ -251,21 +251,19 @@ void rbx_net_reap(void)
     reap_pending();
 }
 
-void rbx_net_helper_stop(rbx_net_helper *helper)
+void rbx_net_relay_stop(pid_t pid, int exit_fd)
 {
-    if (helper->exit_fd >= 0)
-        close(helper->exit_fd);
-    helper->exit_fd = -1;
-    if (helper->pid <= 0)
+    if (exit_fd >= 0)
+        close(exit_fd);
+    if (pid <= 0)
         return;
-    kill(helper->pid, SIGKILL);
+    kill(pid, SIGKILL);
     reap_pending();
     pthread_mutex_lock(&pending_lock);
     bool queued = pending_count < PENDING_MAX;
     if (queued)
-        pending[pending_count++] = helper->pid;
+        pending[pending_count++] = pid;
     pthread_mutex_unlock(&pending_lock);
     if (!queued)
-        waitpid(helper->pid, NULL, 0);
-    helper->pid = -1;
+        waitpid(pid, NULL, 0);
 }

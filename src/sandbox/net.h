@@ -21,9 +21,10 @@ typedef enum rbx_net_mode {
     RBX_NET_HOST,     /* the host's own network (an operator's choice for installs) */
 } rbx_net_mode;
 
+/* A sandbox's tap and, from its first frame on, the runbox-net relaying
+ * it (net_wake.c); zeroed: none. */
 typedef struct rbx_net_helper {
-    pid_t pid;
-    int exit_fd; /* closing it makes runbox-net exit */
+    struct rbx_net_link *link;
 } rbx_net_helper;
 
 /* Child side: brings the namespace's loopback up (no allocation). */
@@ -32,11 +33,20 @@ int rbx_net_loopback_up(void);
 /* Parent side: makes and configures tap0 in the network namespace of the
  * sandbox (its init's pidfd), from here; its fd, or -1 with err. */
 int rbx_net_tap(int sandbox_pidfd, rbx_error *err);
-/* Connects the tap to the outside: starts runbox-net with it (and closes
- * tap here either way). Nothing waits for runbox-net: frames the program
- * sends before it reads them wait in the tap's queue. */
+/* net_wake.c: connects the tap to the outside (and takes tap either way):
+ * runbox-net starts with it when the sandbox sends its first frame. Most
+ * programs never do (names go to runbox's resolver on the sandbox's own
+ * loopback), and pay for no relay; the first frame waits in the tap's
+ * queue while runbox-net starts. */
 rbx_status rbx_net_helper_start(int tap, rbx_net_helper *helper, rbx_error *err);
+/* Stops runbox-net, or forgets the tap it never needed; helper zeroed. */
 void rbx_net_helper_stop(rbx_net_helper *helper);
+/* net.c, for net_wake.c: runbox-net started on tap (fd 3) with the read end
+ * of a new pipe as its fd 4 (*exit_fd the write end: closing it stops
+ * runbox-net). Returns 0 or an errno. */
+int rbx_net_relay_spawn(int tap, pid_t *pid, int *exit_fd);
+/* Kills it and leaves its reaping for later (rbx_net_reap). */
+void rbx_net_relay_stop(pid_t pid, int exit_fd);
 /* Reaps the stopped helpers that have finished exiting, without waiting for
  * the others: called when the engine goes away. A killed helper takes
  * ~25 ms more to exit (the kernel tears its tap device down); a `runbox

@@ -47,18 +47,5 @@ int main(int argc, char **argv)
     struct pollfd parent = {.fd = (int)status_fd, .events = POLLOUT};
     if (poll(&parent, 1, 0) < 0 || (parent.revents & POLLERR))
         _exit(1); /* runbox is gone: its end of the status pipe closed */
-    for (;;) {
-        int status;
-        struct rusage usage;
-        pid_t pid = wait4(-1, &status, __WALL, &usage);
-        if (pid < 0 && errno == EINTR)
-            continue;
-        if (pid < 0)
-            _exit(1);
-        if (pid == (pid_t)program) {
-            rbx_exit_report report = {.wait_status = status, .usage = usage};
-            (void)!write((int)status_fd, &report, sizeof report);
-            _exit(0);
-        }
-    }
+    rbx_init_reap((int)status_fd, (pid_t)program);
 }

@@ -253,27 +253,6 @@ static pid_t start_program(const child_plan *plan)
                  (void *)plan);
 }
 
-/* The program's parent and the namespace's PID 1: reaps every process,
- * reports how the program ended, and exits, which makes the kernel kill
- * whatever else is left in the namespace. */
-static int init_reap(const child_plan *plan, pid_t program)
-{
-    for (;;) {
-        int status;
-        struct rusage usage;
-        pid_t pid = wait4(-1, &status, __WALL, &usage);
-        if (pid < 0 && errno == EINTR)
-            continue;
-        if (pid < 0)
-            _exit(1);
-        if (pid == program) {
-            rbx_exit_report report = {.wait_status = status, .usage = usage};
-            (void)!write(plan->status_fd, &report, sizeof report);
-            _exit(0);
-        }
-    }
-}
-
 /* Decimal text of n into buf (no allocation: init's memory is a copy of a
  * process whose other threads may have held malloc's locks). */
 static char *decimal(char *buf, size_t size, long n)
@@ -286,10 +265,10 @@ static char *decimal(char *buf, size_t size, long n)
     return p;
 }
 
-/* Init becomes runbox-init (reaper.c), which reaps as init_reap does: its
- * copy of runbox's address space goes now, beside the program, instead of
- * when the program has ended. Returns only if it could not (init then
- * reaps itself). */
+/* Init becomes runbox-init (reaper.c), which reaps as init would
+ * (rbx_init_reap): its copy of runbox's address space goes now, beside the
+ * program, instead of when the program has ended. Returns only if it
+ * could not (init then reaps itself). */
 static void become_reaper(const child_plan *plan, pid_t program)
 {
     char fd_text[16], pid_text[16];
@@ -475,7 +454,7 @@ static int sandbox_init(const child_plan *plan)
     close(plan->stderr_fd);
     close(plan->report_fd);
     become_reaper(plan, program);
-    return init_reap(plan, program);
+    rbx_init_reap(plan->status_fd, program);
 }
 
 static int write_file(pid_t pid, const char *name, const char *text)
@@ -733,11 +712,8 @@ static rbx_status release_init(const rbx_sandbox_spec *spec, rbx_sandbox *sandbo
     if (write(c->sync[1], "g", 1) != 1)
         return rbx_fail(err, RBX_ESYSTEM, "cannot start the sandbox: %s", strerror(errno));
     /* While init builds its root: the interface, then the egress policy;
-     * the program starts once both are in place. runbox-net starts after
-     * it: most programs never use the network, and those that do first
-     * ask runbox's resolver (no runbox-net in the way); their frames wait
-     * in the tap's queue meanwhile. Started before, it competed with init
-     * for this machine's cores on the way to the program's start. */
+     * the program starts once both are in place. runbox-net starts on the
+     * sandbox's first frame (net_wake.c), if it ever sends one. */
     bool outside = spec->network == RBX_NET_OUTSIDE;
     int64_t from = rbx_now_us();
     int tap = outside ? rbx_net_tap(sandbox->pidfd, err) : -1;
@@ -753,11 +729,8 @@ static rbx_status release_init(const rbx_sandbox_spec *spec, rbx_sandbox *sandbo
         close_fd(&tap);
         return rbx_fail(err, RBX_ESYSTEM, "cannot start the sandbox: %s", strerror(errno));
     }
-    from = rbx_now_us();
     if (outside && rbx_net_helper_start(tap, &sandbox->net, err) != RBX_OK)
         return err->status;
-    if (spec->trace && outside)
-        spec->trace->network_us += rbx_now_us() - from;
     return RBX_OK;
 }
 
@@ -767,7 +740,7 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     sandbox->pid = -1;
     sandbox->pidfd = sandbox->stdin_fd = sandbox->stdout_fd = sandbox->stderr_fd = -1;
     sandbox->report_fd = sandbox->status_fd = -1;
-    sandbox->net = (rbx_net_helper){.pid = -1, .exit_fd = -1};
+    sandbox->net = (rbx_net_helper){0};
 
     char why[256];
     channels c;

@@ -929,10 +929,10 @@ def test_the_network_helper_confines_itself_before_it_reads_a_packet(runbox, loo
     loopback (10.0.2.2), even with the egress policy opened to that network."""
     before = set(processes_matching("runbox-net"))
     code = ("import socket,time\n"
-            "print('waiting', flush=True); time.sleep(4)\n"
             "s=socket.socket(); s.settimeout(3)\n"
             f"r=s.connect_ex(('10.0.2.2',{loopback_server.port}))\n"
-            "print('host loopback', 'refused' if r else 'connected', flush=True)\n")
+            "print('host loopback', 'refused' if r else 'connected', flush=True)\n"
+            "print('waiting', flush=True); time.sleep(4)\n")
     proc = runbox.start("python", code, "--network", "--timeout", "30",
                         env={"RUNBOX_EGRESS_ALLOW": "10.0.2.0/24"}, until="waiting")
     try:
@@ -953,10 +953,30 @@ def test_the_network_helper_confines_itself_before_it_reads_a_packet(runbox, loo
         assert os.readlink(f"/proc/{pid}/ns/net") == os.readlink("/proc/self/ns/net")
     finally:
         out, _ = proc.communicate(timeout=60)
-    events = [json.loads(line) for line in out.splitlines() if line.strip()]
-    printed = "".join(e.get("data", "") for e in events if e["type"] == "stdout")
-    assert "host loopback refused" in printed, events[-1]
+    result = [json.loads(line) for line in out.splitlines() if line.strip()][-1]
+    assert result["type"] == "result" and "host loopback refused" in result["output"], result
     assert loopback_server.accepted == 0
+
+
+@root_only
+def test_a_program_that_sends_nothing_runs_without_a_network_relay(runbox):
+    """runbox-net starts on a sandbox's first frame: a network-on program that resolves a name
+    (runbox's resolver, on the sandbox's own loopback) and connects nowhere has none; one that
+    connects gets one, and its connection works."""
+    before = set(processes_matching("runbox-net"))
+    quiet = runbox.start("bash", "echo started; sleep 3", "--network", until="started")
+    try:
+        time.sleep(1)
+        ours = {quiet.pid, *daemons(runbox.state_dir)}  # the pooled pass runs it in a daemon
+        new = [p for p in processes_matching("runbox-net")
+               if p not in before and parent_of(p) in ours]
+        assert new == [], "a relay started for a sandbox that sent no frame"
+    finally:
+        quiet.communicate(timeout=60)
+    result = runbox.run("python", "import socket\nprint(socket.gethostbyname('pypi.org') != '')\n"
+                        "s=socket.create_connection(('pypi.org',443),timeout=10)\nprint('connected')",
+                        "--network", "--timeout", "30")
+    assert result["output"] == "True\nconnected\n", result
 
 
 def test_the_sandboxs_init_is_runbox_init_and_holds_nothing_of_runbox(runbox):

@@ -1,0 +1,181 @@
+/* runbox-net started on a sandbox's first frame (net.h).
+ *
+ * A network-on sandbox gets its tap at once (the program must see its
+ * interface and route), but most programs never send a frame: names go to
+ * runbox's resolver on the sandbox's own loopback, and a one-off `print`
+ * never connects anywhere. Starting runbox-net for each of them cost a
+ * process (exec, libslirp, its confinement) beside every program on the
+ * way to its result, and one idle relay per prepared sandbox. Instead one
+ * thread per runbox process waits on every idle tap (epoll) and starts
+ * runbox-net for a tap when it becomes readable: its first frame (the ARP
+ * for the gateway, before any connection) waits in the tap's queue
+ * meanwhile, about a millisecond once per sandbox.
+ *
+ * Links are named in the epoll set by slot and generation, not by
+ * pointer: a sandbox stopped while its wake-up is on its way is not
+ * touched after it is freed. */
+#include "sandbox/net.h"
+#include "base/error.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+typedef struct rbx_net_link {
+    int tap;      /* until runbox-net has it; -1 after */
+    pid_t pid;    /* runbox-net, or -1 */
+    int exit_fd;  /* closing it stops runbox-net, or -1 */
+    size_t slot;  /* in slots */
+    uint32_t gen; /* the slot's generation when it was taken */
+} rbx_net_link;
+
+typedef struct slot {
+    rbx_net_link *link; /* NULL: free */
+    uint32_t gen;
+} slot;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static slot *slots;
+static size_t slot_count;
+static int epfd = -1;
+static int thread_error;
+static pthread_once_t started = PTHREAD_ONCE_INIT;
+
+static uint64_t tag(size_t index, uint32_t gen)
+{
+    return ((uint64_t)gen << 32) | (uint64_t)index;
+}
+
+/* Under lock: runbox-net for a link whose tap spoke. A failure leaves the
+ * tap without a relay: the sandbox's connections fail as on a dead
+ * network, which the program sees; nothing else is at stake. */
+static void wake(rbx_net_link *link)
+{
+    epoll_ctl(epfd, EPOLL_CTL_DEL, link->tap, NULL);
+    if (rbx_net_relay_spawn(link->tap, &link->pid, &link->exit_fd) != 0) {
+        link->pid = -1;
+        link->exit_fd = -1;
+    }
+    close(link->tap); /* runbox-net holds it now */
+    link->tap = -1;
+}
+
+static void *watch(void *unused)
+{
+    (void)unused;
+    struct epoll_event events[32];
+    for (;;) {
+        int n = epoll_wait(epfd, events, 32, -1);
+        if (n < 0 && errno != EINTR)
+            return NULL;
+        pthread_mutex_lock(&lock);
+        for (int i = 0; i < n; i++) {
+            size_t index = (size_t)(events[i].data.u64 & 0xffffffffu);
+            uint32_t gen = (uint32_t)(events[i].data.u64 >> 32);
+            if (index < slot_count && slots[index].link && slots[index].gen == gen &&
+                slots[index].link->tap >= 0)
+                wake(slots[index].link);
+        }
+        pthread_mutex_unlock(&lock);
+    }
+}
+
+static void start_thread(void)
+{
+    epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd < 0) {
+        thread_error = errno;
+        return;
+    }
+    pthread_t thread;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    thread_error = pthread_create(&thread, &attr, watch, NULL);
+    pthread_attr_destroy(&attr);
+    if (thread_error) {
+        close(epfd);
+        epfd = -1;
+    }
+}
+
+/* Under lock: a free slot's index, the table grown when full; -1 when out
+ * of memory. */
+static long take_slot(void)
+{
+    for (size_t i = 0; i < slot_count; i++)
+        if (!slots[i].link)
+            return (long)i;
+    size_t grown = slot_count ? slot_count * 2 : 64;
+    slot *bigger = realloc(slots, grown * sizeof *bigger);
+    if (!bigger)
+        return -1;
+    memset(bigger + slot_count, 0, (grown - slot_count) * sizeof *bigger);
+    slots = bigger;
+    long index = (long)slot_count;
+    slot_count = grown;
+    return index;
+}
+
+rbx_status rbx_net_helper_start(int tap, rbx_net_helper *helper, rbx_error *err)
+{
+    helper->link = NULL;
+    pthread_once(&started, start_thread);
+    rbx_net_link *link = calloc(1, sizeof *link);
+    if (epfd < 0 || !link) {
+        free(link);
+        close(tap);
+        return rbx_fail(err, RBX_ESYSTEM, "cannot watch the sandbox's network: %s",
+                        strerror(link ? thread_error : ENOMEM));
+    }
+    *link = (rbx_net_link){.tap = tap, .pid = -1, .exit_fd = -1};
+    pthread_mutex_lock(&lock);
+    long index = take_slot();
+    int error = ENOMEM;
+    if (index >= 0) {
+        link->slot = (size_t)index;
+        link->gen = ++slots[index].gen;
+        slots[index].link = link;
+        /* Level-triggered and one-shot: a frame already queued wakes it at
+         * once, and only once. */
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT,
+                                 .data.u64 = tag((size_t)index, link->gen)};
+        if (epoll_ctl(epfd, EPOLL_CTL_ADD, tap, &ev) != 0) {
+            error = errno;
+            slots[index].link = NULL;
+            index = -1;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    if (index < 0) {
+        close(tap);
+        free(link);
+        return rbx_fail(err, RBX_ESYSTEM, "cannot watch the sandbox's network: %s",
+                        strerror(error));
+    }
+    helper->link = link;
+    return RBX_OK;
+}
+
+void rbx_net_helper_stop(rbx_net_helper *helper)
+{
+    rbx_net_link *link = helper->link;
+    if (!link)
+        return;
+    helper->link = NULL;
+    pthread_mutex_lock(&lock);
+    slots[link->slot].link = NULL; /* a wake-up on its way finds the slot empty */
+    if (link->tap >= 0) {
+        epoll_ctl(epfd, EPOLL_CTL_DEL, link->tap, NULL);
+        close(link->tap);
+    }
+    pid_t pid = link->pid;
+    int exit_fd = link->exit_fd;
+    pthread_mutex_unlock(&lock);
+    rbx_net_relay_stop(pid, exit_fd);
+    free(link);
+}
