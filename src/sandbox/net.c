@@ -104,6 +104,16 @@ static int make_tap(const char **step)
     *step = "make the tap device";
     if (ioctl(tap, TUNSETIFF, &ifr) != 0)
         goto fail;
+    /* Persistent: closing the last descriptor of a tap that is not
+     * unregisters it on the spot, an RCU grace period and more (about 20 ms
+     * here) on the way to every network-on result, since runbox holds the
+     * only descriptor of a tap that never woke runbox-net. Persistent, it
+     * goes with the sandbox's network namespace, in the kernel's own
+     * clean-up of the namespace after the sandbox's last process (a tap is
+     * deleted there, never moved to the host's namespace). */
+    *step = "keep the tap device with its namespace";
+    if (ioctl(tap, TUNSETPERSIST, 1) != 0)
+        goto fail;
     /* No IPv6 on the tap (it is not routed out): the kernel's router
      * solicitations and address checks would be frames at once, and wake
      * runbox-net for every sandbox (net_wake.c). Absent where the host has

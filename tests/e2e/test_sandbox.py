@@ -958,6 +958,38 @@ def test_the_network_helper_confines_itself_before_it_reads_a_packet(runbox, loo
     assert loopback_server.accepted == 0
 
 
+def network_namespaces_alive():
+    """Network namespaces the kernel holds (its slab's active objects), or None."""
+    try:
+        for line in open("/proc/slabinfo"):
+            if line.startswith("net_namespace "):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+@pytest.mark.serial
+@root_only
+def test_network_on_executions_leave_no_network_namespace_behind(runbox):
+    """The sandbox's tap is persistent (so that closing it is cheap) and must still go with
+    its namespace: 30 network-on executions, one that woke runbox-net among them, leave the
+    kernel's count of network namespaces where it was."""
+    before = network_namespaces_alive()
+    if before is None:
+        pytest.skip("no /proc/slabinfo here")
+    runbox.run("python", "import socket\nsocket.create_connection(('pypi.org',443),timeout=10)",
+               "--network", "--timeout", "30")
+    for _ in range(30):
+        runbox.run("bash", "true", "--network")
+    deadline = time.time() + 20
+    while network_namespaces_alive() > before + 5 and time.time() < deadline:
+        time.sleep(0.2)
+    assert network_namespaces_alive() <= before + 5, (before, network_namespaces_alive())
+    with open("/proc/net/dev") as f:
+        assert "tap0" not in f.read()  # none was moved into the host's namespace
+
+
 @root_only
 def test_a_program_that_sends_nothing_runs_without_a_network_relay(runbox):
     """runbox-net starts on a sandbox's first frame: a network-on program that resolves a name
