@@ -927,7 +927,7 @@ def test_the_network_helper_confines_itself_before_it_reads_a_packet(runbox, loo
     capability, no new privileges, a seccomp filter, an empty root of its own and only its two
     descriptors, in the host's network; through it the sandbox does not reach the host's
     loopback (10.0.2.2), even with the egress policy opened to that network."""
-    before = set(processes_matching("runbox-net"))
+    before = set(live_helpers())
     code = ("import socket,time\n"
             "s=socket.socket(); s.settimeout(3)\n"
             f"r=s.connect_ex(('10.0.2.2',{loopback_server.port}))\n"
@@ -936,7 +936,7 @@ def test_the_network_helper_confines_itself_before_it_reads_a_packet(runbox, loo
     proc = runbox.start("python", code, "--network", "--timeout", "30",
                         env={"RUNBOX_EGRESS_ALLOW": "10.0.2.0/24"}, until="waiting")
     try:
-        new = [p for p in processes_matching("runbox-net") if p not in before]
+        new = [p for p in live_helpers() if p not in before]
         ours = [p for p in new if parent_of(p) == proc.pid] or new
         assert ours, "no runbox-net runs for a network-on execution"
         pid = ours[0]
@@ -995,12 +995,12 @@ def test_a_program_that_sends_nothing_runs_without_a_network_relay(runbox):
     """runbox-net starts on a sandbox's first frame: a network-on program that resolves a name
     (runbox's resolver, on the sandbox's own loopback) and connects nowhere has none; one that
     connects gets one, and its connection works."""
-    before = set(processes_matching("runbox-net"))
+    before = set(live_helpers())
     quiet = runbox.start("bash", "echo started; sleep 3", "--network", until="started")
     try:
         time.sleep(1)
         ours = {quiet.pid, *daemons(runbox.state_dir)}  # the pooled pass runs it in a daemon
-        new = [p for p in processes_matching("runbox-net")
+        new = [p for p in live_helpers()
                if p not in before and parent_of(p) in ours]
         assert new == [], "a relay started for a sandbox that sent no frame"
     finally:
