@@ -18,6 +18,7 @@
 #include "base/error.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,18 +30,27 @@ typedef struct rbx_net_link {
     int tap;      /* until runbox-net has it; -1 after */
     pid_t pid;    /* runbox-net, or -1 */
     int exit_fd;  /* closing it stops runbox-net, or -1 */
+    bool waking;  /* runbox-net is being started, outside the lock */
     size_t slot;  /* in slots */
     uint32_t gen; /* the slot's generation when it was taken */
 } rbx_net_link;
 
 typedef struct slot {
-    rbx_net_link *link; /* NULL: free */
+    rbx_net_link *link; /* NULL: free, and next_free names the next one */
     uint32_t gen;
+    size_t next_free;
 } slot;
 
+#define NO_SLOT SIZE_MAX
+
+/* The lock guards the table and every link's fields; it is never held
+ * while runbox-net starts (a process spawn, about 0.3 ms), so other
+ * sandboxes' starts and stops do not wait for one another's wake-ups. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t woken = PTHREAD_COND_INITIALIZER;
 static slot *slots;
 static size_t slot_count;
+static size_t first_free = NO_SLOT;
 static int epfd = -1;
 static int thread_error;
 static pthread_once_t started = PTHREAD_ONCE_INIT;
@@ -50,37 +60,67 @@ static uint64_t tag(size_t index, uint32_t gen)
     return ((uint64_t)gen << 32) | (uint64_t)index;
 }
 
-/* Under lock: runbox-net for a link whose tap spoke. A failure leaves the
- * tap without a relay: the sandbox's connections fail as on a dead
- * network, which the program sees; nothing else is at stake. */
-static void wake(rbx_net_link *link)
+/* Under lock: the link an event names, if its slot still holds it and its
+ * tap is still waiting: marked waking, its tap taken for the caller. */
+static rbx_net_link *claim(uint64_t event, int *tap)
 {
+    size_t index = (size_t)(event & 0xffffffffu);
+    uint32_t gen = (uint32_t)(event >> 32);
+    if (index >= slot_count || !slots[index].link || slots[index].gen != gen)
+        return NULL;
+    rbx_net_link *link = slots[index].link;
+    if (link->tap < 0 || link->waking)
+        return NULL;
     epoll_ctl(epfd, EPOLL_CTL_DEL, link->tap, NULL);
-    if (rbx_net_relay_spawn(link->tap, &link->pid, &link->exit_fd) != 0) {
-        link->pid = -1;
-        link->exit_fd = -1;
-    }
-    close(link->tap); /* runbox-net holds it now */
+    *tap = link->tap;
     link->tap = -1;
+    link->waking = true;
+    return link;
+}
+
+/* runbox-net for the links whose taps spoke. A failure leaves the tap
+ * without a relay: the sandbox's connections fail as on a dead network,
+ * which the program sees; nothing else is at stake. A link being woken is
+ * not freed meanwhile: rbx_net_helper_stop waits for it. */
+static void wake(rbx_net_link **links, const int *taps, int n)
+{
+    pid_t pids[32];
+    int exit_fds[32];
+    for (int i = 0; i < n; i++) {
+        if (rbx_net_relay_spawn(taps[i], &pids[i], &exit_fds[i]) != 0) {
+            pids[i] = -1;
+            exit_fds[i] = -1;
+        }
+        close(taps[i]); /* runbox-net holds it now */
+    }
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < n; i++) {
+        links[i]->pid = pids[i];
+        links[i]->exit_fd = exit_fds[i];
+        links[i]->waking = false;
+    }
+    pthread_cond_broadcast(&woken);
+    pthread_mutex_unlock(&lock);
 }
 
 static void *watch(void *unused)
 {
     (void)unused;
     struct epoll_event events[32];
+    rbx_net_link *links[32];
+    int taps[32];
     for (;;) {
         int n = epoll_wait(epfd, events, 32, -1);
         if (n < 0 && errno != EINTR)
             return NULL;
+        int claimed = 0;
         pthread_mutex_lock(&lock);
-        for (int i = 0; i < n; i++) {
-            size_t index = (size_t)(events[i].data.u64 & 0xffffffffu);
-            uint32_t gen = (uint32_t)(events[i].data.u64 >> 32);
-            if (index < slot_count && slots[index].link && slots[index].gen == gen &&
-                slots[index].link->tap >= 0)
-                wake(slots[index].link);
-        }
+        for (int i = 0; i < n; i++)
+            if ((links[claimed] = claim(events[i].data.u64, &taps[claimed])))
+                claimed++;
         pthread_mutex_unlock(&lock);
+        if (claimed)
+            wake(links, taps, claimed);
     }
 }
 
@@ -103,22 +143,33 @@ static void start_thread(void)
     }
 }
 
-/* Under lock: a free slot's index, the table grown when full; -1 when out
- * of memory. */
+/* Under lock: a free slot's index, from the free list (the table doubled
+ * when none is left): constant time however many sandboxes hold one; -1
+ * when out of memory. */
 static long take_slot(void)
 {
-    for (size_t i = 0; i < slot_count; i++)
-        if (!slots[i].link)
-            return (long)i;
-    size_t grown = slot_count ? slot_count * 2 : 64;
-    slot *bigger = realloc(slots, grown * sizeof *bigger);
-    if (!bigger)
-        return -1;
-    memset(bigger + slot_count, 0, (grown - slot_count) * sizeof *bigger);
-    slots = bigger;
-    long index = (long)slot_count;
-    slot_count = grown;
-    return index;
+    if (first_free == NO_SLOT) {
+        size_t grown = slot_count ? slot_count * 2 : 64;
+        slot *bigger = realloc(slots, grown * sizeof *bigger);
+        if (!bigger)
+            return -1;
+        for (size_t i = slot_count; i < grown; i++)
+            bigger[i] = (slot){.link = NULL, .next_free = i + 1 < grown ? i + 1 : NO_SLOT};
+        first_free = slot_count;
+        slots = bigger;
+        slot_count = grown;
+    }
+    size_t index = first_free;
+    first_free = slots[index].next_free;
+    return (long)index;
+}
+
+/* Under lock. */
+static void give_slot(size_t index)
+{
+    slots[index].link = NULL;
+    slots[index].next_free = first_free;
+    first_free = index;
 }
 
 rbx_status rbx_net_helper_start(int tap, rbx_net_helper *helper, rbx_error *err)
@@ -146,7 +197,7 @@ rbx_status rbx_net_helper_start(int tap, rbx_net_helper *helper, rbx_error *err)
                                  .data.u64 = tag((size_t)index, link->gen)};
         if (epoll_ctl(epfd, EPOLL_CTL_ADD, tap, &ev) != 0) {
             error = errno;
-            slots[index].link = NULL;
+            give_slot((size_t)index);
             index = -1;
         }
     }
@@ -168,7 +219,9 @@ void rbx_net_helper_stop(rbx_net_helper *helper)
         return;
     helper->link = NULL;
     pthread_mutex_lock(&lock);
-    slots[link->slot].link = NULL; /* a wake-up on its way finds the slot empty */
+    while (link->waking) /* its runbox-net is starting: stopped once started */
+        pthread_cond_wait(&woken, &lock);
+    give_slot(link->slot); /* a wake-up on its way finds the slot empty or another's */
     if (link->tap >= 0) {
         epoll_ctl(epfd, EPOLL_CTL_DEL, link->tap, NULL);
         close(link->tap);
