@@ -60,16 +60,25 @@ const char *rbx_net_helper_path(void)
     return helper_path;
 }
 
+/* runbox makes the tap from its own thread in the sandbox's network
+ * namespace (tap_of), which setns(2) allows only with CAP_SYS_ADMIN in
+ * runbox's own user namespace: as root. Without it executions run with
+ * loopback only, as where the tun device is closed (some hosts make it
+ * 0600). Asked once per process: it is on the way to every execution. */
+static bool helper_available;
+static pthread_once_t helper_available_once = PTHREAD_ONCE_INIT;
+
+static void check_helper(void)
+{
+    const char *path = rbx_net_helper_path();
+    helper_available = geteuid() == 0 && *path && access(path, X_OK) == 0 &&
+                       access("/dev/net/tun", R_OK | W_OK) == 0;
+}
+
 bool rbx_net_helper_available(void)
 {
-    /* runbox makes the tap from its own thread in the sandbox's network
-     * namespace (tap_of), which setns(2) allows only with CAP_SYS_ADMIN
-     * in runbox's own user namespace: as root. Without it executions run
-     * with loopback only, as where the tun device is closed (some hosts
-     * make it 0600). */
-    const char *path = rbx_net_helper_path();
-    return geteuid() == 0 && *path && access(path, X_OK) == 0 &&
-           access("/dev/net/tun", R_OK | W_OK) == 0;
+    pthread_once(&helper_available_once, check_helper);
+    return helper_available;
 }
 
 static int set_address(int sock, unsigned long request, const char *name, const char *address)
@@ -159,6 +168,19 @@ fail:;
     return -1;
 }
 
+/* The host's network namespace, where runbox's threads live: opened once,
+ * by the first thread to make a tap, before any thread has entered a
+ * sandbox's (the others wait on the once). */
+static int home_ns = -1;
+static int home_ns_error;
+static pthread_once_t home_ns_once = PTHREAD_ONCE_INIT;
+
+static void open_home_ns(void)
+{
+    home_ns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    home_ns_error = home_ns < 0 ? errno : 0;
+}
+
 /* The tap is made from here, by the thread that started the sandbox, in
  * the sandbox's network namespace for the while: init and the program
  * never wait for a helper to configure their interface, and the program
@@ -167,27 +189,24 @@ fail:;
  * host's, where its sockets lead out. */
 static int tap_of(int sandbox_pidfd, const char **step)
 {
-    *step = "open this thread's network namespace";
-    int home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-    if (home < 0)
-        return -1;
-    *step = "enter the sandbox's network namespace";
-    if (setns(sandbox_pidfd, CLONE_NEWNET) != 0) {
-        int error = errno;
-        close(home);
-        errno = error;
+    *step = "open runbox's network namespace";
+    pthread_once(&home_ns_once, open_home_ns);
+    if (home_ns < 0) {
+        errno = home_ns_error;
         return -1;
     }
+    *step = "enter the sandbox's network namespace";
+    if (setns(sandbox_pidfd, CLONE_NEWNET) != 0)
+        return -1;
     int tap = make_tap(step);
     int error = errno;
-    if (setns(home, CLONE_NEWNET) != 0) {
+    if (setns(home_ns, CLONE_NEWNET) != 0) {
         /* Going on would start helpers, and open sockets, in a sandbox's
          * network: never. */
         fprintf(stderr, "runbox: cannot return to the host's network namespace: %s\n",
                 strerror(errno));
         abort();
     }
-    close(home);
     errno = error;
     return tap;
 }
