@@ -12,7 +12,5 @@
 #define RBX_NET_NETMASK "255.255.255.0"
 #define RBX_NET_ADDRESS "10.0.2.100" /* the sandbox's */
 #define RBX_NET_GATEWAY "10.0.2.2"   /* the host, as libslirp shows it (not its loopback) */
-#define RBX_NET_DHCP_START "10.0.2.15"
-#define RBX_NET_DNS "10.0.2.3" /* libslirp's resolver: disabled */
 
 #endif

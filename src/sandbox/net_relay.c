@@ -21,7 +21,8 @@
 #include <linux/capability.h>
 #include <poll.h>
 #include <sched.h>
-#include <seccomp.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
 #include <slirp/libslirp.h>
 #include <stdbool.h>
@@ -36,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "relay_seccomp_program.h"
 #include "sandbox/net_addresses.h"
 
 #define TAP_FD 3
@@ -104,15 +106,6 @@ static void *timer_new_opaque(SlirpTimerId id, void *cb_opaque, void *opaque)
     return NULL;
 }
 
-static void *timer_new(SlirpTimerCb cb, void *cb_opaque, void *opaque)
-{
-    /* Only for libslirp older than the opaque timers (config version 4). */
-    (void)cb;
-    (void)cb_opaque;
-    (void)opaque;
-    return NULL;
-}
-
 static void timer_free(void *timer, void *opaque)
 {
     (void)opaque;
@@ -178,7 +171,6 @@ static Slirp *start_slirp(relay *r)
         .send_packet = send_packet,
         .guest_error = guest_error,
         .clock_get_ns = clock_get_ns,
-        .timer_new = timer_new,
         .timer_free = timer_free,
         .timer_mod = timer_mod,
         .register_poll_fd = poll_fd_noop,
@@ -203,8 +195,6 @@ static Slirp *start_slirp(relay *r)
     inet_pton(AF_INET, RBX_NET_NETWORK, &config.vnetwork);
     inet_pton(AF_INET, RBX_NET_NETMASK, &config.vnetmask);
     inet_pton(AF_INET, RBX_NET_GATEWAY, &config.vhost);
-    inet_pton(AF_INET, RBX_NET_DHCP_START, &config.vdhcp_start);
-    inet_pton(AF_INET, RBX_NET_DNS, &config.vnameserver);
     return slirp_new(&config, &callbacks, r);
 }
 
@@ -238,56 +228,15 @@ static void drop_privileges(void)
         die("set no_new_privs");
 }
 
-/* What a relay of IP sockets never does, refused with EPERM. */
+/* net_relay_policy.c's filter, compiled when runbox-net was built. */
 static void install_filter(void)
 {
-    static const char *const refused[] = {
-        "execve",        "execveat",        "ptrace",          "process_vm_readv",
-        "process_vm_writev", "mount",       "umount2",         "pivot_root",
-        "chroot",        "unshare",         "setns",           "clone3",
-        "kill",          "tkill",           "tgkill",          "rt_sigqueueinfo",
-        "rt_tgsigqueueinfo", "pidfd_open",  "pidfd_getfd",     "pidfd_send_signal",
-        "bpf",           "perf_event_open", "userfaultfd",     "keyctl",
-        "add_key",       "request_key",     "init_module",     "finit_module",
-        "delete_module", "kexec_load",      "kexec_file_load", "reboot",
-        "swapon",        "swapoff",         "acct",            "quotactl",
-        "open_by_handle_at", "name_to_handle_at", "fsopen",    "fsmount",
-        "fsconfig",      "move_mount",      "open_tree",       "mount_setattr",
-        "personality",   "iopl",            "ioperm",          "io_uring_setup",
-        "memfd_create",  "setuid",          "setgid",          "setreuid",
-        "setregid",      "setresuid",       "setresgid",       "setgroups",
-        "capset",        "prctl",           "seccomp",         "socketpair",
+    struct sock_fprog program = {
+        .len = sizeof rbx_relay_seccomp_program / sizeof rbx_relay_seccomp_program[0],
+        .filter = (struct sock_filter *)rbx_relay_seccomp_program,
     };
-    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-    if (!ctx)
-        die("make the seccomp filter");
-    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
-        int nr = seccomp_syscall_resolve_name(refused[i]);
-        if (nr != __NR_SCMP_ERROR && seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0) != 0)
-            die("refuse a system call");
-    }
-    /* clone only as fork or thread: never into new namespaces. */
-    static const unsigned long namespaces[] = {CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWNS,
-                                               CLONE_NEWPID, CLONE_NEWIPC, CLONE_NEWUTS,
-                                               CLONE_NEWCGROUP};
-    for (size_t i = 0; i < sizeof namespaces / sizeof *namespaces; i++)
-        if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-                             SCMP_A0(SCMP_CMP_MASKED_EQ, namespaces[i], namespaces[i])) != 0)
-            die("refuse namespaces");
-    /* Sockets of IPv4 and IPv6 only: no unix socket can reach the host's
-     * services (abstract ones are per network namespace, and this one is
-     * the host's), no netlink, no packet sockets. */
-    for (int family = 0; family <= AF_MAX; family++)
-        if (family != AF_INET && family != AF_INET6 &&
-            seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-                             SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)family)) != 0)
-            die("refuse other sockets");
-    if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-                         SCMP_A0(SCMP_CMP_GT, (scmp_datum_t)AF_MAX)) != 0)
-        die("refuse other sockets");
-    if (seccomp_load(ctx) != 0)
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0)
         die("install the seccomp filter");
-    seccomp_release(ctx);
 }
 
 static void fire_timers(relay *r, int64_t now_ms)
