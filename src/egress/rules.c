@@ -12,6 +12,7 @@
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -660,8 +661,25 @@ static char *batch_bytes(const rbx_egress_plan *plan, size_t *len)
     return bytes;
 }
 
+static atomic_bool ready;
+
+bool rbx_egress_rules_ready(void)
+{
+    return atomic_load(&ready);
+}
+
+void rbx_egress_rules_prepare(const rbx_egress_plan *plan)
+{
+    rbx_error ignored;
+    size_t len = 0;
+    if (rbx_nft_load(&ignored) == RBX_OK)
+        free(batch_bytes(plan, &len));
+    atomic_store(&ready, true);
+}
+
 rbx_status rbx_egress_rules_install(int nl_fd, const rbx_egress_plan *plan, rbx_error *err)
 {
+    atomic_store(&ready, true);
     rbx_status loaded = rbx_nft_load(err);
     if (loaded != RBX_OK)
         return loaded;

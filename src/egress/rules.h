@@ -30,6 +30,12 @@ typedef struct rbx_egress_report {
 void rbx_egress_report_note(rbx_egress_report *report, const char *destination);
 
 rbx_status rbx_egress_rules_install(int nl_fd, const rbx_egress_plan *plan, rbx_error *err);
+/* What install does first in a process, done ahead (egress/ahead.h):
+ * libnftnl loaded, the plan's rules built and kept. Failures are left for
+ * install to report. */
+void rbx_egress_rules_prepare(const rbx_egress_plan *plan);
+/* Whether this process has installed or prepared rules already. */
+bool rbx_egress_rules_ready(void);
 /* Makes an address that the resolver answered reachable (set "named" or
  * "narrow"); 0 on success. */
 int rbx_egress_rules_admit(int nl_fd, bool narrow, int family, const uint8_t *addr);

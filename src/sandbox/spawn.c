@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/fsutil.h"
 #include "base/trace.h"
+#include "egress/ahead.h"
 #include "egress/dns.h"
 #include "egress/policy.h"
 #include "egress/rules.h"
@@ -669,7 +670,7 @@ static void init_complaint(int report_fd, char *text, size_t size)
 /* Receives the egress policy's sockets from init (hand_over_egress_sockets),
  * installs its rules and starts its resolver: before the program starts. */
 static rbx_status guard_egress(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox, int channel,
-                               int report_fd, rbx_error *err)
+                               int report_fd, rbx_egress_ahead *ahead, rbx_error *err)
 {
     int fds[2] = {-1, -1};
     char byte, control[CMSG_SPACE(sizeof fds)];
@@ -687,6 +688,7 @@ static rbx_status guard_egress(const rbx_sandbox_spec *spec, rbx_sandbox *sandbo
     }
     memcpy(fds, CMSG_DATA(cmsg), sizeof fds);
     int64_t from = rbx_now_us(); /* the work, not the wait for init */
+    rbx_egress_ahead_wait(ahead);
     if (rbx_egress_plan_has_rules(spec->egress) &&
         rbx_egress_rules_install(fds[0], spec->egress, err) != RBX_OK) {
         close(fds[0]);
@@ -705,7 +707,7 @@ static rbx_status guard_egress(const rbx_sandbox_spec *spec, rbx_sandbox *sandbo
  * root meanwhile, that the egress policy is in force and the program may
  * start. */
 static rbx_status release_init(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
-                               const channels *c, rbx_error *err)
+                               const channels *c, rbx_egress_ahead *ahead, rbx_error *err)
 {
     if (map_users(sandbox->pid, spec->is_root) != 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot map users into the sandbox: %s", strerror(errno));
@@ -721,7 +723,7 @@ static rbx_status release_init(const rbx_sandbox_spec *spec, rbx_sandbox *sandbo
         return err->status;
     if (spec->trace)
         spec->trace->network_us += rbx_now_us() - from;
-    if (c->egress[0] >= 0 && guard_egress(spec, sandbox, c->egress[0], c->report[0], err) != RBX_OK) {
+    if (c->egress[0] >= 0 && guard_egress(spec, sandbox, c->egress[0], c->report[0], ahead, err) != RBX_OK) {
         close_fd(&tap);
         return err->status;
     }
@@ -745,6 +747,7 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     char why[256];
     channels c;
     memset(&c, -1, sizeof c);
+    rbx_egress_ahead ahead = {0};
     /* The child reads its own copy: with a prepared namespace, the host's
      * directories go in as detached mounts made here. */
     rbx_sandbox_spec own = *spec;
@@ -800,7 +803,10 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
         goto out;
     }
     close_fd(&c.egress[1]); /* init's */
-    status = release_init(spec, sandbox, &c, err);
+    /* Beside the tap's making and init's building of its root. */
+    if (c.egress[0] >= 0)
+        rbx_egress_ahead_start(&ahead, spec->egress);
+    status = release_init(spec, sandbox, &c, &ahead, err);
     rbx_trace_mark(spec->trace, RBX_PHASE_RELEASED);
     if (status != RBX_OK) {
         rbx_sandbox_kill(sandbox);
@@ -818,6 +824,7 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     sandbox->stdin_fd = spec->with_stdin && !spec->terminal ? c.in[1] : -1;
     c.out[0] = c.err[0] = c.report[0] = c.status[0] = c.in[1] = -1;
 out:
+    rbx_egress_ahead_wait(&ahead);
     rbx_template_close_dirs(&own.root_request); /* the child has its own copies */
     /* plan.cgroup_fds belong to the cgroup: rbx_cgroup_destroy closes them. */
     if (status != RBX_OK) {
