@@ -16,6 +16,7 @@
 #include <resolv.h>
 #include <sched.h>
 #include <semaphore.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,24 +33,38 @@
  * fields, 4 of address): no message of DNS_MAX holds more. */
 #define ADDRESSES_MAX (DNS_MAX / 16)
 
+typedef struct query query;
+
+/* A list of queries through one of their two links (below). */
+typedef struct query_list {
+    query *first, *last;
+} query_list;
+
 struct rbx_egress_guard {
     int nl_fd, dns_fd;
     const rbx_egress_plan *plan;
     size_t slot;
     uint32_t gen;
     size_t in_flight;
+    query_list queries; /* its own in flight, ended with it */
     rbx_egress_report names; /* lookups refused since the last report */
 };
 
-typedef struct query {
+struct query {
     rbx_egress_guard *guard;
+    size_t slot;
+    /* In the guard's list, and in the list of all in flight, which is in
+     * the order of their deadlines (every query has the same timeout):
+     * whatever it costs to end a guard or the expired queries grows with
+     * those queries, not with the sandboxes. */
+    query *guard_prev, *guard_next, *prev, *next;
     int fd; /* connected to the operator's resolver */
     struct sockaddr_storage client;
     socklen_t client_len;
     rbx_egress_question question;
     rbx_egress_name_verdict verdict;
     int64_t deadline_ms;
-} query;
+};
 
 typedef struct slot {
     enum { SLOT_FREE, SLOT_GUARD, SLOT_QUERY } kind;
@@ -57,44 +72,85 @@ typedef struct slot {
     union {
         rbx_egress_guard *guard;
         query *q;
+        size_t next_free;
     };
 } slot;
+
+#define NO_SLOT SIZE_MAX
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t started = PTHREAD_ONCE_INIT;
 static int epfd = -1;
 static slot *slots;
 static size_t slot_count;
+static size_t first_free = NO_SLOT;
+static query_list in_flight; /* by deadline */
 
 static uint64_t tag(size_t index, uint32_t gen)
 {
     return (uint64_t)index << 32 | gen;
 }
 
-/* Under lock. */
+/* Under lock: a free slot, from the free list (the table grown when none
+ * is left); -1 when out of memory. */
 static long slot_take(void)
 {
-    for (size_t i = 0; i < slot_count; i++)
-        if (slots[i].kind == SLOT_FREE)
-            return (long)i;
-    slot *bigger = realloc(slots, (slot_count + 64) * sizeof *slots);
-    if (!bigger)
-        return -1;
-    memset(bigger + slot_count, 0, 64 * sizeof *slots);
-    slots = bigger;
-    slot_count += 64;
-    return (long)(slot_count - 64);
+    if (first_free == NO_SLOT) {
+        size_t grown = slot_count ? slot_count * 2 : 64;
+        slot *bigger = realloc(slots, grown * sizeof *slots);
+        if (!bigger)
+            return -1;
+        for (size_t i = slot_count; i < grown; i++)
+            bigger[i] = (slot){.kind = SLOT_FREE, .next_free = i + 1 < grown ? i + 1 : NO_SLOT};
+        first_free = slot_count;
+        slots = bigger;
+        slot_count = grown;
+    }
+    size_t index = first_free;
+    first_free = slots[index].next_free;
+    return (long)index;
 }
 
-static void query_end(size_t index)
+/* Under lock: the slot free again; a late event for it finds another
+ * generation. */
+static void slot_give(size_t index)
 {
-    query *q = slots[index].q;
+    slots[index].kind = SLOT_FREE;
+    slots[index].gen++;
+    slots[index].next_free = first_free;
+    first_free = index;
+}
+
+static void query_link(query *q)
+{
+    q->prev = in_flight.last;
+    q->next = NULL;
+    *(in_flight.last ? &in_flight.last->next : &in_flight.first) = q;
+    in_flight.last = q;
+    query_list *own = &q->guard->queries;
+    q->guard_prev = own->last;
+    q->guard_next = NULL;
+    *(own->last ? &own->last->guard_next : &own->first) = q;
+    own->last = q;
+}
+
+static void query_unlink(query *q)
+{
+    *(q->prev ? &q->prev->next : &in_flight.first) = q->next;
+    *(q->next ? &q->next->prev : &in_flight.last) = q->prev;
+    query_list *own = &q->guard->queries;
+    *(q->guard_prev ? &q->guard_prev->guard_next : &own->first) = q->guard_next;
+    *(q->guard_next ? &q->guard_next->guard_prev : &own->last) = q->guard_prev;
+}
+
+static void query_end(query *q)
+{
     epoll_ctl(epfd, EPOLL_CTL_DEL, q->fd, NULL);
     close(q->fd);
     q->guard->in_flight--;
+    query_unlink(q);
+    slot_give(q->slot);
     free(q);
-    slots[index].kind = SLOT_FREE;
-    slots[index].gen++;
 }
 
 /* The one question of msg, whether a query (response false) or not. */
@@ -279,6 +335,7 @@ static void ask(rbx_egress_guard *guard, uint8_t *msg, size_t len,
         return;
     }
     *q = (query){.guard = guard,
+                 .slot = (size_t)index,
                  .fd = fd,
                  .client = *client,
                  .client_len = client_len,
@@ -287,13 +344,11 @@ static void ask(rbx_egress_guard *guard, uint8_t *msg, size_t len,
                  .deadline_ms = rbx_now_ms() + QUERY_TIMEOUT_MS};
     slots[index].kind = SLOT_QUERY;
     slots[index].q = q;
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag((size_t)index, slots[index].gen)};
-    if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        guard->in_flight++;
-        query_end((size_t)index);
-        return;
-    }
     guard->in_flight++;
+    query_link(q);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag((size_t)index, slots[index].gen)};
+    if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
+        query_end(q);
 }
 
 /* The addresses that answer the allowed name, admitted before the program
@@ -319,9 +374,8 @@ static void admit_answers(query *q, const uint8_t *msg, size_t len)
     }
 }
 
-static void on_answer(size_t index)
+static void on_answer(query *q)
 {
-    query *q = slots[index].q;
     uint8_t msg[DNS_MAX];
     ssize_t n = recv(q->fd, msg, sizeof msg, MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -336,7 +390,7 @@ static void on_answer(size_t index)
         (void)sendto(q->guard->dns_fd, msg, (size_t)n, MSG_DONTWAIT,
                      (const struct sockaddr *)&q->client, q->client_len);
     }
-    query_end(index);
+    query_end(q);
 }
 
 static void on_questions(rbx_egress_guard *guard)
@@ -375,12 +429,11 @@ static void *serve(void *unused)
             if (slots[index].kind == SLOT_GUARD)
                 on_questions(slots[index].guard);
             else if (slots[index].kind == SLOT_QUERY)
-                on_answer(index);
+                on_answer(slots[index].q);
         }
         int64_t now = rbx_now_ms();
-        for (size_t i = 0; i < slot_count; i++)
-            if (slots[i].kind == SLOT_QUERY && slots[i].q->deadline_ms < now)
-                query_end(i);
+        while (in_flight.first && in_flight.first->deadline_ms < now)
+            query_end(in_flight.first);
         pthread_mutex_unlock(&lock);
     }
     return NULL;
@@ -409,6 +462,11 @@ static void start_thread(void)
     pthread_attr_destroy(&attr);
 }
 
+void rbx_egress_guard_prepare(void)
+{
+    pthread_once(&started, start_thread);
+}
+
 rbx_egress_guard *rbx_egress_guard_start(int nl_fd, int dns_fd, const rbx_egress_plan *plan,
                                          rbx_error *err)
 {
@@ -432,8 +490,7 @@ rbx_egress_guard *rbx_egress_guard_start(int nl_fd, int dns_fd, const rbx_egress
         guard->gen = slots[index].gen;
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag((size_t)index, guard->gen)};
         if (epoll_ctl(epfd, EPOLL_CTL_ADD, dns_fd, &ev) != 0) {
-            slots[index].kind = SLOT_FREE;
-            slots[index].gen++;
+            slot_give((size_t)index);
             index = -1;
         }
     }
@@ -467,12 +524,10 @@ void rbx_egress_guard_stop(rbx_egress_guard *guard)
     if (!guard)
         return;
     pthread_mutex_lock(&lock);
-    for (size_t i = 0; i < slot_count; i++)
-        if (slots[i].kind == SLOT_QUERY && slots[i].q->guard == guard)
-            query_end(i);
+    while (guard->queries.first)
+        query_end(guard->queries.first);
     epoll_ctl(epfd, EPOLL_CTL_DEL, guard->dns_fd, NULL);
-    slots[guard->slot].kind = SLOT_FREE;
-    slots[guard->slot].gen++;
+    slot_give(guard->slot);
     pthread_mutex_unlock(&lock);
     close(guard->dns_fd);
     close(guard->nl_fd);

@@ -18,6 +18,8 @@
 
 typedef struct rbx_egress_guard rbx_egress_guard;
 
+/* Starts the resolver's thread, as the first guard does (egress/ahead.h). */
+void rbx_egress_guard_prepare(void);
 /* Takes both descriptors (closed on failure too); plan must outlive the
  * guard. */
 rbx_egress_guard *rbx_egress_guard_start(int nl_fd, int dns_fd, const rbx_egress_plan *plan,
