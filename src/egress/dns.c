@@ -47,6 +47,7 @@ struct rbx_egress_guard {
     uint32_t gen;
     size_t in_flight;
     query_list queries; /* its own in flight, ended with it */
+    uint64_t host_generation; /* the listing of the host's addresses its rules refuse */
     rbx_egress_report names; /* lookups refused since the last report */
 };
 
@@ -409,6 +410,48 @@ static void on_questions(rbx_egress_guard *guard)
 
 static sem_t thread_unshared;
 
+/* The host's addresses as last given to the guards' rules (under lock):
+ * what the host gained while sandboxes live is refused to them too
+ * (host_addresses.c says why). */
+static rbx_egress_list pushed;
+static uint64_t pushed_generation;
+#define WATCH_TAG UINT64_MAX /* the epoll tag of the host's address changes */
+
+/* Under lock: the guard's rules refuse the addresses last given (an open
+ * policy refuses none of them: the operator's choice). */
+static void bring_up_to_date(rbx_egress_guard *guard)
+{
+    if (guard->host_generation >= pushed_generation || guard->plan->policy->open)
+        return;
+    (void)rbx_egress_rules_deny_hosts(guard->nl_fd, &pushed);
+    guard->host_generation = pushed_generation;
+}
+
+/* Not under lock: what the kernel said of the host's addresses, given to
+ * every guard's rules if the addresses changed. */
+static void follow_host_changes(void)
+{
+    pthread_mutex_lock(&lock);
+    uint64_t known = pushed_generation;
+    pthread_mutex_unlock(&lock);
+    rbx_egress_list list = {0};
+    uint64_t generation;
+    if (!rbx_egress_host_refresh(known, &list, &generation))
+        return;
+    pthread_mutex_lock(&lock);
+    if (generation > pushed_generation) {
+        rbx_egress_list_free(&pushed);
+        pushed = list;
+        list = (rbx_egress_list){0};
+        pushed_generation = generation;
+        for (size_t i = 0; i < slot_count; i++)
+            if (slots[i].kind == SLOT_GUARD)
+                bring_up_to_date(slots[i].guard);
+    }
+    pthread_mutex_unlock(&lock);
+    rbx_egress_list_free(&list);
+}
+
 static void *serve(void *unused)
 {
     /* A thread shares the file-system context (root, cwd) of the thread
@@ -417,11 +460,24 @@ static void *serve(void *unused)
      * started this one must get its own back before it goes on. */
     (void)unshare(CLONE_FS);
     sem_post(&thread_unshared);
+    bool watching = false;
     for (;;) {
+        if (!watching) { /* opened with the first plan, before any guard */
+            int watch = rbx_egress_host_watch();
+            struct epoll_event ev = {.events = EPOLLIN, .data.u64 = WATCH_TAG};
+            watching = watch >= 0 && epoll_ctl(epfd, EPOLL_CTL_ADD, watch, &ev) == 0;
+        }
         struct epoll_event events[32];
         int n = epoll_wait(epfd, events, 32, 1000);
+        bool host_changed = n == 0; /* and once a second, in case */
+        for (int i = 0; i < n; i++)
+            host_changed |= events[i].data.u64 == WATCH_TAG;
+        if (host_changed)
+            follow_host_changes();
         pthread_mutex_lock(&lock);
         for (int i = 0; i < n; i++) {
+            if (events[i].data.u64 == WATCH_TAG)
+                continue;
             size_t index = (size_t)(events[i].data.u64 >> 32);
             uint32_t gen = (uint32_t)events[i].data.u64;
             if (index >= slot_count || slots[index].gen != gen)
@@ -480,7 +536,8 @@ rbx_egress_guard *rbx_egress_guard_start(int nl_fd, int dns_fd, const rbx_egress
                  strerror(guard ? thread_error : ENOMEM));
         return NULL;
     }
-    *guard = (rbx_egress_guard){.nl_fd = nl_fd, .dns_fd = dns_fd, .plan = plan};
+    *guard = (rbx_egress_guard){
+        .nl_fd = nl_fd, .dns_fd = dns_fd, .plan = plan, .host_generation = plan->host_generation};
     pthread_mutex_lock(&lock);
     long index = slot_take();
     if (index >= 0) {
@@ -492,6 +549,10 @@ rbx_egress_guard *rbx_egress_guard_start(int nl_fd, int dns_fd, const rbx_egress
         if (epoll_ctl(epfd, EPOLL_CTL_ADD, dns_fd, &ev) != 0) {
             slot_give((size_t)index);
             index = -1;
+        } else {
+            /* What the host gained since its plan was made, and was given to
+             * the others before it was here to get it. */
+            bring_up_to_date(guard);
         }
     }
     pthread_mutex_unlock(&lock);

@@ -8,7 +8,6 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
-#include <ifaddrs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -431,37 +430,6 @@ void rbx_egress_policy_describe(const rbx_egress_policy *policy, char *text, siz
              allow, deny, policy->resolver_text);
 }
 
-static rbx_status host_addresses(rbx_egress_list *list, rbx_error *err)
-{
-    struct ifaddrs *all;
-    if (getifaddrs(&all) != 0)
-        return rbx_fail(err, RBX_ESYSTEM, "cannot list the host's addresses: %s", strerror(errno));
-    rbx_status status = RBX_OK;
-    for (struct ifaddrs *i = all; i && status == RBX_OK; i = i->ifa_next) {
-        if (!i->ifa_addr ||
-            (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
-            continue;
-        rbx_cidr cidr = {.family = i->ifa_addr->sa_family};
-        if (cidr.family == AF_INET) {
-            memcpy(cidr.addr, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, 4);
-            cidr.prefix = 32;
-        } else {
-            memcpy(cidr.addr, &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, 16);
-            cidr.prefix = 128;
-        }
-        if ((status = grow((void **)&list->cidrs, list->cidr_count, sizeof cidr, err)) == RBX_OK)
-            list->cidrs[list->cidr_count++] = cidr;
-        /* And its NAT64 form, as the default ranges have theirs. */
-        rbx_cidr nat64 = {.family = AF_INET6, .addr = {0, 0x64, 0xff, 0x9b}, .prefix = 128};
-        memcpy(nat64.addr + 12, cidr.addr, 4);
-        if (cidr.family == AF_INET && status == RBX_OK &&
-            (status = grow((void **)&list->cidrs, list->cidr_count, sizeof nat64, err)) == RBX_OK)
-            list->cidrs[list->cidr_count++] = nat64;
-    }
-    freeifaddrs(all);
-    return status;
-}
-
 rbx_status rbx_egress_narrowing_parse(rbx_egress_list *list, const rbx_request *request,
                                       rbx_error *err)
 {
@@ -491,7 +459,7 @@ rbx_status rbx_egress_plan_make(rbx_egress_plan *plan, const rbx_egress_policy *
         if (rbx_egress_narrowing_parse(&plan->narrowing, request, err) != RBX_OK)
             return err->status;
     }
-    if (host_addresses(&plan->host, err) != RBX_OK) {
+    if (rbx_egress_host_addresses(&plan->host, &plan->host_generation, err) != RBX_OK) {
         rbx_egress_plan_free(plan);
         return err->status;
     }

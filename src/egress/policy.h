@@ -48,6 +48,7 @@ typedef struct rbx_egress_policy {
 typedef struct rbx_egress_plan {
     const rbx_egress_policy *policy;
     rbx_egress_list host; /* the host's own addresses, always refused */
+    uint64_t host_generation; /* which listing of them (rbx_egress_host_addresses) */
     bool has_narrowing;
     rbx_egress_list narrowing;
 } rbx_egress_plan;
@@ -80,6 +81,17 @@ rbx_status rbx_egress_narrowing_parse(rbx_egress_list *list, const rbx_request *
  * narrowing). */
 bool rbx_egress_plan_has_rules(const rbx_egress_plan *plan);
 /* A plan for one sandbox; request may be NULL (an install). */
+/* host_addresses.c: the host's own addresses (and the NAT64 forms of its
+ * IPv4 ones) into an empty list, kept between calls until they change;
+ * *generation says which listing of them the list has (it grows). */
+rbx_status rbx_egress_host_addresses(rbx_egress_list *list, uint64_t *generation, rbx_error *err);
+/* The descriptor that is readable when the kernel says the host's
+ * addresses changed; -1 when there is none (then every plan lists them). */
+int rbx_egress_host_watch(void);
+/* Reads what the kernel said and lists them again if it said anything;
+ * true, with a copy into the empty list and its generation, when the kept
+ * list is newer than known. */
+bool rbx_egress_host_refresh(uint64_t known, rbx_egress_list *list, uint64_t *generation);
 rbx_status rbx_egress_plan_make(rbx_egress_plan *plan, const rbx_egress_policy *policy,
                                 const rbx_request *request, rbx_error *err);
 void rbx_egress_plan_free(rbx_egress_plan *plan);

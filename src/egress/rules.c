@@ -21,13 +21,16 @@
 #define TABLE "runbox"
 #define DENIED_SIZE 16     /* destinations remembered per call: the report names a few */
 #define ADMITTED_SIZE 4096 /* addresses answered for allowed names, per sandbox */
+#define HOST_SIZE 65536    /* the host's own addresses */
 
 /* Set ids: how rules of the same batch name the sets it creates; odd ids
  * are IPv4, even IPv6. DENIED: refused destinations, for the report.
  * NAMED: answers for names the operator allows. NARROW: answers for names
- * the request lists. DENY: ranges of the host's addresses and the
- * operator's deny list. REQUEST: the request's egress_allow. ALLOW: the
- * operator's allow list. DEFAULT: ranges refused in the public default. */
+ * the request lists. DENY: ranges of the operator's deny list. REQUEST: the request's egress_allow. ALLOW: the
+ * operator's allow list. DEFAULT: ranges refused in the public default.
+ * HOST: the host's own addresses, which grow while a sandbox lives when
+ * the host gains one (rbx_egress_rules_deny_hosts), so a set that takes
+ * elements, not a constant one of ranges. */
 enum {
     SET_DENIED4 = 1,
     SET_DENIED6,
@@ -43,11 +46,14 @@ enum {
     SET_ALLOW6,
     SET_DEFAULT4,
     SET_DEFAULT6,
+    SET_HOST4,
+    SET_HOST6,
     SET_COUNT
 };
 static const char *const set_names[SET_COUNT] = {
     "",      "denied4",  "denied6",  "named4", "named6", "narrow4",  "narrow6", "deny4",
-    "deny6", "request4", "request6", "allow4", "allow6", "default4", "default6"};
+    "deny6", "request4", "request6", "allow4", "allow6", "default4", "default6", "host4",
+    "host6"};
 
 /* nft's datatypes, so that `nft list ruleset` shows the sets readably. */
 #define TYPE_IPADDR 7
@@ -414,7 +420,8 @@ static void put_set(batch *bt, uint32_t id)
     } else {
         rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, v4 ? 4 : 16);
         rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, v4 ? TYPE_IPADDR : TYPE_IP6ADDR);
-        rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, ADMITTED_SIZE);
+        rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE,
+                                   id >= SET_HOST4 ? HOST_SIZE : ADMITTED_SIZE);
     }
     struct nlmsghdr *h = batch_msg(bt, NFT_MSG_NEWSET, NLM_F_CREATE);
     rbx_nft->nftnl_set_nlmsg_build_payload(h, s);
@@ -494,6 +501,33 @@ static void put_dns_elsewhere(batch *bt)
     }
 }
 
+/* The host's addresses into the sets host4 and host6. */
+static void put_hosts(batch *bt, const rbx_egress_list *hosts)
+{
+    for (uint32_t id = SET_HOST4; id <= SET_HOST6; id++) {
+        int family = id % 2 ? AF_INET : AF_INET6;
+        struct nftnl_set *s = rbx_nft->nftnl_set_alloc();
+        rbx_nft->nftnl_set_set_str(s, NFTNL_SET_TABLE, TABLE);
+        rbx_nft->nftnl_set_set_str(s, NFTNL_SET_NAME, set_names[id]);
+        rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_ID, id);
+        size_t count = 0;
+        for (size_t i = 0; i < hosts->cidr_count; i++)
+            if (hosts->cidrs[i].family == family) {
+                struct nftnl_set_elem *e = rbx_nft->nftnl_set_elem_alloc();
+                rbx_nft->nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, hosts->cidrs[i].addr,
+                                            family == AF_INET ? 4 : 16);
+                rbx_nft->nftnl_set_elem_add(s, e);
+                count++;
+            }
+        if (count) {
+            rbx_nft->nftnl_set_elems_nlmsg_build_payload(
+                batch_msg(bt, NFT_MSG_NEWSETELEM, NLM_F_CREATE), s);
+            batch_next(bt);
+        }
+        rbx_nft->nftnl_set_free(s);
+    }
+}
+
 /* Builds the plan's batch; false when it did not fit (never with the
  * sizes the lists allow). */
 static bool build(const rbx_egress_plan *plan, batch *bt_out)
@@ -527,6 +561,11 @@ static bool build(const rbx_egress_plan *plan, batch *bt_out)
     for (uint32_t id = SET_DENIED4; id <= SET_NARROW6; id++)
         if (id <= SET_DENIED6 || (named && id <= SET_NAMED6) || (narrow && id >= SET_NARROW4))
             put_set(&bt, id);
+    if (!policy->open) {
+        put_set(&bt, SET_HOST4);
+        put_set(&bt, SET_HOST6);
+        put_hosts(&bt, &plan->host);
+    }
     put_chain(&bt, "refuse", false);
     if (plan->has_narrowing)
         put_chain(&bt, "narrow", false);
@@ -543,7 +582,9 @@ static bool build(const rbx_egress_plan *plan, batch *bt_out)
     if (!policy->open) {
         put_dns_elsewhere(&bt);
         /* Deny wins: the host's own addresses and the operator's denied ranges. */
-        put_both(&bt, SET_DENY4, &plan->host, &policy->deny, "output", NFT_JUMP, "refuse");
+        put_lookup_rule(&bt, "output", SET_HOST4, NFT_JUMP, "refuse");
+        put_lookup_rule(&bt, "output", SET_HOST6, NFT_JUMP, "refuse");
+        put_both(&bt, SET_DENY4, &policy->deny, NULL, "output", NFT_JUMP, "refuse");
     }
     if (plan->has_narrowing) {
         put_both(&bt, SET_REQUEST4, &plan->narrowing, NULL, "narrow", NFT_RETURN, NULL);
@@ -700,6 +741,20 @@ rbx_status rbx_egress_rules_install(int nl_fd, const rbx_egress_plan *plan, rbx_
                               "nft_objref are needed)"
                             : "");
     return RBX_OK;
+}
+
+int rbx_egress_rules_deny_hosts(int nl_fd, const rbx_egress_list *hosts)
+{
+    rbx_error ignored;
+    if (rbx_nft_load(&ignored) != RBX_OK) /* said when the rules were installed */
+        return -1;
+    batch bt;
+    if (!batch_open(&bt, 4096 + hosts->cidr_count * 64))
+        return -1;
+    put_hosts(&bt, hosts);
+    int rc = batch_send(nl_fd, &bt);
+    batch_close(&bt);
+    return rc;
 }
 
 int rbx_egress_rules_admit(int nl_fd, bool narrow, int family, const uint8_t *addr)

@@ -39,6 +39,9 @@ bool rbx_egress_rules_ready(void);
 /* Makes an address that the resolver answered reachable (set "named" or
  * "narrow"); 0 on success. */
 int rbx_egress_rules_admit(int nl_fd, bool narrow, int family, const uint8_t *addr);
+/* Adds addresses to the host's in a sandbox's rules (what the host gained
+ * since they were installed; those it has already stay); 0 on success. */
+int rbx_egress_rules_deny_hosts(int nl_fd, const rbx_egress_list *hosts);
 /* Reads and resets what was refused since the last call. */
 void rbx_egress_rules_take_report(int nl_fd, rbx_egress_report *report);
 

@@ -336,6 +336,40 @@ def test_the_hosts_own_addresses_are_refused_even_when_their_range_is_allowed(rb
     assert f"{CLIENT}:{PORT}" in result["egress_denied_to"], result
 
 
+def test_an_address_the_host_gains_while_runbox_runs_is_refused_to_the_next_execution(rb, net,
+                                                                                       tmp_path):
+    """runbox keeps the host's addresses between executions (listing them walks every
+    interface): one added while a daemon runs is refused to the very next execution, as the
+    addresses it started with are."""
+    gained = "10.213.0.77"
+    run = rb("--egress-allow", "10.213.0.0/24", env_extra={"RUNBOX_USE_DAEMON": "always"})
+    stateful = ("--stateful", "--session", "gains")
+    seen, _ = probe(run, [HOST_A])  # the daemon starts and lists the host's addresses
+    assert seen == {HOST_A: f"hello from {HOST_A}"}, seen
+    seen, _ = probe(run, [HOST_A], *stateful)  # and a kernel that lives on
+    assert seen == {HOST_A: f"hello from {HOST_A}"}, seen
+    time.sleep(0.5)  # its pool prepares the next sandbox, rules and all, before the change
+    ip("-n", net.client, "addr", "add", gained + "/24", "dev", net.veth_c, "nodad")
+    try:
+        listener = net.spawn(net.client, ["/usr/bin/python3", "-c", SERVER, gained],
+                             wait_for=b"ready")
+        try:
+            seen, result = probe(run, [gained, HOST_A])
+            seen_by_kernel, by_kernel = probe(run, [gained], *stateful)
+        finally:
+            listener.kill()
+            listener.wait()
+    finally:
+        ip("-n", net.client, "addr", "del", gained + "/24", "dev", net.veth_c, check=False)
+    assert seen == {gained: "ConnectionRefusedError", HOST_A: f"hello from {HOST_A}"}, seen
+    assert f"{gained}:{PORT}" in result["egress_denied_to"], result
+    assert result["pooled"] is True, result  # its rules were made before the address came
+    assert seen_by_kernel == {gained: "ConnectionRefusedError"}, seen_by_kernel
+    assert by_kernel["kernel_restarted"] is False, by_kernel
+    # Both ran in one daemon, which kept what it listed for the first.
+    assert len(daemons(str(tmp_path / "state"))) == 1
+
+
 def test_a_domain_allow_list_admits_what_it_resolved_and_nothing_else(rb):
     run = rb("--egress-default", "none", "--egress-allow", "allowed.test,*.wild.test")
     code = PROBE % (PORT, ["allowed.test", "sub.wild.test", "other.test"])
@@ -573,9 +607,11 @@ def test_rules_for_metadata_and_link_local_ranges_are_in_the_sandboxs_namespace(
     for address in ("203.0.113.80", "8.8.8.8", "2001:db8::1", "2606:4700::1111",
                     "64:ff9b::808:808"):
         assert not covered(refused, address), (address, rules)
-    # The host's (here: the client namespace's) own address, always refused.
-    assert covered(set_ranges(rules, "deny4"), CLIENT), rules
-    assert covered(set_ranges(rules, "deny6"), "64:ff9b::" + CLIENT), rules  # its NAT64 form
+    # The host's (here: the client namespace's) own address, always refused: in sets of their
+    # own, which take the addresses the host gains while the sandbox lives.
+    assert covered(set_ranges(rules, "host4"), CLIENT), rules
+    assert covered(set_ranges(rules, "host6"), "64:ff9b::" + CLIENT), rules  # its NAT64 form
+    assert "@host4" in rules and "@host6" in rules, rules
     assert 'counter name "refused"' in rules and "reject" in rules, rules
 
 
