@@ -1,7 +1,8 @@
 """The cost of an execution (issue 31), every figure of its table from one run: the CLI's start
 against /bin/true; a cold `runbox run` with nothing running and through a running daemon, network
 off and on, against the bare program and bubblewrap; pooled one-offs through `runbox serve` with a
-plain keep-alive http.client; CPU per execution against the namespaces' floor (bench/floor.c: one
+plain keep-alive http.client, network off and on; the wait of a network-on program's first frame
+(runbox-net starts on it); CPU per execution against the namespaces' floor (bench/floor.c: one
 spawn in the same fresh namespaces, nothing else); throughput at concurrency 8 against bare spawns
 and against floor spawns (the ceiling the floor allows); a stateful `print('hi')` against a bare
 Jupyter kernel (ipykernel driven by jupyter_client; bench/jupyter_probe.py). Latency variants are
@@ -55,6 +56,31 @@ class Jupyter:
         self.proc.wait(timeout=30)
 
 
+# Two connections from one network-on program to the gateway (10.0.2.2: runbox-net itself, the
+# egress policy opened to it), which answers "unreachable" at once since the host's loopback is off:
+# the first waits for runbox-net to start on its frame, the second does not. No packet leaves the
+# machine.
+FIRST_FRAME = """import socket, time
+def attempt():
+    s = socket.socket(); s.settimeout(3)
+    start = time.perf_counter(); s.connect_ex(('10.0.2.2', 9)); took = time.perf_counter() - start
+    s.close(); return took * 1000
+first, second = attempt(), attempt()
+print(round(first - second, 3))
+"""
+
+
+def _first_frame_wait(runbox, env, runs):
+    waits = []
+    for _ in range(runs):
+        time.sleep(SETTLE_S)
+        out = subprocess.run([runbox, "run", "python", "--network", "-c", FIRST_FRAME],
+                             env={**env, "RUNBOX_EGRESS_ALLOW": "10.0.2.0/24"},
+                             capture_output=True, text=True, check=True).stdout
+        waits.append(float(out))
+    return summary(waits)
+
+
 def _interleaved(variants, runs):
     for run in variants.values():  # warm-up, not counted
         run()
@@ -80,8 +106,8 @@ def run(runbox, work, runs, bwrap_command):
     results = {"jupyter": "ran" if jupyter else
                "skipped: no build/jupyter-venv (make bench-jupyter makes it)"}
     try:
-        def pooled():
-            elapsed, was_pooled = execute_over_http(server, conn, "bash", "echo hi", False)
+        def pooled(network=False):
+            elapsed, was_pooled = execute_over_http(server, conn, "bash", "echo hi", network)
             wait_refilled(server)
             return elapsed
 
@@ -105,11 +131,13 @@ def run(runbox, work, runs, bwrap_command):
             "cold_network_on": lambda: timed(cli + ["--network"], env=cold_env)[0],
             "daemon_network_off": lambda: timed(cli + ["--no-network"], env=daemon_env)[0],
             "pooled_http": pooled,
+            "pooled_http_network_on": lambda: pooled(True),
             "stateful_http": stateful,
         }
         if jupyter:
             variants["jupyter_kernel"] = jupyter
         latency = _interleaved(variants, runs)
+        latency["first_frame_wait"] = _first_frame_wait(runbox, cold_env, runs)
         cpu = {
             "bare": _children_cpu_ms(lambda: timed(ECHO, env=env_bare), 100),
             "floor": _children_cpu_ms(lambda: timed([floor, *ECHO], env=env_bare), 100),
@@ -173,6 +201,10 @@ def rows(results):
         ("network on minus off, cold", f"{round(med['cold_network_on'] - med['cold_network_off'], 2)} ms",
          "<= 1 ms", med["cold_network_on"] - med["cold_network_off"] <= 1),
     ]
+    if "pooled_http_network_on" in med:
+        on_minus_off = med["pooled_http_network_on"] - med["pooled_http"]
+        out.append(("network on minus off, pooled over HTTP", f"{round(on_minus_off, 2)} ms",
+                    "<= 1 ms", on_minus_off <= 1))
     if "jupyter_kernel" in med:
         out.append(("stateful `print('hi')` p50 over HTTP / bare Jupyter kernel over ZeroMQ",
                     f"{round(med['stateful_http'] / med['jupyter_kernel'], 2)} x", "<= 1.0 x",
