@@ -3,6 +3,7 @@
  * and generation, so that an event of a slot freed meanwhile is ignored. */
 #include "egress/dns.h"
 #include "base/error.h"
+#include "base/slot_table.h"
 #include "egress/policy.h"
 #include "egress/rules.h"
 #include "kernels/wire.h"
@@ -44,7 +45,6 @@ struct rbx_egress_guard {
     int nl_fd, dns_fd;
     const rbx_egress_plan *plan;
     size_t slot;
-    uint32_t gen;
     size_t in_flight;
     query_list queries; /* its own in flight, ended with it */
     uint64_t host_generation; /* the listing of the host's addresses its rules refuse */
@@ -67,60 +67,13 @@ struct query {
     int64_t deadline_ms;
 };
 
-typedef struct slot {
-    enum { SLOT_FREE, SLOT_GUARD, SLOT_QUERY } kind;
-    uint32_t gen;
-    union {
-        rbx_egress_guard *guard;
-        query *q;
-        size_t next_free;
-    };
-} slot;
-
-#define NO_SLOT SIZE_MAX
+enum { SLOT_GUARD, SLOT_QUERY }; /* the kinds of slots */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t started = PTHREAD_ONCE_INIT;
 static int epfd = -1;
-static slot *slots;
-static size_t slot_count;
-static size_t first_free = NO_SLOT;
+static rbx_slot_table slots = RBX_SLOT_TABLE_INIT;
 static query_list in_flight; /* by deadline */
-
-static uint64_t tag(size_t index, uint32_t gen)
-{
-    return (uint64_t)index << 32 | gen;
-}
-
-/* Under lock: a free slot, from the free list (the table grown when none
- * is left); -1 when out of memory. */
-static long slot_take(void)
-{
-    if (first_free == NO_SLOT) {
-        size_t grown = slot_count ? slot_count * 2 : 64;
-        slot *bigger = realloc(slots, grown * sizeof *slots);
-        if (!bigger)
-            return -1;
-        for (size_t i = slot_count; i < grown; i++)
-            bigger[i] = (slot){.kind = SLOT_FREE, .next_free = i + 1 < grown ? i + 1 : NO_SLOT};
-        first_free = slot_count;
-        slots = bigger;
-        slot_count = grown;
-    }
-    size_t index = first_free;
-    first_free = slots[index].next_free;
-    return (long)index;
-}
-
-/* Under lock: the slot free again; a late event for it finds another
- * generation. */
-static void slot_give(size_t index)
-{
-    slots[index].kind = SLOT_FREE;
-    slots[index].gen++;
-    slots[index].next_free = first_free;
-    first_free = index;
-}
 
 static void query_link(query *q)
 {
@@ -150,7 +103,7 @@ static void query_end(query *q)
     close(q->fd);
     q->guard->in_flight--;
     query_unlink(q);
-    slot_give(q->slot);
+    rbx_slot_give(&slots, q->slot);
     free(q);
 }
 
@@ -330,7 +283,7 @@ static void ask(rbx_egress_guard *guard, uint8_t *msg, size_t len,
     long index = -1;
     query *q = calloc(1, sizeof *q);
     if (!q || connect(fd, (const struct sockaddr *)&policy->resolver, policy->resolver_len) != 0 ||
-        send(fd, msg, len, 0) != (ssize_t)len || (index = slot_take()) < 0) {
+        send(fd, msg, len, 0) != (ssize_t)len || (index = rbx_slot_take(&slots, q, SLOT_QUERY)) < 0) {
         free(q);
         close(fd);
         return;
@@ -343,11 +296,9 @@ static void ask(rbx_egress_guard *guard, uint8_t *msg, size_t len,
                  .question = question,
                  .verdict = verdict,
                  .deadline_ms = rbx_now_ms() + QUERY_TIMEOUT_MS};
-    slots[index].kind = SLOT_QUERY;
-    slots[index].q = q;
     guard->in_flight++;
     query_link(q);
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag((size_t)index, slots[index].gen)};
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = rbx_slot_tag(&slots, (size_t)index)};
     if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
         query_end(q);
 }
@@ -444,9 +395,9 @@ static void follow_host_changes(void)
         pushed = list;
         list = (rbx_egress_list){0};
         pushed_generation = generation;
-        for (size_t i = 0; i < slot_count; i++)
-            if (slots[i].kind == SLOT_GUARD)
-                bring_up_to_date(slots[i].guard);
+        for (size_t i = 0; i < slots.count; i++)
+            if (slots.slots[i].item && slots.slots[i].kind == SLOT_GUARD)
+                bring_up_to_date(slots.slots[i].item);
     }
     pthread_mutex_unlock(&lock);
     rbx_egress_list_free(&list);
@@ -478,14 +429,13 @@ static void *serve(void *unused)
         for (int i = 0; i < n; i++) {
             if (events[i].data.u64 == WATCH_TAG)
                 continue;
-            size_t index = (size_t)(events[i].data.u64 >> 32);
-            uint32_t gen = (uint32_t)events[i].data.u64;
-            if (index >= slot_count || slots[index].gen != gen)
+            rbx_slot *slot = rbx_slot_of(&slots, events[i].data.u64);
+            if (!slot)
                 continue; /* freed since */
-            if (slots[index].kind == SLOT_GUARD)
-                on_questions(slots[index].guard);
-            else if (slots[index].kind == SLOT_QUERY)
-                on_answer(slots[index].q);
+            if (slot->kind == SLOT_GUARD)
+                on_questions(slot->item);
+            else
+                on_answer(slot->item);
         }
         int64_t now = rbx_now_ms();
         while (in_flight.first && in_flight.first->deadline_ms < now)
@@ -539,15 +489,12 @@ rbx_egress_guard *rbx_egress_guard_start(int nl_fd, int dns_fd, const rbx_egress
     *guard = (rbx_egress_guard){
         .nl_fd = nl_fd, .dns_fd = dns_fd, .plan = plan, .host_generation = plan->host_generation};
     pthread_mutex_lock(&lock);
-    long index = slot_take();
+    long index = rbx_slot_take(&slots, guard, SLOT_GUARD);
     if (index >= 0) {
-        slots[index].kind = SLOT_GUARD;
-        slots[index].guard = guard;
         guard->slot = (size_t)index;
-        guard->gen = slots[index].gen;
-        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag((size_t)index, guard->gen)};
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = rbx_slot_tag(&slots, (size_t)index)};
         if (epoll_ctl(epfd, EPOLL_CTL_ADD, dns_fd, &ev) != 0) {
-            slot_give((size_t)index);
+            rbx_slot_give(&slots, (size_t)index);
             index = -1;
         } else {
             /* What the host gained since its plan was made, and was given to
@@ -588,7 +535,7 @@ void rbx_egress_guard_stop(rbx_egress_guard *guard)
     while (guard->queries.first)
         query_end(guard->queries.first);
     epoll_ctl(epfd, EPOLL_CTL_DEL, guard->dns_fd, NULL);
-    slot_give(guard->slot);
+    rbx_slot_give(&slots, guard->slot);
     pthread_mutex_unlock(&lock);
     close(guard->dns_fd);
     close(guard->nl_fd);

@@ -16,6 +16,7 @@
  * touched after it is freed. */
 #include "sandbox/net.h"
 #include "base/error.h"
+#include "base/slot_table.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -31,44 +32,27 @@ typedef struct rbx_net_link {
     pid_t pid;    /* runbox-net, or -1 */
     int exit_fd;  /* closing it stops runbox-net, or -1 */
     bool waking;  /* runbox-net is being started, outside the lock */
-    size_t slot;  /* in slots */
-    uint32_t gen; /* the slot's generation when it was taken */
+    size_t slot;  /* in table */
 } rbx_net_link;
-
-typedef struct slot {
-    rbx_net_link *link; /* NULL: free, and next_free names the next one */
-    uint32_t gen;
-    size_t next_free;
-} slot;
-
-#define NO_SLOT SIZE_MAX
 
 /* The lock guards the table and every link's fields; it is never held
  * while runbox-net starts (a process spawn, about 0.3 ms), so other
  * sandboxes' starts and stops do not wait for one another's wake-ups. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t woken = PTHREAD_COND_INITIALIZER;
-static slot *slots;
-static size_t slot_count;
-static size_t first_free = NO_SLOT;
+static rbx_slot_table table = RBX_SLOT_TABLE_INIT; /* of links */
 static int epfd = -1;
 static int thread_error;
 static pthread_once_t started = PTHREAD_ONCE_INIT;
-
-static uint64_t tag(size_t index, uint32_t gen)
-{
-    return ((uint64_t)gen << 32) | (uint64_t)index;
-}
 
 /* Under lock: the link an event names, if its slot still holds it and its
  * tap is still waiting: marked waking, its tap taken for the caller. */
 static rbx_net_link *claim(uint64_t event, int *tap)
 {
-    size_t index = (size_t)(event & 0xffffffffu);
-    uint32_t gen = (uint32_t)(event >> 32);
-    if (index >= slot_count || !slots[index].link || slots[index].gen != gen)
+    rbx_slot *slot = rbx_slot_of(&table, event);
+    if (!slot)
         return NULL;
-    rbx_net_link *link = slots[index].link;
+    rbx_net_link *link = slot->item;
     if (link->tap < 0 || link->waking)
         return NULL;
     epoll_ctl(epfd, EPOLL_CTL_DEL, link->tap, NULL);
@@ -143,35 +127,6 @@ static void start_thread(void)
     }
 }
 
-/* Under lock: a free slot's index, from the free list (the table doubled
- * when none is left): constant time however many sandboxes hold one; -1
- * when out of memory. */
-static long take_slot(void)
-{
-    if (first_free == NO_SLOT) {
-        size_t grown = slot_count ? slot_count * 2 : 64;
-        slot *bigger = realloc(slots, grown * sizeof *bigger);
-        if (!bigger)
-            return -1;
-        for (size_t i = slot_count; i < grown; i++)
-            bigger[i] = (slot){.link = NULL, .next_free = i + 1 < grown ? i + 1 : NO_SLOT};
-        first_free = slot_count;
-        slots = bigger;
-        slot_count = grown;
-    }
-    size_t index = first_free;
-    first_free = slots[index].next_free;
-    return (long)index;
-}
-
-/* Under lock. */
-static void give_slot(size_t index)
-{
-    slots[index].link = NULL;
-    slots[index].next_free = first_free;
-    first_free = index;
-}
-
 rbx_status rbx_net_helper_start(int tap, rbx_net_helper *helper, rbx_error *err)
 {
     helper->link = NULL;
@@ -185,19 +140,17 @@ rbx_status rbx_net_helper_start(int tap, rbx_net_helper *helper, rbx_error *err)
     }
     *link = (rbx_net_link){.tap = tap, .pid = -1, .exit_fd = -1};
     pthread_mutex_lock(&lock);
-    long index = take_slot();
+    long index = rbx_slot_take(&table, link, 0);
     int error = ENOMEM;
     if (index >= 0) {
         link->slot = (size_t)index;
-        link->gen = ++slots[index].gen;
-        slots[index].link = link;
         /* Level-triggered and one-shot: a frame already queued wakes it at
          * once, and only once. */
         struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT,
-                                 .data.u64 = tag((size_t)index, link->gen)};
+                                 .data.u64 = rbx_slot_tag(&table, (size_t)index)};
         if (epoll_ctl(epfd, EPOLL_CTL_ADD, tap, &ev) != 0) {
             error = errno;
-            give_slot((size_t)index);
+            rbx_slot_give(&table, (size_t)index);
             index = -1;
         }
     }
@@ -221,7 +174,7 @@ void rbx_net_helper_stop(rbx_net_helper *helper)
     pthread_mutex_lock(&lock);
     while (link->waking) /* its runbox-net is starting: stopped once started */
         pthread_cond_wait(&woken, &lock);
-    give_slot(link->slot); /* a wake-up on its way finds the slot empty or another's */
+    rbx_slot_give(&table, link->slot); /* a wake-up on its way finds another generation */
     if (link->tap >= 0) {
         epoll_ctl(epfd, EPOLL_CTL_DEL, link->tap, NULL);
         close(link->tap);
