@@ -175,13 +175,16 @@ void rbx_net_helper_stop(rbx_net_helper *helper)
     while (link->waking) /* its runbox-net is starting: stopped once started */
         pthread_cond_wait(&woken, &lock);
     rbx_slot_give(&table, link->slot); /* a wake-up on its way finds another generation */
-    if (link->tap >= 0) {
+    if (link->tap >= 0)
         epoll_ctl(epfd, EPOLL_CTL_DEL, link->tap, NULL);
-        close(link->tap);
-    }
     pid_t pid = link->pid;
     int exit_fd = link->exit_fd;
     pthread_mutex_unlock(&lock);
+    /* Outside the lock: closing the only descriptor of a tap detaches its
+     * queue, which waits for an expedited RCU grace period (about a
+     * millisecond here) that no other sandbox's start or stop should. */
+    if (link->tap >= 0)
+        close(link->tap);
     rbx_net_relay_stop(pid, exit_fd);
     free(link);
 }
