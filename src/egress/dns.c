@@ -283,7 +283,8 @@ static void ask(rbx_egress_guard *guard, uint8_t *msg, size_t len,
     long index = -1;
     query *q = calloc(1, sizeof *q);
     if (!q || connect(fd, (const struct sockaddr *)&policy->resolver, policy->resolver_len) != 0 ||
-        send(fd, msg, len, 0) != (ssize_t)len || (index = rbx_slot_take(&slots, q, SLOT_QUERY)) < 0) {
+        send(fd, msg, len, 0) != (ssize_t)len ||
+        (index = rbx_slot_take(&slots, q, SLOT_QUERY)) < 0) {
         free(q);
         close(fd);
         return;
@@ -492,7 +493,8 @@ rbx_egress_guard *rbx_egress_guard_start(int nl_fd, int dns_fd, const rbx_egress
     long index = rbx_slot_take(&slots, guard, SLOT_GUARD);
     if (index >= 0) {
         guard->slot = (size_t)index;
-        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = rbx_slot_tag(&slots, (size_t)index)};
+        struct epoll_event ev = {.events = EPOLLIN,
+                                 .data.u64 = rbx_slot_tag(&slots, (size_t)index)};
         if (epoll_ctl(epfd, EPOLL_CTL_ADD, dns_fd, &ev) != 0) {
             rbx_slot_give(&slots, (size_t)index);
             index = -1;

@@ -77,7 +77,8 @@ static rbx_status list_now(rbx_cidr **out, size_t *out_count, rbx_error *err)
         return rbx_fail(err, RBX_ESYSTEM, "cannot list the host's addresses: %s", strerror(errno));
     size_t count = 0;
     for (struct ifaddrs *i = all; i; i = i->ifa_next)
-        if (i->ifa_addr && (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6))
+        if (i->ifa_addr &&
+            (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6))
             count += i->ifa_addr->sa_family == AF_INET ? 2 : 1; /* an IPv4 one has a NAT64 form */
     rbx_cidr *cidrs = calloc(count ? count : 1, sizeof *cidrs);
     if (!cidrs) {

@@ -26,8 +26,9 @@
 /* Set ids: how rules of the same batch name the sets it creates; odd ids
  * are IPv4, even IPv6. DENIED: refused destinations, for the report.
  * NAMED: answers for names the operator allows. NARROW: answers for names
- * the request lists. DENY: ranges of the operator's deny list. REQUEST: the request's egress_allow. ALLOW: the
- * operator's allow list. DEFAULT: ranges refused in the public default.
+ * the request lists. DENY: ranges of the operator's deny list. REQUEST:
+ * the request's egress_allow. ALLOW: the operator's allow list. DEFAULT:
+ * ranges refused in the public default.
  * HOST: the host's own addresses, which grow while a sandbox lives when
  * the host gains one (rbx_egress_rules_deny_hosts), so a set that takes
  * elements, not a constant one of ranges. */

@@ -723,7 +723,8 @@ static rbx_status release_init(const rbx_sandbox_spec *spec, rbx_sandbox *sandbo
         return err->status;
     if (spec->trace)
         spec->trace->network_us += rbx_now_us() - from;
-    if (c->egress[0] >= 0 && guard_egress(spec, sandbox, c->egress[0], c->report[0], ahead, err) != RBX_OK) {
+    if (c->egress[0] >= 0 &&
+        guard_egress(spec, sandbox, c->egress[0], c->report[0], ahead, err) != RBX_OK) {
         close_fd(&tap);
         return err->status;
     }
