@@ -412,6 +412,71 @@ except OSError as e:
     assert f"{HOST_A}:53" in result["egress_denied_to"], result
 
 
+# A resolver that never answers but counts what it is asked, and answers only names that
+# start with "late": the stand-in for an operator's resolver that stopped answering.
+SILENT_DNS = r"""
+import socket, struct, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], int(sys.argv[2])))
+print("ready", flush=True)
+asked = 0
+while True:
+    query, client = s.recvfrom(4096)
+    asked += 1
+    name = query[13:13 + query[12]]
+    print(asked, name.decode(), flush=True)  # the first label
+    if name.startswith(b"late"):
+        end = 12
+        while query[end]:
+            end += 1 + query[end]
+        answer = query[12:end + 5] + b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 60, 4) \
+            + socket.inet_aton(sys.argv[3])
+        s.sendto(query[:2] + struct.pack("!HHHHH", 0x8180, 1, 1, 0, 0) + answer, client)
+"""
+
+# The sandbox's side: more questions than runbox keeps in flight for one sandbox, none
+# answered; then, once they are past their deadline, one more.
+FLOOD_THEN_ASK = """
+import socket, struct, time
+def question(qid, name):
+    labels = b"".join(bytes([len(l)]) + l.encode() for l in name.split("."))
+    return struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, 0) + labels + b"\\0\\0\\1\\0\\1"
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(80):
+    s.sendto(question(i, "q%d.flood.test" % i), ("127.0.0.53", 53))
+    time.sleep(0.005)
+time.sleep(7)
+s.settimeout(4)
+s.sendto(question(999, "late.flood.test"), ("127.0.0.53", 53))
+try:
+    reply = s.recv(512)
+    print("late =>", socket.inet_ntoa(reply[-4:]))
+except OSError as e:
+    print("late =>", type(e).__name__)
+"""
+
+
+def test_questions_the_resolver_never_answers_expire_and_free_their_places(rb, net):
+    """runbox keeps at most 64 of a sandbox's questions in flight to the operator's resolver;
+    one that gets no answer is dropped at its deadline (5 s), so a resolver that stopped
+    answering for a while does not leave the sandbox without DNS for the rest of its life."""
+    port = 5300
+    silent = net.spawn(net.testhost, ["/usr/bin/python3", "-c", SILENT_DNS, HOST_B, str(port),
+                                      NAMED_A], wait_for=b"ready")
+    try:
+        result = rb("--egress-resolver", f"{HOST_B}:{port}")(FLOOD_THEN_ASK, "--timeout", "30")
+    finally:
+        silent.kill()
+        heard = silent.stdout.read().decode().splitlines()
+        silent.wait()
+    flood = [line for line in heard if line.split()[1].startswith("q")]
+    assert result["exit_code"] == 0, result
+    # The first 64 went out, the rest were dropped while those were in flight...
+    assert len(flood) == 64, heard
+    # ...and once those had expired, the next question went out and its answer came back.
+    assert result["output"].splitlines() == [f"late => {NAMED_A}"], (result, heard)
+
+
 def test_a_request_narrowed_to_a_name_reaches_that_name_only(rb):
     run = rb("--egress-allow", "10.213.0.0/24")
     seen, _ = probe(run, ["allowed.test", "other.test"], "--egress-allow", "allowed.test")
