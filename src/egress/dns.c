@@ -375,7 +375,12 @@ static void bring_up_to_date(rbx_egress_guard *guard)
 {
     if (guard->host_generation >= pushed_generation || guard->plan->policy->open)
         return;
-    (void)rbx_egress_rules_deny_hosts(guard->nl_fd, &pushed);
+    rbx_egress_list mine;
+    if (rbx_egress_host_select(guard->plan->policy, &pushed, &mine) != 0)
+        return; /* out of memory: tried again with the next change */
+    if (mine.cidr_count)
+        (void)rbx_egress_rules_deny_hosts(guard->nl_fd, &mine);
+    rbx_egress_list_free(&mine);
     guard->host_generation = pushed_generation;
 }
 

@@ -459,7 +459,7 @@ rbx_status rbx_egress_plan_make(rbx_egress_plan *plan, const rbx_egress_policy *
         if (rbx_egress_narrowing_parse(&plan->narrowing, request, err) != RBX_OK)
             return err->status;
     }
-    if (rbx_egress_host_addresses(&plan->host, &plan->host_generation, err) != RBX_OK) {
+    if (rbx_egress_host_addresses(policy, &plan->host, &plan->host_generation, err) != RBX_OK) {
         rbx_egress_plan_free(plan);
         return err->status;
     }
@@ -513,6 +513,31 @@ static bool cidrs_hold(const rbx_cidr *cidrs, size_t count, int family, const ui
 bool rbx_egress_default_refuses(int family, const uint8_t *addr)
 {
     return cidrs_hold(rbx_egress_default_deny, rbx_egress_default_deny_count, family, addr);
+}
+
+bool rbx_egress_host_matters(const rbx_egress_policy *policy, int family, const uint8_t *addr)
+{
+    /* The order of the rules (rules.c): the operator's deny refuses first;
+     * a name admits no address the default refuses (rbx_egress_name_may_admit)
+     * and a request only narrows, so only the operator's allow list opens
+     * one. */
+    if (policy->open || cidrs_hold(policy->deny.cidrs, policy->deny.cidr_count, family, addr))
+        return false;
+    return cidrs_hold(policy->allow.cidrs, policy->allow.cidr_count, family, addr) ||
+           !rbx_egress_default_refuses(family, addr);
+}
+
+int rbx_egress_host_select(const rbx_egress_policy *policy, const rbx_egress_list *all,
+                           rbx_egress_list *out)
+{
+    *out = (rbx_egress_list){0};
+    out->cidrs = malloc((all->cidr_count ? all->cidr_count : 1) * sizeof *out->cidrs);
+    if (!out->cidrs)
+        return -1;
+    for (size_t i = 0; i < all->cidr_count; i++)
+        if (rbx_egress_host_matters(policy, all->cidrs[i].family, all->cidrs[i].addr))
+            out->cidrs[out->cidr_count++] = all->cidrs[i];
+    return 0;
 }
 
 bool rbx_egress_name_may_admit(const rbx_egress_plan *plan, int family, const uint8_t *addr)

@@ -82,19 +82,31 @@ rbx_status rbx_egress_narrowing_parse(rbx_egress_list *list, const rbx_request *
 bool rbx_egress_plan_has_rules(const rbx_egress_plan *plan);
 /* A plan for one sandbox; request may be NULL (an install). */
 /* host_addresses.c: the host's own addresses (and the NAT64 forms of its
- * IPv4 ones) into an empty list, kept between calls until they change;
- * *generation says which listing of them the list has (it grows). */
-rbx_status rbx_egress_host_addresses(rbx_egress_list *list, uint64_t *generation, rbx_error *err);
+ * IPv4 ones) that matter to policy (rbx_egress_host_matters) into an empty
+ * list, kept between calls until they change; *generation says which
+ * listing of them the list has (it grows). */
+rbx_status rbx_egress_host_addresses(const rbx_egress_policy *policy, rbx_egress_list *list,
+                                     uint64_t *generation, rbx_error *err);
 /* The descriptor that is readable when the kernel says the host's
  * addresses changed; -1 when there is none (then every plan lists them). */
 int rbx_egress_host_watch(void);
 /* Reads what the kernel said and lists them again if it said anything;
- * true, with a copy into the empty list and its generation, when the kept
- * list is newer than known. */
+ * true, with a copy of all of them into the empty list and its
+ * generation, when the kept list is newer than known. */
 bool rbx_egress_host_refresh(uint64_t known, rbx_egress_list *list, uint64_t *generation);
 rbx_status rbx_egress_plan_make(rbx_egress_plan *plan, const rbx_egress_policy *policy,
                                 const rbx_request *request, rbx_error *err);
 void rbx_egress_plan_free(rbx_egress_plan *plan);
+
+/* Whether a host's own address needs a rule of its own under policy: not
+ * when the policy refuses it whatever a request or a name says (in the
+ * operator's deny list, or refused by the public default in a range the
+ * operator did not allow), nor under an open policy, which refuses none. */
+bool rbx_egress_host_matters(const rbx_egress_policy *policy, int family, const uint8_t *addr);
+/* The addresses of all that matter to policy into the empty list out;
+ * -1 when out of memory. */
+int rbx_egress_host_select(const rbx_egress_policy *policy, const rbx_egress_list *all,
+                           rbx_egress_list *out);
 
 /* Whether the public default refuses an address (family AF_INET or
  * AF_INET6, network order). */

@@ -331,16 +331,15 @@ static void test_a_name_admits_no_refused_address_unless_allowed_by_cidr(void **
     rbx_egress_plan plan2 = {.policy = &both};
     assert_true(may_admit(&plan2, "10.8.0.1"));
     assert_false(may_admit(&plan2, "10.9.0.1"));
-    /* The host's own addresses, read when a plan is made, in their NAT64
-     * form too (the loopback interface's 127.0.0.1 is one of them). */
+    /* The host's own addresses, read when a plan is made: only those the
+     * policy would otherwise admit (the loopback interface's 127.0.0.1 and
+     * its NAT64 form are refused by the default ranges, and not listed). */
     rbx_egress_plan made;
     assert_int_equal(rbx_egress_plan_make(&made, &both, NULL, &err), RBX_OK);
-    bool nat64_loopback = false;
     for (size_t i = 0; i < made.host.cidr_count; i++)
-        nat64_loopback |= made.host.cidrs[i].family == AF_INET6 &&
-                          !memcmp(made.host.cidrs[i].addr,
-                                  "\0\x64\xff\x9b\0\0\0\0\0\0\0\0\x7f\0\0\x01", 16);
-    assert_true(nat64_loopback);
+        assert_true(rbx_egress_host_matters(&both, made.host.cidrs[i].family,
+                                            made.host.cidrs[i].addr));
+    assert_false(may_admit(&made, "127.0.0.1"));
     assert_false(may_admit(&made, "64:ff9b::127.0.0.1"));
     rbx_egress_plan_free(&made);
     /* An open policy already allows every address: a name only narrows. */
@@ -348,6 +347,41 @@ static void test_a_name_admits_no_refused_address_unless_allowed_by_cidr(void **
     assert_true(may_admit(&plan2, "169.254.169.254"));
     rbx_egress_policy_free(&both);
     rbx_egress_list_free(&plan.host);
+    rbx_egress_policy_free(&policy);
+}
+
+/* Which of the host's addresses get a rule of their own: those the policy
+ * would otherwise admit, and no other (each costs every sandbox an element
+ * of its rules). */
+static void test_only_the_host_addresses_the_policy_would_admit_are_selected(void **state)
+{
+    (void)state;
+    rbx_egress_policy policy = policy_of("10.0.0.0/8,fd00:20::/32", "10.9.0.0/16", false, NULL);
+    rbx_egress_list host = {0}, mine = {0};
+    rbx_error err = {0};
+    assert_int_equal(rbx_egress_list_parse(&host,
+                                           "127.0.0.1,64:ff9b::127.0.0.1,10.8.0.5,10.9.0.5,"
+                                           "192.168.1.1,203.0.113.7,fe80::1,fd00:20::5,"
+                                           "fd00:30::5,2001:db8::7",
+                                           "host", &err),
+                     RBX_OK);
+    const char *const kept[] = {"10.8.0.5", "203.0.113.7", "fd00:20::5", "2001:db8::7"};
+    for (int only = 0; only < 2; only++) {
+        policy.allowlist_only = only; /* a name may admit a public address in both modes */
+        assert_int_equal(rbx_egress_host_select(&policy, &host, &mine), 0);
+        assert_int_equal(mine.cidr_count, sizeof kept / sizeof *kept);
+        for (size_t i = 0; i < mine.cidr_count; i++) {
+            char text[64];
+            inet_ntop(mine.cidrs[i].family, mine.cidrs[i].addr, text, sizeof text);
+            assert_string_equal(text, kept[i]);
+        }
+        rbx_egress_list_free(&mine);
+    }
+    policy.open = true; /* refuses none of them: no rules for them at all */
+    assert_int_equal(rbx_egress_host_select(&policy, &host, &mine), 0);
+    assert_int_equal(mine.cidr_count, 0);
+    rbx_egress_list_free(&mine);
+    rbx_egress_list_free(&host);
     rbx_egress_policy_free(&policy);
 }
 
@@ -365,6 +399,7 @@ int main(void)
         cmocka_unit_test(test_open_takes_no_lists),
         cmocka_unit_test(test_the_default_ranges_cover_metadata_and_private_networks),
         cmocka_unit_test(test_a_name_admits_no_refused_address_unless_allowed_by_cidr),
+        cmocka_unit_test(test_only_the_host_addresses_the_policy_would_admit_are_selected),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
