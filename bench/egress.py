@@ -130,6 +130,11 @@ def scale(runbox, work, runs):
                             # the CPU clock ticks in 10 ms: a mean over all samples, not a median
                             "cpu_ms_per_execution": round(
                                 sum(v["cpu_ms"] for v in values) / len(values), 2)}
+        for kind in probes:  # the host's addresses changing: 200 changes
+            probes[kind].stdin.write("churn\n")
+            probes[kind].stdin.flush()
+            result[kind]["churn_cpu_ms_per_change"] = round(
+                json.loads(probes[kind].stdout.readline())["cpu_ms"] / 200, 3)
         result["latency_ratio"] = round(result["many"]["median_ms"] / result["few"]["median_ms"],
                                         2)
         result["cpu_ratio"] = round(result["many"]["cpu_ms_per_execution"]
@@ -169,12 +174,15 @@ def markdown(results):
                   "network-on `echo hi` over HTTP keep-alive, each served by a prepared sandbox, "
                   "interleaved; CPU is the server's and its sandboxes', making the next prepared "
                   "sandbox included, a mean over all samples.", "",
-                  "| interfaces | median ms | p90 ms | CPU ms per execution |",
-                  "|---|---|---|---|"]
+                  "| interfaces | median ms | p90 ms | CPU ms per execution | CPU ms per address "
+                  "change |", "|---|---|---|---|---|"]
         for kind in ("few", "many"):
             s = sc[kind]
             lines.append(f"| {s['interfaces']} | {s['median_ms']} | {s['p90_ms']} | "
-                         f"{s['cpu_ms_per_execution']} |")
+                         f"{s['cpu_ms_per_execution']} | {s.get('churn_cpu_ms_per_change', '')} |")
+        lines += ["", "An address change is one of 100 addresses added to the namespace's "
+                  "loopback and removed again while a prepared sandbox waits (a node's "
+                  "containers coming and going): the server's CPU over that time, per change."]
         lines += ["", f"{sc['many']['interfaces']} interfaces over {sc['few']['interfaces']}: "
                   f"latency {sc['latency_ratio']} x, CPU {sc['cpu_ratio']} x."]
     return lines

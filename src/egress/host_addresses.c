@@ -7,10 +7,11 @@
  * changes, opened before the first listing. The kernel queues its message
  * before the change's own call returns: a plan made while one waits lists
  * the addresses afresh, so a plan made after an address was added lists
- * it. The resolver's thread (dns.c) reads the messages, lists again (a
- * lost message, the queue having overflowed, too) and adds what the host
- * gained to the rules of every sandbox that lives on: a prepared sandbox,
- * a kernel or an E2B sandbox made before the change refuses it as well.
+ * it. The resolver's thread (dns.c) reads the messages, adds what they
+ * say the host gained to the list (it lists again when messages were lost,
+ * the queue having overflowed, and for removals) and to the rules of every
+ * sandbox that lives on: a prepared sandbox, a kernel or an E2B sandbox
+ * made before the change refuses it as well.
  *
  * A plan gets only the addresses its policy would otherwise admit
  * (rbx_egress_host_matters): a node's containers, bridges and links hold
@@ -66,19 +67,116 @@ static bool change_waits(void)
     return poll(&p, 1, 0) != 0;
 }
 
-/* Under lock: reads the waiting messages; whether there were any (or some
- * were lost). */
-static bool read_changes(void)
+/* What reading the kernel's messages found. */
+typedef enum {
+    CHANGES_NONE,
+    CHANGES_APPLIED, /* addresses added to kept: its generation grew */
+    CHANGES_RELIST,  /* messages were lost, or kept is not valid: list again */
+} changes;
+
+/* Removals are applied by listing again, at most once a second: an address
+ * can be on two interfaces, and one of them going must not take it out of
+ * the list. Until then the address stays refused, which is only stricter. */
+#define RELIST_REMOVALS_MS 1000
+static bool removals_wait;
+static int64_t listed_ms;
+
+static void add_kept(const rbx_cidr *cidr)
 {
-    bool seen = false;
-    char buf[8192];
-    for (;;) {
-        ssize_t n = recv(watch, buf, sizeof buf, MSG_DONTWAIT);
-        if (n > 0 || (n < 0 && errno == ENOBUFS))
-            seen = true;
-        else if (!(n < 0 && errno == EINTR))
-            return seen;
+    for (size_t i = 0; i < kept_count; i++)
+        if (kept[i].family == cidr->family && kept[i].prefix == cidr->prefix &&
+            !memcmp(kept[i].addr, cidr->addr, sizeof cidr->addr))
+            return; /* an update of one it has (its flags: duplicate detection done) */
+    rbx_cidr *grown = realloc(kept, (kept_count + 1) * sizeof *kept);
+    if (!grown) {
+        kept_valid = false; /* listed again for the next plan */
+        return;
     }
+    kept = grown;
+    kept[kept_count++] = *cidr;
+    kept_generation++;
+}
+
+/* The entries of one address (an IPv4 one has its NAT64 form too): 0, 1 or
+ * 2 of them. */
+static size_t entries_of(int family, const void *addr, rbx_cidr out[2])
+{
+    if (family == AF_INET6) {
+        out[0] = (rbx_cidr){.family = AF_INET6, .prefix = 128};
+        memcpy(out[0].addr, addr, 16);
+        return 1;
+    }
+    if (family != AF_INET)
+        return 0;
+    /* And its NAT64 form, as the default ranges have theirs. */
+    out[0] = (rbx_cidr){.family = AF_INET, .prefix = 32};
+    memcpy(out[0].addr, addr, 4);
+    out[1] = (rbx_cidr){.family = AF_INET6, .addr = {0, 0x64, 0xff, 0x9b}, .prefix = 128};
+    memcpy(out[1].addr + 12, addr, 4);
+    return 2;
+}
+
+/* Under lock: one message of the kernel applied to kept. */
+static void apply_change(struct nlmsghdr *h)
+{
+    if (h->nlmsg_type == RTM_DELADDR) {
+        removals_wait = true;
+        return;
+    }
+    if (h->nlmsg_type != RTM_NEWADDR || h->nlmsg_len < NLMSG_LENGTH(sizeof(struct ifaddrmsg)))
+        return;
+    struct ifaddrmsg *ifa = NLMSG_DATA(h);
+    const void *address = NULL, *local = NULL;
+    int len = (int)IFA_PAYLOAD(h);
+    size_t size = ifa->ifa_family == AF_INET ? 4 : 16;
+    for (struct rtattr *a = IFA_RTA(ifa); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
+        if (RTA_PAYLOAD(a) != size)
+            continue;
+        if (a->rta_type == IFA_ADDRESS)
+            address = RTA_DATA(a);
+        else if (a->rta_type == IFA_LOCAL)
+            local = RTA_DATA(a);
+    }
+    /* As getifaddrs reads them: an IPv4 address is IFA_LOCAL (IFA_ADDRESS
+     * is the peer's on a point-to-point link). */
+    const void *addr = ifa->ifa_family == AF_INET && local ? local : address;
+    rbx_cidr entries[2];
+    size_t n = addr ? entries_of(ifa->ifa_family, addr, entries) : 0;
+    for (size_t i = 0; i < n; i++)
+        add_kept(&entries[i]);
+}
+
+/* Under lock: reads the waiting messages and applies what they say to kept
+ * (an added address costs a look through the list, not a listing of every
+ * interface: a node's containers come and go). */
+static changes read_changes(void)
+{
+    uint64_t before = kept_generation;
+    bool lost = false;
+    /* The size the kernel's messages are read with, aligned for their headers. */
+    union {
+        struct nlmsghdr header;
+        char bytes[8192];
+    } buf;
+    for (;;) {
+        ssize_t n = recv(watch, buf.bytes, sizeof buf.bytes, MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == ENOBUFS) {
+            lost = true; /* the queue overflowed: what was lost is unknown */
+            continue;
+        }
+        if (n <= 0)
+            break;
+        size_t left = (size_t)n;
+        for (struct nlmsghdr *h = &buf.header; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left))
+            if (!lost && kept_valid)
+                apply_change(h);
+    }
+    if (lost || !kept_valid ||
+        (removals_wait && rbx_now_ms() - listed_ms >= RELIST_REMOVALS_MS))
+        return CHANGES_RELIST;
+    return kept_generation != before ? CHANGES_APPLIED : CHANGES_NONE;
 }
 
 /* The host's addresses, listed now, into *out (malloc'ed). */
@@ -102,21 +200,10 @@ static rbx_status list_now(rbx_cidr **out, size_t *out_count, rbx_error *err)
         if (!i->ifa_addr ||
             (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
             continue;
-        rbx_cidr cidr = {.family = i->ifa_addr->sa_family};
-        if (cidr.family == AF_INET) {
-            memcpy(cidr.addr, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, 4);
-            cidr.prefix = 32;
-        } else {
-            memcpy(cidr.addr, &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, 16);
-            cidr.prefix = 128;
-        }
-        cidrs[n++] = cidr;
-        /* And its NAT64 form, as the default ranges have theirs. */
-        if (cidr.family == AF_INET) {
-            rbx_cidr nat64 = {.family = AF_INET6, .addr = {0, 0x64, 0xff, 0x9b}, .prefix = 128};
-            memcpy(nat64.addr + 12, cidr.addr, 4);
-            cidrs[n++] = nat64;
-        }
+        const void *addr = i->ifa_addr->sa_family == AF_INET
+                               ? (const void *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr
+                               : (const void *)&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+        n += entries_of(i->ifa_addr->sa_family, addr, cidrs + n);
     }
     freeifaddrs(all);
     *out = cidrs;
@@ -140,6 +227,8 @@ static rbx_status keep_again(rbx_error *err)
     kept = cidrs;
     kept_count = count;
     kept_valid = true;
+    removals_wait = false;
+    listed_ms = rbx_now_ms();
     return RBX_OK;
 }
 
@@ -217,7 +306,7 @@ bool rbx_egress_host_refresh(uint64_t known, rbx_egress_list *list, uint64_t *ge
     pthread_mutex_lock(&lock);
     bool newer = false;
     rbx_error ignored;
-    if (watch >= 0 && (read_changes() || !kept_valid))
+    if (watch >= 0 && read_changes() == CHANGES_RELIST)
         (void)keep_again(&ignored);
     if (kept_valid && kept_generation > known && copy_kept(list, &ignored) == RBX_OK) {
         *generation = kept_generation;
