@@ -44,7 +44,8 @@ static bool kept_valid;
 static uint64_t kept_generation; /* grows when kept changes */
 static rbx_cidr *selected; /* kept, narrowed to what matters to selected_for */
 static size_t selected_count;
-static const rbx_egress_policy *selected_for;
+static rbx_egress_host_keep selected_by;
+static const void *selected_for;
 static uint64_t selected_generation;
 
 static void open_watch(void)
@@ -248,26 +249,43 @@ static rbx_status copy_kept(rbx_egress_list *list, rbx_error *err)
     return copy_cidrs(list, kept, kept_count, err);
 }
 
+/* The entries of all that keep keeps into the empty list out. */
+static rbx_status select_into(rbx_egress_host_keep keep, const void *policy, const rbx_cidr *all,
+                              size_t count, rbx_egress_list *out, rbx_error *err)
+{
+    out->cidrs = malloc((count ? count : 1) * sizeof *out->cidrs);
+    if (!out->cidrs)
+        return rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    out->cidr_count = 0;
+    for (size_t i = 0; i < count; i++)
+        if (keep(policy, all[i].family, all[i].addr))
+            out->cidrs[out->cidr_count++] = all[i];
+    return RBX_OK;
+}
+
 /* Under lock: the kept list's selection for policy, made again only when
  * the list or the policy changed. */
-static rbx_status copy_selected(const rbx_egress_policy *policy, rbx_egress_list *list,
-                                rbx_error *err)
+static rbx_status copy_selected(rbx_egress_host_keep keep, const void *policy,
+                                rbx_egress_list *list, rbx_error *err)
 {
-    if (!selected || selected_for != policy || selected_generation != kept_generation) {
-        rbx_egress_list all = {.cidrs = kept, .cidr_count = kept_count}, mine = {0};
-        if (rbx_egress_host_select(policy, &all, &mine) != 0)
-            return rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    if (!selected || selected_by != keep || selected_for != policy ||
+        selected_generation != kept_generation) {
+        rbx_egress_list mine = {0};
+        rbx_status status = select_into(keep, policy, kept, kept_count, &mine, err);
+        if (status != RBX_OK)
+            return status;
         free(selected);
         selected = mine.cidrs;
         selected_count = mine.cidr_count;
+        selected_by = keep;
         selected_for = policy;
         selected_generation = kept_generation;
     }
     return copy_cidrs(list, selected, selected_count, err);
 }
 
-rbx_status rbx_egress_host_addresses(const rbx_egress_policy *policy, rbx_egress_list *list,
-                                     uint64_t *generation, rbx_error *err)
+rbx_status rbx_egress_host_addresses(rbx_egress_host_keep keep, const void *policy,
+                                     rbx_egress_list *list, uint64_t *generation, rbx_error *err)
 {
     pthread_mutex_lock(&lock);
     rbx_status status = RBX_OK;
@@ -276,17 +294,18 @@ rbx_status rbx_egress_host_addresses(const rbx_egress_policy *policy, rbx_egress
     if (watch < 0 || !kept_valid) {
         status = keep_again(err);
         if (status == RBX_OK)
-            status = copy_selected(policy, list, err);
+            status = copy_selected(keep, policy, list, err);
     } else if (change_waits()) {
         /* Listed afresh for this plan; the message is the resolver's to
          * read, and its sandbox gets what changed with every other. */
-        rbx_egress_list all = {0};
-        status = list_now(&all.cidrs, &all.cidr_count, err);
-        if (status == RBX_OK && rbx_egress_host_select(policy, &all, list) != 0)
-            status = rbx_fail(err, RBX_ESYSTEM, "out of memory");
-        rbx_egress_list_free(&all);
+        rbx_cidr *all = NULL;
+        size_t count = 0;
+        status = list_now(&all, &count, err);
+        if (status == RBX_OK)
+            status = select_into(keep, policy, all, count, list, err);
+        free(all);
     } else {
-        status = copy_selected(policy, list, err);
+        status = copy_selected(keep, policy, list, err);
     }
     *generation = kept_generation;
     pthread_mutex_unlock(&lock);

@@ -450,6 +450,11 @@ rbx_status rbx_egress_narrowing_parse(rbx_egress_list *list, const rbx_request *
     return RBX_OK;
 }
 
+static bool host_matters(const void *policy, int family, const uint8_t *addr)
+{
+    return rbx_egress_host_matters(policy, family, addr);
+}
+
 rbx_status rbx_egress_plan_make(rbx_egress_plan *plan, const rbx_egress_policy *policy,
                                 const rbx_request *request, rbx_error *err)
 {
@@ -459,7 +464,8 @@ rbx_status rbx_egress_plan_make(rbx_egress_plan *plan, const rbx_egress_policy *
         if (rbx_egress_narrowing_parse(&plan->narrowing, request, err) != RBX_OK)
             return err->status;
     }
-    if (rbx_egress_host_addresses(policy, &plan->host, &plan->host_generation, err) != RBX_OK) {
+    if (rbx_egress_host_addresses(host_matters, policy, &plan->host, &plan->host_generation,
+                                  err) != RBX_OK) {
         rbx_egress_plan_free(plan);
         return err->status;
     }

@@ -80,13 +80,13 @@ rbx_status rbx_egress_narrowing_parse(rbx_egress_list *list, const rbx_request *
 /* Whether the plan needs rules at all (not with an open policy and no
  * narrowing). */
 bool rbx_egress_plan_has_rules(const rbx_egress_plan *plan);
-/* A plan for one sandbox; request may be NULL (an install). */
 /* host_addresses.c: the host's own addresses (and the NAT64 forms of its
- * IPv4 ones) that matter to policy (rbx_egress_host_matters) into an empty
- * list, kept between calls until they change; *generation says which
+ * IPv4 ones) that keep keeps for policy (rbx_egress_host_matters) into an
+ * empty list, kept between calls until they change; *generation says which
  * listing of them the list has (it grows). */
-rbx_status rbx_egress_host_addresses(const rbx_egress_policy *policy, rbx_egress_list *list,
-                                     uint64_t *generation, rbx_error *err);
+typedef bool (*rbx_egress_host_keep)(const void *policy, int family, const uint8_t *addr);
+rbx_status rbx_egress_host_addresses(rbx_egress_host_keep keep, const void *policy,
+                                     rbx_egress_list *list, uint64_t *generation, rbx_error *err);
 /* The descriptor that is readable when the kernel says the host's
  * addresses changed; -1 when there is none (then every plan lists them). */
 int rbx_egress_host_watch(void);
@@ -94,6 +94,7 @@ int rbx_egress_host_watch(void);
  * true, with a copy of all of them into the empty list and its
  * generation, when the kept list is newer than known. */
 bool rbx_egress_host_refresh(uint64_t known, rbx_egress_list *list, uint64_t *generation);
+/* A plan for one sandbox; request may be NULL (an install). */
 rbx_status rbx_egress_plan_make(rbx_egress_plan *plan, const rbx_egress_policy *policy,
                                 const rbx_request *request, rbx_error *err);
 void rbx_egress_plan_free(rbx_egress_plan *plan);
