@@ -448,3 +448,45 @@ def test_a_sandbox_is_offered_only_once_its_interpreter_waits(start_server, tmp_
     assert result["pooled"] and result["image"] == "slow", result
     # Its bash had started: the execution did not wait for the seconds of its start.
     assert result["duration_ms"] < SLOW_START_S * 1000 / 2, result
+
+
+def relays_of(pid):
+    """The live runbox-net processes whose parent is pid."""
+    found = []
+    for helper in e2e.live_helpers():
+        try:
+            with open(f"/proc/{helper}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(helper)
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+# The first frame wakes runbox-net (it starts on a sandbox's first frame, about 3 ms); the
+# program has ended by then, so its sandbox is stopped while its relay is being started. The
+# frame goes to the gateway, the host's loopback, which runbox-net never reaches: nothing
+# leaves the machine (the egress policy is opened to that network for it).
+FRAME_THEN_EXIT = "echo x > /dev/udp/10.0.2.2/9 && echo sent"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the network needs root")
+def test_sandboxes_that_end_while_their_relay_starts_leave_no_relay_behind(start_server):
+    """Each of these executions ends while the relay its first frame woke is being started: a
+    stop that did not wait for that start would free what the start then writes to (the
+    ASan stage reports it; a mutant without the wait failed there in every run) and leave the
+    relay unstopped, in a server that lives on."""
+    server = start_server(global_args=("--egress-allow", "10.0.2.0/24"))
+
+    def one(_):
+        return server.execute(language="bash", code=FRAME_THEN_EXIT, network=True)
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(one, range(24)))
+    assert all(r["success"] and r["output"] == "sent\n" for r in results), results
+    assert any(r["network"] for r in results), results
+    deadline = time.monotonic() + 10
+    while relays_of(server.proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert relays_of(server.proc.pid) == []
+    assert server.healthy()
