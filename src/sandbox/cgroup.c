@@ -62,6 +62,8 @@ struct rbx_cgroup {
         int procs_fd;
     } h[CTL_COUNT];
     int dir_fd; /* v2 only */
+    bool limited;             /* set_limits has run */
+    rbx_cgroup_limits limits; /* what it set, field by field (0: never set) */
 };
 
 __attribute__((format(printf, 3, 4))) static int fail(char *why, size_t size, const char *fmt, ...)
@@ -508,26 +510,44 @@ static int set_quota(bool v2, const char *cpu, uint64_t quota_us, char *why, siz
 
 /* v1 memory cgroups inherit oom_kill_disable from their parent: it is
  * cleared, or a program at its limit would hang instead of being killed. */
-static int set_limits(const rbx_cgroup *cg, const rbx_cgroup_limits *l, char *why, size_t ws)
+/* Writes only what differs from what the cgroup has: a prepared sandbox's
+ * cgroup is given its execution's limits, most often those it was made
+ * with, and each write is an open, a write and a close of a cgroup file
+ * on the way to the result. A limit of 0 leaves the cgroup's as it is. */
+static int set_limits(rbx_cgroup *cg, const rbx_cgroup_limits *l, char *why, size_t ws)
 {
     const char *mem = dir_with(cg, CTL_MEMORY), *cpu = dir_with(cg, CTL_CPU);
+    const rbx_cgroup_limits *had = &cg->limits;
     char num[32];
-    if (!cg->v2 && write_at(mem, "memory.oom_control", "0") != 0)
+    if (!cg->v2 && !cg->limited && write_at(mem, "memory.oom_control", "0") != 0)
         return fail(why, ws, "cannot enable the OOM killer in %s: %s", mem, strerror(errno));
+    cg->limited = true;
     snprintf(num, sizeof num, "%" PRIu64, l->memory_bytes);
-    if (l->memory_bytes &&
+    if (l->memory_bytes && l->memory_bytes != had->memory_bytes &&
         (write_at(mem, cg->v2 ? "memory.max" : "memory.limit_in_bytes", num) != 0 ||
          limit_swap(cg->v2, mem, num) != 0))
         return fail(why, ws, "cannot set the memory limit in %s: %s", mem, strerror(errno));
+    if (l->memory_bytes)
+        cg->limits.memory_bytes = l->memory_bytes;
     snprintf(num, sizeof num, "%" PRIu64, l->pids);
-    if (l->pids && write_at(dir_with(cg, CTL_PIDS), "pids.max", num) != 0)
+    if (l->pids && l->pids != had->pids && write_at(dir_with(cg, CTL_PIDS), "pids.max", num) != 0)
         return fail(why, ws, "cannot set pids.max: %s", strerror(errno));
+    if (l->pids)
+        cg->limits.pids = l->pids;
     /* v1's cpu.shares: default 1024 (v2's weight 100), range 2..262144. */
     uint64_t shares = (uint64_t)l->cpu_weight * 1024 / 100;
     snprintf(num, sizeof num, "%" PRIu64, cg->v2 ? l->cpu_weight : shares < 2 ? 2 : shares);
-    if (l->cpu_weight && write_at(cpu, cg->v2 ? "cpu.weight" : "cpu.shares", num) != 0)
+    if (l->cpu_weight && l->cpu_weight != had->cpu_weight &&
+        write_at(cpu, cg->v2 ? "cpu.weight" : "cpu.shares", num) != 0)
         return fail(why, ws, "cannot set the CPU weight in %s: %s", cpu, strerror(errno));
-    return l->cpu_quota_us ? set_quota(cg->v2, cpu, l->cpu_quota_us, why, ws) : 0;
+    if (l->cpu_weight)
+        cg->limits.cpu_weight = l->cpu_weight;
+    if (l->cpu_quota_us && l->cpu_quota_us != had->cpu_quota_us &&
+        set_quota(cg->v2, cpu, l->cpu_quota_us, why, ws) != 0)
+        return -1;
+    if (l->cpu_quota_us)
+        cg->limits.cpu_quota_us = l->cpu_quota_us;
+    return 0;
 }
 
 int rbx_cgroup_create(const rbx_cgroup_limits *limits, rbx_cgroup **out, char *why, size_t why_size)
