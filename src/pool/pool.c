@@ -55,6 +55,8 @@ typedef struct entry {
     rbx_scratch scratch;
     rbx_egress_plan egress;
     char memory_file[4600];
+    uint64_t memory;  /* what memory_file said when last read */
+    int64_t memory_at; /* when, or 0: never */
     char **envp;
     const char *argv[8];
     char env_dir[4400]; /* the environment's part bound into the sandbox */
@@ -111,6 +113,21 @@ static uint64_t read_number(const char *path)
     ssize_t n = read(fd, text, sizeof text - 1);
     close(fd);
     return n > 0 ? strtoull(text, NULL, 10) : 0;
+}
+
+/* What a waiting sandbox holds, read again at most once a second: the
+ * manager adds up every waiting sandbox's each round, and rounds come with
+ * every execution taken and every sandbox made, while a sandbox that waits
+ * for its code barely changes. */
+#define MEMORY_READ_MS 1000
+
+static uint64_t memory_of(entry *e, int64_t now)
+{
+    if (e->memory_file[0] && (!e->memory_at || now - e->memory_at >= MEMORY_READ_MS)) {
+        e->memory = read_number(e->memory_file);
+        e->memory_at = now;
+    }
+    return e->memory;
 }
 
 /* The sandbox as a cold start of a one-off run would have it, with the
@@ -393,7 +410,7 @@ static void manage(rbx_pool *pool)
             retire(pool, s, old);
         drop_env_shelf(s);
         for (entry *e = s->ready; e; e = e->next)
-            memory += e->memory_file[0] ? read_number(e->memory_file) : 0;
+            memory += memory_of(e, now);
         live += s->ready_count + s->preparing;
         preparing += s->preparing;
     }
