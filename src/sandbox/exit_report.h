@@ -16,6 +16,20 @@ typedef struct rbx_exit_report {
     struct rusage usage;
 } rbx_exit_report;
 
+/* How the loop below waits, writes and exits: through libc, unless the
+ * includer (runbox-init, which has no libc: reaper.c) names its own. The
+ * wait returns the pid, or a negative errno. */
+#ifndef RBX_REAP_WAIT4
+static inline long rbx_reap_wait4(int *status, struct rusage *usage)
+{
+    pid_t pid = wait4(-1, status, __WALL, usage);
+    return pid < 0 ? -errno : pid;
+}
+#define RBX_REAP_WAIT4 rbx_reap_wait4
+#define RBX_REAP_WRITE(fd, data, len) ((void)!write(fd, data, len))
+#define RBX_REAP_EXIT _exit
+#endif
+
 /* What init does once the program runs, as the namespace's PID 1: reaps
  * every process, writes how program ended to status_fd, and exits, which
  * makes the kernel kill whatever else is left in the namespace. Inline:
@@ -25,15 +39,17 @@ static inline _Noreturn void rbx_init_reap(int status_fd, pid_t program)
     for (;;) {
         int status;
         struct rusage usage;
-        pid_t pid = wait4(-1, &status, __WALL, &usage);
-        if (pid < 0 && errno == EINTR)
+        long pid = RBX_REAP_WAIT4(&status, &usage);
+        if (pid == -EINTR)
             continue;
         if (pid < 0)
-            _exit(1);
+            RBX_REAP_EXIT(1);
         if (pid == program) {
-            rbx_exit_report report = {.wait_status = status, .usage = usage};
-            (void)!write(status_fd, &report, sizeof report);
-            _exit(0);
+            rbx_exit_report report;
+            report.wait_status = status;
+            report.usage = usage;
+            RBX_REAP_WRITE(status_fd, &report, sizeof report);
+            RBX_REAP_EXIT(0);
         }
     }
 }
