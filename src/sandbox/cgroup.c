@@ -437,21 +437,56 @@ static int enable_v2(const char *dir, unsigned ctls)
     return 0;
 }
 
+/* The controllers (v2; v1: 1) this process made sure of below hierarchy
+ * i's runbox directory, which it made or found. A mkdir of a cgroup that
+ * exists is no cheap failure: the kernel makes the cgroup, under its global
+ * lock, before it finds the name taken, and frees it again; every
+ * execution paid that once a hierarchy (four on v1). */
+static _Atomic unsigned parent_ready[CTL_COUNT];
+
+static int make_parent(const rbx_cgroup *cg, size_t i, const char *runbox, unsigned v2_ctls,
+                       char *why, size_t why_size)
+{
+    const hierarchy *h = &probe.h[i];
+    if (mkdir(runbox, 0755) != 0 && errno != EEXIST)
+        return fail(why, why_size, "cannot create %s/runbox: %s", h->base, strerror(errno));
+    if (cg->v2 && (enable_v2(h->base, v2_ctls) != 0 || enable_v2(runbox, v2_ctls) != 0))
+        return fail(why, why_size, "cannot enable cgroup controllers below %s: %s", h->base,
+                    strerror(errno));
+    atomic_fetch_or(&parent_ready[i], cg->v2 ? v2_ctls : 1u);
+    return 0;
+}
+
 /* Creates base/runbox (shared, kept) and runbox/<name> in hierarchy i and
  * opens its cgroup.procs. On v2, enables v2_ctls on the way down. */
 static int make_dir(rbx_cgroup *cg, size_t i, unsigned v2_ctls, char *why, size_t why_size)
 {
     const hierarchy *h = &probe.h[i];
     char runbox[PATH_MAX], procs[PATH_MAX];
-    if (path_join(runbox, sizeof runbox, h->base, "runbox") != 0 ||
-        (mkdir(runbox, 0755) != 0 && errno != EEXIST))
+    if (path_join(runbox, sizeof runbox, h->base, "runbox") != 0)
         return fail(why, why_size, "cannot create %s/runbox: %s", h->base, strerror(errno));
-    if (cg->v2 && (enable_v2(h->base, v2_ctls) != 0 || enable_v2(runbox, v2_ctls) != 0))
-        return fail(why, why_size, "cannot enable cgroup controllers below %s: %s", h->base,
-                    strerror(errno));
-    if (path_join(cg->h[i].path, PATH_MAX, runbox, cg->name) != 0 ||
-        mkdir(cg->h[i].path, 0755) != 0) {
+    unsigned wanted = cg->v2 ? v2_ctls : 1u;
+    bool known = (atomic_load(&parent_ready[i]) & wanted) == wanted;
+    if (!known && make_parent(cg, i, runbox, v2_ctls, why, why_size) != 0)
+        return -1;
+    if (path_join(cg->h[i].path, PATH_MAX, runbox, cg->name) != 0) {
         cg->h[i].path[0] = '\0';
+        return fail(why, why_size, "cannot create %s/%s: %s", runbox, cg->name, strerror(errno));
+    }
+    int made = mkdir(cg->h[i].path, 0755);
+    /* Gone since (an operator removed it): made again, once. */
+    if (made != 0 && errno == ENOENT && known) {
+        atomic_store(&parent_ready[i], 0);
+        if (make_parent(cg, i, runbox, v2_ctls, why, why_size) != 0) {
+            cg->h[i].path[0] = '\0';
+            return -1;
+        }
+        made = mkdir(cg->h[i].path, 0755);
+    }
+    if (made != 0) {
+        int error = errno;
+        cg->h[i].path[0] = '\0';
+        errno = error;
         return fail(why, why_size, "cannot create %s/%s: %s", runbox, cg->name, strerror(errno));
     }
     cg->h[i].ctls = h->ctls;

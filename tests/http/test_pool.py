@@ -490,3 +490,30 @@ def test_sandboxes_that_end_while_their_relay_starts_leave_no_relay_behind(start
         time.sleep(0.1)
     assert relays_of(server.proc.pid) == []
     assert server.healthy()
+
+
+V1_RUNBOX_DIRS = [f"/sys/fs/cgroup/{c}/runbox" for c in ("cpu", "cpuacct", "memory", "pids")]
+
+
+@pytest.mark.serial
+@pytest.mark.skipif(os.geteuid() != 0 or not all(
+    os.path.exists(os.path.join(os.path.dirname(d), "tasks")) for d in V1_RUNBOX_DIRS),
+    reason="cgroup v1 hierarchies of cpu, cpuacct, memory and pids, as root")
+def test_a_server_makes_its_cgroup_parents_again_when_they_were_removed(start_server):
+    """A server makes (or finds) each hierarchy's runbox directory once, not once an
+    execution; one an operator removed while it runs is made again by the next execution,
+    which is limited as before."""
+    server = start_server(global_args=("--pool", "0"))
+    assert server.execute(language="bash", code="echo one")["output"] == "one\n"
+    removed = []
+    for d in V1_RUNBOX_DIRS:
+        try:
+            os.rmdir(d)
+            removed.append(d)
+        except OSError:  # busy: another runbox's execution has its cgroup there
+            pass
+    if not removed:
+        pytest.skip("every runbox cgroup directory is in use by another runbox")
+    result = server.execute(language="bash", code="echo two")
+    assert result["success"] and result["output"].endswith("two\n"), result
+    assert all(os.path.isdir(d) for d in removed), removed
