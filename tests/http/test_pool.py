@@ -278,7 +278,8 @@ def test_the_request_s_limits_timeout_and_classification_hold_in_a_prepared_sand
 def test_what_a_prepared_sandbox_cannot_give_exactly_starts_cold(server):
     wait_ready(server)
     cases = [dict(stdin="from stdin\n", code="import sys; print(sys.stdin.read(), end='')"),
-             dict(env={"PYTHONHASHSEED": "0"}, code="import os; print(os.environ['PYTHONHASHSEED'])"),
+             dict(env={"PYTHONHASHSEED": "0"},
+                  code="import os; print(os.environ['PYTHONHASHSEED'])"),
              dict(egress_allow=[], code="print('narrowed')")]
     for extra in cases:
         result = server.execute(language="python", network=False, **extra)
