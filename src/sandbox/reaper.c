@@ -31,6 +31,7 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 
 static long sys(long nr, long a, long b, long c, long d)
 {
@@ -128,7 +129,8 @@ static int run(int argc, char **argv)
 #ifdef RBX_FREESTANDING
     sys(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0);
     sys(SYS_prctl, PR_SET_DUMPABLE, 0, 0, 0);
-    if (sys(SYS_poll, (long)&parent, 1, 0, 0) < 0 || (parent.revents & POLLERR))
+    struct timespec now = {0, 0}; /* ppoll: arm64 has no poll */
+    if (sys(SYS_ppoll, (long)&parent, 1, (long)&now, 0) < 0 || (parent.revents & POLLERR))
         return 1; /* runbox is gone: its end of the status pipe closed */
 #else
     prctl(PR_SET_PDEATHSIG, SIGKILL);
