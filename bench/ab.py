@@ -4,12 +4,16 @@ build, taken in turn, each sample at rest, with the CPU each server and its sand
 For the change a commit makes (build the commit before it into another directory):
 
     bench/ab.py --a /tmp/before/build-bench/runbox --b build-bench/runbox [--runs 200]
-                [--language bash] [--code 'echo hi'] [--network]
+                [--language bash] [--code 'echo hi'] [--network] [--cold]
 
 Prints the median latency and the CPU per execution of each, and b's over a's. The CPU is
-the servers' clock ticks (10 ms) added up over every sample: read it over a few hundred."""
+the servers' clock ticks (10 ms) added up over every sample: read it over a few hundred.
+With --cold, each sample is a cold `runbox run` instead (no daemon), and its CPU that of the
+CLI and its sandbox (the children's usage)."""
 import argparse
 import os
+import resource
+import statistics
 import subprocess
 import tempfile
 import time
@@ -26,7 +30,11 @@ def main():
     parser.add_argument("--language", default="bash")
     parser.add_argument("--code", default="echo hi")
     parser.add_argument("--network", action="store_true")
+    parser.add_argument("--cold", action="store_true",
+                        help="cold `runbox run` samples instead of a server's")
     args = parser.parse_args()
+    if args.cold:
+        return cold(args)
     with tempfile.TemporaryDirectory(prefix="runbox-ab-") as work:
         servers = {name: Server(os.path.abspath(path), os.path.join(work, f"{name}-state"))
                    for name, path in (("a", args.a), ("b", args.b))}
@@ -69,6 +77,47 @@ def main():
     a, b = summary(samples["a"])["median_ms"], summary(samples["b"])["median_ms"]
     print(f"b over a: latency {b / a:.3f} x, CPU "
           f"{(cpu['b'] / args.runs) / max(cpu['a'] / args.runs, 0.01):.3f} x")
+
+
+def cold(args):
+    """Cold `runbox run` samples of each build, in turn, each after the machine settled."""
+    samples = {"a": [], "b": []}
+    cpu = {"a": 0.0, "b": 0.0}
+    with tempfile.TemporaryDirectory(prefix="runbox-ab-") as work:
+        def one(name):
+            runbox = os.path.abspath(getattr(args, name))
+            env = {"PATH": "/usr/bin:/bin", "RUNBOX_USE_DAEMON": "never",
+                   "RUNBOX_STATE_DIR": os.path.join(work, f"{name}-state")}
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            start = time.perf_counter()
+            subprocess.run([runbox, "run", args.language, "-c", args.code,
+                            "--network" if args.network else "--no-network"],
+                           env=env, stdout=subprocess.DEVNULL, check=True)
+            elapsed = (time.perf_counter() - start) * 1000
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[name] += (after.ru_utime + after.ru_stime - before.ru_utime
+                          - before.ru_stime) * 1000
+            return elapsed
+        try:
+            for name in samples:  # warm-up: the state directory, the prepared namespace
+                for _ in range(5):
+                    one(name)
+                cpu[name] = 0.0
+            for i in range(args.runs):
+                for name in (("a", "b") if i % 2 == 0 else ("b", "a")):
+                    time.sleep(0.05)
+                    samples[name].append(one(name))
+        finally:
+            for name in samples:
+                subprocess.run([getattr(args, name), "--state-dir",
+                                os.path.join(work, f"{name}-state"), "storage", "unmount"],
+                               capture_output=True)
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    for name in samples:
+        print(f"{name}: median {medians[name]:.2f} ms, CPU {cpu[name] / args.runs:.2f} ms per "
+              "execution (the CLI and its sandbox)")
+    print(f"b over a: latency {medians['b'] / medians['a']:.3f} x, CPU "
+          f"{cpu['b'] / max(cpu['a'], 0.01):.3f} x")
 
 
 if __name__ == "__main__":
