@@ -367,6 +367,11 @@ static sem_t thread_unshared;
  * (host_addresses.c says why). */
 static rbx_egress_list pushed;
 static uint64_t pushed_generation;
+/* What of pushed matters to one policy, selected once a push (a server's
+ * sandboxes share its policy), not once a live sandbox. */
+static rbx_egress_list pushed_mine;
+static const rbx_egress_policy *pushed_mine_for;
+static uint64_t pushed_mine_generation;
 #define WATCH_TAG UINT64_MAX /* the epoll tag of the host's address changes */
 
 /* Under lock: the guard's rules refuse the addresses last given (an open
@@ -375,12 +380,18 @@ static void bring_up_to_date(rbx_egress_guard *guard)
 {
     if (guard->host_generation >= pushed_generation || guard->plan->policy->open)
         return;
-    rbx_egress_list mine;
-    if (rbx_egress_host_select(guard->plan->policy, &pushed, &mine) != 0)
-        return; /* out of memory: tried again with the next change */
-    if (mine.cidr_count)
-        (void)rbx_egress_rules_deny_hosts(guard->nl_fd, &mine);
-    rbx_egress_list_free(&mine);
+    const rbx_egress_policy *policy = guard->plan->policy;
+    if (pushed_mine_for != policy || pushed_mine_generation != pushed_generation) {
+        rbx_egress_list mine;
+        if (rbx_egress_host_select(policy, &pushed, &mine) != 0)
+            return; /* out of memory: tried again with the next change */
+        rbx_egress_list_free(&pushed_mine);
+        pushed_mine = mine;
+        pushed_mine_for = policy;
+        pushed_mine_generation = pushed_generation;
+    }
+    if (pushed_mine.cidr_count)
+        (void)rbx_egress_rules_deny_hosts(guard->nl_fd, &pushed_mine);
     guard->host_generation = pushed_generation;
 }
 

@@ -249,9 +249,9 @@ static rbx_status copy_kept(rbx_egress_list *list, rbx_error *err)
     return copy_cidrs(list, kept, kept_count, err);
 }
 
-/* The entries of all that keep keeps into the empty list out. */
-static rbx_status select_into(rbx_egress_host_keep keep, const void *policy, const rbx_cidr *all,
-                              size_t count, rbx_egress_list *out, rbx_error *err)
+rbx_status rbx_egress_host_select_by(rbx_egress_host_keep keep, const void *policy,
+                                     const rbx_cidr *all, size_t count, rbx_egress_list *out,
+                                     rbx_error *err)
 {
     out->cidrs = malloc((count ? count : 1) * sizeof *out->cidrs);
     if (!out->cidrs)
@@ -271,7 +271,7 @@ static rbx_status copy_selected(rbx_egress_host_keep keep, const void *policy,
     if (!selected || selected_by != keep || selected_for != policy ||
         selected_generation != kept_generation) {
         rbx_egress_list mine = {0};
-        rbx_status status = select_into(keep, policy, kept, kept_count, &mine, err);
+        rbx_status status = rbx_egress_host_select_by(keep, policy, kept, kept_count, &mine, err);
         if (status != RBX_OK)
             return status;
         free(selected);
@@ -302,7 +302,7 @@ rbx_status rbx_egress_host_addresses(rbx_egress_host_keep keep, const void *poli
         size_t count = 0;
         status = list_now(&all, &count, err);
         if (status == RBX_OK)
-            status = select_into(keep, policy, all, count, list, err);
+            status = rbx_egress_host_select_by(keep, policy, all, count, list, err);
         free(all);
     } else {
         status = copy_selected(keep, policy, list, err);

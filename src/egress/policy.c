@@ -536,14 +536,12 @@ bool rbx_egress_host_matters(const rbx_egress_policy *policy, int family, const 
 int rbx_egress_host_select(const rbx_egress_policy *policy, const rbx_egress_list *all,
                            rbx_egress_list *out)
 {
+    rbx_error ignored;
     *out = (rbx_egress_list){0};
-    out->cidrs = malloc((all->cidr_count ? all->cidr_count : 1) * sizeof *out->cidrs);
-    if (!out->cidrs)
-        return -1;
-    for (size_t i = 0; i < all->cidr_count; i++)
-        if (rbx_egress_host_matters(policy, all->cidrs[i].family, all->cidrs[i].addr))
-            out->cidrs[out->cidr_count++] = all->cidrs[i];
-    return 0;
+    return rbx_egress_host_select_by(host_matters, policy, all->cidrs, all->cidr_count, out,
+                                     &ignored) == RBX_OK
+               ? 0
+               : -1;
 }
 
 bool rbx_egress_name_may_admit(const rbx_egress_plan *plan, int family, const uint8_t *addr)

@@ -87,6 +87,12 @@ bool rbx_egress_plan_has_rules(const rbx_egress_plan *plan);
 typedef bool (*rbx_egress_host_keep)(const void *policy, int family, const uint8_t *addr);
 rbx_status rbx_egress_host_addresses(rbx_egress_host_keep keep, const void *policy,
                                      rbx_egress_list *list, uint64_t *generation, rbx_error *err);
+/* The entries of all (count of them) that keep keeps for policy into the
+ * empty list out: the one selection loop, for plans and for the pushes to
+ * live sandboxes (rbx_egress_host_select). */
+rbx_status rbx_egress_host_select_by(rbx_egress_host_keep keep, const void *policy,
+                                     const rbx_cidr *all, size_t count, rbx_egress_list *out,
+                                     rbx_error *err);
 /* The descriptor that is readable when the kernel says the host's
  * addresses changed; -1 when there is none (then every plan lists them). */
 int rbx_egress_host_watch(void);
