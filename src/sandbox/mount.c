@@ -114,14 +114,18 @@ static const struct device {
 
 /* What of /proc is covered (see rbx_proc_mask), Docker's masked paths
  * among them. What runtimes read stays: cpuinfo, meminfo, stat, uptime,
- * loadavg, version, filesystems, self, net (the sandbox's own), sys. */
+ * loadavg, version, filesystems, self, net (the sandbox's own), sys.
+ * Init's command line too (1/...: init is PID 1 when it mounts /proc):
+ * from the program's execve to init's, init's memory is runbox's own
+ * (sandbox/starter.h), whose arguments the kernel would show there. */
 static const char *const proc_masked[] = {
     "cmdline",     "config.gz",     "modules",    "kallsyms",   "partitions",    "diskstats",
     "swaps",       "locks",         "interrupts", "devices",    "consoles",      "timer_list",
     "sched_debug", "keys",          "key-users",  "bootconfig", "softirqs",      "iomem",
     "ioports",     "misc",          "dma",        "mtrr",       "latency_stats", "timer_stats",
     "kcore",       "sysrq-trigger", "acpi",       "scsi",       "asound",        "bus",
-    "driver",      "tty",           "irq",        "fs",         "pressure",      NULL,
+    "driver",      "tty",           "irq",        "fs",         "pressure",      "1/cmdline",
+    "1/task/1/cmdline", NULL,
 };
 
 static void plan_proc_masks(rbx_root_plan *plan)

@@ -20,6 +20,7 @@
 #include "sandbox/net.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/seccomp.h"
+#include "sandbox/starter.h"
 #include "sandbox/template.h"
 #include "sandbox/uids.h"
 
@@ -54,6 +55,10 @@
 /* Everything the child side needs, prepared by the parent. */
 typedef struct child_plan {
     const rbx_sandbox_spec *spec;
+    /* Set when init runs in runbox's memory (starter.h) until it executes
+     * runbox-init; NULL when it is a copy of runbox. */
+    rbx_starter_job *starter;
+    rbx_starter_stacks stacks; /* the starter thread's, with a starter */
     int sync_fd;  /* read end: the parent writes one byte once our uid map is set,
                    * and with the network on another once the interface is up */
     int stdin_fd; /* the program's stdin */
@@ -246,6 +251,11 @@ static int program_main(void *arg)
  * its stack is a mapping of its own, which the kernel drops with init. */
 static pid_t start_program(const child_plan *plan)
 {
+    /* With a starter, init's memory is runbox's, where a mapping would
+     * outlive init: the starter thread's stack for programs is free now. */
+    if (plan->starter)
+        return clone(program_main, plan->stacks.program + plan->stacks.size,
+                     CLONE_VM | CLONE_VFORK | SIGCHLD, (void *)plan);
     char *stack = mmap(NULL, PROGRAM_STACK_SIZE, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (stack == MAP_FAILED)
@@ -381,7 +391,11 @@ static int hand_over_egress_sockets(int channel, const char **step)
 
 static int sandbox_init(const child_plan *plan)
 {
-    forget_runbox_args();
+    /* A copy of runbox has runbox's arguments to wipe; runbox's own memory
+     * must be left alone (the window in which the program could read them
+     * as init's is from its execve to init's, see clone_init). */
+    if (!plan->starter)
+        forget_runbox_args();
     close_others(plan);
     for (int i = 0; i < 7; i++)
         if (plan->parent_ends[i] >= 0)
@@ -444,7 +458,14 @@ static int sandbox_init(const child_plan *plan)
     if (plan->spec->network == RBX_NET_OUTSIDE && read(plan->sync_fd, &go, 1) != 1)
         _exit(1);
     close(plan->sync_fd);
-    prctl(PR_SET_DUMPABLE, 0);
+    /* Not dumpable: the program cannot read init's copy of runbox through
+     * /proc/1 (mem, environ) in the moment before init executes
+     * runbox-init. With a starter that memory is runbox's, whose
+     * dumpability is a flag of the memory, not of init: there the
+     * program's lack of init's capabilities (unprivileged) or its other
+     * uid (as root) keeps it out, as they do anyway. */
+    if (!plan->starter)
+        prctl(PR_SET_DUMPABLE, 0);
     pid_t program = start_program(plan);
     if (program < 0) {
         report_error(plan->report_fd, "fork the program", errno);
@@ -454,7 +475,17 @@ static int sandbox_init(const child_plan *plan)
     close(plan->stdout_fd);
     close(plan->stderr_fd);
     close(plan->report_fd);
+    /* The program has executed: off the starter's stacks, as init is once
+     * it executes too. */
+    if (plan->starter)
+        rbx_starter_stacks_left(plan->starter);
     become_reaper(plan, program);
+    /* In runbox's memory init may not stay: the starter thread and the
+     * execution would wait for it. The sandbox ends; runbox sees no report. */
+    if (plan->starter) {
+        kill(program, SIGKILL);
+        _exit(1);
+    }
     rbx_init_reap(plan->status_fd, program);
 }
 
@@ -618,11 +649,93 @@ static int reaper_fd(void)
     return reaper;
 }
 
-/* clone3 without CLONE_VM behaves like fork: the child continues on a copy
- * of this stack, so there is no separate stack (which confuses ASan). */
-static pid_t clone_init(child_plan *plan, int *pidfd, int cgroup_dirfd)
+/* Whether init runs in runbox's memory (a starter's) or in a copy of it.
+ * A copy where this build has no starters, where there is no runbox-init
+ * to execute (init would stay), and where the operator says
+ * RUNBOX_INIT=copy: the way before starters, kept for a kernel that
+ * refuses CLONE_VM beside new namespaces, and for the test that compares
+ * what a program is given either way. */
+static bool with_starter;
+static pthread_once_t with_starter_once = PTHREAD_ONCE_INIT;
+
+static void decide_starter(void)
 {
-    struct clone_args args = {
+    const char *how = getenv("RUNBOX_INIT");
+    with_starter = rbx_starter_supported() && reaper_fd() >= 0 && !(how && !strcmp(how, "copy"));
+}
+
+static bool init_with_starter(void)
+{
+    pthread_once(&with_starter_once, decide_starter);
+    return with_starter;
+}
+
+/* How long a start waits for init to execute runbox-init (see
+ * rbx_sandbox_start): ample for building a root and starting a program. */
+#define INIT_EXEC_WAIT_MS 10000
+
+/* Init with a starter: first it lets the thread that asked go on. */
+static int init_main(void *arg)
+{
+    const child_plan *plan = arg;
+    rbx_starter_started(plan->starter);
+    return sandbox_init(plan);
+}
+
+/* How init is cloned: args, for the thread that clones. */
+typedef struct init_clone {
+    child_plan *plan;
+    struct clone_args args;
+} init_clone;
+
+/* On the thread that clones, in the prepared namespace for the clone
+ * alone (the sandbox's mount namespace is a copy of it, not of the
+ * host's), and as root under an owner of its own. Without a starter,
+ * clone3 without CLONE_VM behaves like fork: the child continues on a copy
+ * of this stack, so there is no separate stack (which confuses ASan). */
+static pid_t clone_here(init_clone *c)
+{
+    const rbx_sandbox_spec *spec = c->plan->spec;
+    rbx_ns_switch ns = {0};
+    if (spec->template_ns >= 0 && rbx_mount_ns_enter(spec->template_ns, &ns) != 0)
+        return -1;
+    owner_switch owner = {0};
+    pid_t pid = -1;
+    if (!spec->is_root || become_owner(&owner) == 0) {
+        if (c->plan->starter) {
+            pid = (pid_t)rbx_clone3_call(&c->args, init_main, c->plan);
+        } else {
+            pid = (pid_t)syscall(SYS_clone3, &c->args, sizeof c->args);
+            if (pid == 0)
+                _exit(sandbox_init(c->plan));
+        }
+        restore_owner(&owner);
+    }
+    rbx_mount_ns_leave(&ns);
+    return pid;
+}
+
+/* On a starter thread, which sleeps in the clone until init executes
+ * runbox-init: init shares runbox's memory (CLONE_VM) and runs on the
+ * thread's stack for inits. Its pid is written where the asking thread
+ * reads it before init runs (CLONE_PARENT_SETTID). */
+static pid_t clone_from_starter(rbx_starter_job *job, void *arg)
+{
+    init_clone *c = arg;
+    c->plan->stacks = rbx_starter_stacks_here();
+    c->args.flags |= CLONE_VM | CLONE_VFORK | CLONE_PARENT_SETTID;
+    c->args.parent_tid = (uint64_t)(uintptr_t)&job->pid;
+    c->args.stack = (uint64_t)(uintptr_t)c->plan->stacks.init;
+    c->args.stack_size = c->plan->stacks.size;
+    return clone_here(c);
+}
+
+/* c lives until the sandbox is started: with a starter, init reads its
+ * plan in this memory until it executes runbox-init (rbx_starter_end). */
+static pid_t clone_init(init_clone *c, int *pidfd, int cgroup_dirfd)
+{
+    child_plan *plan = c->plan;
+    c->args = (struct clone_args){
         .flags = SANDBOX_CLONE_FLAGS | CLONE_PIDFD |
                  (plan->spec->network == RBX_NET_HOST ? 0 : CLONE_NEWNET),
         .pidfd = (uint64_t)(uintptr_t)pidfd,
@@ -631,25 +744,13 @@ static pid_t clone_init(child_plan *plan, int *pidfd, int cgroup_dirfd)
     /* cgroup v2: born in the execution's cgroup, no migration (which costs
      * an RCU grace period); v1 cannot, and init joins by writing to it. */
     if (cgroup_dirfd >= 0) {
-        args.flags |= CLONE_INTO_CGROUP;
-        args.cgroup = (uint64_t)cgroup_dirfd;
+        c->args.flags |= CLONE_INTO_CGROUP;
+        c->args.cgroup = (uint64_t)cgroup_dirfd;
         plan->cgroup_count = 0;
     }
-    /* In the prepared namespace for the clone alone: the sandbox's mount
-     * namespace is a copy of it, not of the host's. */
-    rbx_ns_switch ns = {0};
-    if (plan->spec->template_ns >= 0 && rbx_mount_ns_enter(plan->spec->template_ns, &ns) != 0)
-        return -1;
-    owner_switch owner = {0};
-    pid_t pid = -1;
-    if (!plan->spec->is_root || become_owner(&owner) == 0) {
-        pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
-        if (pid == 0)
-            _exit(sandbox_init(plan));
-        restore_owner(&owner);
-    }
-    rbx_mount_ns_leave(&ns);
-    return pid;
+    if (plan->starter)
+        return rbx_starter_begin(plan->starter, clone_from_starter, c);
+    return clone_here(c);
 }
 
 /* What init said went wrong, when it said something ("E<step>: <why>"). */
@@ -749,6 +850,8 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     channels c;
     memset(&c, -1, sizeof c);
     rbx_egress_ahead ahead = {0};
+    rbx_starter_job starter = {.state = RBX_STARTER_OVER};
+    init_clone init = {0};
     /* The child reads its own copy: with a prepared namespace, the host's
      * directories go in as detached mounts made here. */
     rbx_sandbox_spec own = *spec;
@@ -785,6 +888,7 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
         .status_fd = c.status[1],
         .egress_fd = c.egress[1],
         .reaper_fd = reaper_fd(),
+        .starter = init_with_starter() ? &starter : NULL,
         .parent_ends = {c.sync[1], c.out[0], c.err[0], c.report[0], c.status[0], c.in[1],
                         c.egress[0]},
     };
@@ -794,7 +898,8 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
         plan.in_cgroup = true;
     }
     int cgroup_dirfd = sandbox->cgroup ? rbx_cgroup_v2_dirfd(sandbox->cgroup) : -1;
-    sandbox->pid = clone_init(&plan, &sandbox->pidfd, cgroup_dirfd);
+    init.plan = &plan;
+    sandbox->pid = clone_init(&init, &sandbox->pidfd, cgroup_dirfd);
     rbx_trace_mark(spec->trace, RBX_PHASE_CLONED);
     if (sandbox->pid < 0) {
         status = rbx_fail(err, RBX_ESYSTEM,
@@ -809,6 +914,14 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
         rbx_egress_ahead_start(&ahead, spec->egress);
     status = release_init(spec, sandbox, &c, &ahead, err);
     rbx_trace_mark(spec->trace, RBX_PHASE_RELEASED);
+    /* Init reads this call's memory (plan, own, and the caller's spec)
+     * until it executes runbox-init, once the program has executed: only
+     * system calls stand between, but one that hangs (a mount, an execve
+     * on a stuck file system) must not hold the caller past any timeout. */
+    if (status == RBX_OK && !rbx_starter_end(&starter, INIT_EXEC_WAIT_MS))
+        status = rbx_fail(err, RBX_ESYSTEM,
+                          "the sandbox did not start its program within %d s; it was stopped",
+                          INIT_EXEC_WAIT_MS / 1000);
     if (status != RBX_OK) {
         rbx_sandbox_kill(sandbox);
         rbx_sandbox_reap(sandbox, NULL);
@@ -825,6 +938,9 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     sandbox->stdin_fd = spec->with_stdin && !spec->terminal ? c.in[1] : -1;
     c.out[0] = c.err[0] = c.report[0] = c.status[0] = c.in[1] = -1;
 out:
+    /* Init is past its execve or dead (killed above on a failure): plan,
+     * own and init are no longer read. */
+    rbx_starter_end(&starter, -1);
     rbx_egress_ahead_wait(&ahead);
     rbx_template_close_dirs(&own.root_request); /* the child has its own copies */
     /* plan.cgroup_fds belong to the cgroup: rbx_cgroup_destroy closes them. */
