@@ -392,8 +392,8 @@ static int hand_over_egress_sockets(int channel, const char **step)
 static int sandbox_init(const child_plan *plan)
 {
     /* A copy of runbox has runbox's arguments to wipe; runbox's own memory
-     * must be left alone (the window in which the program could read them
-     * as init's is from its execve to init's, see clone_init). */
+     * must be left alone: /proc/1/cmdline is masked instead (mount.c), as
+     * the program could read it from its execve to init's. */
     if (!plan->starter)
         forget_runbox_args();
     close_others(plan);
