@@ -1,14 +1,13 @@
 /* runbox-init: what a sandbox's init becomes once its program runs.
  *
  * Init is a clone of runbox: until it has built the root and started the
- * program it needs runbox's code, but from then on it only reaps. Kept as
- * it was, it held a copy of runbox's address space (a server's: its heap,
- * its threads' stacks) for the whole execution, and tearing that copy
- * down when init exited was on the way to every result: the program had
- * ended, runbox waited for init. Init now executes this small static
- * program instead, right after the program started (before the program's
- * code arrives, in a prepared sandbox): the copy goes then, beside the
- * program, and what exits at the end is this.
+ * program it needs runbox's code, but from then on it only reaps. It runs
+ * in runbox's own memory, cloned from a starter thread that sleeps until
+ * init executes (starter.h), or, with RUNBOX_INIT=copy, in a copy of it
+ * that, kept, would have been torn down on the way to every result. Either
+ * way init executes this small static program right after the program
+ * started (before the program's code arrives, in a prepared sandbox), and
+ * what exits at the end is this.
  *
  *   runbox-init STATUS_FD PROGRAM_PID
  *

@@ -389,8 +389,33 @@ static int hand_over_egress_sockets(int channel, const char **step)
     return rc;
 }
 
+/* Init is a clone of a thread of runbox, with a copy of runbox's signal
+ * handlers and that thread's signal mask. No handler of runbox's may run
+ * in init: with a starter it would run in runbox's own memory (the CLI
+ * daemon's sets the flag that stops it), and an unprivileged sandbox's
+ * program has init's uid. At their defaults, init as PID 1 of its
+ * namespace gets no signal from inside it. Ignored signals stay ignored,
+ * as posix_spawn leaves them. And the program starts with none blocked. */
+static void default_signals(void)
+{
+    for (int sig = 1; sig < NSIG; sig++) {
+        struct sigaction action;
+        if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &action) != 0 ||
+            (!(action.sa_flags & SA_SIGINFO) &&
+             (action.sa_handler == SIG_DFL || action.sa_handler == SIG_IGN)))
+            continue;
+        memset(&action, 0, sizeof action);
+        action.sa_handler = SIG_DFL;
+        sigaction(sig, &action, NULL);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
 static int sandbox_init(const child_plan *plan)
 {
+    default_signals();
     /* A copy of runbox has runbox's arguments to wipe; runbox's own memory
      * must be left alone: /proc/1/cmdline is masked instead (mount.c), as
      * the program could read it from its execve to init's. */
@@ -748,8 +773,12 @@ static pid_t clone_init(init_clone *c, int *pidfd, int cgroup_dirfd)
         c->args.cgroup = (uint64_t)cgroup_dirfd;
         plan->cgroup_count = 0;
     }
-    if (plan->starter)
-        return rbx_starter_begin(plan->starter, clone_from_starter, c);
+    if (plan->starter) {
+        pid_t pid = rbx_starter_begin(plan->starter, clone_from_starter, c);
+        if (pid >= 0 || plan->starter->error)
+            return pid;
+        plan->starter = NULL; /* no thread to clone from: init is a copy */
+    }
     return clone_here(c);
 }
 

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,6 +223,11 @@ static void run(starter *s)
 
 static void *starter_main(void *arg)
 {
+    /* No handler of runbox's runs here: a signal for runbox goes to a
+     * thread that is not asleep in a clone. (Init unblocks its own.) */
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, NULL);
     self = arg;
     for (;;) {
         wait_until(&self->go, 1);

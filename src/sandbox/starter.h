@@ -49,7 +49,8 @@ struct rbx_starter_job {
 
 /* Hands job to a starter thread. Returns the child's pid once it runs (it
  * has called rbx_starter_started), or -1 with errno when no thread could
- * be made or the clone failed; then the job is over. */
+ * be made (job->error stays 0: the caller may clone otherwise) or the
+ * clone failed (job->error is errno); then the job is over. */
 pid_t rbx_starter_begin(rbx_starter_job *job, rbx_starter_clone clone, void *arg);
 
 /* In the child, before anything else: its pid is in place for the caller. */

@@ -19,6 +19,7 @@ NAMESPACES = ("user", "pid", "mnt", "ipc", "uts", "net", "cgroup", "time")
 INIT_PROBE = r"""
 for ns in %s; do echo "ns $ns $(readlink /proc/self/ns/$ns)"; done
 echo "parent $PPID"
+grep -E '^(SigBlk|SigIgn)' /proc/self/status
 grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp)' /proc/1/status
 echo "init cmdline bytes $(cat /proc/1/cmdline /proc/1/task/1/cmdline | wc -c)"
 echo "init exe $(readlink -v /proc/1/exe 2>&1 | sed 's/.*: //')"
@@ -90,6 +91,7 @@ def test_the_program_s_namespaces_and_its_init_are_the_same_either_way(copy_and_
     assert all(copy_ns[ns] != starter_ns[ns] for ns in NAMESPACES if ns != "time")
     assert starter_rest == copy_rest
     assert "parent 1" in starter_rest
+    assert "SigBlk:\t0000000000000000" in starter_rest  # no signal blocked in the program
     # init's command line is masked; its executable is not the program's to read.
     assert "init cmdline bytes 0" in starter_rest
     assert "init exe Permission denied" in starter_rest
