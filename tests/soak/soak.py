@@ -41,11 +41,31 @@ SESSION_APPEND = {
 SESSIONS = 16
 
 
+# Starter threads (src/sandbox/starter.c) are kept for the next start, one per start that was
+# ever in flight at once: their count follows the peak of concurrent starts, not the number of
+# executions. They are counted apart, against that bound (the server's 8 concurrent requests
+# plus the pool's and kernels' starts).
+STARTERS_MAX = 16
+
+
+def starter_threads(pid):
+    count = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/comm") as f:
+                count += f.read().strip() == "runbox-starter"
+        except FileNotFoundError:
+            pass  # a thread that ended meanwhile
+    return count
+
+
 def process_figures(pid):
     with open(f"/proc/{pid}/status") as f:
         status = dict(line.split(":", 1) for line in f if ":" in line)
+    starters = starter_threads(pid)
     return {"fds": len(os.listdir(f"/proc/{pid}/fd")),
-            "threads": int(status["Threads"]),
+            "threads": int(status["Threads"]) - starters,
+            "starters": starters,
             "rss_kb": int(status["VmRSS"].split()[0])}
 
 
@@ -310,6 +330,9 @@ def verdicts(report):
         for key in ("fds", "threads"):
             if after[key] > before[key]:
                 problems.append(f"{front}: {key} grew from {before[key]} to {after[key]}")
+        if after["starters"] > STARTERS_MAX:
+            problems.append(f"{front}: {after['starters']} starter threads, more than "
+                            f"{STARTERS_MAX} starts can be in flight at once")
         if after["rss_kb"] > before["rss_kb"] + RSS_SLACK_KB:
             problems.append(f"{front}: RSS grew from {before['rss_kb']} to {after['rss_kb']} KiB")
     host = report.get("http", {}).get("host")
@@ -321,8 +344,9 @@ def verdicts(report):
 
 
 def markdown(report, problems):
-    lines = ["| front end | executions | per second | p50 ms | p99 ms | fds | threads | RSS KiB |",
-             "|---|---:|---:|---:|---:|---|---|---|"]
+    lines = ["| front end | executions | per second | p50 ms | p99 ms | fds | threads | starters "
+             "| RSS KiB |",
+             "|---|---:|---:|---:|---:|---|---|---|---|"]
     for front in ("http", "mcp"):
         part = report.get(front)
         if not part:
@@ -332,7 +356,7 @@ def markdown(report, problems):
         lines.append(f"| {front} | {part['executions']} | {part['executions_per_s']} | "
                      f"{latency.get('p50', '')} | {latency.get('p99', '')} | "
                      f"{b['fds']} -> {a['fds']} | {b['threads']} -> {a['threads']} | "
-                     f"{b['rss_kb']} -> {a['rss_kb']} |")
+                     f"{b['starters']} -> {a['starters']} | {b['rss_kb']} -> {a['rss_kb']} |")
     host = report.get("http", {}).get("host")
     if host:
         lines.append("")
