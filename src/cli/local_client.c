@@ -11,7 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -201,6 +204,50 @@ json_t *cli_local_ask(const char *state_dir, const char *name, json_t *message)
     json_t *answer = cli_local_send(fd, message) == 0 ? cli_local_read(in) : NULL;
     fclose(in);
     return answer;
+}
+
+/* Whether pid has gone, waiting at most timeout_ms. A pidfd is waited on
+ * where the kernel has them (a reused pid cannot fool it); else the pid is
+ * polled with signal 0. */
+static bool wait_gone(pid_t pid, int timeout_ms)
+{
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd >= 0) {
+        struct pollfd gone = {.fd = pidfd, .events = POLLIN};
+        int n;
+        while ((n = poll(&gone, 1, timeout_ms)) < 0 && errno == EINTR)
+            ;
+        close(pidfd);
+        return n > 0;
+    }
+    if (errno == ESRCH)
+        return true;
+    for (int waited = 0; waited < timeout_ms; waited += 20) {
+        if (kill(pid, 0) != 0 && errno == ESRCH)
+            return true;
+        struct timespec pause = {.tv_nsec = 20 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+    return false;
+}
+
+bool cli_local_stop(const char *state_dir, const char *name, int timeout_ms)
+{
+    int fd = local_connect(state_dir, name);
+    FILE *in = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!in) {
+        if (fd >= 0)
+            close(fd);
+        return fd < 0;
+    }
+    pid_t pid = cli_local_peer_pid(fd);
+    json_t *answer =
+        cli_local_send(fd, json_pack("{s:s}", "op", "stop")) == 0 ? cli_local_read(in) : NULL;
+    fclose(in);
+    bool stopping =
+        !strcmp(json_string_value(json_object_get(answer, "type")) ?: "", "stopping");
+    json_decref(answer);
+    return stopping && pid > 0 && wait_gone(pid, timeout_ms);
 }
 
 int cli_local_peer_pid(int fd)

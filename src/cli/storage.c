@@ -18,24 +18,14 @@ static const char storage_usage[] =
     "                  runbox on this state directory mounts it again\n";
 
 /* Runbox daemons hold the storage open: each (one per configuration) is
- * asked to go first, its kernels with it, and waited for. runbox serve is
- * left alone: the unmount then fails, saying the storage is busy. */
+ * asked to go first, its kernels with it, and waited for until its process
+ * has gone. runbox serve is left alone: the unmount then fails, saying the
+ * storage is busy. */
 static void stop_daemons(const char *state_dir)
 {
     char **names = cli_local_sockets(state_dir);
-    for (size_t i = 0; names && names[i]; i++) {
-        json_t *answer = cli_local_ask(state_dir, names[i], json_pack("{s:s}", "op", "stop"));
-        bool stopping =
-            !strcmp(json_string_value(json_object_get(answer, "type")) ?: "", "stopping");
-        json_decref(answer);
-        for (int waited = 0; stopping && waited < 15000; waited += 20) {
-            int probe = local_connect(state_dir, names[i]);
-            if (probe < 0)
-                break;
-            close(probe);
-            usleep(20 * 1000);
-        }
-    }
+    for (size_t i = 0; names && names[i]; i++)
+        cli_local_stop(state_dir, names[i], 15000);
     cli_local_sockets_free(names);
 }
 

@@ -59,8 +59,8 @@ int local_connect(const char *state_dir, const char *name);
 local_server *local_server_start(rbx_engine *engine, int listen_fd, bool stoppable);
 /* What "ping" answers as "options" (stolen; before serving starts). */
 void local_server_set_options(local_server *server, json_t *options);
-/* Whether a "stop" came (for a daemon). */
-bool local_server_stop_asked(local_server *server);
+/* Whether a "stop" came (for a daemon), waiting for one at most wait_ms. */
+bool local_server_stop_asked(local_server *server, int wait_ms);
 /* Connections served now, and when the last one ended (monotonic ms). */
 bool local_server_idle(local_server *server, int64_t *since_ms);
 /* Stops accepting, cancels what runs, waits for its connections. */

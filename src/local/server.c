@@ -25,6 +25,7 @@ struct local_server {
     int stop[2];
     pthread_t thread;
     pthread_mutex_t lock;
+    pthread_cond_t stop_came; /* signalled with stop_asked */
     pthread_cond_t changed;
     int clients[MAX_CLIENTS]; /* -1: a free slot */
     size_t active;
@@ -394,6 +395,7 @@ static void serve_one(local_server *server, int fd)
     else if (!strcmp(op, "stop")) {
         pthread_mutex_lock(&server->lock);
         server->stop_asked = true;
+        pthread_cond_broadcast(&server->stop_came);
         pthread_mutex_unlock(&server->lock);
         send_json(fd, json_pack("{s:s}", "type", "stopping"));
     } else
@@ -479,9 +481,20 @@ static void *accept_loop(void *arg)
     return NULL;
 }
 
-bool local_server_stop_asked(local_server *server)
+bool local_server_stop_asked(local_server *server, int wait_ms)
 {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += wait_ms / 1000;
+    until.tv_nsec += (long)(wait_ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
     pthread_mutex_lock(&server->lock);
+    while (!server->stop_asked &&
+           pthread_cond_timedwait(&server->stop_came, &server->lock, &until) == 0)
+        ;
     bool asked = server->stop_asked;
     pthread_mutex_unlock(&server->lock);
     return asked;
@@ -499,6 +512,11 @@ local_server *local_server_start(rbx_engine *engine, int listen_fd, bool stoppab
     for (size_t i = 0; i < MAX_CLIENTS; i++)
         server->clients[i] = -1;
     pthread_mutex_init(&server->lock, NULL);
+    pthread_condattr_t monotonic;
+    pthread_condattr_init(&monotonic);
+    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+    pthread_cond_init(&server->stop_came, &monotonic);
+    pthread_condattr_destroy(&monotonic);
     pthread_cond_init(&server->changed, NULL);
     if (pipe2(server->stop, O_CLOEXEC) != 0 ||
         pthread_create(&server->thread, NULL, accept_loop, server) != 0) {
@@ -543,6 +561,7 @@ void local_server_stop(local_server *server)
     close(server->stop[0]);
     close(server->stop[1]);
     pthread_mutex_destroy(&server->lock);
+    pthread_cond_destroy(&server->stop_came);
     pthread_cond_destroy(&server->changed);
     json_decref(server->options);
     free(server);
