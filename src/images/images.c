@@ -623,10 +623,12 @@ rbx_status rbx_image_build(rbx_engine *engine, const char *name, const char *pac
     staging s;
     if ((status = staging_open(engine, &s, err)) != RBX_OK)
         return status;
-    char target[4400], include[4200], hook[4096];
+    char target[4400], include[4200], hook[32 + RBX_NODE_DIST_HOOK_MAX];
     snprintf(target, sizeof target, "%s/tmp/%s", engine->images_dir, s.name);
     snprintf(include, sizeof include, "--include=%s", list);
-    snprintf(hook, sizeof hook, "--customize-hook=%s", rbx_node_dist_hook());
+    static const char hook_option[] = "--customize-hook=";
+    memcpy(hook, hook_option, sizeof hook_option);
+    rbx_node_dist_hook(hook + strlen(hook_option));
     /* Documentation and translations are no use to a sandbox. */
     const char *argv[16] = {"mmdebstrap", "--quiet", "--variant=essential", "--mode=root", include,
                             "--dpkgopt=path-exclude=/usr/share/doc/*",

@@ -17,6 +17,9 @@
  * The download runs in the new tree (chroot curl): the image has curl,
  * and the host need not. */
 #include "images/node_dist.h"
+#include "languages/runtime.h"
+
+#include <stdio.h>
 
 #define NODE_SHA512                                                                                \
     "287b286fe16ff587ab013bd8ba331b8b226a9d10af2edadcaff79336a46a88e486a7dec43a244fd723f8efe9271a" \
@@ -25,6 +28,29 @@
 #define NPM_SHA512                                                                                 \
     "ec73c0a64f807e53146af4ac78bd4f9ba0a762a3081e4e77c7e2a6ba1aa64c3a8f9233cc8312294cf713aac13d" \
     "d4428dc3880504957d7e75e249d1a6d435eaf4"
+
+/* TypeScript's stripper (languages/runtime.h), taken from this Node.js's
+ * own built-in amaro: its WebAssembly decoded once into amaro.wasm, its
+ * JavaScript unchanged but for the one expression that decoded it, which
+ * now reads the file. The copy must strip a sample exactly as
+ * module.stripTypeScriptTypes does, or the image is not built: a Node.js
+ * whose amaro is shaped otherwise needs this step looked at again. */
+static const char typescript_stripper[] =
+    "const fs=require(\"fs\"),dir=process.argv.at(-1);"
+    "const src=require(\"internal/test/binding\").internalBinding(\"builtins\")"
+    ".natives[\"internal/deps/amaro/dist/index\"]||\"\";"
+    "const m=/\\b(\\w+)\\.from\\(\\s*\"([A-Za-z0-9+\\/=]+)\",\\s*\"base64\"\\s*\\)/.exec(src);"
+    "if(!m)throw new Error(\"no base64 WebAssembly in the amaro of this Node.js\");"
+    "fs.mkdirSync(dir,{recursive:true});"
+    "fs.writeFileSync(dir+\"/amaro.wasm\",Buffer.from(m[2],\"base64\"));"
+    "fs.writeFileSync(dir+\"/amaro.js\",src.slice(0,m.index)+"
+    "\"require(\\\"fs\\\").readFileSync(__dirname+\\\"/amaro.wasm\\\")\"+"
+    "src.slice(m.index+m[0].length));"
+    "const sample=\"const f=<T,>(v: T): T => v as T;\\ninterface I { a: number }\\n"
+    "let n: number = f(41)!; console.log(n satisfies number);\\n\";"
+    "const ours=require(dir+\"/amaro.js\").transformSync(sample,{mode:\"strip-only\"}).code;"
+    "if(ours!==require(\"module\").stripTypeScriptTypes(sample))"
+    "throw new Error(\"the stripper taken from Node.js strips otherwise than Node.js\");";
 
 static const char hook[] =
     "set -eu; root=$1; registry=${NPM_CONFIG_REGISTRY:-https://registry.npmjs.org}; "
@@ -48,9 +74,15 @@ static const char hook[] =
     "ln -sf ../lib/node_modules/npm/bin/npm-cli.js \"$root/usr/bin/npm\"; "
     "ln -sf ../lib/node_modules/npm/bin/npx-cli.js \"$root/usr/bin/npx\"; "
     "test \"$(chroot \"$root\" /usr/bin/node --version)\" = v" RBX_NODE_DIST_VERSION "; "
-    "chroot \"$root\" /usr/bin/npm --version >/dev/null; rm -f \"$root/tmp/runbox-ca.crt\"";
+    "chroot \"$root\" /usr/bin/npm --version >/dev/null; rm -f \"$root/tmp/runbox-ca.crt\"; "
+    "chroot \"$root\" /usr/bin/node --expose-internals --no-warnings -e ";
 
-const char *rbx_node_dist_hook(void)
+_Static_assert(sizeof hook + sizeof typescript_stripper + sizeof RBX_TYPESCRIPT_STRIPPER_DIR + 4 <=
+                   RBX_NODE_DIST_HOOK_MAX,
+               "the hook outgrew RBX_NODE_DIST_HOOK_MAX");
+
+void rbx_node_dist_hook(char *out)
 {
-    return hook;
+    snprintf(out, RBX_NODE_DIST_HOOK_MAX, "%s'%s' %s", hook, typescript_stripper,
+             RBX_TYPESCRIPT_STRIPPER_DIR);
 }

@@ -118,9 +118,12 @@ static const char python_show_figures[] =
  *
  * TypeScript runs on the same bootstrap: node started with
  * --experimental-strip-types (Node.js 22.13 or newer) has its types
- * stripped first (module.stripTypeScriptTypes, which keeps every position,
- * so lines stay true). Types are not checked; syntax it cannot strip
- * (enums, namespaces) is a SyntaxError with its line, as a parse error. */
+ * stripped first by Node.js's own stripper, which keeps every position, so
+ * lines stay true: the image's copy of it (RBX_TYPESCRIPT_STRIPPER_DIR),
+ * with its errors told as module.stripTypeScriptTypes tells them, else
+ * module.stripTypeScriptTypes itself. Types are not checked; syntax it
+ * cannot strip (enums, namespaces) is a SyntaxError with its line, as a
+ * parse error. */
 static const char javascript_bootstrap[] =
     "'use strict';"
     "const fs=require('fs'),vm=require('vm'),Module=require('module'),path=require('path');"
@@ -128,8 +131,18 @@ static const char javascript_bootstrap[] =
     "if(/USE_MAIN_CONTEXT_DEFAULT_LOADER|stripTypeScriptTypes/.test(String(w)))return;return "
     "emit.call(this,w,...a);};"
     "const ts=process.execArgv.includes('--experimental-strip-types');"
+    "let amaro;const strip=(s)=>{"
+    "if(amaro===undefined)try{amaro=require('" RBX_TYPESCRIPT_STRIPPER_DIR "/amaro.js');}"
+    "catch{amaro=null;}"
+    "if(!amaro)return Module.stripTypeScriptTypes(s,{sourceUrl:'<code>'});let r;"
+    "try{r=amaro.transformSync(s,{mode:'strip-only',sourceMap:false,filename:'<code>'});}"
+    "catch(e){const c={UnsupportedSyntax:'UNSUPPORTED',InvalidSyntax:'INVALID'}[e&&e.code];"
+    "if(!c)return Module.stripTypeScriptTypes(s,{sourceUrl:'<code>'});"
+    "const x=new SyntaxError(e.message);x.stack=e.filename+':'+e.startLine+'\\n'+e.snippet+"
+    "'\\nSyntaxError [ERR_'+c+'_TYPESCRIPT_SYNTAX]: '+e.message;throw x;}"
+    "return r.code+'\\n\\n//# sourceURL=<code>';};"
     "if(fs.fstatSync(3).isSocket()){process.stdout;process.stderr;"
-    "if(ts)Module.stripTypeScriptTypes('interface I{a:number}const f=<T,>(v:T):T=>v as T;');"
+    "if(ts)strip('interface I{a:number}const f=<T,>(v:T):T=>v as T;');"
     "fs.writeSync(3,'W');}"
     "let src=fs.readFileSync(3,'utf8');fs.closeSync(3);"
     "if(src[0]==='\\0')src=src.slice(1);else{const end=src.indexOf('\\0\\0');"
@@ -143,7 +156,7 @@ static const char javascript_bootstrap[] =
     "const ready=()=>{fs.writeSync(4,'R');fs.closeSync(4);};"
     "const esmHint=/Cannot use import statement|Unexpected token 'export'|await is only valid|"
     "import\\.meta/;"
-    "if(ts){try{src=Module.stripTypeScriptTypes(src,{sourceUrl:'<code>'});}catch(e){syntax(e);}}"
+    "if(ts){try{src=strip(src);}catch(e){syntax(e);}}"
     "let fn=null;"
     "try{fn=vm.compileFunction(src,['exports','require','module','__filename','__dirname'],"
     "{filename:'<code>',importModuleDynamically:vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER});}"

@@ -8,6 +8,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* TypeScript's stripper as a file of the image (images/node_dist.c puts it
+ * there): Node.js's own (amaro: SWC compiled to WebAssembly), its
+ * WebAssembly read from amaro.wasm rather than decoded from the 3.8 MB
+ * base64 string that Node.js's built-in copy is. Parsing that string
+ * literal was 30 of the 48 ms that the first stripped line cost a fresh
+ * node; the bootstrap and the kernel load this copy where it is, and use
+ * module.stripTypeScriptTypes where it is not (a host's Node.js). The
+ * kernel driver (kernels/javascript_kernel.js) names the same path. */
+#define RBX_TYPESCRIPT_STRIPPER_DIR "/usr/lib/runbox/typescript"
+
 /* How a runtime's kernel driver (src/kernels/) is spoken to: JSON lines,
  * or lines of shell (kernels/wire.h). */
 typedef enum rbx_kernel_dialect { RBX_KERNEL_JSON, RBX_KERNEL_BASH } rbx_kernel_dialect;

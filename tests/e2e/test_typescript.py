@@ -61,6 +61,70 @@ def test_an_enum_is_a_syntax_error_with_its_line_and_nothing_runs(runbox):
     assert "<code>:2" in result["error"], result["error"]
 
 
+STRIPPER = "/usr/lib/runbox/typescript/amaro.js"
+
+# Each shape the stripper treats apart: generics, casts, non-null, this, overloads, a
+# return type on a line of its own (the ")" moves), "as" before a line that opens with "["
+# (a ";" goes in), and what it refuses (enum, a parameter property, <T>x, bad syntax).
+STRIP_CORPUS = [
+    "function g<T>(x: T): T { return x }",
+    "let f = (a: number)\n  : number => a;",
+    "let w = a as unknown as string[]\n[0]",
+    "let q = obj!.a!; let s = q satisfies Y;",
+    "function h(this: Window, a?: number) {}\nfunction over(a: string): void;",
+    "import type {Y} from 'y';\ntype X = {a: 1};\nexport type {X};",
+    "abstract class A implements I { abstract m(): void; declare y: string }",
+    "let a = 1;\nenum E { A }",
+    "class C { constructor(public z: number) {} }",
+    "let v = <any>3;",
+    "let x: = 3;\nfoo(",
+]
+
+
+def test_the_image_strips_with_node_own_stripper_read_from_a_file(runbox):
+    """The image's copy of Node.js's stripper (its WebAssembly in a file, so that a fresh
+    node need not parse a 3.8 MB base64 literal) strips every shape as Node.js's built-in
+    one does, and a TypeScript one-off and kernel use it."""
+    check = ("const M = require('module'), ours = require(%r);\n"
+             "const one = (f) => { try { return f(); } catch (e) { return 'threw ' + e.code; } };\n"
+             "const corpus = %s;\n"
+             "for (const c of corpus) console.log(JSON.stringify([c,"
+             " one(() => ours.transformSync(c, {mode: 'strip-only'}).code),"
+             " one(() => M.stripTypeScriptTypes(c))]));") % (STRIPPER, json.dumps(STRIP_CORPUS))
+    result = runbox.run("javascript", check, "--no-network")
+    assert result["success"], result["error"]
+    rows = [json.loads(line) for line in result["output"].splitlines()]
+    assert [row[0] for row in rows] == STRIP_CORPUS
+    codes = {"UnsupportedSyntax": "ERR_UNSUPPORTED_TYPESCRIPT_SYNTAX",
+             "InvalidSyntax": "ERR_INVALID_TYPESCRIPT_SYNTAX"}
+    for source, ours, node in rows:
+        if ours.startswith("threw "):
+            assert codes.get(ours[6:]) == node[6:], (source, ours, node)
+        else:
+            assert ours == node, source
+    assert sum(row[1].startswith("threw ") for row in rows) == 4, rows
+    used = f"console.log(Object.keys(require.cache).includes({STRIPPER!r}))"
+    assert runbox.run("typescript", used, "--no-network")["output"] == "true\n"
+    kernel = runbox.run("typescript", "const k: number = 1;\n" + used, "--stateful",
+                        "--session", "ts-stripper", "--no-network")
+    assert kernel["output"] == "true\n", kernel
+
+
+@pytest.mark.parametrize("source", [s for s in STRIP_CORPUS if "enum" in s or "public" in s
+                                    or "<any>" in s or "x: =" in s])
+def test_what_cannot_be_stripped_is_told_as_node_tells_it(runbox, source):
+    """A one-off's SyntaxError is word for word what module.stripTypeScriptTypes says."""
+    told = ("const M = require('module');\n"
+            "try { M.stripTypeScriptTypes(%s, {sourceUrl: '<code>'}); }\n"
+            "catch (e) { console.log(e.stack.split('\\n').filter(l => !/^\\s+at /.test(l))"
+            ".join('\\n').trim()); }") % json.dumps(source)
+    node = runbox.run("javascript", told, "--no-network")
+    assert node["success"] and node["output"].startswith("<code>:"), node
+    result = runbox.run("typescript", source, "--no-network")
+    assert result["error_type"] == "SyntaxError", result
+    assert result["error"] == node["output"], (result["error"], node["output"])
+
+
 def test_a_type_error_is_not_checked(runbox):
     result = runbox.run("typescript", "const n: number = 'not a number' as any;\nconsole.log(n)",
                         "--no-network")
