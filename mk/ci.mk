@@ -9,9 +9,9 @@
 #
 # A case that fails is run once more (pytest-rerunfailures) before the stage fails: a few
 # cases bound work by wall time, and with the other lane's emulated CPU beside them the
-# machine is loaded; a fault of runbox fails twice (the logs say "rerun" for each retry).
+# machine is loaded; a fault of runbox fails twice (the logs say "rerun" for each retry, and -rR names the case).
 TEST_JOBS ?= 4
-PYTEST_Q = $(PYTEST) -q -p no:cacheprovider --reruns 1
+PYTEST_Q = $(PYTEST) -q -p no:cacheprovider --reruns 1 -rR
 
 # $(call two_passes,ENVIRONMENT,PYTEST,FILES): pytest's exit 5 (no case selected: a file
 # list with no serial case) is not a failure.

@@ -7,7 +7,7 @@ E2B_SDK_VERSION ?= 2.11.5
 # Hugging Face's smolagents, whose CodeAgent runs its code in E2B with executor_type="e2b".
 SMOLAGENTS_VERSION ?= 1.26.0
 E2B_VENV ?= $(BUILD)/e2b-venv
-E2B_PYTEST = $(E2B_VENV)/bin/python -m pytest -q -p no:cacheprovider --reruns 1
+E2B_PYTEST = $(E2B_VENV)/bin/python -m pytest -q -p no:cacheprovider --reruns 1 -rR
 
 .PHONY: e2b-sdk e2b-js-sdk test-e2b test-e2b-asan
 
