@@ -87,8 +87,10 @@ def test_the_program_s_namespaces_and_its_init_are_the_same_either_way(copy_and_
         # Every namespace of its own but time's, which sandboxes share with the host.
         assert {ns for ns in NAMESPACES if namespaces[ns] == host[ns]} == {"time"}, namespaces
         seen.append((namespaces, [line for line in lines if not line.startswith("ns ")]))
-    (copy_ns, copy_rest), (starter_ns, starter_rest) = seen
-    assert all(copy_ns[ns] != starter_ns[ns] for ns in NAMESPACES if ns != "time")
+    # The two runs' namespaces are not compared with each other: the first run's are gone
+    # when the second's are made, and the kernel gives a freed namespace's number to the next
+    # one (the ASan stage saw the same numbers twice).
+    (_, copy_rest), (_, starter_rest) = seen
     assert starter_rest == copy_rest
     assert "parent 1" in starter_rest
     assert "SigBlk:\t0000000000000000" in starter_rest  # no signal blocked in the program
