@@ -181,7 +181,7 @@ static void build_spec(const execution *x, rbx_sandbox_spec *spec, const char **
     const rbx_runtime *runtime = x->runtime;
     *spec = (rbx_sandbox_spec){
         .interpreter = runtime->interpreter,
-        .root = x->root->plan,
+        .root = rbx_root_plan_of(x->root),
         .root_request = {.session_path = x->session->one_off ? NULL : x->session->work_path,
                          .tmp_path = x->scratch->made ? x->scratch->tmp_path : NULL,
                          .become_root = engine->is_root},

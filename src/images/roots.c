@@ -2,7 +2,8 @@
  * Each has its plan, computed once, and as root its prepared mount
  * namespace (template.h), so an execution on an image costs what one on
  * the host's /usr costs: the image's tree is bound read-only, never
- * copied. The default root is made when the engine starts; another is
+ * copied. The default root is made when the engine starts (its plan when
+ * a sandbox first needs it); another is
  * made when a request first names its image, up to RBX_ROOTS_MAX, and kept
  * until the engine ends. */
 #include "images/roots.h"
@@ -19,7 +20,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void root_free(rbx_root *root)
@@ -31,6 +34,7 @@ static void root_free(rbx_root *root)
         free(root->template);
     }
     pthread_mutex_destroy(&root->template_lock);
+    pthread_mutex_destroy(&root->plan_lock);
     free(root->plan);
     free(root);
 }
@@ -45,6 +49,7 @@ static rbx_root *root_new(rbx_engine *engine, const rbx_image_place *place, rbx_
         return NULL;
     }
     pthread_mutex_init(&root->template_lock, NULL);
+    pthread_mutex_init(&root->plan_lock, NULL);
     if (rbx_runtime_count() > RBX_ROOT_RUNTIMES_MAX) { /* a language added: raise the max */
         rbx_fail(err, RBX_ESYSTEM, "more languages than RBX_ROOT_RUNTIMES_MAX");
         root_free(root);
@@ -55,23 +60,23 @@ static rbx_root *root_new(rbx_engine *engine, const rbx_image_place *place, rbx_
         snprintf(root->digest, sizeof root->digest, "%s", place->digest);
         snprintf(root->tree, sizeof root->tree, "%s", place->tree);
     }
-    if (!rbx_root_plan_build(root->plan, NULL, 0, engine->config.disk_cap_bytes >> 20,
-                             place ? root->tree : NULL)) {
+    root->home_size_mb = engine->config.disk_cap_bytes >> 20;
+    /* What would make the plan fail, found now rather than at the first
+     * execution: a tree whose path is too long for a plan, or no /usr. */
+    char real[PATH_MAX], usr[PATH_MAX + 8];
+    struct stat st;
+    bool fits = !place || (realpath(root->tree, real) && strlen(real) < sizeof root->plan->tree);
+    snprintf(usr, sizeof usr, "%s/usr", place && fits ? real : "");
+    if (!fits || stat(usr, &st) != 0 || !S_ISDIR(st.st_mode)) {
         rbx_fail(err, RBX_ESYSTEM, "%s%s has no /usr directory (or its path is too long)",
                  place ? "image " : "the host", place ? root->image : "");
         root_free(root);
         return NULL;
     }
-    int tree = place ? open(root->plan->tree, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
-    for (size_t i = 0; i < rbx_runtime_count(); i++) {
-        const rbx_runtime *runtime = rbx_runtime_find(rbx_runtime_name(i));
-        if (place)
-            root->runtime_missing[i] = rbx_image_interpreter_missing(tree, runtime);
-        if (runtime->env_run_at)
-            rbx_root_plan_add_point(root->plan, runtime->env_run_at);
-        if (runtime->env_inside)
-            rbx_root_plan_add_point(root->plan, runtime->env_inside);
-    }
+    int tree = place ? open(root->tree, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+    for (size_t i = 0; place && i < rbx_runtime_count(); i++)
+        root->runtime_missing[i] =
+            rbx_image_interpreter_missing(tree, rbx_runtime_find(rbx_runtime_name(i)));
     if (tree >= 0)
         close(tree);
     const char *use_template = getenv("RUNBOX_TEMPLATE");
@@ -90,6 +95,29 @@ static rbx_root *root_new(rbx_engine *engine, const rbx_image_place *place, rbx_
         }
     }
     return root;
+}
+
+const rbx_root_plan *rbx_root_plan_of(const rbx_root *root)
+{
+    /* Built once, then only read: the lock orders the first build before
+     * every reader. (The root is shared and const to its users; its plan is
+     * what it always was, found late.) */
+    rbx_root *mutable = (rbx_root *)root;
+    pthread_mutex_lock(&mutable->plan_lock);
+    if (!mutable->plan_built) {
+        rbx_root_plan_build(mutable->plan, NULL, 0, mutable->home_size_mb,
+                            mutable->tree[0] ? mutable->tree : NULL);
+        for (size_t i = 0; i < rbx_runtime_count(); i++) {
+            const rbx_runtime *runtime = rbx_runtime_find(rbx_runtime_name(i));
+            if (runtime->env_run_at)
+                rbx_root_plan_add_point(mutable->plan, runtime->env_run_at);
+            if (runtime->env_inside)
+                rbx_root_plan_add_point(mutable->plan, runtime->env_inside);
+        }
+        mutable->plan_built = true;
+    }
+    pthread_mutex_unlock(&mutable->plan_lock);
+    return mutable->plan;
 }
 
 static rbx_status make_root(rbx_engine *engine, const char *image, rbx_root **out, rbx_error *err)
@@ -203,7 +231,7 @@ int rbx_root_template_ns(rbx_root *root)
     if (!root->template)
         return -1;
     pthread_mutex_lock(&root->template_lock);
-    int ns = rbx_template_ready(root->template, root->plan);
+    int ns = rbx_template_ready(root->template, rbx_root_plan_of(root));
     /* A copy: a rebuild may close the root's while the caller clones. */
     int mine = ns >= 0 ? fcntl(ns, F_DUPFD_CLOEXEC, 3) : -1;
     pthread_mutex_unlock(&root->template_lock);
@@ -215,7 +243,7 @@ const char *rbx_root_template_why(rbx_root *root, bool is_root)
     if (!root->template)
         return is_root ? "turned off (RUNBOX_TEMPLATE=0)" : "needs root";
     pthread_mutex_lock(&root->template_lock);
-    int ns = rbx_template_ready(root->template, root->plan);
+    int ns = rbx_template_ready(root->template, rbx_root_plan_of(root));
     const char *why = ns >= 0 ? NULL : root->template->why;
     pthread_mutex_unlock(&root->template_lock);
     return why;

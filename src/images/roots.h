@@ -7,6 +7,7 @@
 #include "runbox.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 
 /* A root that sandboxes run on: the host's /usr or an image's tree, with
  * its plan (which paths the sandbox shows) and, as root, its prepared
@@ -17,7 +18,13 @@ typedef struct rbx_root {
     char image[RBX_IMAGE_NAME_MAX];    /* "host" or the image's name */
     char digest[RBX_IMAGE_DIGEST_MAX]; /* "" for host */
     char tree[4096];                   /* the image's tree; "" for host */
+    /* Which paths the sandbox shows: built on first use (rbx_root_plan_of),
+     * since finding them costs about 150 system calls that a CLI handing its
+     * call to a daemon, or listing sessions, has no use for. */
     struct rbx_root_plan *plan;
+    bool plan_built;
+    pthread_mutex_t plan_lock;
+    size_t home_size_mb;
     struct rbx_template *template; /* NULL: none (not root, or turned off) */
     pthread_mutex_t template_lock;
     /* Per language (the runtime table's order), why its interpreter is not
@@ -29,6 +36,9 @@ typedef struct rbx_root {
  * checked against the operator's allow-list and the store, made on first
  * use. RBX_EINVAL names what may be asked for. */
 rbx_status rbx_engine_root(rbx_engine *engine, const char *image, rbx_root **root, rbx_error *err);
+/* root's plan, built the first time it is asked for. Never NULL: that the
+ * root has a /usr was checked when it was made. */
+const struct rbx_root_plan *rbx_root_plan_of(const rbx_root *root);
 /* Makes the default root ([0]) when the engine starts. */
 rbx_status rbx_roots_init(rbx_engine *engine, rbx_error *err);
 void rbx_roots_free(rbx_engine *engine);

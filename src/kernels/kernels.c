@@ -143,7 +143,7 @@ static rbx_status prepare(rbx_engine *engine, rbx_kernel *k, const rbx_kernel_ca
     k->spec = (rbx_sandbox_spec){
         .interpreter = runtime->interpreter,
         .envp = k->envp,
-        .root = call->root->plan,
+        .root = rbx_root_plan_of(call->root),
         .root_request = {.session_path = k->work_path,
                          .tmp_path = k->scratch.made ? k->scratch.tmp_path : NULL,
                          .become_root = engine->is_root,

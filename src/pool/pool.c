@@ -155,7 +155,8 @@ static rbx_status prepare(rbx_pool *pool, entry *e, rbx_error *err)
         .interpreter = runtime->interpreter,
         .argv = (char *const *)e->argv,
         .envp = e->envp,
-        .root = engine->roots[0]->plan, /* the default image's: only its executions are pooled */
+        /* the default image's: only its executions are pooled */
+        .root = rbx_root_plan_of(engine->roots[0]),
         .root_request = {.session_path = e->scratch.made ? e->scratch.home_path : NULL,
                          .tmp_path = e->scratch.made ? e->scratch.tmp_path : NULL,
                          .become_root = engine->is_root,

@@ -436,7 +436,7 @@ static rbx_status prepare(rbx_engine *engine, rbx_process *p, const rbx_process_
         .interpreter = program,
         .argv = p->exec_argv,
         .envp = p->envp,
-        .root = p->root->plan,
+        .root = rbx_root_plan_of(p->root),
         .root_request = {.session_path = p->work_path,
                          .tmp_path = p->scratch.made ? p->scratch.tmp_path : NULL,
                          .become_root = engine->is_root,

@@ -203,6 +203,18 @@ def test_a_root_filesystem_tar_is_imported_and_runs(runbox, rootfs, tmp_path):
     assert again["digest"] == info["digest"]  # the same files, the same image
 
 
+def test_an_image_whose_usr_went_missing_is_refused_with_a_clear_error(runbox, rootfs, tmp_path):
+    """Which paths a sandbox shows is found at an image's first execution, not when runbox
+    starts; that the image has a /usr is still checked first, and said."""
+    info = imported(runbox, "broken", pack_tree(rootfs, str(tmp_path / "rootfs.tar")))
+    tree = os.path.join(runbox.state_dir, "images", info["digest"].replace(":", "-"))
+    os.rename(os.path.join(tree, "usr"), os.path.join(tree, "usr-gone"))
+    proc = cli(runbox, "run", "bash", "-c", "echo ran", "--image", "broken", "--json")
+    assert proc.returncode != 0 and b"ran" not in proc.stdout, proc.stdout
+    assert b"image broken has no /usr directory" in proc.stderr, proc.stderr
+    assert "broken" in [i["name"] for i in listed(runbox)]  # the store itself still reads
+
+
 def test_an_oci_layout_made_by_umoci_is_imported_and_runs(runbox, oci_layout):
     imported(runbox, "from-oci", oci_layout)
     result = run_on(runbox, "from-oci")
