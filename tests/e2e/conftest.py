@@ -19,6 +19,8 @@ RUNBOX = os.environ.get("RUNBOX_BIN", os.path.join(ROOT, "build", "runbox"))
 # Images made by tests from the host's own programs (tests/lib/host_tree.py).
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 from host_tree import host_programs_tree  # noqa: E402,F401
+# Why a case CI ran again failed the first time, in the run's summary.
+from rerun_why import pytest_runtest_logreport, pytest_terminal_summary  # noqa: E402,F401
 # RUNBOX_TEST_POOLED=1 (make test-pooled): every `runbox run` goes to a daemon on the test's state
 # directory, which serves it from a prepared sandbox (waiting for one to be made, where the
 # product would start cold instead): the suite then attacks pooled sandboxes.

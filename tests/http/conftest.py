@@ -3,6 +3,7 @@ import pytest
 
 import http_helpers
 from http_helpers import Server
+from rerun_why import pytest_runtest_logreport, pytest_terminal_summary  # noqa: F401 (e2e's)
 
 
 # Run in one session with tests/e2e, whose modules `from conftest import`
