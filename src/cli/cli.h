@@ -112,11 +112,12 @@ void cli_local_sockets_free(char **names);
 /* One message (stolen) to the socket name, and the first line of its
  * answer; NULL when nobody serves it or it said nothing. */
 json_t *cli_local_ask(const char *state_dir, const char *name, json_t *message);
-/* Asks the daemon at the socket name to stop and waits, at most
- * timeout_ms, until its process has gone (not only its socket: it stops
- * its kernels after it stops listening). True when nobody serves name or
- * its daemon has gone; false for runbox serve, which refuses. */
-bool cli_local_stop(const char *state_dir, const char *name, int timeout_ms);
+/* Asks the daemon at the socket name to stop: its pid when it said it
+ * stops, else 0 (nobody serves name, or runbox serve, which refuses). */
+pid_t cli_local_ask_stop(const char *state_dir, const char *name);
+/* Whether pid has gone, waiting at most timeout_ms: a daemon stops its
+ * kernels after it stops listening, so its socket's end says too little. */
+bool cli_local_wait_gone(pid_t pid, int timeout_ms);
 /* The pid of the process at the other end of a local socket, or 0. */
 int cli_local_peer_pid(int fd);
 /* Sends one message (stolen) as a line. */

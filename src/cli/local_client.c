@@ -191,8 +191,11 @@ int cli_local_error(json_t *event)
     return cli_engine_error(&err);
 }
 
-json_t *cli_local_ask(const char *state_dir, const char *name, json_t *message)
+/* One message (stolen) to the socket name and the first line of its
+ * answer, with the pid of the process that answered (0: unknown). */
+static json_t *ask_peer(const char *state_dir, const char *name, json_t *message, pid_t *peer)
 {
+    *peer = 0;
     int fd = local_connect(state_dir, name);
     FILE *in = fd >= 0 ? fdopen(fd, "r") : NULL;
     if (!in) {
@@ -201,16 +204,32 @@ json_t *cli_local_ask(const char *state_dir, const char *name, json_t *message)
             close(fd);
         return NULL;
     }
+    *peer = cli_local_peer_pid(fd);
     json_t *answer = cli_local_send(fd, message) == 0 ? cli_local_read(in) : NULL;
     fclose(in);
     return answer;
 }
 
-/* Whether pid has gone, waiting at most timeout_ms. A pidfd is waited on
- * where the kernel has them (a reused pid cannot fool it); else the pid is
- * polled with signal 0. */
-static bool wait_gone(pid_t pid, int timeout_ms)
+json_t *cli_local_ask(const char *state_dir, const char *name, json_t *message)
 {
+    pid_t ignored;
+    return ask_peer(state_dir, name, message, &ignored);
+}
+
+pid_t cli_local_ask_stop(const char *state_dir, const char *name)
+{
+    pid_t pid;
+    json_t *answer = ask_peer(state_dir, name, json_pack("{s:s}", "op", "stop"), &pid);
+    bool stopping =
+        !strcmp(json_string_value(json_object_get(answer, "type")) ?: "", "stopping");
+    json_decref(answer);
+    return stopping ? pid : 0;
+}
+
+bool cli_local_wait_gone(pid_t pid, int timeout_ms)
+{
+    /* A pidfd where the kernel has them (a reused pid cannot fool it);
+     * else the pid polled with signal 0. */
     int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (pidfd >= 0) {
         struct pollfd gone = {.fd = pidfd, .events = POLLIN};
@@ -229,25 +248,6 @@ static bool wait_gone(pid_t pid, int timeout_ms)
         nanosleep(&pause, NULL);
     }
     return false;
-}
-
-bool cli_local_stop(const char *state_dir, const char *name, int timeout_ms)
-{
-    int fd = local_connect(state_dir, name);
-    FILE *in = fd >= 0 ? fdopen(fd, "r") : NULL;
-    if (!in) {
-        if (fd >= 0)
-            close(fd);
-        return fd < 0;
-    }
-    pid_t pid = cli_local_peer_pid(fd);
-    json_t *answer =
-        cli_local_send(fd, json_pack("{s:s}", "op", "stop")) == 0 ? cli_local_read(in) : NULL;
-    fclose(in);
-    bool stopping =
-        !strcmp(json_string_value(json_object_get(answer, "type")) ?: "", "stopping");
-    json_decref(answer);
-    return stopping && pid > 0 && wait_gone(pid, timeout_ms);
 }
 
 int cli_local_peer_pid(int fd)

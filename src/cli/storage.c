@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char storage_usage[] =
@@ -18,14 +19,28 @@ static const char storage_usage[] =
     "                  runbox on this state directory mounts it again\n";
 
 /* Runbox daemons hold the storage open: each (one per configuration) is
- * asked to go first, its kernels with it, and waited for until its process
- * has gone. runbox serve is left alone: the unmount then fails, saying the
- * storage is busy. */
+ * asked to go first, its kernels with it, then all are waited for until
+ * their processes have gone, together (N daemons take as long as the
+ * slowest, at most 15 s). runbox serve is left alone: the unmount then
+ * fails, saying the storage is busy. */
 static void stop_daemons(const char *state_dir)
 {
     char **names = cli_local_sockets(state_dir);
-    for (size_t i = 0; names && names[i]; i++)
-        cli_local_stop(state_dir, names[i], 15000);
+    size_t count = 0;
+    while (names && names[count])
+        count++;
+    pid_t *stopping = calloc(count + 1, sizeof *stopping);
+    for (size_t i = 0; stopping && i < count; i++)
+        stopping[i] = cli_local_ask_stop(state_dir, names[i]);
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (size_t i = 0; stopping && i < count; i++) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long spent = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+        if (stopping[i] > 0 && spent < 15000)
+            cli_local_wait_gone(stopping[i], (int)(15000 - spent));
+    }
+    free(stopping);
     cli_local_sockets_free(names);
 }
 

@@ -25,8 +25,7 @@ struct local_server {
     int stop[2];
     pthread_t thread;
     pthread_mutex_t lock;
-    pthread_cond_t stop_came; /* signalled with stop_asked */
-    pthread_cond_t changed;
+    pthread_cond_t changed; /* a connection ended, or a stop came (monotonic clock) */
     int clients[MAX_CLIENTS]; /* -1: a free slot */
     size_t active;
     int64_t idle_since_ms;
@@ -395,7 +394,7 @@ static void serve_one(local_server *server, int fd)
     else if (!strcmp(op, "stop")) {
         pthread_mutex_lock(&server->lock);
         server->stop_asked = true;
-        pthread_cond_broadcast(&server->stop_came);
+        pthread_cond_broadcast(&server->changed);
         pthread_mutex_unlock(&server->lock);
         send_json(fd, json_pack("{s:s}", "type", "stopping"));
     } else
@@ -493,7 +492,7 @@ bool local_server_stop_asked(local_server *server, int wait_ms)
     }
     pthread_mutex_lock(&server->lock);
     while (!server->stop_asked &&
-           pthread_cond_timedwait(&server->stop_came, &server->lock, &until) == 0)
+           pthread_cond_timedwait(&server->changed, &server->lock, &until) == 0)
         ;
     bool asked = server->stop_asked;
     pthread_mutex_unlock(&server->lock);
@@ -515,9 +514,8 @@ local_server *local_server_start(rbx_engine *engine, int listen_fd, bool stoppab
     pthread_condattr_t monotonic;
     pthread_condattr_init(&monotonic);
     pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
-    pthread_cond_init(&server->stop_came, &monotonic);
+    pthread_cond_init(&server->changed, &monotonic);
     pthread_condattr_destroy(&monotonic);
-    pthread_cond_init(&server->changed, NULL);
     if (pipe2(server->stop, O_CLOEXEC) != 0 ||
         pthread_create(&server->thread, NULL, accept_loop, server) != 0) {
         free(server);
@@ -561,7 +559,6 @@ void local_server_stop(local_server *server)
     close(server->stop[0]);
     close(server->stop[1]);
     pthread_mutex_destroy(&server->lock);
-    pthread_cond_destroy(&server->stop_came);
     pthread_cond_destroy(&server->changed);
     json_decref(server->options);
     free(server);
