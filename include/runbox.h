@@ -62,6 +62,8 @@ typedef struct rbx_config {
     double max_timeout_s;        /* default 300 */
     size_t output_cap_bytes;     /* per stream, default 1 MiB */
     bool network_off;            /* executions get no network unless they ask (default: on) */
+    bool hibernate_off; /* an idle kernel is stopped, not checkpointed (default: checkpointed
+                           where criu works: see runbox check) */
     uint64_t disk_cap_bytes;     /* size of each session's directory, default 1 GiB */
     rbx_storage_choice storage;  /* default AUTO */
     uint64_t storage_bytes;      /* all sessions together, set when the state directory's
@@ -247,6 +249,8 @@ typedef struct rbx_result {
     uint64_t truncated_results; /* bytes of rich outputs left out past the cap */
     int64_t execution_count;    /* calls the kernel has run, this one included */
     bool kernel_restarted;      /* the kernel was (or had to be) started afresh: state is gone */
+    bool kernel_restored;       /* the kernel had hibernated and was restored for this call */
+    int64_t restore_ms;         /* ... which took this long */
 } rbx_result;
 
 /* Runs one request. Returns RBX_OK when the request was valid and a result
@@ -295,6 +299,8 @@ typedef struct rbx_kernel_info {
     int64_t idle_s; /* since its last call ended */
     uint64_t memory_bytes;
     bool busy; /* a call runs in the session */
+    bool hibernated;             /* checkpointed to disk, no process left; woken by the next call */
+    uint64_t checkpoint_bytes;   /* the checkpoint's size, when hibernated */
 } rbx_kernel_info;
 
 #define RBX_SESSION_KERNELS_MAX 4

@@ -17,7 +17,7 @@ int cli_kernel_holder(rbx_engine *engine, const char *session_id, const char *la
     if (!session_id || !canonical || rbx_session_info_get(engine, session_id, &info, &err))
         return 0;
     for (size_t i = 0; i < info.kernel_count; i++)
-        if (!strcmp(info.kernels[i].language, canonical))
+        if (!info.kernels[i].hibernated && !strcmp(info.kernels[i].language, canonical))
             return info.kernels[i].owner_pid;
     return 0;
 }

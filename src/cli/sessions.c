@@ -60,7 +60,8 @@ static int restart_everywhere(rbx_engine *engine, const char *id, const char *la
     if (rbx_session_info_get(engine, id, &info, &err) != RBX_OK)
         return cli_engine_error(&err);
     for (size_t k = 0; k < info.kernel_count; k++)
-        if (!language || !strcmp(info.kernels[k].language, language)) {
+        if (!info.kernels[k].hibernated &&
+            (!language || !strcmp(info.kernels[k].language, language))) {
             fprintf(stderr,
                     "runbox: the %s kernel of session %s lives in a runbox process (pid %d) "
                     "that serves no socket of %s: stop that process\n",
@@ -121,6 +122,11 @@ static int list(rbx_engine *engine, bool as_json)
             /* Each live kernel: language, memory, idle time. */
             for (size_t k = 0; k < infos[i].kernel_count; k++) {
                 const rbx_kernel_info *kernel = &infos[i].kernels[k];
+                if (kernel->hibernated) {
+                    printf(" %s-kernel(hibernated, %.1f MiB on disk, idle %llds)", kernel->language,
+                           (double)kernel->checkpoint_bytes / (1 << 20), (long long)kernel->idle_s);
+                    continue;
+                }
                 printf(" %s-kernel(%.1f MiB, idle %llds, pid %d)", kernel->language,
                        (double)kernel->memory_bytes / (1 << 20), (long long)kernel->idle_s,
                        kernel->owner_pid);

@@ -190,6 +190,7 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
             engine->config.output_cap_bytes = config->output_cap_bytes;
         engine->config.state_dir = config->state_dir;
         engine->config.network_off = config->network_off;
+        engine->config.hibernate_off = config->hibernate_off;
         if (config->disk_cap_bytes)
             engine->config.disk_cap_bytes = config->disk_cap_bytes;
         engine->config.storage_bytes = config->storage_bytes;

@@ -80,6 +80,10 @@ static char *render_result(const rbx_result *result, bool as_event)
     json_object_set_new(obj, "execution_count",
                         result->stateful ? json_integer(result->execution_count) : json_null());
     json_object_set_new(obj, "kernel_restarted", json_boolean(result->kernel_restarted));
+    json_object_set_new(obj, "kernel_restored", json_boolean(result->kernel_restored));
+    json_object_set_new(obj, "restore_ms", result->kernel_restored
+                                               ? json_integer(result->restore_ms)
+                                               : json_null());
     if (result->trace)
         json_object_set_new(obj, "trace", json_loads(result->trace, 0, NULL));
     char *out = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -147,11 +151,17 @@ char *rbx_session_info_to_json(const rbx_session_info *info)
     json_t *kernels = json_array();
     for (size_t i = 0; i < info->kernel_count; i++) {
         const rbx_kernel_info *k = &info->kernels[i];
-        json_array_append_new(
-            kernels, json_pack("{s:s, s:s, s:i, s:I, s:I, s:I}", "language", k->language, "state",
-                               k->busy ? "busy" : "idle", "owner_pid", k->owner_pid, "started",
-                               (json_int_t)k->started_unix, "idle_s", (json_int_t)k->idle_s,
-                               "memory_bytes", (json_int_t)k->memory_bytes));
+        /* A hibernated kernel has no process and no memory: its
+         * checkpoint's size on disk instead. */
+        json_t *kernel = json_pack(
+            "{s:s, s:s, s:i, s:I, s:I, s:I}", "language", k->language, "state",
+            k->hibernated ? "hibernated" : k->busy ? "busy" : "idle", "owner_pid", k->owner_pid,
+            "started", (json_int_t)k->started_unix, "idle_s", (json_int_t)k->idle_s,
+            "memory_bytes", (json_int_t)k->memory_bytes);
+        if (kernel && k->hibernated)
+            json_object_set_new(kernel, "checkpoint_bytes",
+                                json_integer((json_int_t)k->checkpoint_bytes));
+        json_array_append_new(kernels, kernel);
     }
     json_t *obj = json_pack(
         "{s:s, s:I, s:I, s:I, s:b, s:o}", "session_id", info->id, "created",

@@ -38,6 +38,11 @@ typedef struct rbx_kernel {
     rbx_kernel_box box;
     int lock_fd;   /* <session>/kernel-<language>.lock, held while it lives */
     bool was_lost; /* the lock file said the session's last kernel went unasked */
+    bool was_hibernated;       /* ... that it hibernated (hibernation.h) */
+    struct rbx_checkpoint *checkpoint; /* the checkpoint to restore it from, or NULL */
+    char checkpoint_dir[4600];
+    bool just_restored; /* restored for the call now being taken */
+    int64_t restore_ms;
     pthread_t keeper;
     bool keeper_started;
     int wake[2];             /* closing wake[1] tells the keeper to stop the kernel */

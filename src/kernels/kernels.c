@@ -8,6 +8,7 @@
 #include "execution/given.h"
 #include "images/roots.h"
 #include "kernels/call.h"
+#include "kernels/hibernation.h"
 #include "languages/runtime.h"
 #include "runbox.h"
 #include "sandbox/cgroup.h"
@@ -58,6 +59,8 @@ rbx_kernels *rbx_kernels_new(void)
  * runbox stopped): a tombstone, so that the session's next call says its
  * state is gone, whichever runbox process makes it. */
 #define LOST_RECORD "{\"lost\":true}"
+/* ... or once it hibernated (hibernation.h): {"hibernated":true, ...}. */
+#define HIBERNATED_MARK "\"hibernated\":true"
 /* rbx_kernels_describe looks at a lock file by taking a shared lock for an
  * instant (any runbox process listing sessions does): a claim that meets
  * one tries again for this long before it takes the lock for an owner's. */
@@ -103,7 +106,9 @@ static rbx_status claim(rbx_engine *engine, rbx_kernel *k, rbx_error *err)
     }
     char previous[64] = "";
     ssize_t n = pread(k->lock_fd, previous, sizeof previous - 1, 0);
-    k->was_lost = n > 0 && strstr(previous, LOST_RECORD) != NULL;
+    previous[n > 0 ? n : 0] = 0;
+    k->was_lost = strstr(previous, LOST_RECORD) != NULL;
+    k->was_hibernated = strstr(previous, HIBERNATED_MARK) != NULL;
     return RBX_OK;
 }
 
@@ -130,7 +135,8 @@ static rbx_status prepare(rbx_engine *engine, rbx_kernel *k, const rbx_kernel_ca
                           rbx_error *err)
 {
     const rbx_runtime *runtime = k->runtime;
-    rbx_status status = rbx_scratch_make(engine, false, &k->scratch, err);
+    /* A kernel that wakes has its own scratch space back already. */
+    rbx_status status = k->checkpoint ? RBX_OK : rbx_scratch_make(engine, false, &k->scratch, err);
     if (status != RBX_OK)
         return status;
     k->envp = rbx_execution_env(NULL, call->session, "MPLBACKEND=Agg");
@@ -187,10 +193,26 @@ static void *keeper(void *arg)
     rbx_error err = {0};
     k->spec.template_ns = rbx_root_template_ns(k->root);
     const rbx_runtime *runtime = k->runtime;
-    rbx_status status =
-        rbx_kernel_box_start(&k->spec, runtime->kernel_greeting ? runtime->kernel_driver : NULL,
-                             runtime->kernel_greeting ? (size_t)*runtime->kernel_driver_size : 0,
-                             KERNEL_READY_S, &k->box, &err);
+    rbx_status status = RBX_ESYSTEM;
+    if (k->checkpoint) {
+        int64_t began = rbx_now_ms();
+        status = rbx_kernel_box_restore(&k->spec, k->checkpoint, rbx_kernel_criu(k->engine), k->checkpoint_dir,
+                                        &k->box, &err);
+        k->restore_ms = rbx_now_ms() - began;
+        k->just_restored = status == RBX_OK;
+        /* Woken or not, the checkpoint has served: its state lives again,
+         * or is gone (the call says kernel_restarted). */
+        if (status != RBX_OK)
+            fprintf(stderr, "runbox: the %s kernel of session %s could not be restored: %s\n",
+                    runtime->name, k->session_id, err.message);
+        k->was_lost |= status != RBX_OK;
+        rbx_hibernation_forget(k->engine, k->session_id, runtime->name);
+    }
+    if (status != RBX_OK)
+        status =
+            rbx_kernel_box_start(&k->spec, runtime->kernel_greeting ? runtime->kernel_driver : NULL,
+                                 runtime->kernel_greeting ? (size_t)*runtime->kernel_driver_size : 0,
+                                 KERNEL_READY_S, &k->box, &err);
     if (k->spec.template_ns >= 0)
         close(k->spec.template_ns);
     pthread_mutex_lock(&kernels->lock);
@@ -223,6 +245,7 @@ static void destroy(rbx_engine *engine, rbx_kernel *k)
     rbx_execution_env_free(k->envp);
     rbx_egress_plan_free(&k->egress); /* its sandbox is gone */
     free(k->egress_key);
+    free(k->checkpoint);
     free(k);
 }
 
@@ -284,6 +307,15 @@ static rbx_status start(rbx_engine *engine, rbx_kernel *k, const rbx_kernel_call
 {
     rbx_kernels *kernels = engine->kernels;
     rbx_status status = claim(engine, k, err);
+    if (status == RBX_OK && k->was_hibernated) {
+        char why[300];
+        rbx_kernel_wake_prepare(engine, k, why, sizeof why);
+        if (why[0]) {
+            fprintf(stderr, "runbox: the %s kernel of session %s starts afresh: %s\n",
+                    k->runtime->name, k->session_id, why);
+            k->was_lost = true;
+        }
+    }
     if (status == RBX_OK)
         status = prepare(engine, k, call, err);
     if (status == RBX_OK && pipe2(k->wake, O_CLOEXEC) != 0)
@@ -486,6 +518,11 @@ rbx_status rbx_kernel_run(rbx_engine *engine, const rbx_kernel_call *call, rbx_r
     if (status != RBX_OK)
         return status;
     bool lost = false;
+    if (k->just_restored) {
+        result->kernel_restored = true;
+        result->restore_ms = k->restore_ms;
+        k->just_restored = false;
+    }
     status = rbx_kernel_call_run(engine, k, call, result, &lost, err);
     result->kernel_restarted = restarted || lost;
     give_back(engine, k, lost);
@@ -518,10 +555,51 @@ size_t rbx_kernels_stop_session(rbx_engine *engine, const char *session_id, cons
     pthread_mutex_unlock(&kernels->lock);
     destroy_chain(engine, gone);
     forget_lost(engine, session_id, language);
+    for (size_t i = 0; i < rbx_runtime_count(); i++)
+        if (!language || !strcmp(rbx_runtime_name(i), language))
+            rbx_hibernation_forget(engine, session_id, rbx_runtime_name(i));
     return n;
 }
 
-/* Reaps idle kernels past the idle time, and kernels that died meanwhile. */
+/* The session's lock, taken at once or not at all: a kernel is
+ * checkpointed only while no call can reach it (a call that comes waits
+ * for the lock, then wakes the kernel). -1 when the session is busy. */
+static int session_lock_now(rbx_engine *engine, const char *session_id)
+{
+    char rel[RBX_SESSION_ID_MAX + 8];
+    snprintf(rel, sizeof rel, "%s/lock", session_id);
+    int fd = openat(engine->sessions_fd, rel, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Checkpoints k (out of the registry, its session locked), else leaves
+ * its tombstone; stops it either way. */
+static void hibernate_or_bury(rbx_engine *engine, rbx_kernel *k)
+{
+    uint64_t bytes = 0;
+    rbx_error err = {0};
+    rbx_status status = rbx_kernel_hibernate(engine, k, &bytes, &err);
+    if (status == RBX_OK) {
+        char record[160];
+        snprintf(record, sizeof record, "{%s,\"bytes\":%llu,\"at\":%lld}", HIBERNATED_MARK,
+                 (unsigned long long)bytes, (long long)time(NULL));
+        if (ftruncate(k->lock_fd, 0) == 0)
+            (void)!pwrite(k->lock_fd, record, strlen(record), 0);
+    } else {
+        if (status != RBX_EINVAL)
+            fprintf(stderr, "runbox: the %s kernel of session %s is stopped: %s\n",
+                    k->runtime->name, k->session_id, err.message);
+        bury(k);
+    }
+    destroy(engine, k);
+}
+
+/* Reaps idle kernels past the idle time (hibernates them where it can),
+ * and kernels that died meanwhile. */
 static void *reaper(void *arg)
 {
     rbx_engine *engine = arg;
@@ -533,23 +611,53 @@ static void *reaper(void *arg)
         until.tv_sec += REAP_EVERY_MS / 1000;
         pthread_cond_timedwait(&kernels->changed, &kernels->lock, &until);
         int64_t now = rbx_now_ms(), idle_ms = (int64_t)(engine->config.kernel_idle_s * 1000);
-        rbx_kernel *gone = NULL;
+        rbx_kernel *gone = NULL, *sleepers = NULL;
+        int locks[64];
+        size_t locked = 0;
+        bool hibernate = false;
+        for (rbx_kernel *k = kernels->list; k && !hibernate; k = k->next)
+            hibernate = !k->busy && k->start_status == RBX_OK && now - k->last_used_ms > idle_ms;
+        if (hibernate) {
+            /* Found once (criu's check) without the registry's lock. */
+            pthread_mutex_unlock(&kernels->lock);
+            hibernate = rbx_hibernation_enabled(engine);
+            pthread_mutex_lock(&kernels->lock);
+        }
         for (rbx_kernel **at = &kernels->list; *at;) {
             rbx_kernel *k = *at;
             bool dead = !k->busy && k->start_status == RBX_OK && !rbx_kernel_box_alive(&k->box);
-            if (!k->busy && k->start_status == RBX_OK &&
-                (dead || now - k->last_used_ms > idle_ms)) {
+            bool idle = !k->busy && k->start_status == RBX_OK && now - k->last_used_ms > idle_ms;
+            int lock = -1;
+            if (!dead && idle && hibernate && locked < sizeof locks / sizeof locks[0] &&
+                (lock = session_lock_now(engine, k->session_id)) < 0) {
+                at = &k->next; /* a call is on its way: not now */
+                continue;
+            }
+            if (dead || idle) {
                 *at = k->next;
                 kernels->count--;
-                bury(k);
-                k->next = gone;
-                gone = k;
+                if (lock >= 0) {
+                    locks[locked++] = lock;
+                    k->next = sleepers;
+                    sleepers = k;
+                } else {
+                    bury(k);
+                    k->next = gone;
+                    gone = k;
+                }
             } else {
                 at = &k->next;
             }
         }
         pthread_mutex_unlock(&kernels->lock);
         destroy_chain(engine, gone);
+        while (sleepers) {
+            rbx_kernel *next = sleepers->next;
+            hibernate_or_bury(engine, sleepers);
+            sleepers = next;
+        }
+        for (size_t i = 0; i < locked; i++)
+            rbx_lock_release(locks[i]);
         pthread_mutex_lock(&kernels->lock);
     }
     pthread_mutex_unlock(&kernels->lock);
@@ -634,6 +742,19 @@ void rbx_kernels_describe(int session_dirfd, bool session_busy, rbx_session_info
         char text[4400];
         ssize_t n = pread(fd, text, sizeof text - 1, 0);
         bool held = flock(fd, LOCK_SH | LOCK_NB) != 0;
+        if (!held && n > 0 && info->kernel_count < RBX_SESSION_KERNELS_MAX) {
+            text[n] = 0;
+            json_t *meta = strstr(text, HIBERNATED_MARK) ? json_loadb(text, (size_t)n, 0, NULL)
+                                                         : NULL;
+            if (meta) {
+                rbx_kernel_info *k = &info->kernels[info->kernel_count++];
+                snprintf(k->language, sizeof k->language, "%s", runtime->name);
+                k->hibernated = true;
+                k->checkpoint_bytes = (uint64_t)json_integer_value(json_object_get(meta, "bytes"));
+                k->idle_s = (int64_t)time(NULL) - json_integer_value(json_object_get(meta, "at"));
+                json_decref(meta);
+            }
+        }
         if (held && n > 0 && fstat(fd, &st) == 0) {
             json_t *meta = json_loadb(text, (size_t)n, 0, NULL);
             rbx_kernel_info *k = &info->kernels[info->kernel_count++];
@@ -656,7 +777,7 @@ int rbx_kernels_foreign_owner(rbx_engine *engine, int session_dirfd)
     rbx_session_info info = {0};
     rbx_kernels_describe(session_dirfd, false, &info);
     for (size_t i = 0; i < info.kernel_count; i++)
-        if (info.kernels[i].owner_pid != (int)getpid())
+        if (!info.kernels[i].hibernated && info.kernels[i].owner_pid != (int)getpid())
             return info.kernels[i].owner_pid;
     (void)engine;
     return 0;

@@ -2,6 +2,7 @@
 #include "sandbox/kernel.h"
 #include "base/error.h"
 #include "runbox.h"
+#include "sandbox/checkpoint.h"
 #include "sandbox/sandbox.h"
 
 #include <errno.h>
@@ -84,12 +85,38 @@ static rbx_status await_ready(rbx_kernel_box *box, double ready_s, rbx_error *er
     }
 }
 
+/* runbox's end of the channel init made (rbx_sandbox_spec.channel_inside):
+ * init holds it at the number of the one runbox made, which goes. */
+static rbx_status take_channel(rbx_kernel_box *box, int ours, rbx_error *err)
+{
+    int taken = (int)syscall(SYS_pidfd_getfd, box->sandbox.pidfd, ours, 0);
+    if (taken < 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot take the kernel's channel from its sandbox: %s",
+                        strerror(errno));
+    box->channel = taken;
+    box->channel_in_init = ours;
+    return RBX_OK;
+}
+
+/* The driver, once it runs: its process, and its pipes made non-blocking. */
+static rbx_status find_driver(rbx_kernel_box *box, rbx_error *err)
+{
+    /* Read between calls too (to drop what belongs to none): never block. */
+    (void)fcntl(box->sandbox.stdout_fd, F_SETFL, O_NONBLOCK);
+    (void)fcntl(box->sandbox.stderr_fd, F_SETFL, O_NONBLOCK);
+    box->program = rbx_sandbox_program(&box->sandbox);
+    box->program_pidfd = box->program > 0 ? (int)syscall(SYS_pidfd_open, box->program, 0) : -1;
+    if (box->program_pidfd < 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot find the kernel's process: %s", strerror(errno));
+    return RBX_OK;
+}
+
 rbx_status rbx_kernel_box_start(const rbx_sandbox_spec *spec, const char *greeting,
                                 size_t greeting_len, double ready_s, rbx_kernel_box *box,
                                 rbx_error *err)
 {
     memset(box, 0, sizeof *box);
-    box->channel = box->program_pidfd = -1;
+    box->channel = box->program_pidfd = box->channel_in_init = -1;
     box->program = -1;
     int pair[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
@@ -97,27 +124,44 @@ rbx_status rbx_kernel_box_start(const rbx_sandbox_spec *spec, const char *greeti
                         strerror(errno));
     rbx_sandbox_spec own = *spec;
     own.code_fd = pair[1];
+    own.channel_inside = true;
+    own.channel_ours_fd = pair[0];
     rbx_status status = rbx_sandbox_start(&own, &box->sandbox, err);
     close(pair[1]);
     if (status != RBX_OK) {
         close(pair[0]);
         return status;
     }
-    box->channel = pair[0];
-    if (greeting && rbx_kernel_box_send(box, greeting, greeting_len) != 0)
+    if (box->sandbox.channel_inside) {
+        status = take_channel(box, pair[0], err);
+        close(pair[0]);
+    } else {
+        box->channel = pair[0];
+    }
+    if (status == RBX_OK && greeting && rbx_kernel_box_send(box, greeting, greeting_len) != 0)
         status = rbx_fail(err, RBX_ESYSTEM, "cannot start the kernel: %s", strerror(errno));
     if (status == RBX_OK)
         status = await_ready(box, ready_s, err);
-    if (status == RBX_OK) {
-        /* Read between calls too (to drop what belongs to none): never block. */
-        (void)fcntl(box->sandbox.stdout_fd, F_SETFL, O_NONBLOCK);
-        (void)fcntl(box->sandbox.stderr_fd, F_SETFL, O_NONBLOCK);
-        box->program = rbx_sandbox_program(&box->sandbox);
-        box->program_pidfd = box->program > 0 ? (int)syscall(SYS_pidfd_open, box->program, 0) : -1;
-        if (box->program_pidfd < 0)
-            status =
-                rbx_fail(err, RBX_ESYSTEM, "cannot find the kernel's process: %s", strerror(errno));
-    }
+    if (status == RBX_OK)
+        status = find_driver(box, err);
+    if (status != RBX_OK)
+        rbx_kernel_box_stop(box);
+    return status;
+}
+
+rbx_status rbx_kernel_box_restore(const rbx_sandbox_spec *spec, const rbx_checkpoint *cp,
+                                  const char *criu, const char *dir, rbx_kernel_box *box,
+                                  rbx_error *err)
+{
+    memset(box, 0, sizeof *box);
+    box->channel = box->program_pidfd = box->channel_in_init = -1;
+    box->program = -1;
+    rbx_status status = rbx_sandbox_restore(spec, cp, criu, dir, &box->sandbox, err);
+    if (status != RBX_OK)
+        return status;
+    status = take_channel(box, cp->channel_fd, err);
+    if (status == RBX_OK)
+        status = find_driver(box, err);
     if (status != RBX_OK)
         rbx_kernel_box_stop(box);
     return status;

@@ -15,12 +15,20 @@ typedef struct rbx_kernel_box {
     int channel;       /* runbox's end of the driver's socket */
     pid_t program;     /* the driver, as the host sees it (init's child) */
     int program_pidfd; /* for its interrupts */
+    int channel_in_init; /* where init holds runbox's end of the channel, or -1 */
 } rbx_kernel_box;
 
 /* Starts the sandbox with spec (its code_fd is set here), writes greeting
  * to the channel (bash's driver comes that way; NULL: none), and waits up
  * to ready_s for the driver to say it is ready. On failure err says why,
  * with what the driver printed. */
+struct rbx_checkpoint;
+/* Restores a kernel box checkpointed from a started one (checkpoint.h:
+ * rbx_sandbox_checkpoint with box->channel_in_init), its driver ready. */
+rbx_status rbx_kernel_box_restore(const rbx_sandbox_spec *spec, const struct rbx_checkpoint *cp,
+                                  const char *criu, const char *dir, rbx_kernel_box *box,
+                                  rbx_error *err);
+
 rbx_status rbx_kernel_box_start(const rbx_sandbox_spec *spec, const char *greeting,
                                 size_t greeting_len, double ready_s, rbx_kernel_box *box,
                                 rbx_error *err);

@@ -195,6 +195,24 @@ static bool locate(const char *tree, const char *path, char *host, size_t host_s
     return true;
 }
 
+/* runbox-init beside runbox, copied to RBX_SANDBOX_INIT (where there is
+ * none, init executes nothing of the root's: see spawn.c). */
+static void plan_init(rbx_root_plan *plan)
+{
+    rbx_root_step *step = &plan->steps[plan->count];
+    struct stat st;
+    if (plan->count == RBX_ROOT_MAX_STEPS ||
+        rbx_program_beside("runbox-init", step->host, sizeof step->host) != 0 ||
+        stat(step->host, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > RBX_ROOT_COPY_MAX ||
+        !(st.st_mode & S_IROTH))
+        return;
+    snprintf(step->inside, sizeof step->inside, "%s", RBX_SANDBOX_INIT);
+    step->kind = ROOT_COPY;
+    step->executable = true;
+    step->in_image = step->is_dir = false;
+    plan->count++;
+}
+
 bool rbx_root_plan_build(rbx_root_plan *plan, const char *const *paths, size_t tmp_size_mb,
                          size_t home_size_mb, const char *image_tree)
 {
@@ -233,6 +251,7 @@ bool rbx_root_plan_build(rbx_root_plan *plan, const char *const *paths, size_t t
         }
         plan->count++;
     }
+    plan_init(plan);
     plan_proc_masks(plan);
     return has_usr;
 }
@@ -485,7 +504,7 @@ static int build_system(const rbx_root_plan *plan, int tree_fd, bool template, c
         if (s->kind == ROOT_SYMLINK)
             rc = symlink(s->host, dst) != 0 && errno != EEXIST ? -1 : 0;
         else if (s->kind == ROOT_COPY)
-            rc = copy_file(host, dst, 0644, RBX_ROOT_COPY_MAX);
+            rc = copy_file(host, dst, s->executable ? 0555 : 0644, RBX_ROOT_COPY_MAX);
         else if (template && s->is_dir && strcmp(s->inside, "/usr") != 0 &&
                  mkdir(dst, 0755) == 0 &&
                  copy_tree_raw(host, dst, 0, &budget) == 0)

@@ -19,6 +19,10 @@
 
 /* Where the session's directory appears inside: also the cwd and HOME. */
 #define RBX_SANDBOX_HOME "/home/user"
+/* runbox-init, which a sandbox's init executes (spawn.c), copied into
+ * every root: a program of the sandbox's own files, whose process a
+ * checkpoint (hibernation) can carry and a restore find again. */
+#define RBX_SANDBOX_INIT "/.runbox-init"
 /* The sandbox's host name (also in its /etc/hostname). */
 #define RBX_SANDBOX_HOSTNAME "runbox"
 
@@ -39,6 +43,7 @@ typedef struct rbx_root_step {
     rbx_root_step_kind kind;
     bool is_dir;
     bool in_image;                  /* host is relative to the plan's tree */
+    bool executable;                /* a ROOT_COPY that is a program */
     char host[RBX_ROOT_PATH_MAX];   /* source path on the host, or the link's target */
     char inside[RBX_ROOT_PATH_MAX]; /* path inside the sandbox */
 } rbx_root_step;

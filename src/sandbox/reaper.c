@@ -122,18 +122,23 @@ static int run(int argc, char **argv)
     if (status_fd < 0 || program <= 0)
         return 2;
     /* As init was: never outliving runbox (execve keeps the parent-death
-     * signal, but set it again rather than rely on that), not dumpable
-     * (execve made it dumpable again). */
+     * signal, but set it again rather than rely on that). Dumpable (an
+     * execve in a new user namespace may leave it not): its memory is
+     * this small program's, nothing of runbox's, and the program runs as
+     * another uid without capabilities (it cannot read init's memory
+     * either way); a checkpoint of a restored sandbox (hibernation) needs
+     * init to be dumpable, since the restorer's user namespace, not the
+     * sandbox's, owns its memory then. */
     struct pollfd parent = {.fd = (int)status_fd, .events = POLLOUT};
 #ifdef RBX_FREESTANDING
     sys(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0);
-    sys(SYS_prctl, PR_SET_DUMPABLE, 0, 0, 0);
+    sys(SYS_prctl, PR_SET_DUMPABLE, 1, 0, 0);
     struct timespec now = {0, 0}; /* ppoll: arm64 has no poll */
     if (sys(SYS_ppoll, (long)&parent, 1, (long)&now, 0) < 0 || (parent.revents & POLLERR))
         return 1; /* runbox is gone: its end of the status pipe closed */
 #else
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    prctl(PR_SET_DUMPABLE, 0);
+    prctl(PR_SET_DUMPABLE, 1);
     if (poll(&parent, 1, 0) < 0 || (parent.revents & POLLERR))
         return 1;
 #endif

@@ -38,6 +38,14 @@ typedef struct rbx_sandbox_spec {
     const char *cwd; /* the program's working directory inside; NULL: RBX_SANDBOX_HOME */
     bool with_stdin;               /* else stdin is /dev/null */
     bool stdin_is_code_fd;         /* a kernel that reads its commands on stdin (bash) */
+    /* A kernel's channel (code_fd a socket, runbox's end channel_ours_fd):
+     * where init executes runbox-init, init makes the channel anew inside
+     * the sandbox's network namespace and keeps runbox's end of it at
+     * channel_ours_fd, for runbox to take (rbx_sandbox.channel_inside).
+     * A channel of the sandbox's own namespace, held within its tree, is
+     * one a checkpoint of the tree can carry (hibernation). */
+    bool channel_inside;
+    int channel_ours_fd;
     rbx_net_mode network;
     /* With the network outside: the egress policy the sandbox enforces
      * (sandbox/egress_rules.h); it must outlive the sandbox. NULL: none. */
@@ -60,6 +68,9 @@ typedef struct rbx_sandbox {
     rbx_net_helper net;       /* the network helper, when the network is on */
     struct rbx_egress_guard *egress; /* its policy's rules and resolver, or NULL */
     rbx_cgroup *cgroup;       /* NULL where cgroups are not available */
+    /* Init made the channel (spec.channel_inside): runbox's end is
+     * channel_ours_fd of init, to take with pidfd_getfd. */
+    bool channel_inside;
 } rbx_sandbox;
 
 

@@ -62,6 +62,8 @@ typedef struct child_plan {
     int sync_fd;  /* read end: the parent writes one byte once our uid map is set,
                    * and with the network on another once the interface is up */
     int stdin_fd; /* the program's stdin */
+    bool stdin_null; /* stdin_fd is the host's /dev/null: init swaps in the sandbox's */
+    int channel_ours_fd; /* spec.channel_inside where it applies, else -1 */
     int stdout_fd, stderr_fd;
     int report_fd;                      /* write end */
     int status_fd;                      /* write end */
@@ -288,6 +290,8 @@ static void become_reaper(const child_plan *plan, pid_t program)
     char *envp[] = {NULL};
     if (plan->reaper_fd < 0 || fcntl(plan->status_fd, F_SETFD, 0) != 0)
         return;
+    /* The root's copy first (mount.h), else the one beside runbox. */
+    syscall(SYS_execve, RBX_SANDBOX_INIT, argv, envp);
     syscall(SYS_execveat, plan->reaper_fd, "", argv, envp, AT_EMPTY_PATH);
     fcntl(plan->status_fd, F_SETFD, FD_CLOEXEC);
 }
@@ -320,12 +324,12 @@ static void forget_runbox_args(void)
  * or a lock held here would outlive its own execution. */
 static void close_others(const child_plan *plan)
 {
-    int keep[17 + RBX_CGROUP_MAX_FDS + RBX_MAX_BINDS];
+    int keep[18 + RBX_CGROUP_MAX_FDS + RBX_MAX_BINDS];
     size_t n = 0;
     const rbx_root_request *root = &plan->spec->root_request;
     int fixed[] = {plan->sync_fd,   plan->stdin_fd,  plan->stdout_fd,     plan->stderr_fd,
                    plan->report_fd, plan->status_fd, plan->spec->code_fd, root->home_tree,
-                   root->tmp_tree,  plan->egress_fd, plan->reaper_fd};
+                   root->tmp_tree,  plan->egress_fd, plan->reaper_fd, plan->channel_ours_fd};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         if (fixed[i] >= 0)
             keep[n++] = fixed[i];
@@ -413,6 +417,43 @@ static void default_signals(void)
     sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
+/* Init's 0 and 1, and a program's stdin that is none, become the
+ * sandbox's own /dev/null rather than the host's: nothing of the host's
+ * mounts stays open in the sandbox, so that a checkpoint of it
+ * (hibernation) finds every file it holds in mounts of its own. */
+static int null_of_the_sandbox(const child_plan *plan)
+{
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0)
+        return -1;
+    int failed = dup2(null, 0) < 0 || dup2(null, 1) < 0 ||
+                 (plan->stdin_null && dup3(null, plan->stdin_fd, O_CLOEXEC) < 0);
+    close(null);
+    return failed ? -1 : 0;
+}
+
+/* The kernel's channel made anew here, in the sandbox's network
+ * namespace (spec.channel_inside): the program's end over code_fd (and
+ * its stdin, for a kernel that reads it there), runbox's end at the
+ * number of runbox's own, kept open by init (across its execve) for
+ * runbox to take. The channel runbox made is dropped. A channel of the
+ * sandbox's own namespace whose both ends are in its tree is one a
+ * checkpoint can carry. */
+static int channel_of_the_sandbox(const child_plan *plan)
+{
+    if (plan->channel_ours_fd < 0)
+        return 0;
+    int inner[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, inner) != 0)
+        return -1;
+    int failed = dup3(inner[1], plan->spec->code_fd, O_CLOEXEC) < 0 ||
+                 (plan->spec->stdin_is_code_fd && dup3(inner[1], plan->stdin_fd, O_CLOEXEC) < 0) ||
+                 dup3(inner[0], plan->channel_ours_fd, 0) < 0;
+    close(inner[0]);
+    close(inner[1]);
+    return failed ? -1 : 0;
+}
+
 static int sandbox_init(const child_plan *plan)
 {
     default_signals();
@@ -437,6 +478,9 @@ static int sandbox_init(const child_plan *plan)
      * thread: the signal comes when the thread that cloned init ends,
      * which rbx_execute's caller outlives). */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* A session of its own, as a pid namespace's init has: a checkpoint
+     * (hibernation) refuses a tree whose session leader is outside it. */
+    setsid();
     char go;
     if (read(plan->sync_fd, &go, 1) != 1)
         _exit(1);
@@ -471,6 +515,14 @@ static int sandbox_init(const child_plan *plan)
         _exit(1);
     }
     rbx_trace_mark(plan->spec->trace, RBX_PHASE_MOUNTS);
+    if (null_of_the_sandbox(plan) != 0) {
+        report_error(plan->report_fd, "open the sandbox's /dev/null", errno);
+        _exit(1);
+    }
+    if (channel_of_the_sandbox(plan) != 0) {
+        report_error(plan->report_fd, "make the kernel's channel", errno);
+        _exit(1);
+    }
     /* Becoming the namespace's root above changed init's uid, which clears
      * the parent-death signal: set it again, then make sure runbox did not
      * die in between (its end of the status pipe would be closed). */
@@ -536,9 +588,16 @@ static int map_users(pid_t pid, bool is_root)
 {
     char map[128];
     if (is_root) {
+        char groups[128];
         snprintf(map, sizeof map, "0 %d 1\n%d %d 1\n", RBX_HOST_UID_BASE, RBX_SANDBOX_UID,
                  RBX_HOST_UID_BASE + RBX_SANDBOX_UID);
-        return write_file(pid, "uid_map", map) || write_file(pid, "gid_map", map) ? -1 : 0;
+        /* Group 1 too (a host gid nothing has): the network namespace's
+         * ping_group_range is "1 0" (nobody may ping), and a restored
+         * sandbox (hibernation) writes it back inside, where an unmapped
+         * group is refused. */
+        snprintf(groups, sizeof groups, "0 %d 2\n%d %d 1\n", RBX_HOST_UID_BASE, RBX_SANDBOX_UID,
+                 RBX_HOST_UID_BASE + RBX_SANDBOX_UID);
+        return write_file(pid, "uid_map", map) || write_file(pid, "gid_map", groups) ? -1 : 0;
     }
     char gmap[64];
     snprintf(map, sizeof map, "%d %u 1\n", RBX_SANDBOX_UID, (unsigned)getuid());
@@ -911,6 +970,7 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
         .spec = spec,
         .sync_fd = c.sync[0],
         .stdin_fd = c.in[0],
+        .stdin_null = !spec->terminal && !spec->with_stdin && !spec->stdin_is_code_fd,
         .stdout_fd = c.out[1],
         .stderr_fd = c.err[1],
         .report_fd = c.report[1],
@@ -918,6 +978,9 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
         .egress_fd = c.egress[1],
         .reaper_fd = reaper_fd(),
         .starter = init_with_starter() ? &starter : NULL,
+        .channel_ours_fd = spec->channel_inside && init_with_starter() && !spec->terminal
+                               ? spec->channel_ours_fd
+                               : -1,
         .parent_ends = {c.sync[1], c.out[0], c.err[0], c.report[0], c.status[0], c.in[1],
                         c.egress[0]},
     };
@@ -929,6 +992,7 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     int cgroup_dirfd = sandbox->cgroup ? rbx_cgroup_v2_dirfd(sandbox->cgroup) : -1;
     init.plan = &plan;
     sandbox->pid = clone_init(&init, &sandbox->pidfd, cgroup_dirfd);
+    sandbox->channel_inside = plan.channel_ours_fd >= 0;
     rbx_trace_mark(spec->trace, RBX_PHASE_CLONED);
     if (sandbox->pid < 0) {
         status = rbx_fail(err, RBX_ESYSTEM,

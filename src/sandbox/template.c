@@ -118,8 +118,8 @@ static int build(const rbx_root_plan *plan, char *why, size_t why_size)
 /* Bumped when what a template holds changes, so that a runbox of another
  * version never uses one it did not build. */
 /* 2: resolv.conf names runbox's resolver, 127.0.0.53; 3: /usr's overlay names
- * paths of the root only */
-#define TEMPLATE_LAYOUT 3
+ * paths of the root only; 4: runbox-init is a file of the root */
+#define TEMPLATE_LAYOUT 4
 
 /* The pinned namespace's name: the host's stamp, then a hash (FNV-1a) of
  * the plan (plain data, zeroed before it was filled), the version and the
@@ -134,6 +134,17 @@ static void pin_name(char *out, size_t size, time_t stamp, const rbx_root_plan *
     for (const char *c = version; *c; c++)
         hash = (hash ^ (unsigned char)*c) * 1099511628211ull;
     hash = (hash ^ TEMPLATE_LAYOUT) * 1099511628211ull;
+    /* The programs it holds copies of (runbox-init): a new build of one
+     * is a new namespace. */
+    for (size_t i = 0; i < plan->count; i++) {
+        struct stat st;
+        if (!plan->steps[i].executable || stat(plan->steps[i].host, &st) != 0)
+            continue;
+        const uint64_t parts[] = {(uint64_t)st.st_ino, (uint64_t)st.st_size,
+                                  (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec};
+        for (size_t j = 0; j < sizeof parts / sizeof parts[0]; j++)
+            hash = (hash ^ parts[j]) * 1099511628211ull;
+    }
     snprintf(out, size, "mnt-%lld-%016llx", (long long)stamp, (unsigned long long)hash);
 }
 

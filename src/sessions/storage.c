@@ -579,6 +579,15 @@ static pid_t scratch_owner(int scratch_fd, const char *name)
     return *end == 0 && pid > 0 && pid <= 4194304 ? (pid_t)pid : 0;
 }
 
+static void scratch_paths(rbx_engine *engine, rbx_scratch *scratch, bool with_home)
+{
+    snprintf(scratch->tmp_path, sizeof scratch->tmp_path, "%s/.scratch/%s/tmp",
+             engine->sessions_dir, scratch->name);
+    if (with_home)
+        snprintf(scratch->home_path, sizeof scratch->home_path, "%s/.scratch/%s/home",
+                 engine->sessions_dir, scratch->name);
+}
+
 rbx_status rbx_scratch_make(rbx_engine *engine, bool with_home, rbx_scratch *scratch,
                             rbx_error *err)
 {
@@ -602,12 +611,29 @@ rbx_status rbx_scratch_make(rbx_engine *engine, bool with_home, rbx_scratch *scr
         return status;
     }
     close(dir);
-    snprintf(scratch->tmp_path, sizeof scratch->tmp_path, "%s/.scratch/%s/tmp",
-             engine->sessions_dir, scratch->name);
-    if (with_home)
-        snprintf(scratch->home_path, sizeof scratch->home_path, "%s/.scratch/%s/home",
-                 engine->sessions_dir, scratch->name);
+    scratch_paths(engine, scratch, with_home);
     return RBX_OK;
+}
+
+int rbx_scratch_stow(rbx_engine *engine, rbx_scratch *scratch, int dirfd, const char *name)
+{
+    if (!scratch->made)
+        return 0;
+    if (renameat(engine->scratch_fd, scratch->name, dirfd, name) != 0)
+        return -1;
+    scratch->made = false;
+    return 0;
+}
+
+int rbx_scratch_unstow(rbx_engine *engine, int dirfd, const char *name, rbx_scratch *scratch)
+{
+    rbx_scratch back = {.made = true};
+    random_hex(back.name, sizeof back.name);
+    if (renameat(dirfd, name, engine->scratch_fd, back.name) != 0)
+        return -1;
+    scratch_paths(engine, &back, false);
+    *scratch = back;
+    return 0;
 }
 
 void rbx_scratch_remove(rbx_engine *engine, rbx_scratch *scratch)

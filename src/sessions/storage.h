@@ -46,6 +46,13 @@ rbx_status rbx_scratch_make(rbx_engine *engine, bool with_home, rbx_scratch *scr
                             rbx_error *err);
 void rbx_scratch_remove(rbx_engine *engine, rbx_scratch *scratch);
 
+/* A kernel's scratch space out of the scratch directory to name below
+ * dirfd (it hibernates: kernels/hibernation.h), and back under a new name
+ * of this process (it wakes). Both 0 or -1 with errno; the scratch is
+ * unchanged on failure. */
+int rbx_scratch_stow(rbx_engine *engine, rbx_scratch *scratch, int dirfd, const char *name);
+int rbx_scratch_unstow(rbx_engine *engine, int dirfd, const char *name, rbx_scratch *scratch);
+
 /* Removes what runbox processes that are gone left in the storage: half
  * made or half removed sessions, scratch space. */
 void rbx_storage_sweep(rbx_engine *engine);

@@ -1,0 +1,275 @@
+/* Hibernation of idle kernels (see hibernation.h). */
+#include "kernels/hibernation.h"
+#include "base/error.h"
+#include "base/fsutil.h"
+#include "engine/engine.h"
+#include "images/roots.h"
+#include "sandbox/checkpoint.h"
+#include "sandbox/criu.h"
+#include "sessions/storage.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RECORD "checkpoint.json"
+#define RECORD_MAX (256 * 1024)
+
+/* --- whether to ---------------------------------------------------------------------------- */
+
+static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The criu to use, found and checked once per process (its check takes a
+ * tenth of a second): "" where there is none that works. */
+static const char *criu_of(rbx_engine *engine)
+{
+    static bool probed;
+    static rbx_criu_support support;
+    pthread_mutex_lock(&probe_lock);
+    if (!probed) {
+        rbx_criu_probe(engine->config.criu, engine->is_root, &support);
+        probed = true;
+    }
+    pthread_mutex_unlock(&probe_lock);
+    return support.ok ? support.path : "";
+}
+
+bool rbx_hibernation_enabled(rbx_engine *engine)
+{
+    return engine->is_root && !engine->config.hibernate_off && criu_of(engine)[0];
+}
+
+/* --- where ------------------------------------------------------------------------------- */
+
+static void dir_name(char *out, size_t size, const char *language)
+{
+    snprintf(out, size, "hibernated-%s", language);
+}
+
+static int open_session(rbx_engine *engine, const char *session_id)
+{
+    return openat(engine->sessions_fd, session_id,
+                  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+void rbx_hibernation_forget(rbx_engine *engine, const char *session_id, const char *language)
+{
+    int session = open_session(engine, session_id);
+    if (session < 0)
+        return;
+    char name[64];
+    dir_name(name, sizeof name, language);
+    (void)rbx_storage_remove(engine, session, name);
+    close(session);
+}
+
+/* What a kernel was started with, which its next call must ask for again:
+ * the image, the requirements, the network and its narrowing, the limits
+ * (as fits() compares them), on the same host kernel. */
+static json_t *started_with(const rbx_kernel *k)
+{
+    struct utsname host;
+    char limits[2 * sizeof k->limits + 1];
+    const unsigned char *bytes = (const unsigned char *)&k->limits;
+    for (size_t i = 0; i < sizeof k->limits; i++)
+        snprintf(limits + 2 * i, 3, "%02x", bytes[i]);
+    if (uname(&host) != 0)
+        host.release[0] = 0;
+    return json_pack("{s:s, s:s, s:s, s:s, s:b, s:s?, s:s, s:s}", "language", k->runtime->name,
+                     "image", k->root->image, "digest", k->root->digest, "env", k->env_key,
+                     "network", k->network, "egress", k->egress_key, "limits", limits,
+                     "host_kernel", host.release);
+}
+
+static json_t *checkpoint_json(const rbx_checkpoint *cp)
+{
+    json_t *mounts = json_array();
+    for (size_t i = 0; i < cp->mount_count; i++)
+        json_array_append_new(mounts, json_pack("{s:s, s:b}", "inside", cp->mounts[i].inside,
+                                                "dir", cp->mounts[i].is_dir));
+    return json_pack("{s:i, s:I, s:I, s:I, s:o}", "channel_fd", cp->channel_fd, "stdout",
+                     (json_int_t)cp->stdout_pipe, "stderr", (json_int_t)cp->stderr_pipe, "status",
+                     (json_int_t)cp->status_pipe, "mounts", mounts);
+}
+
+static bool checkpoint_from(json_t *j, rbx_checkpoint *cp)
+{
+    memset(cp, 0, sizeof *cp);
+    json_t *mounts = json_object_get(j, "mounts");
+    json_int_t channel = json_integer_value(json_object_get(j, "channel_fd"));
+    cp->stdout_pipe = (unsigned long long)json_integer_value(json_object_get(j, "stdout"));
+    cp->stderr_pipe = (unsigned long long)json_integer_value(json_object_get(j, "stderr"));
+    cp->status_pipe = (unsigned long long)json_integer_value(json_object_get(j, "status"));
+    if (!json_is_array(mounts) || json_array_size(mounts) > RBX_CHECKPOINT_MOUNTS || channel < 3 ||
+        channel > 1 << 20 || !cp->stdout_pipe || !cp->stderr_pipe || !cp->status_pipe)
+        return false;
+    cp->channel_fd = (int)channel;
+    size_t i;
+    json_t *m;
+    json_array_foreach(mounts, i, m)
+    {
+        const char *inside = json_string_value(json_object_get(m, "inside"));
+        if (!inside || inside[0] != '/' || strlen(inside) >= RBX_ROOT_PATH_MAX ||
+            strstr(inside, ".."))
+            return false;
+        snprintf(cp->mounts[i].inside, RBX_ROOT_PATH_MAX, "%s", inside);
+        cp->mounts[i].is_dir = json_is_true(json_object_get(m, "dir"));
+    }
+    cp->mount_count = json_array_size(mounts);
+    return true;
+}
+
+/* The bytes of the images (regular files directly in dir). */
+static uint64_t images_size(int dir)
+{
+    uint64_t total = 0;
+    int fd = openat(dir, "images", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        struct stat st;
+        if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+            total += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    return total;
+}
+
+static int write_record(int dir, json_t *record)
+{
+    char *text = json_dumps(record, JSON_COMPACT);
+    int fd = text ? openat(dir, RECORD, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)
+                  : -1;
+    size_t len = text ? strlen(text) : 0;
+    int rc = fd >= 0 && write(fd, text, len) == (ssize_t)len && fsync(fd) == 0 ? 0 : -1;
+    if (fd >= 0)
+        close(fd);
+    free(text);
+    return rc;
+}
+
+/* --- to sleep ------------------------------------------------------------------------------ */
+
+rbx_status rbx_kernel_hibernate(rbx_engine *engine, rbx_kernel *k, uint64_t *bytes, rbx_error *err)
+{
+    *bytes = 0;
+    char why[256], name[64], images[4600];
+    if (!rbx_checkpoint_possible(&k->box.sandbox, &k->spec, why, sizeof why))
+        return rbx_fail(err, RBX_EINVAL, "the kernel cannot be checkpointed: %s", why);
+    int session = open_session(engine, k->session_id);
+    if (session < 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot open session %s: %s", k->session_id,
+                        strerror(errno));
+    dir_name(name, sizeof name, k->runtime->name);
+    (void)rbx_storage_remove(engine, session, name);
+    int dir = -1;
+    rbx_status status = RBX_OK;
+    if (mkdirat(session, name, 0700) != 0 ||
+        (dir = openat(session, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+        mkdirat(dir, "images", 0711) != 0) {
+        status = rbx_fail(err, RBX_ESYSTEM, "cannot make the kernel's checkpoint directory: %s",
+                          strerror(errno));
+        goto out;
+    }
+    snprintf(images, sizeof images, "%s/%s/%s/images", engine->sessions_dir, k->session_id, name);
+    /* The scratch space first (its /tmp stays mounted in the tree): a
+     * checkpoint that fails puts it back. */
+    bool stowed = k->scratch.made;
+    rbx_scratch scratch = k->scratch;
+    if (rbx_scratch_stow(engine, &k->scratch, dir, "scratch") != 0) {
+        status = rbx_fail(err, RBX_ESYSTEM, "cannot keep the kernel's /tmp: %s", strerror(errno));
+        goto out;
+    }
+    rbx_checkpoint *cp = calloc(1, sizeof *cp);
+    status = cp ? rbx_sandbox_checkpoint(&k->box.sandbox, k->box.channel_in_init, criu_of(engine),
+                                         images, cp, err)
+                : rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    if (status == RBX_OK) {
+        json_t *record = json_pack("{s:i, s:o, s:o, s:b, s:I}", "version", 1, "started_with",
+                                   started_with(k), "checkpoint", checkpoint_json(cp), "scratch",
+                                   stowed, "at", (json_int_t)time(NULL));
+        if (!record || write_record(dir, record) != 0)
+            status = rbx_fail(err, RBX_ESYSTEM, "cannot write the kernel's checkpoint record: %s",
+                              strerror(errno));
+        json_decref(record);
+        *bytes = images_size(dir);
+    } else if (stowed && rbx_scratch_unstow(engine, dir, "scratch", &k->scratch) != 0) {
+        k->scratch = scratch; /* gone with the directory below; the kernel keeps its mount */
+        k->scratch.made = false;
+    }
+    free(cp);
+out:
+    if (dir >= 0)
+        close(dir);
+    if (status != RBX_OK)
+        (void)rbx_storage_remove(engine, session, name);
+    close(session);
+    return status;
+}
+
+/* --- to wake ------------------------------------------------------------------------------- */
+
+void rbx_kernel_wake_prepare(rbx_engine *engine, rbx_kernel *k, char *why, size_t why_size)
+{
+    why[0] = 0;
+    char name[64];
+    dir_name(name, sizeof name, k->runtime->name);
+    int session = open_session(engine, k->session_id);
+    int dir = session >= 0
+                  ? openat(session, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                  : -1;
+    json_t *record = NULL, *now = started_with(k);
+    rbx_checkpoint *cp = calloc(1, sizeof *cp);
+    struct stat st;
+    int fd = dir >= 0 ? openat(dir, RECORD, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+        st.st_size < RECORD_MAX)
+        record = json_loadfd(fd, 0, NULL);
+    if (fd >= 0)
+        close(fd);
+    if (!rbx_hibernation_enabled(engine))
+        snprintf(why, why_size, "this runbox does not restore checkpoints (see runbox check)");
+    else if (!record || !cp || !checkpoint_from(json_object_get(record, "checkpoint"), cp))
+        snprintf(why, why_size, "its checkpoint is missing or damaged");
+    else if (!json_equal(json_object_get(record, "started_with"), now))
+        snprintf(why, why_size,
+                 "the call asks for another image, requirements, network or limits than the "
+                 "checkpointed kernel had, or the host's kernel changed");
+    else if (json_is_true(json_object_get(record, "scratch")) &&
+             rbx_scratch_unstow(engine, dir, "scratch", &k->scratch) != 0)
+        snprintf(why, why_size, "its /tmp is missing: %s", strerror(errno));
+    if (!why[0]) {
+        k->checkpoint = cp;
+        cp = NULL;
+        snprintf(k->checkpoint_dir, sizeof k->checkpoint_dir, "%s/%s/%s/images", engine->sessions_dir,
+                 k->session_id, name);
+    }
+    free(cp);
+    json_decref(record);
+    json_decref(now);
+    if (dir >= 0)
+        close(dir);
+    if (session >= 0)
+        close(session);
+    if (why[0])
+        rbx_hibernation_forget(engine, k->session_id, k->runtime->name);
+}
+
+const char *rbx_kernel_criu(rbx_engine *engine)
+{
+    return criu_of(engine);
+}

@@ -1,0 +1,48 @@
+/* Hibernation (issue 34): a kernel that idles out is checkpointed into its
+ * session's directory (<session>/hibernated-<language>/) and its processes
+ * end; the session's next call of that language restores it, its
+ * variables, imports, working directory and open files as they were.
+ *
+ * What a hibernated kernel leaves: criu's images (images/), the kernel's
+ * scratch space (its /tmp, moved there so that nothing sweeps it), and
+ * what the restore needs besides (checkpoint.json): the checkpoint's own
+ * record, and what the kernel was started with, which the next call must
+ * ask for again (image, requirements, network, limits) on the same host
+ * kernel and criu. Its lock file says "hibernated" with the images' size,
+ * for `sessions list` in any runbox process.
+ *
+ * A kernel that cannot be checkpointed (see rbx_checkpoint_possible), or
+ * whose checkpoint fails, is stopped as before: its next call says
+ * kernel_restarted. So is one whose restore fails or does not match the
+ * call: never a wrong state. */
+#ifndef RBX_KERNELS_HIBERNATION_H
+#define RBX_KERNELS_HIBERNATION_H
+
+#include "kernels/call.h"
+#include "kernels/kernels.h"
+#include "runbox.h"
+
+/* Whether this engine hibernates kernels at all (root, not turned off,
+ * and a criu that passes its check: probed once). */
+bool rbx_hibernation_enabled(rbx_engine *engine);
+
+/* Checkpoints k (idle, out of the registry, its session's lock held by
+ * the caller), whose sandbox ends; *bytes: the images' size. On failure
+ * the kernel still runs and err says why. */
+rbx_status rbx_kernel_hibernate(rbx_engine *engine, rbx_kernel *k, uint64_t *bytes,
+                                rbx_error *err);
+
+/* For a kernel about to start whose lock file said it hibernated: takes
+ * back its scratch space and its checkpoint when both match what k is
+ * started with (k->checkpoint is set then), else forgets the checkpoint and
+ * says why in why (the call then reports kernel_restarted). */
+void rbx_kernel_wake_prepare(rbx_engine *engine, rbx_kernel *k, char *why, size_t why_size);
+
+/* The criu this engine checkpoints with ("" where none works). */
+const char *rbx_kernel_criu(rbx_engine *engine);
+
+/* Forgets a hibernated kernel's checkpoint (its session is being reset,
+ * or it woke). */
+void rbx_hibernation_forget(rbx_engine *engine, const char *session_id, const char *language);
+
+#endif

@@ -1,0 +1,626 @@
+/* A kernel's sandbox to disk and back with criu (see checkpoint.h). */
+#include "sandbox/checkpoint.h"
+#include "base/error.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/template.h"
+#include "sandbox/uids.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
+#include <linux/mount.h>
+#include <linux/nsfs.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* How long criu may take to dump or restore a tree (a kernel of a few
+ * hundred MB writes in well under this). */
+#define CRIU_WAIT_MS 120000
+#define CRIU_ARGS 32 + 2 * RBX_CHECKPOINT_MOUNTS
+#define PATH_SIZE 4400
+
+bool rbx_checkpoint_possible(const rbx_sandbox *sandbox, const rbx_sandbox_spec *spec, char *why,
+                             size_t why_size)
+{
+    const char *no = NULL;
+    if (!spec->is_root)
+        no = "runbox is not root (criu must be)";
+    else if (!sandbox->channel_inside)
+        no = "its init did not make the kernel's channel (no runbox-init in its root)";
+    else if (spec->network != RBX_NET_LOOPBACK)
+        no = "it has a network (its tap device and open connections cannot be carried yet)";
+    else if (spec->template_ns < 0)
+        no = "there is no prepared namespace to restore its root from";
+    if (no)
+        snprintf(why, why_size, "%s", no);
+    return no == NULL;
+}
+
+/* --- running criu ------------------------------------------------------------------------- */
+
+/* The last line of criu's log that says Error, but for its closing
+ * "... FAILED." (earlier errors are often probes criu shrugs off). */
+static void log_error(const char *dir, const char *log, char *out, size_t size)
+{
+    char path[PATH_SIZE];
+    snprintf(path, sizeof path, "%s/%s", dir, log);
+    snprintf(out, size, "criu left no log at %.300s", path);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return;
+    char line[512];
+    bool found = false;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (!line[0] || (found && !strstr(line, "Error")) || strstr(line, "FAILED."))
+            continue;
+        snprintf(out, size, "%.300s", line);
+        found |= strstr(line, "Error") != NULL;
+    }
+    fclose(f);
+}
+
+typedef int (*child_setup)(void *arg);
+
+/* Runs criu (argv) in a child that first calls setup (system calls only:
+ * runbox has other threads). Returns criu's exit status, or -1 with errno
+ * (ETIMEDOUT once it was killed for taking too long). after_fork runs in
+ * the parent while the child waits, when not NULL. */
+static int run_criu(const char *criu, char *const *argv, child_setup setup, void *arg,
+                    int (*after_fork)(pid_t child, void *arg))
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0)
+            _exit(126);
+        if (setup && setup(arg) != 0)
+            _exit(125);
+        execv(criu, argv);
+        _exit(127);
+    }
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (after_fork && after_fork(pid, arg) != 0) {
+        int error = errno;
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        if (pidfd >= 0)
+            close(pidfd);
+        errno = error;
+        return -1;
+    }
+    int64_t deadline = rbx_now_ms() + CRIU_WAIT_MS;
+    bool timed_out = false;
+    while (pidfd >= 0) {
+        int64_t left = deadline - rbx_now_ms();
+        struct pollfd p = {.fd = pidfd, .events = POLLIN};
+        int n = left > 0 ? poll(&p, 1, (int)left) : 0;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n == 0) {
+            timed_out = true;
+            kill(pid, SIGKILL);
+        }
+        break;
+    }
+    if (pidfd >= 0)
+        close(pidfd);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (timed_out) {
+        errno = ETIMEDOUT;
+        return -1;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Keeps every capability across a change of uid (and into an execve, as
+ * ambient ones): criu checks that it holds them. */
+static int keep_capabilities(void)
+{
+    struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct data[2];
+    if (syscall(SYS_capget, &header, data) != 0)
+        return -1;
+    data[0].inheritable = data[0].permitted;
+    data[1].inheritable = data[1].permitted;
+    if (syscall(SYS_capset, &header, data) != 0)
+        return -1;
+    for (int cap = 0; cap < 64; cap++)
+        if (data[cap / 32].permitted & (1u << (cap % 32)))
+            (void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0);
+    return prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP);
+}
+
+/* The uid that owns the user namespace of process pid, or of its
+ * ancestor that is a child of runbox's own: a restored sandbox's user
+ * namespace is a child of its restorer's (see checkpoint.h), whose owner
+ * holds every capability over both. */
+static int namespace_owner(pid_t pid, uid_t *owner)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat own, parent;
+    if (fd < 0 || stat("/proc/self/ns/user", &own) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    for (int depth = 0; depth < 32; depth++) {
+        int up = ioctl(fd, NS_GET_PARENT);
+        if (up < 0 || fstat(up, &parent) != 0) {
+            if (up >= 0)
+                close(up);
+            break;
+        }
+        if (parent.st_ino == own.st_ino && parent.st_dev == own.st_dev) {
+            close(up);
+            int rc = ioctl(fd, NS_GET_OWNER_UID, owner);
+            close(fd);
+            return rc;
+        }
+        close(fd);
+        fd = up;
+    }
+    close(fd);
+    errno = EPERM;
+    return -1;
+}
+
+/* --- the checkpoint ----------------------------------------------------------------------- */
+
+static int pipe_inode(int fd, unsigned long long *ino)
+{
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode))
+        return -1;
+    *ino = (unsigned long long)st.st_ino;
+    return 0;
+}
+
+/* The tree's mounts criu cannot carry in its images: every one but the
+ * root (rebuilt from the prepared namespace), proc and the tmpfs the
+ * sandbox made itself (criu keeps their contents); /dev is the prepared
+ * namespace's (device nodes cannot be made inside a user namespace). */
+static int find_external_mounts(pid_t pid, rbx_checkpoint *cp)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/mountinfo", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    char line[2048];
+    int rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        char mountpoint[RBX_ROOT_PATH_MAX], fstype[64];
+        const char *dash = strstr(line, " - ");
+        if (!dash || sscanf(line, "%*s %*s %*s %*s %383s", mountpoint) != 1 ||
+            sscanf(dash + 3, "%63s", fstype) != 1) {
+            rc = -1;
+            break;
+        }
+        if (!strcmp(mountpoint, "/") || !strcmp(fstype, "proc") ||
+            (!strcmp(fstype, "tmpfs") && strcmp(mountpoint, "/dev") != 0))
+            continue;
+        /* Mount points are runbox's own paths: none has a character
+         * mountinfo escapes. */
+        if (strchr(mountpoint, '\\') || cp->mount_count == RBX_CHECKPOINT_MOUNTS) {
+            errno = E2BIG;
+            rc = -1;
+            break;
+        }
+        char inside[PATH_SIZE];
+        snprintf(inside, sizeof inside, "/proc/%d/root%s", (int)pid, mountpoint);
+        struct stat st;
+        if (lstat(inside, &st) != 0) {
+            rc = -1;
+            break;
+        }
+        snprintf(cp->mounts[cp->mount_count].inside, RBX_ROOT_PATH_MAX, "%s", mountpoint);
+        cp->mounts[cp->mount_count++].is_dir = S_ISDIR(st.st_mode);
+    }
+    fclose(f);
+    return rc;
+}
+
+typedef struct dump_child {
+    uid_t owner;
+} dump_child;
+
+static int dump_setup(void *arg)
+{
+    dump_child *c = arg;
+    if (keep_capabilities() != 0)
+        return -1;
+    /* Real and effective: iptables, which criu runs, refuses a process
+     * whose two differ. */
+    return (int)syscall(SYS_setresuid, c->owner, c->owner, -1);
+}
+
+rbx_status rbx_sandbox_checkpoint(rbx_sandbox *sandbox, int channel_fd, const char *criu,
+                                  const char *dir, rbx_checkpoint *out, rbx_error *err)
+{
+    *out = (rbx_checkpoint){.channel_fd = channel_fd};
+    pid_t init = sandbox->pid;
+    if (pipe_inode(sandbox->stdout_fd, &out->stdout_pipe) ||
+        pipe_inode(sandbox->stderr_fd, &out->stderr_pipe) ||
+        pipe_inode(sandbox->status_fd, &out->status_pipe))
+        return rbx_fail(err, RBX_ESYSTEM, "the kernel's output is not a pipe");
+    if (find_external_mounts(init, out) != 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot read the kernel's mounts: %s", strerror(errno));
+    dump_child c = {0};
+    if (namespace_owner(init, &c.owner) != 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot read the kernel's user namespace: %s",
+                        strerror(errno));
+    char pid_text[16], keys[RBX_CHECKPOINT_MOUNTS][RBX_ROOT_PATH_MAX + 24];
+    snprintf(pid_text, sizeof pid_text, "%d", (int)init);
+    char *argv[CRIU_ARGS];
+    size_t n = 0;
+    argv[n++] = "criu";
+    argv[n++] = "dump";
+    argv[n++] = "--tree";
+    argv[n++] = pid_text;
+    argv[n++] = "--images-dir";
+    argv[n++] = (char *)dir;
+    argv[n++] = "--log-file";
+    argv[n++] = "dump.log";
+    /* As the namespace's owner (see checkpoint.h); the network lock
+     * (iptables rules around the dump) needs the host's root and is
+     * pointless here: the tree has no connections out. */
+    argv[n++] = "--unprivileged";
+    argv[n++] = "--network-lock";
+    argv[n++] = "skip";
+    for (size_t i = 0; i < out->mount_count; i++) {
+        snprintf(keys[i], sizeof keys[i], "mnt[%s]:m%zu", out->mounts[i].inside, i);
+        argv[n++] = "--external";
+        argv[n++] = keys[i];
+    }
+    argv[n] = NULL;
+    int rc = run_criu(criu, argv, dump_setup, &c, NULL);
+    int error = errno;
+    if (rc < 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot run criu to checkpoint the kernel: %s",
+                        strerror(error));
+    if (rc != 0) {
+        char why[400];
+        log_error(dir, "dump.log", why, sizeof why);
+        return rbx_fail(err, RBX_ESYSTEM, "criu could not checkpoint the kernel (exit %d): %s", rc,
+                        why);
+    }
+    return RBX_OK;
+}
+
+/* --- the restore -------------------------------------------------------------------------- */
+
+typedef struct restore_child {
+    int cgroup_fds[RBX_CGROUP_MAX_FDS];
+    size_t cgroup_count;
+    int template_ns;
+    const char *stage; /* an empty directory the child mounts a tmpfs on, privately */
+    char root_path[PATH_SIZE];
+    size_t count;
+    const char *inside[RBX_CHECKPOINT_MOUNTS];
+    bool is_dir[RBX_CHECKPOINT_MOUNTS];
+    int tree[RBX_CHECKPOINT_MOUNTS]; /* the request's detached dirs; -1: the prepared one's */
+    char path[RBX_CHECKPOINT_MOUNTS][PATH_SIZE];
+    uid_t owner;
+    int to_child, from_child; /* the uid map handshake: the child's ends */
+    int child_said, tell_child; /* ... and the parent's */
+    int keep[3];              /* the new pipes' ends criu hands to the tree */
+    char why[160];            /* the child's failure, as it said it */
+} restore_child;
+
+static int clone_tree(const char *path)
+{
+    return (int)syscall(SYS_open_tree, AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+}
+
+static int attach_tree(int tree, const char *at)
+{
+    return (int)syscall(SYS_move_mount, tree, "", AT_FDCWD, at, MOVE_MOUNT_F_EMPTY_PATH);
+}
+
+/* In the child: criu sees the host's files (itself, ip, the images) in a
+ * private copy of the host's mount namespace, where a tmpfs on the stage
+ * holds the tree's mounts as a new sandbox would have them: the prepared
+ * namespace's root, /usr and /dev, the session's directory, the scratch
+ * space and the binds. Then a user namespace of the owner's, mapping every
+ * id to itself (written by the parent), as its root, with a mount
+ * namespace of its own there: the restored tree's namespaces are made
+ * below it. Not a cgroup namespace: one made here would not be the
+ * tree's user namespace's, and criu refuses such a tree when it is
+ * checkpointed again; criu does not restore the tree's own without
+ * managing cgroups, which it cannot do here. So a restored kernel's
+ * /proc/self/cgroup shows its cgroup's path on the host (it has no
+ * cgroup file system and no capability to mount one). */
+static int restore_failed(restore_child *c, const char *step)
+{
+    /* System calls only: the decimal errno by hand. */
+    char text[128] = "E";
+    size_t n = 1;
+    int error = errno;
+    for (const char *p = step; *p && n < 100; p++)
+        text[n++] = *p;
+    text[n++] = ':';
+    text[n++] = ' ';
+    char digits[12];
+    int d = 0;
+    do
+        digits[d++] = (char)('0' + error % 10);
+    while ((error /= 10) > 0 && d < 11);
+    while (d > 0)
+        text[n++] = digits[--d];
+    (void)!write(c->from_child, text, n);
+    return -1;
+}
+
+static int restore_setup(void *arg)
+{
+    restore_child *c = arg;
+    if (rbx_cgroup_join(c->cgroup_fds, c->cgroup_count) != 0)
+        return restore_failed(c, "join the kernel's cgroup");
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("runbox-stage", c->stage, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") != 0)
+        return restore_failed(c, "make a mount namespace to restore in");
+    int own = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+    if (own < 0 || mkdir(c->root_path, 0755) != 0)
+        return restore_failed(c, "make the stage");
+    for (size_t i = 0; i < c->count; i++) {
+        int made = c->is_dir[i] ? mkdir(c->path[i], 0755)
+                                : close(open(c->path[i], O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+        if (made != 0)
+            return restore_failed(c, "make a mount point on the stage");
+    }
+    if (setns(c->template_ns, CLONE_NEWNS) != 0)
+        return restore_failed(c, "enter the prepared namespace");
+    int root = clone_tree("/");
+    for (size_t i = 0; i < c->count; i++)
+        if (c->tree[i] < 0 && (c->tree[i] = clone_tree(c->inside[i])) < 0)
+            return restore_failed(c, "take a mount of the prepared namespace");
+    if (root < 0 || setns(own, CLONE_NEWNS) != 0 || attach_tree(root, c->root_path) != 0)
+        return restore_failed(c, "put the root on the stage");
+    for (size_t i = 0; i < c->count; i++)
+        if (attach_tree(c->tree[i], c->path[i]) != 0)
+            return restore_failed(c, "put a mount on the stage");
+    char go;
+    if (keep_capabilities() != 0 || syscall(SYS_setresuid, -1, c->owner, -1) != 0 ||
+        unshare(CLONE_NEWUSER) != 0)
+        return restore_failed(c, "make the restorer's user namespace");
+    if (write(c->from_child, "u", 1) != 1 || read(c->to_child, &go, 1) != 1)
+        return -1;
+    if (syscall(SYS_setresgid, 0, 0, 0) != 0 || syscall(SYS_setresuid, 0, 0, 0) != 0 ||
+        unshare(CLONE_NEWNS) != 0)
+        return restore_failed(c, "become the restorer");
+    for (size_t i = 0; i < 3; i++)
+        if (fcntl(c->keep[i], F_SETFD, 0) != 0)
+            return restore_failed(c, "pass the kernel's pipes");
+    return 0;
+}
+
+static int write_map(pid_t pid, const char *name)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    static const char identity[] = "0 0 4294967295\n";
+    ssize_t n = write(fd, identity, sizeof identity - 1);
+    close(fd);
+    return n == (ssize_t)sizeof identity - 1 ? 0 : -1;
+}
+
+/* In the parent: the child's user namespace maps every id to itself. */
+static int map_restorer(pid_t child, void *arg)
+{
+    restore_child *c = arg;
+    char said[160];
+    ssize_t n = read(c->child_said, said, sizeof said - 1);
+    if (n != 1 || said[0] != 'u') {
+        said[n > 0 ? n : 0] = 0;
+        snprintf(c->why, sizeof c->why, "cannot %s", n > 1 ? said + 1 : "start criu");
+        errno = EPROTO;
+        return -1;
+    }
+    if (write_map(child, "uid_map") != 0 || write_map(child, "gid_map") != 0)
+        return -1;
+    return write(c->tell_child, "g", 1) == 1 ? 0 : -1;
+}
+
+/* Which detached directory of the request a mount of the tree is, else -1. */
+static int request_tree(const rbx_root_request *request, const char *inside)
+{
+    if (!strcmp(inside, RBX_SANDBOX_HOME))
+        return request->home_tree;
+    if (!strcmp(inside, "/tmp"))
+        return request->tmp_tree;
+    for (size_t i = 0; i < request->bind_count; i++)
+        if (!strcmp(inside, request->binds[i].inside))
+            return request->bind_trees[i];
+    return -1;
+}
+
+static void close_pair(int *fds)
+{
+    for (int i = 0; i < 2; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    fds[0] = fds[1] = -1;
+}
+
+static pid_t read_pid_file(const char *dir)
+{
+    char path[PATH_SIZE], text[32] = "";
+    snprintf(path, sizeof path, "%s/restored.pid", dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    return n > 0 ? (pid_t)strtol(text, NULL, 10) : -1;
+}
+
+rbx_status rbx_sandbox_restore(const rbx_sandbox_spec *spec, const rbx_checkpoint *cp,
+                               const char *criu, const char *dir, rbx_sandbox *sandbox,
+                               rbx_error *err)
+{
+    *sandbox = (rbx_sandbox){.pid = -1, .pidfd = -1, .stdin_fd = -1, .stdout_fd = -1,
+                             .stderr_fd = -1, .report_fd = -1, .status_fd = -1};
+    int out[2] = {-1, -1}, errs[2] = {-1, -1}, status[2] = {-1, -1};
+    int down[2] = {-1, -1}, up[2] = {-1, -1};
+    restore_child *c = calloc(1, sizeof *c);
+    rbx_root_request request = spec->root_request;
+    request.home_tree = request.tmp_tree = -1;
+    for (size_t i = 0; i < RBX_MAX_BINDS; i++)
+        request.bind_trees[i] = -1;
+    char stage[] = "/tmp/runbox-restore-XXXXXX", why[256];
+    bool staged = false;
+    rbx_status result = RBX_OK;
+    if (!c)
+        return rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    if (pipe2(out, O_CLOEXEC) || pipe2(errs, O_CLOEXEC) || pipe2(status, O_CLOEXEC) ||
+        pipe2(down, O_CLOEXEC) || pipe2(up, O_CLOEXEC)) {
+        result = rbx_fail(err, RBX_ESYSTEM, "cannot create pipes: %s", strerror(errno));
+        goto out;
+    }
+    (void)fcntl(out[1], F_SETPIPE_SZ, 1 << 20);
+    if (rbx_cgroup_probe()->mode != RBX_CGROUP_NONE &&
+        rbx_cgroup_create(&spec->limits, &sandbox->cgroup, why, sizeof why) != 0) {
+        result = rbx_fail(err, RBX_ESYSTEM, "cannot create the kernel's cgroup: %s", why);
+        goto out;
+    }
+    if (rbx_template_detach_dirs(&request) != 0) {
+        result = rbx_fail(err, RBX_ESYSTEM, "cannot detach the session's directories: %s",
+                          strerror(errno));
+        goto out;
+    }
+    /* A place any uid may walk to (the restored tree's root opens its
+     * mounts there), empty on the host: the child's tmpfs on it is private. */
+    if (!mkdtemp(stage) || chmod(stage, 0755) != 0) {
+        result = rbx_fail(err, RBX_ESYSTEM, "cannot make a directory in /tmp: %s",
+                          strerror(errno));
+        goto out;
+    }
+    staged = true;
+    if (sandbox->cgroup) {
+        int n = rbx_cgroup_enter_fds(sandbox->cgroup, c->cgroup_fds, RBX_CGROUP_MAX_FDS);
+        c->cgroup_count = n > 0 ? (size_t)n : 0;
+    }
+    c->template_ns = spec->template_ns;
+    c->stage = stage;
+    snprintf(c->root_path, sizeof c->root_path, "%s/root", stage);
+    c->count = cp->mount_count;
+    for (size_t i = 0; i < cp->mount_count; i++) {
+        c->inside[i] = cp->mounts[i].inside;
+        c->is_dir[i] = cp->mounts[i].is_dir;
+        c->tree[i] = request_tree(&request, cp->mounts[i].inside);
+        snprintf(c->path[i], sizeof c->path[i], "%s/m%zu", stage, i);
+    }
+    c->owner = RBX_OWNER_UID_BASE + (uid_t)syscall(SYS_gettid);
+    c->to_child = down[0];
+    c->from_child = up[1];
+    c->child_said = up[0];
+    c->tell_child = down[1];
+    c->keep[0] = out[1];
+    c->keep[1] = errs[1];
+    c->keep[2] = status[1];
+
+    char root_arg[PATH_SIZE], pid_file[PATH_SIZE];
+    char keys[RBX_CHECKPOINT_MOUNTS][PATH_SIZE + 24], inherit[3][96];
+    snprintf(root_arg, sizeof root_arg, "%s", c->root_path);
+    snprintf(pid_file, sizeof pid_file, "%s/restored.pid", dir);
+    unsigned long long pipes[3] = {cp->stdout_pipe, cp->stderr_pipe, cp->status_pipe};
+    char *argv[CRIU_ARGS];
+    size_t n = 0;
+    argv[n++] = "criu";
+    argv[n++] = "restore";
+    argv[n++] = "--images-dir";
+    argv[n++] = (char *)dir;
+    argv[n++] = "--log-file";
+    argv[n++] = "restore.log";
+    argv[n++] = "--pidfile";
+    argv[n++] = pid_file;
+    argv[n++] = "--restore-detached";
+    /* The tree's init becomes this thread's child, as a started one is:
+     * its parent-death signal then follows this thread, not criu. */
+    argv[n++] = "--restore-sibling";
+    argv[n++] = "--unprivileged";
+    argv[n++] = "--root";
+    argv[n++] = root_arg;
+    /* The cgroup is made and joined here, with the spec's limits. */
+    argv[n++] = "--manage-cgroups=ignore";
+    for (size_t i = 0; i < cp->mount_count; i++) {
+        snprintf(keys[i], sizeof keys[i], "mnt[m%zu]:%s", i, c->path[i]);
+        argv[n++] = "--external";
+        argv[n++] = keys[i];
+    }
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(inherit[i], sizeof inherit[i], "fd[%d]:pipe:[%llu]", c->keep[i], pipes[i]);
+        argv[n++] = "--inherit-fd";
+        argv[n++] = inherit[i];
+    }
+    argv[n] = NULL;
+    (void)unlink(pid_file);
+    int rc = run_criu(criu, argv, restore_setup, c, map_restorer);
+    int error = errno;
+    if (rc != 0) {
+        char log[400];
+        char said[160];
+        ssize_t got = rc == 125 ? (fcntl(up[0], F_SETFL, O_NONBLOCK), read(up[0], said, 159)) : -1;
+        if (got > 1 && said[0] == 'E')
+            snprintf(log, sizeof log, "cannot %.*s", (int)got - 1, said + 1);
+        else if (rc < 0)
+            snprintf(log, sizeof log, "%s", c->why[0] ? c->why : strerror(error));
+        else
+            log_error(dir, "restore.log", log, sizeof log);
+        result = rbx_fail(err, RBX_ESYSTEM, "criu could not restore the kernel (exit %d): %s",
+                          rc, log);
+        goto out;
+    }
+    sandbox->pid = read_pid_file(dir);
+    sandbox->pidfd = sandbox->pid > 0 ? (int)syscall(SYS_pidfd_open, sandbox->pid, 0) : -1;
+    if (sandbox->pidfd < 0) {
+        result = rbx_fail(err, RBX_ESYSTEM, "cannot find the restored kernel: %s",
+                          strerror(errno));
+        if (sandbox->pid > 0)
+            kill(sandbox->pid, SIGKILL);
+        sandbox->pid = -1;
+        goto out;
+    }
+    sandbox->stdout_fd = out[0];
+    sandbox->stderr_fd = errs[0];
+    sandbox->status_fd = status[0];
+    out[0] = errs[0] = status[0] = -1;
+    sandbox->channel_inside = true;
+out:
+    if (staged)
+        (void)rmdir(stage);
+    rbx_template_close_dirs(&request);
+    free(c);
+    close_pair(out);
+    close_pair(errs);
+    close_pair(status);
+    close_pair(down);
+    close_pair(up);
+    if (result != RBX_OK) {
+        rbx_cgroup_destroy(sandbox->cgroup);
+        sandbox->cgroup = NULL;
+    }
+    return result;
+}
