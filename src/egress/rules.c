@@ -758,6 +758,30 @@ int rbx_egress_rules_deny_hosts(int nl_fd, const rbx_egress_list *hosts)
     return rc;
 }
 
+int rbx_egress_rules_remove(int nl_fd)
+{
+    rbx_error ignored;
+    if (rbx_nft_load(&ignored) != RBX_OK)
+        return -1;
+    batch bt;
+    if (!batch_open(&bt, 4096))
+        return -1;
+    /* Made first (a no-op when it is there), so that the batch never
+     * fails on a table that is not. */
+    static const uint16_t steps[][2] = {{NFT_MSG_NEWTABLE, NLM_F_CREATE}, {NFT_MSG_DELTABLE, 0}};
+    for (size_t i = 0; i < 2; i++) {
+        struct nftnl_table *t = rbx_nft->nftnl_table_alloc();
+        rbx_nft->nftnl_table_set_str(t, NFTNL_TABLE_NAME, TABLE);
+        rbx_nft->nftnl_table_set_u32(t, NFTNL_TABLE_FAMILY, NFPROTO_INET);
+        rbx_nft->nftnl_table_nlmsg_build_payload(batch_msg(&bt, steps[i][0], steps[i][1]), t);
+        rbx_nft->nftnl_table_free(t);
+        batch_next(&bt);
+    }
+    int rc = batch_send(nl_fd, &bt);
+    batch_close(&bt);
+    return rc;
+}
+
 int rbx_egress_rules_admit(int nl_fd, bool narrow, int family, const uint8_t *addr)
 {
     uint32_t id = narrow ? (family == AF_INET ? SET_NARROW4 : SET_NARROW6)

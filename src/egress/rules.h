@@ -30,6 +30,9 @@ typedef struct rbx_egress_report {
 void rbx_egress_report_note(rbx_egress_report *report, const char *destination);
 
 rbx_status rbx_egress_rules_install(int nl_fd, const rbx_egress_plan *plan, rbx_error *err);
+/* Removes the policy's rules from the namespace of nl_fd (a sandbox about
+ * to be checkpointed: a restored one gets them anew). 0 or -1. */
+int rbx_egress_rules_remove(int nl_fd);
 /* What install does first in a process, done ahead (egress/ahead.h):
  * libnftnl loaded, the plan's rules built and kept. Failures are left for
  * install to report. */

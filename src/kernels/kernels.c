@@ -206,6 +206,7 @@ static void *keeper(void *arg)
             fprintf(stderr, "runbox: the %s kernel of session %s could not be restored: %s\n",
                     runtime->name, k->session_id, err.message);
         k->was_lost |= status != RBX_OK;
+        if (!getenv("RBX_DEBUG_KEEP"))
         rbx_hibernation_forget(k->engine, k->session_id, runtime->name);
     }
     if (status != RBX_OK)

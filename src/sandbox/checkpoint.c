@@ -1,15 +1,22 @@
 /* A kernel's sandbox to disk and back with criu (see checkpoint.h). */
 #include "sandbox/checkpoint.h"
 #include "base/error.h"
+#include "egress/dns.h"
+#include "egress/policy.h"
+#include "egress/rules.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/net.h"
 #include "sandbox/template.h"
 #include "sandbox/uids.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <linux/capability.h>
 #include <linux/securebits.h>
 #include <linux/mount.h>
+#include <linux/netlink.h>
 #include <linux/nsfs.h>
 #include <poll.h>
 #include <sched.h>
@@ -20,6 +27,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -39,8 +47,8 @@ bool rbx_checkpoint_possible(const rbx_sandbox *sandbox, const rbx_sandbox_spec 
         no = "runbox is not root (criu must be)";
     else if (!sandbox->channel_inside)
         no = "its init did not make the kernel's channel (no runbox-init in its root)";
-    else if (spec->network != RBX_NET_LOOPBACK)
-        no = "it has a network (its tap device and open connections cannot be carried yet)";
+    else if (spec->network == RBX_NET_HOST)
+        no = "it shares the host's network";
     else if (spec->template_ns < 0)
         no = "there is no prepared namespace to restore its root from";
     if (no)
@@ -183,6 +191,120 @@ static int namespace_owner(pid_t pid, uid_t *owner)
     return -1;
 }
 
+/* --- the network -------------------------------------------------------------------------- */
+
+/* Sockets of the sandbox's network namespace, made here (this thread steps
+ * in and back: network namespaces are per thread): a netlink socket for
+ * its rules and, when dns is not NULL, the resolver's on its loopback. As
+ * init makes them for a new sandbox (spawn.c); runbox holds both. */
+static int sockets_in(int pidfd, int *nl, int *dns)
+{
+    *nl = -1;
+    if (dns)
+        *dns = -1;
+    int own = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (own < 0)
+        return -1;
+    if (setns(pidfd, CLONE_NEWNET) != 0) {
+        close(own);
+        return -1;
+    }
+    *nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+    int rc = *nl >= 0 ? 0 : -1;
+    if (rc == 0 && dns) {
+        struct sockaddr_in at = {.sin_family = AF_INET, .sin_port = htons(53)};
+        *dns = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (*dns < 0 || inet_pton(AF_INET, RBX_SANDBOX_NAMESERVER, &at.sin_addr) != 1 ||
+            bind(*dns, (struct sockaddr *)&at, sizeof at) != 0)
+            rc = -1;
+    }
+    int error = errno;
+    if (setns(own, CLONE_NEWNET) != 0)
+        abort(); /* this thread would stay in the sandbox's network */
+    close(own);
+    if (rc != 0) {
+        if (*nl >= 0)
+            close(*nl);
+        if (dns && *dns >= 0)
+            close(*dns);
+        *nl = -1;
+        if (dns)
+            *dns = -1;
+        errno = error;
+    }
+    return rc;
+}
+
+/* Before a checkpoint: the sandbox's tap device goes (its only descriptor
+ * is the network helper's, outside the tree: criu cannot carry it), with
+ * the egress policy's rules and resolver, which a restore makes anew. Its
+ * open connections are lost. */
+static int detach_network(rbx_sandbox *sandbox)
+{
+    if (sandbox->egress) {
+        int nl;
+        if (sockets_in(sandbox->pidfd, &nl, NULL) != 0)
+            return -1;
+        int rc = rbx_egress_rules_remove(nl);
+        close(nl);
+        if (rc != 0)
+            return -1;
+        rbx_egress_guard_stop(sandbox->egress);
+        sandbox->egress = NULL;
+    }
+    rbx_net_helper_stop(&sandbox->net);
+    if (rbx_net_tap_remove(sandbox->pidfd) != 0)
+        return -1;
+    /* The device goes once the kernel has let go of it (an RCU grace
+     * period or so after its last descriptor closed). */
+    char path[64], text[4096];
+    snprintf(path, sizeof path, "/proc/%d/net/dev", (int)sandbox->pid);
+    for (int64_t until = rbx_now_ms() + 2000; rbx_now_ms() < until; usleep(2000)) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (n < 0)
+            return -1;
+        text[n] = 0;
+        if (!strstr(text, "tap0:"))
+            return 0;
+    }
+    errno = EBUSY;
+    return -1;
+}
+
+/* After a restore, as release_init gives a new sandbox its network: the
+ * tap device, the egress policy's rules and resolver, the helper. */
+static rbx_status attach_network(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
+                                 rbx_error *err)
+{
+    int tap = rbx_net_tap(sandbox->pidfd, err);
+    if (tap < 0)
+        return err->status;
+    if (spec->egress) {
+        int nl, dns;
+        if (sockets_in(sandbox->pidfd, &nl, &dns) != 0) {
+            close(tap);
+            return rbx_fail(err, RBX_ESYSTEM, "cannot open the egress policy's sockets: %s",
+                            strerror(errno));
+        }
+        if (rbx_egress_plan_has_rules(spec->egress) &&
+            rbx_egress_rules_install(nl, spec->egress, err) != RBX_OK) {
+            close(nl);
+            close(dns);
+            close(tap);
+            return err->status;
+        }
+        sandbox->egress = rbx_egress_guard_start(nl, dns, spec->egress, err);
+        if (!sandbox->egress) {
+            close(tap);
+            return err->status;
+        }
+    }
+    return rbx_net_helper_start(tap, &sandbox->net, err);
+}
+
 /* --- the checkpoint ----------------------------------------------------------------------- */
 
 static int pipe_inode(int fd, unsigned long long *ino)
@@ -264,6 +386,9 @@ rbx_status rbx_sandbox_checkpoint(rbx_sandbox *sandbox, int channel_fd, const ch
         return rbx_fail(err, RBX_ESYSTEM, "the kernel's output is not a pipe");
     if (find_external_mounts(init, out) != 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot read the kernel's mounts: %s", strerror(errno));
+    if (detach_network(sandbox) != 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot take the kernel's network down: %s",
+                        strerror(errno));
     dump_child c = {0};
     if (namespace_owner(init, &c.owner) != 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot read the kernel's user namespace: %s",
@@ -608,6 +733,13 @@ rbx_status rbx_sandbox_restore(const rbx_sandbox_spec *spec, const rbx_checkpoin
     sandbox->status_fd = status[0];
     out[0] = errs[0] = status[0] = -1;
     sandbox->channel_inside = true;
+    if (spec->network == RBX_NET_OUTSIDE && attach_network(spec, sandbox, err) != RBX_OK) {
+        result = err->status;
+        rbx_sandbox_kill(sandbox);
+        rbx_sandbox_reap(sandbox, NULL);
+        rbx_sandbox_close(sandbox);
+        goto out;
+    }
 out:
     if (staged)
         (void)rmdir(stage);

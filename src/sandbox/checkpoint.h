@@ -16,10 +16,16 @@
  * uid and mapping every id to itself, so the restored sandbox's user
  * namespace (a child of it) is charged to that uid, never to root.
  *
+ * With the network on, the checkpoint takes the sandbox's tap device,
+ * egress rules and resolver down first (criu cannot carry a device whose
+ * descriptor is outside the tree; its open connections are lost, and a
+ * tree that holds a TCP connection is refused by criu), and the restore
+ * makes them anew, as a start does, before the tree runs again.
+ *
  * Root only, with a prepared namespace (template.c), and only for a
  * sandbox whose init executed the root's runbox-init and made the
- * kernel's channel itself (rbx_sandbox.channel_inside) and has no network
- * helper: the caller checks rbx_checkpoint_possible first. */
+ * kernel's channel itself (rbx_sandbox.channel_inside): the caller checks
+ * rbx_checkpoint_possible first. */
 #ifndef RBX_SANDBOX_CHECKPOINT_H
 #define RBX_SANDBOX_CHECKPOINT_H
 
@@ -53,7 +59,8 @@ bool rbx_checkpoint_possible(const rbx_sandbox *sandbox, const rbx_sandbox_spec 
 /* Dumps the sandbox's tree into dir (an empty directory; criu's log is
  * dir/dump.log) with criu (a path), and ends the tree: the caller then
  * reaps and closes the sandbox as after a kill. channel_fd: see above. On
- * failure the tree keeps running, and err has criu's first error. */
+ * failure err has criu's error, and the tree keeps running, without its
+ * network if it had one: the caller stops it. */
 rbx_status rbx_sandbox_checkpoint(rbx_sandbox *sandbox, int channel_fd, const char *criu,
                                   const char *dir, rbx_checkpoint *out, rbx_error *err);
 

@@ -229,6 +229,36 @@ int rbx_net_tap(int sandbox_pidfd, rbx_error *err)
     return tap;
 }
 
+int rbx_net_tap_remove(int sandbox_pidfd)
+{
+    pthread_once(&home_ns_once, open_home_ns);
+    if (home_ns < 0) {
+        errno = home_ns_error;
+        return -1;
+    }
+    if (setns(sandbox_pidfd, CLONE_NEWNET) != 0)
+        return -1;
+    /* Attached again, no longer persistent, and closed: the kernel
+     * unregisters it. */
+    int rc = -1, tap = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", RBX_NET_TAP);
+    ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
+    if (tap >= 0 && ioctl(tap, TUNSETIFF, &ifr) == 0 && ioctl(tap, TUNSETPERSIST, 0) == 0)
+        rc = 0;
+    int error = errno;
+    if (tap >= 0)
+        close(tap);
+    if (setns(home_ns, CLONE_NEWNET) != 0) {
+        fprintf(stderr, "runbox: cannot return to the host's network namespace: %s\n",
+                strerror(errno));
+        abort();
+    }
+    errno = error;
+    return rc;
+}
+
 int rbx_net_relay_spawn(int tap, pid_t *pid, int *exit_fd)
 {
     int quit[2] = {-1, -1};

@@ -30,6 +30,10 @@ typedef struct rbx_net_helper {
 /* Child side: brings the namespace's loopback up (no allocation). */
 int rbx_net_loopback_up(void);
 
+/* Parent side: deletes tap0 of the sandbox's network namespace (its
+ * helper stopped: a checkpoint, checkpoint.h). 0 or -1 with errno. */
+int rbx_net_tap_remove(int sandbox_pidfd);
+
 /* Parent side: makes and configures tap0 in the network namespace of the
  * sandbox (its init's pidfd), from here; its fd, or -1 with err. */
 int rbx_net_tap(int sandbox_pidfd, rbx_error *err);
