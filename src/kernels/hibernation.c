@@ -2,6 +2,7 @@
 #include "kernels/hibernation.h"
 #include "base/error.h"
 #include "base/fsutil.h"
+#include "base/nettle_lib.h"
 #include "engine/engine.h"
 #include "images/roots.h"
 #include "sandbox/checkpoint.h"
@@ -18,6 +19,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+
+#include <nettle/sha2.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -128,25 +131,77 @@ static bool checkpoint_from(json_t *j, rbx_checkpoint *cp)
     return true;
 }
 
-/* The bytes of the images (regular files directly in dir). */
-static uint64_t images_size(int dir)
+static int by_name(const void *a, const void *b)
 {
-    uint64_t total = 0;
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* SHA-256 of the images (each regular file's name and bytes, in name
+ * order; criu's logs and pid file aside), in hex; *bytes their size.
+ * -1 for anything but plain files, or more than max bytes. */
+static int images_digest(int dir, uint64_t max, char hex[65], uint64_t *bytes)
+{
+    rbx_error ignored;
+    if (rbx_nettle_load(&ignored) != RBX_OK)
+        return -1;
     int fd = openat(dir, "images", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d) {
         if (fd >= 0)
             close(fd);
-        return 0;
+        return -1;
     }
+    char *names[512];
+    size_t count = 0;
+    int rc = 0;
     struct dirent *e;
-    while ((e = readdir(d))) {
-        struct stat st;
-        if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
-            total += (uint64_t)st.st_size;
+    while (rc == 0 && (e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (e->d_name[0] == '.' || (len > 4 && !strcmp(e->d_name + len - 4, ".log")) ||
+            !strcmp(e->d_name, "restored.pid"))
+            continue;
+        if (count == sizeof names / sizeof names[0] || !(names[count] = strdup(e->d_name)))
+            rc = -1;
+        else
+            count++;
     }
+    qsort(names, count, sizeof names[0], by_name);
+    struct sha256_ctx ctx;
+    rbx_nettle->sha256_init(&ctx);
+    *bytes = 0;
+    static __thread unsigned char chunk[1 << 16];
+    for (size_t i = 0; rc == 0 && i < count; i++) {
+        int file = openat(fd, names[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (file < 0 || fstat(file, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+            (*bytes += (uint64_t)st.st_size) > max) {
+            rc = -1;
+        } else {
+            rbx_nettle->sha256_update(&ctx, strlen(names[i]) + 1, (const uint8_t *)names[i]);
+            ssize_t n;
+            while ((n = read(file, chunk, sizeof chunk)) > 0)
+                rbx_nettle->sha256_update(&ctx, (size_t)n, chunk);
+            rc = n < 0 ? -1 : 0;
+        }
+        if (file >= 0)
+            close(file);
+    }
+    for (size_t i = 0; i < count; i++)
+        free(names[i]);
     closedir(d);
-    return total;
+    uint8_t digest[SHA256_DIGEST_SIZE];
+    rbx_nettle->sha256_digest(&ctx, sizeof digest, digest);
+    for (size_t i = 0; i < sizeof digest; i++)
+        snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+    return rc;
+}
+
+/* The most bytes a kernel's images may take: its memory's cap, twice, and
+ * room for the rest (a checkpoint is its memory and a few small files). */
+static uint64_t images_max(const rbx_kernel *k)
+{
+    uint64_t memory = k->limits.memory_bytes ? k->limits.memory_bytes : 4ull << 30;
+    return 2 * memory + (256ull << 20);
 }
 
 static int write_record(int dir, json_t *record)
@@ -198,15 +253,22 @@ rbx_status rbx_kernel_hibernate(rbx_engine *engine, rbx_kernel *k, uint64_t *byt
     status = cp ? rbx_sandbox_checkpoint(&k->box.sandbox, k->box.channel_in_init, criu_of(engine),
                                          images, cp, err)
                 : rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    char digest[65] = "";
+    if (status == RBX_OK && images_digest(dir, images_max(k), digest, bytes) != 0)
+        status = rbx_fail(err, RBX_ESYSTEM, "the kernel's checkpoint is larger than %llu MB",
+                          (unsigned long long)(images_max(k) >> 20));
     if (status == RBX_OK) {
-        json_t *record = json_pack("{s:i, s:o, s:o, s:b, s:I}", "version", 1, "started_with",
+        /* Its session, the images' digest and what it was started with:
+         * a restore checks all three (rbx_kernel_wake_prepare). */
+        json_t *record = json_pack("{s:i, s:s, s:s, s:o, s:o, s:b, s:I, s:I}", "version", 1,
+                                   "session", k->session_id, "digest", digest, "started_with",
                                    started_with(k), "checkpoint", checkpoint_json(cp), "scratch",
-                                   stowed, "at", (json_int_t)time(NULL));
+                                   stowed, "at", (json_int_t)time(NULL), "calls",
+                                   (json_int_t)k->calls);
         if (!record || write_record(dir, record) != 0)
             status = rbx_fail(err, RBX_ESYSTEM, "cannot write the kernel's checkpoint record: %s",
                               strerror(errno));
         json_decref(record);
-        *bytes = images_size(dir);
     } else if (stowed && rbx_scratch_unstow(engine, dir, "scratch", &k->scratch) != 0) {
         k->scratch = scratch; /* gone with the directory below; the kernel keeps its mount */
         k->scratch.made = false;
@@ -235,6 +297,8 @@ void rbx_kernel_wake_prepare(rbx_engine *engine, rbx_kernel *k, char *why, size_
     json_t *record = NULL, *now = started_with(k);
     rbx_checkpoint *cp = calloc(1, sizeof *cp);
     struct stat st;
+    char digest[65];
+    uint64_t bytes;
     int fd = dir >= 0 ? openat(dir, RECORD, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
         st.st_size < RECORD_MAX)
@@ -245,6 +309,11 @@ void rbx_kernel_wake_prepare(rbx_engine *engine, rbx_kernel *k, char *why, size_
         snprintf(why, why_size, "this runbox does not restore checkpoints (see runbox check)");
     else if (!record || !cp || !checkpoint_from(json_object_get(record, "checkpoint"), cp))
         snprintf(why, why_size, "its checkpoint is missing or damaged");
+    else if (strcmp(json_string_value(json_object_get(record, "session")) ?: "", k->session_id) ||
+             images_digest(dir, images_max(k), digest, &bytes) != 0 ||
+             strcmp(digest, json_string_value(json_object_get(record, "digest")) ?: ""))
+        snprintf(why, why_size, "its checkpoint does not match its record (changed, or another "
+                                "session's)");
     else if (!json_equal(json_object_get(record, "started_with"), now))
         snprintf(why, why_size,
                  "the call asks for another image, requirements, network or limits than the "
@@ -253,6 +322,8 @@ void rbx_kernel_wake_prepare(rbx_engine *engine, rbx_kernel *k, char *why, size_
              rbx_scratch_unstow(engine, dir, "scratch", &k->scratch) != 0)
         snprintf(why, why_size, "its /tmp is missing: %s", strerror(errno));
     if (!why[0]) {
+        /* The calls it ran: its next is not a new kernel's first. */
+        k->calls = json_integer_value(json_object_get(record, "calls"));
         k->checkpoint = cp;
         cp = NULL;
         snprintf(k->checkpoint_dir, sizeof k->checkpoint_dir, "%s/%s/%s/images", engine->sessions_dir,

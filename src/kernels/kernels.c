@@ -206,7 +206,8 @@ static void *keeper(void *arg)
             fprintf(stderr, "runbox: the %s kernel of session %s could not be restored: %s\n",
                     runtime->name, k->session_id, err.message);
         k->was_lost |= status != RBX_OK;
-        if (!getenv("RBX_DEBUG_KEEP"))
+        if (status != RBX_OK)
+            k->calls = 0; /* a new kernel's first call comes */
         rbx_hibernation_forget(k->engine, k->session_id, runtime->name);
     }
     if (status != RBX_OK)
@@ -679,10 +680,22 @@ void rbx_kernels_free(rbx_engine *engine)
     pthread_mutex_unlock(&kernels->lock);
     if (kernels->reaper_started)
         pthread_join(kernels->reaper, NULL);
+    /* runbox stops, and its kernels with it: their sessions did not ask.
+     * Each that can be hibernates (the next runbox on the state directory
+     * wakes it); the others leave their tombstone. */
+    bool hibernate = list && rbx_hibernation_enabled(engine);
     while (list) {
         rbx_kernel *next = list->next;
-        bury(list); /* runbox stops, and its kernels with it: their sessions did not ask */
-        destroy(engine, list);
+        int lock = hibernate && list->start_status == RBX_OK && rbx_kernel_box_alive(&list->box)
+                       ? session_lock_now(engine, list->session_id)
+                       : -1;
+        if (lock >= 0) {
+            hibernate_or_bury(engine, list);
+            rbx_lock_release(lock);
+        } else {
+            bury(list);
+            destroy(engine, list);
+        }
         list = next;
     }
     pthread_mutex_destroy(&kernels->lock);
