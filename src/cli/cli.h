@@ -20,6 +20,7 @@ typedef struct cli_globals {
     rbx_storage_choice storage; /* --storage (or RUNBOX_STORAGE) */
     uint64_t storage_bytes;     /* --storage-size (or RUNBOX_STORAGE_SIZE) */
     double kernel_idle_s;       /* --kernel-idle (or RUNBOX_KERNEL_IDLE); 0: the default */
+    bool hibernate_off;         /* --hibernate off (or RUNBOX_HIBERNATE=off) */
     uint32_t max_kernels;       /* --max-kernels (or RUNBOX_MAX_KERNELS); 0: the default */
     int32_t pool;               /* --pool (or RUNBOX_POOL): prepared sandboxes, 0 off,
                                    -1 the default */

@@ -113,6 +113,9 @@ void cli_globals_init(cli_globals *globals, char **argv)
     const char *idle = getenv("RUNBOX_KERNEL_IDLE");
     if (idle)
         (void)cli_parse_seconds(idle, &globals->kernel_idle_s);
+    const char *hibernate = getenv("RUNBOX_HIBERNATE");
+    if (hibernate)
+        globals->hibernate_off = !strcmp(hibernate, "off");
     const char *kernels = getenv("RUNBOX_MAX_KERNELS");
     if (kernels)
         (void)parse_count(kernels, &globals->max_kernels);
@@ -237,6 +240,12 @@ int cli_global_option(int argc, char **argv, int *i, cli_globals *globals, const
         value = value_of(argc, argv, i, "--kernel-idle");
         if (!value || cli_parse_seconds(value, &globals->kernel_idle_s) != 0)
             return cli_usage_error(command, "--kernel-idle needs a number of seconds above 0");
+    } else if (named(arg, "--hibernate")) {
+        value = value_of(argc, argv, i, "--hibernate");
+        if (!value || (strcmp(value, "on") && strcmp(value, "off")))
+            return cli_usage_error(command, "--hibernate must be on or off, not '%.32s'",
+                                   value ? value : "");
+        globals->hibernate_off = !strcmp(value, "off");
     } else if (named(arg, "--max-kernels")) {
         value = value_of(argc, argv, i, "--max-kernels");
         if (!value || parse_count(value, &globals->max_kernels) != 0)

@@ -76,21 +76,19 @@ void rbx_hibernation_forget(rbx_engine *engine, const char *session_id, const ch
 }
 
 /* What a kernel was started with, which its next call must ask for again:
- * the image, the requirements, the network and its narrowing, the limits
- * (as fits() compares them), on the same host kernel. */
+ * the image, the requirements, the network and its narrowing, on the same
+ * host kernel. Not its limits: the restored one gets the call's, as a live
+ * kernel's cgroup is given them (a memory limit below what it holds fails
+ * its restore, and the call gets a fresh kernel). */
 static json_t *started_with(const rbx_kernel *k)
 {
     struct utsname host;
-    char limits[2 * sizeof k->limits + 1];
-    const unsigned char *bytes = (const unsigned char *)&k->limits;
-    for (size_t i = 0; i < sizeof k->limits; i++)
-        snprintf(limits + 2 * i, 3, "%02x", bytes[i]);
     if (uname(&host) != 0)
         host.release[0] = 0;
-    return json_pack("{s:s, s:s, s:s, s:s, s:b, s:s?, s:s, s:s}", "language", k->runtime->name,
+    return json_pack("{s:s, s:s, s:s, s:s, s:b, s:s?, s:s}", "language", k->runtime->name,
                      "image", k->root->image, "digest", k->root->digest, "env", k->env_key,
-                     "network", k->network, "egress", k->egress_key, "limits", limits,
-                     "host_kernel", host.release);
+                     "network", k->network, "egress", k->egress_key, "host_kernel",
+                     host.release);
 }
 
 static json_t *checkpoint_json(const rbx_checkpoint *cp)
@@ -283,6 +281,22 @@ out:
     return status;
 }
 
+/* The first of what a kernel was started with that differs, in words;
+ * NULL when none does. */
+static const char *first_difference(json_t *then, json_t *now)
+{
+    static const char *const words[][2] = {
+        {"language", "language"}, {"image", "image"}, {"digest", "image digest"},
+        {"env", "requirements"}, {"network", "network"}, {"egress", "egress narrowing"},
+        {"host_kernel", "host kernel"}};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        json_t *a = json_object_get(then, words[i][0]), *b = json_object_get(now, words[i][0]);
+        if (!(a == b || (a && b && json_equal(a, b))))
+            return words[i][1];
+    }
+    return NULL;
+}
+
 /* --- to wake ------------------------------------------------------------------------------- */
 
 void rbx_kernel_wake_prepare(rbx_engine *engine, rbx_kernel *k, char *why, size_t why_size)
@@ -299,6 +313,7 @@ void rbx_kernel_wake_prepare(rbx_engine *engine, rbx_kernel *k, char *why, size_
     struct stat st;
     char digest[65];
     uint64_t bytes;
+    const char *differs;
     int fd = dir >= 0 ? openat(dir, RECORD, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
         st.st_size < RECORD_MAX)
@@ -314,10 +329,9 @@ void rbx_kernel_wake_prepare(rbx_engine *engine, rbx_kernel *k, char *why, size_
              strcmp(digest, json_string_value(json_object_get(record, "digest")) ?: ""))
         snprintf(why, why_size, "its checkpoint does not match its record (changed, or another "
                                 "session's)");
-    else if (!json_equal(json_object_get(record, "started_with"), now))
-        snprintf(why, why_size,
-                 "the call asks for another image, requirements, network or limits than the "
-                 "checkpointed kernel had, or the host's kernel changed");
+    else if ((differs = first_difference(json_object_get(record, "started_with"), now)))
+        snprintf(why, why_size, "the checkpointed kernel had another %s than this call asks for",
+                 differs);
     else if (json_is_true(json_object_get(record, "scratch")) &&
              rbx_scratch_unstow(engine, dir, "scratch", &k->scratch) != 0)
         snprintf(why, why_size, "its /tmp is missing: %s", strerror(errno));

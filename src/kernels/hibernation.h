@@ -7,8 +7,7 @@
  * scratch space (its /tmp, moved there so that nothing sweeps it), and
  * what the restore needs besides (checkpoint.json): the checkpoint's own
  * record, and what the kernel was started with, which the next call must
- * ask for again (image, requirements, network, limits) on the same host
- * kernel and criu. Its lock file says "hibernated" with the images' size,
+ * ask for again (image, requirements, network) on the same host kernel. Its lock file says "hibernated" with the images' size,
  * for `sessions list` in any runbox process.
  *
  * A kernel that cannot be checkpointed (see rbx_checkpoint_possible), or

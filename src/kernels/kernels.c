@@ -416,7 +416,11 @@ static bool fits(rbx_engine *engine, rbx_kernel *k, const rbx_kernel_call *call)
     if (!same)
         return false;
     rbx_cgroup_limits wanted = rbx_execution_limits(engine, call->request);
-    if (!memcmp(&wanted, &k->limits, sizeof wanted))
+    /* Field by field: the struct's padding is whatever the stack held. */
+    if (wanted.memory_bytes == k->limits.memory_bytes && wanted.pids == k->limits.pids &&
+        wanted.cpu_weight == k->limits.cpu_weight &&
+        wanted.cpu_quota_us == k->limits.cpu_quota_us &&
+        wanted.reserved_bytes == k->limits.reserved_bytes)
         return true;
     char why[256];
     if (k->box.sandbox.cgroup && rbx_cgroup_update(k->box.sandbox.cgroup, &wanted, why, sizeof why))
@@ -608,11 +612,21 @@ static void *reaper(void *arg)
     rbx_kernels *kernels = engine->kernels;
     pthread_mutex_lock(&kernels->lock);
     while (!kernels->closing) {
+        /* Every 5 s, or twice per idle time where that is shorter: a
+         * kernel outlives its idle time by at most half of it. */
+        int64_t idle_ms = (int64_t)(engine->config.kernel_idle_s * 1000);
+        int64_t every_ms = idle_ms / 2 < REAP_EVERY_MS ? idle_ms / 2 : REAP_EVERY_MS;
+        every_ms = every_ms < 100 ? 100 : every_ms;
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += REAP_EVERY_MS / 1000;
+        until.tv_sec += every_ms / 1000;
+        until.tv_nsec += (every_ms % 1000) * 1000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
         pthread_cond_timedwait(&kernels->changed, &kernels->lock, &until);
-        int64_t now = rbx_now_ms(), idle_ms = (int64_t)(engine->config.kernel_idle_s * 1000);
+        int64_t now = rbx_now_ms();
         rbx_kernel *gone = NULL, *sleepers = NULL;
         int locks[64];
         size_t locked = 0;

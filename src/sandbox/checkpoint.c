@@ -58,10 +58,13 @@ bool rbx_checkpoint_possible(const rbx_sandbox *sandbox, const rbx_sandbox_spec 
 
 /* --- running criu ------------------------------------------------------------------------- */
 
-/* The last line of criu's log that says Error, but for its closing
- * "... FAILED." (earlier errors are often probes criu shrugs off). */
+/* The first line of criu's log that says Error, but for its probes of
+ * the host it shrugs off and its closing "... FAILED.": the cause, not
+ * its consequences. Else its last line. */
 static void log_error(const char *dir, const char *log, char *out, size_t size)
 {
+    static const char *const shrugged[] = {"kerndat", "net.c:1253", "RLIMIT_NOFILE for self",
+                                           "FAILED."};
     char path[PATH_SIZE];
     snprintf(path, sizeof path, "%s/%s", dir, log);
     snprintf(out, size, "criu left no log at %.300s", path);
@@ -69,13 +72,16 @@ static void log_error(const char *dir, const char *log, char *out, size_t size)
     if (!f)
         return;
     char line[512];
-    bool found = false;
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = 0;
-        if (!line[0] || (found && !strstr(line, "Error")) || strstr(line, "FAILED."))
+        if (!line[0])
             continue;
-        snprintf(out, size, "%.300s", line);
-        found |= strstr(line, "Error") != NULL;
+        bool error = strstr(line, "Error") != NULL;
+        for (size_t i = 0; error && i < sizeof shrugged / sizeof shrugged[0]; i++)
+            error = !strstr(line, shrugged[i]);
+        snprintf(out, size, "%.300s", line + strspn(line, " "));
+        if (error)
+            break;
     }
     fclose(f);
 }

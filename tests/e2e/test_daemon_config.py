@@ -97,7 +97,7 @@ def test_the_daemon_is_given_every_option_the_cli_got(runbox, policy, tmp_path):
                "--default-image", "host", "--max-cpus", "1.5", "--kernel-idle", "600",
                "--max-kernels", "7", "--storage", "plain", "--install-network", "outside",
                "--egress-default", "none", "--egress-allow", "10.9.8.0/24",
-               "--egress-deny", "10.9.8.7")
+               "--egress-deny", "10.9.8.7", "--hibernate", "off")
     # The environment says otherwise: the command line wins, in the daemon too.
     env = {"RUNBOX_INSTALL_NETWORK": "host", "RUNBOX_ALLOW_IMAGES": "default",
            "RUNBOX_DEFAULT_IMAGE": "default"}
