@@ -33,10 +33,11 @@ static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The criu to use, found and checked once per process (its check takes a
  * tenth of a second): "" where there is none that works. */
+static bool probed;
+static rbx_criu_support support;
+
 static const char *criu_of(rbx_engine *engine)
 {
-    static bool probed;
-    static rbx_criu_support support;
     pthread_mutex_lock(&probe_lock);
     if (!probed) {
         rbx_criu_probe(engine->config.criu, engine->is_root, &support);
@@ -49,6 +50,14 @@ static const char *criu_of(rbx_engine *engine)
 bool rbx_hibernation_enabled(rbx_engine *engine)
 {
     return engine->is_root && !engine->config.hibernate_off && criu_of(engine)[0];
+}
+
+bool rbx_hibernation_known_enabled(rbx_engine *engine)
+{
+    pthread_mutex_lock(&probe_lock);
+    bool known = probed;
+    pthread_mutex_unlock(&probe_lock);
+    return known && rbx_hibernation_enabled(engine);
 }
 
 /* --- where ------------------------------------------------------------------------------- */

@@ -25,6 +25,10 @@
  * and a criu that passes its check: probed once). */
 bool rbx_hibernation_enabled(rbx_engine *engine);
 
+/* The same without finding criu: false until something has asked the
+ * above (the kernels' reaper does, once it starts). */
+bool rbx_hibernation_known_enabled(rbx_engine *engine);
+
 /* Checkpoints k (idle, out of the registry, its session's lock held by
  * the caller), whose sandbox ends; *bytes: the images' size. On failure
  * the kernel still runs and err says why. */

@@ -370,6 +370,43 @@ static void bury(const rbx_kernel *k)
         (void)!pwrite(k->lock_fd, LOST_RECORD, strlen(LOST_RECORD), 0);
 }
 
+/* The session's lock, taken at once or not at all: a kernel is
+ * checkpointed only while no call can reach it (a call that comes waits
+ * for the lock, then wakes the kernel). -1 when the session is busy. */
+static int session_lock_now(rbx_engine *engine, const char *session_id)
+{
+    char rel[RBX_SESSION_ID_MAX + 8];
+    snprintf(rel, sizeof rel, "%s/lock", session_id);
+    int fd = openat(engine->sessions_fd, rel, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Checkpoints k (out of the registry, its session locked), else leaves
+ * its tombstone; stops it either way. */
+static void hibernate_or_bury(rbx_engine *engine, rbx_kernel *k)
+{
+    uint64_t bytes = 0;
+    rbx_error err = {0};
+    rbx_status status = rbx_kernel_hibernate(engine, k, &bytes, &err);
+    if (status == RBX_OK) {
+        char record[160];
+        snprintf(record, sizeof record, "{%s,\"bytes\":%llu,\"at\":%lld}", HIBERNATED_MARK,
+                 (unsigned long long)bytes, (long long)time(NULL));
+        if (ftruncate(k->lock_fd, 0) == 0)
+            (void)!pwrite(k->lock_fd, record, strlen(record), 0);
+    } else {
+        if (status != RBX_EINVAL)
+            fprintf(stderr, "runbox: the %s kernel of session %s is stopped: %s\n",
+                    k->runtime->name, k->session_id, err.message);
+        bury(k);
+    }
+    destroy(engine, k);
+}
+
 /* Forgets the tombstones of the session's kernels (of one language): a
  * restart that was asked for is no surprise to the next call. A lock file
  * another process holds is its live kernel's, and left alone. */
@@ -455,6 +492,7 @@ static rbx_status take(rbx_engine *engine, const rbx_kernel_call *call, rbx_kern
         return RBX_OK;
     }
     rbx_kernel *victim = NULL;
+    int victim_lock = -1;
     if (kernels->count >= max_kernels(engine)) {
         for (rbx_kernel *v = kernels->list; v; v = v->next)
             if (!v->busy && (!victim || v->last_used_ms < victim->last_used_ms))
@@ -467,7 +505,12 @@ static rbx_status take(rbx_engine *engine, const rbx_kernel_call *call, rbx_kern
                             "try again when one is done, or raise --max-kernels",
                             count);
         }
-        bury(victim);
+        /* The least recently used makes room: hibernated where it can be
+         * (its session not in use), else stopped. */
+        if (rbx_hibernation_known_enabled(engine))
+            victim_lock = session_lock_now(engine, victim->session_id);
+        if (victim_lock < 0)
+            bury(victim);
         unlink_kernel(kernels, victim);
     }
     k = kernel_new(engine, call);
@@ -479,8 +522,12 @@ static rbx_status take(rbx_engine *engine, const rbx_kernel_call *call, rbx_kern
         start_reaper(engine);
     }
     pthread_mutex_unlock(&kernels->lock);
-    if (victim)
+    if (victim && victim_lock >= 0) {
+        hibernate_or_bury(engine, victim);
+        rbx_lock_release(victim_lock);
+    } else if (victim) {
         destroy(engine, victim);
+    }
     if (!k)
         return rbx_fail(err, RBX_ESYSTEM, "out of memory");
     rbx_status status = start(engine, k, call, err);
@@ -567,49 +614,13 @@ size_t rbx_kernels_stop_session(rbx_engine *engine, const char *session_id, cons
     return n;
 }
 
-/* The session's lock, taken at once or not at all: a kernel is
- * checkpointed only while no call can reach it (a call that comes waits
- * for the lock, then wakes the kernel). -1 when the session is busy. */
-static int session_lock_now(rbx_engine *engine, const char *session_id)
-{
-    char rel[RBX_SESSION_ID_MAX + 8];
-    snprintf(rel, sizeof rel, "%s/lock", session_id);
-    int fd = openat(engine->sessions_fd, rel, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
-/* Checkpoints k (out of the registry, its session locked), else leaves
- * its tombstone; stops it either way. */
-static void hibernate_or_bury(rbx_engine *engine, rbx_kernel *k)
-{
-    uint64_t bytes = 0;
-    rbx_error err = {0};
-    rbx_status status = rbx_kernel_hibernate(engine, k, &bytes, &err);
-    if (status == RBX_OK) {
-        char record[160];
-        snprintf(record, sizeof record, "{%s,\"bytes\":%llu,\"at\":%lld}", HIBERNATED_MARK,
-                 (unsigned long long)bytes, (long long)time(NULL));
-        if (ftruncate(k->lock_fd, 0) == 0)
-            (void)!pwrite(k->lock_fd, record, strlen(record), 0);
-    } else {
-        if (status != RBX_EINVAL)
-            fprintf(stderr, "runbox: the %s kernel of session %s is stopped: %s\n",
-                    k->runtime->name, k->session_id, err.message);
-        bury(k);
-    }
-    destroy(engine, k);
-}
-
 /* Reaps idle kernels past the idle time (hibernates them where it can),
  * and kernels that died meanwhile. */
 static void *reaper(void *arg)
 {
     rbx_engine *engine = arg;
     rbx_kernels *kernels = engine->kernels;
+    (void)rbx_hibernation_enabled(engine); /* criu found now, not on a call's way */
     pthread_mutex_lock(&kernels->lock);
     while (!kernels->closing) {
         /* Every 5 s, or twice per idle time where that is shorter: a

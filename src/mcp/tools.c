@@ -239,7 +239,12 @@ static const struct result_field {
     {"execution_count", "integer", true, "Calls the session's interpreter has run (stateful)."},
     {"kernel_restarted", "boolean", false,
      "The session's interpreter had to start afresh (it died, ran out of memory, ignored an "
-     "interrupt, or sat idle too long): variables from earlier calls are gone."},
+     "interrupt, or sat idle too long where it could not hibernate): variables from earlier "
+     "calls are gone."},
+    {"kernel_restored", "boolean", false,
+     "The session's interpreter had hibernated (checkpointed to disk while idle) and was "
+     "restored for this call, with its variables as they were."},
+    {"restore_ms", "integer", true, "How long that restore took (null unless restored)."},
     {"network", "boolean", false, "Whether the code could reach outside hosts."},
     {"egress_denied", "integer", false,
      "Connection attempts the egress policy refused (0 with the network off)."},

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <pthread.h>
 #include <linux/mount.h>
 #include <linux/openat2.h>
 #include <stdio.h>
@@ -193,6 +194,25 @@ static bool locate(const char *tree, const char *path, char *host, size_t host_s
         return false;
     snprintf(host, host_size, "%s", real + len + 1);
     return true;
+}
+
+/* runbox-init beside runbox, opened once (O_PATH): the root's copy is
+ * read through it, since its path may be below /tmp, which the new root
+ * covers while it is built. */
+static int init_program = -1;
+static pthread_once_t init_program_once = PTHREAD_ONCE_INIT;
+
+static void open_init_program(void)
+{
+    char path[4096];
+    if (rbx_program_beside("runbox-init", path, sizeof path) == 0)
+        init_program = open(path, O_PATH | O_CLOEXEC);
+}
+
+int rbx_root_init_program(void)
+{
+    pthread_once(&init_program_once, open_init_program);
+    return init_program;
 }
 
 /* runbox-init beside runbox, copied to RBX_SANDBOX_INIT (where there is
@@ -485,6 +505,11 @@ static int build_system(const rbx_root_plan *plan, int tree_fd, bool template, c
         const char *host = s->host;
         if (s->in_image && s->kind != ROOT_SYMLINK) {
             snprintf(source, sizeof source, "/proc/self/fd/%d/%s", tree_fd, s->host);
+            host = source;
+        } else if (s->executable) {
+            if (init_program < 0)
+                continue; /* not opened before this child was made: init runs runbox's */
+            fd_path(source, sizeof source, init_program);
             host = source;
         }
         if (!join(dst, sizeof dst, NEW_ROOT, s->inside))

@@ -22,7 +22,7 @@
 /* runbox-init, which a sandbox's init executes (spawn.c), copied into
  * every root: a program of the sandbox's own files, whose process a
  * checkpoint (hibernation) can carry and a restore find again. */
-#define RBX_SANDBOX_INIT "/.runbox-init"
+#define RBX_SANDBOX_INIT "/.runbox/runbox-init"
 /* The sandbox's host name (also in its /etc/hostname). */
 #define RBX_SANDBOX_HOSTNAME "runbox"
 
@@ -112,6 +112,11 @@ typedef struct rbx_root_request {
     int home_tree, tmp_tree;
     int bind_trees[RBX_MAX_BINDS];
 } rbx_root_request;
+
+/* runbox-init's descriptor (O_PATH, opened on first use, kept): the
+ * parent calls it before it makes a child that builds a root, and keeps
+ * it open in that child (spawn.c's reaper); -1 where there is none. */
+int rbx_root_init_program(void);
 
 /* Child side (no allocation): makes the sandbox's root and enters it. From
  * a prepared namespace, mounts its own parts in place; otherwise builds

@@ -722,9 +722,7 @@ static pthread_once_t reaper_once = PTHREAD_ONCE_INIT;
 
 static void open_reaper(void)
 {
-    char path[4096];
-    if (rbx_program_beside("runbox-init", path, sizeof path) == 0)
-        reaper = open(path, O_PATH | O_CLOEXEC);
+    reaper = rbx_root_init_program(); /* the root's copy is made from it too */
 }
 
 static int reaper_fd(void)

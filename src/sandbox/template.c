@@ -82,6 +82,7 @@ static int build(const rbx_root_plan *plan, char *why, size_t why_size)
         close(ready[1]);
         return -1;
     }
+    (void)rbx_root_init_program(); /* open before the copy, which reads it */
     /* A plain clone: a copy of a multi-threaded server runs no atfork
      * handlers, and the builder calls only system calls. */
     pid_t pid =

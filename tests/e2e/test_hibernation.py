@@ -342,3 +342,13 @@ def test_a_server_that_stops_hibernates_its_kernels_and_the_next_wakes_them(hb, 
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def test_the_kernel_cap_hibernates_the_least_recently_used(hb):
+    env = {"RUNBOX_MAX_KERNELS": "1", "RUNBOX_KERNEL_IDLE": "600"}
+    stateful(hb, "python", "v = 1", "first", "--no-network", env=env)
+    stateful(hb, "python", "v = 2", "second", "--no-network", env=env)  # the first makes room
+    assert kernel_entry(hb, "first", "python")["state"] == "hibernated"
+    back = woke(stateful(hb, "python", "print(v)", "first", "--no-network", env=env))
+    assert back["output"] == "1\n"
+    assert kernel_entry(hb, "second", "python")["state"] == "hibernated"  # its turn

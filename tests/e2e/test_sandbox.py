@@ -1012,9 +1012,10 @@ def test_a_program_that_sends_nothing_runs_without_a_network_relay(runbox):
 
 
 def test_the_sandboxs_init_is_runbox_init_and_holds_nothing_of_runbox(runbox):
-    """Once the program runs, init is runbox-init (src/sandbox/reaper.c): no copy of runbox's
+    """Once the program runs, init is runbox-init (src/sandbox/reaper.c), the root's own copy
+    of it (/.runbox/runbox-init: a checkpoint finds it in the sandbox's files): no copy of runbox's
     memory (no mapping of runbox's program or libraries), no descriptor but its stdio and the
-    status pipe, not dumpable; and the program's exit code still comes back through it."""
+    status pipe; and the program's exit code still comes back through it."""
     marker = unique_marker()
     proc = runbox.start("bash", f"echo started; (exec -a {marker} sleep 5); exit 7", "--no-network",
                         until="started")
@@ -1028,12 +1029,12 @@ def test_the_sandboxs_init_is_runbox_init_and_holds_nothing_of_runbox(runbox):
         status = dict(line.split(":", 1) for line in open(f"/proc/{init}/status").read().splitlines())
         assert status["Name"].strip() == "runbox-init"
         assert int(status["VmRSS"].split()[0]) < 4096, status["VmRSS"]  # KiB; runbox's copy was far more
-        # Its exe, maps and descriptors: ptrace-gated (init is not dumpable), so as root only.
+        # Its exe, maps and descriptors: ptrace-gated (another uid's), so as root only.
         if IS_ROOT:
-            assert os.path.basename(os.readlink(f"/proc/{init}/exe")) == "runbox-init"
+            assert os.readlink(f"/proc/{init}/exe") == "/.runbox/runbox-init"
             maps = open(f"/proc/{init}/maps").read()
             files = {line.split()[-1] for line in maps.splitlines() if len(line.split()) >= 6}
-            assert {os.path.basename(f) for f in files if f.startswith("/")} == {"runbox-init"}, files
+            assert {f for f in files if f.startswith("/")} == {"/.runbox/runbox-init"}, files
             fds = sorted(int(fd) for fd in os.listdir(f"/proc/{init}/fd"))
             assert fds[:3] == [0, 1, 2] and len(fds) == 4, fds
     finally:

@@ -321,7 +321,8 @@ def test_removing_the_session_stops_its_kernel_and_keeps_nothing(kernels):
 def test_an_idle_kernel_is_reaped_and_nothing_of_it_is_left(runbox):
     before = execution_cgroups()
     marker = unique_marker()
-    env = {"RUNBOX_KERNEL_IDLE": "1", "RUNBOX_POOL": "0"}  # the kernel's cgroup alone
+    # The kernel's cgroup alone; stopped, not hibernated (tests/e2e/test_hibernation.py).
+    env = {"RUNBOX_KERNEL_IDLE": "1", "RUNBOX_POOL": "0", "RUNBOX_HIBERNATE": "off"}
     call(runbox, "bash", f"export KEEP=1; sleep {marker} &", env=env)
     assert len(daemons(runbox.state_dir)) == 1  # started on demand
     names = {os.path.basename(p) for p in execution_cgroups() - before}
@@ -344,7 +345,7 @@ def test_an_idle_kernel_is_reaped_and_nothing_of_it_is_left(runbox):
 
 
 def test_the_kernel_cap_evicts_the_least_recently_used(runbox):
-    env = {"RUNBOX_MAX_KERNELS": "1"}
+    env = {"RUNBOX_MAX_KERNELS": "1", "RUNBOX_HIBERNATE": "off"}
     call(runbox, "python", "v = 1", "first", env=env)
     call(runbox, "python", "v = 2", "second", env=env)  # the first one's kernel makes room
     back = call(runbox, "python", "'v' in dir()", "first", env=env)

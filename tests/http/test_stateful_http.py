@@ -178,10 +178,12 @@ def test_the_cli_reaches_the_servers_kernel_through_the_local_socket(server):
 
 
 def test_a_kernel_lost_with_its_server_is_reported_by_the_next_server(start_server):
-    first = start_server()
+    # Without hibernation (a host without criu): with it, the kernel would sleep instead
+    # (tests/e2e/test_hibernation.py).
+    first = start_server(global_args=("--hibernate", "off"))
     stateful(first, "kept = 1")
     assert first.stop() == 0
-    second = start_server()
+    second = start_server(global_args=("--hibernate", "off"))
     after = stateful(second, "'kept' in dir()")
     assert after["results"][0]["data"]["text/plain"] == "False"
     assert after["kernel_restarted"] is True  # the state went without the session asking

@@ -24,6 +24,8 @@ const RESULT_FIELDS = [
   ['stateful', 'stateful'],
   ['execution_count', 'execution count'],
   ['kernel_restarted', 'kernel restarted'],
+  ['kernel_restored', 'kernel restored'],
+  ['restore_ms', 'restore (ms)'],
   ['timed_out', 'timed out'],
   ['cancelled', 'cancelled'],
   ['signal', 'signal'],
