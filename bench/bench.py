@@ -26,6 +26,7 @@ import time
 import cost
 import e2b
 import egress
+import hibernation
 import images
 import pool
 import sessions_scale
@@ -327,7 +328,8 @@ def targets(results):
         idle = results["server_memory"]["idle_rss_kb"]
         rows.append(("server RSS idle <= 10 MiB", f"{idle} KiB", idle <= 10 * 1024))
     return rows + stateful.targets(results) + sessions_scale.targets(results) + \
-        egress.targets(results) + pool.targets(results) + cost.targets(results)
+        egress.targets(results) + pool.targets(results) + cost.targets(results) + \
+        hibernation.targets(results)
 
 
 def recorded(out_dir):
@@ -421,7 +423,8 @@ def write_markdown(results, path, command):
 
 
 SECTIONS = ("latency", "trace", "overhead", "startup", "cpu", "throughput", "memory", "output",
-            "dependencies", "stateful", "sessions", "e2b", "egress", "pool", "images", "cost")
+            "dependencies", "stateful", "sessions", "e2b", "egress", "pool", "images", "cost",
+            "hibernation")
 
 
 def main():
@@ -474,6 +477,8 @@ def main():
                 results["images"] = images.run(runbox, work, args.runs)
             if "cost" in wanted:
                 results["cost"] = cost.run(runbox, work, args.runs, bwrap_command)
+            if "hibernation" in wanted:
+                results["hibernation"] = hibernation.run(runbox, work, args.runs)
             if "sessions" in wanted:
                 scale = sessions_scale.run(runbox, work, args.runs)
                 if scale:

@@ -301,6 +301,7 @@ typedef struct rbx_kernel_info {
     bool busy; /* a call runs in the session */
     bool hibernated;             /* checkpointed to disk, no process left; woken by the next call */
     uint64_t checkpoint_bytes;   /* the checkpoint's size, when hibernated */
+    int64_t checkpoint_ms;       /* how long it took */
 } rbx_kernel_info;
 
 #define RBX_SESSION_KERNELS_MAX 4
@@ -432,6 +433,12 @@ rbx_status rbx_env_gc(rbx_engine *engine, double unused_s, size_t *removed, rbx_
  * one (the message names it). *stopped counts those stopped. */
 rbx_status rbx_session_restart(rbx_engine *engine, const char *id, const char *language,
                                size_t *stopped, rbx_error *err);
+/* Hibernates the session's idle kernels in this process (checkpointed to
+ * its directory, their processes ended: the next stateful call of each
+ * language restores it); those that cannot be are stopped, and their next
+ * call says kernel_restarted. *hibernated counts the first. The caller
+ * lets no call into the session meanwhile (E2B's pause). */
+void rbx_session_hibernate(rbx_engine *engine, const char *id, size_t *hibernated);
 /* Live kernels of this engine. */
 size_t rbx_kernel_count(rbx_engine *engine);
 

@@ -158,9 +158,11 @@ char *rbx_session_info_to_json(const rbx_session_info *info)
             k->hibernated ? "hibernated" : k->busy ? "busy" : "idle", "owner_pid", k->owner_pid,
             "started", (json_int_t)k->started_unix, "idle_s", (json_int_t)k->idle_s,
             "memory_bytes", (json_int_t)k->memory_bytes);
-        if (kernel && k->hibernated)
+        if (kernel && k->hibernated) {
             json_object_set_new(kernel, "checkpoint_bytes",
                                 json_integer((json_int_t)k->checkpoint_bytes));
+            json_object_set_new(kernel, "checkpoint_ms", json_integer(k->checkpoint_ms));
+        }
         json_array_append_new(kernels, kernel);
     }
     json_t *obj = json_pack(

@@ -24,16 +24,6 @@ static void stop_session(http_server *server, const char *session_id)
     (void)rbx_session_restart(server->engine, session_id, NULL, &stopped, &err);
 }
 
-static void stop_kernels(http_server *server, const char *id, const char *session_id)
-{
-    stop_session(server, session_id);
-    size_t count = 0;
-    e2b_name *sessions = e2b_contexts_sessions(server->contexts, id, &count);
-    for (size_t i = 0; i < count; i++)
-        stop_session(server, sessions[i].text);
-    free(sessions);
-}
-
 static void remove_session(http_server *server, const char *session_id)
 {
     stop_session(server, session_id);
@@ -70,8 +60,29 @@ bool e2b_sandbox_kill(http_server *server, const char *id)
     return true;
 }
 
+/* Its executions cancelled, then its kernels hibernated: a resumed
+ * sandbox's next run_code finds its variables (issue 34). Where one cannot
+ * be, it is stopped as a kill would. */
+static void hibernate_session(http_server *server, const char *session_id)
+{
+    http_executions_cancel_session(server, session_id);
+    rbx_session_cancel(server->engine, session_id);
+    size_t hibernated = 0;
+    rbx_session_hibernate(server->engine, session_id, &hibernated);
+}
+
+static void hibernate_kernels(http_server *server, const char *id, const char *session_id)
+{
+    hibernate_session(server, session_id);
+    size_t count = 0;
+    e2b_name *sessions = e2b_contexts_sessions(server->contexts, id, &count);
+    for (size_t i = 0; i < count; i++)
+        hibernate_session(server, sessions[i].text);
+    free(sessions);
+}
+
 /* Paused first, so that no new request reaches it; then what runs in it
- * stops. */
+ * stops, its kernels hibernated. */
 bool e2b_sandbox_pause(http_server *server, const char *id, bool *was_paused)
 {
     e2b_sandbox s;
@@ -82,7 +93,7 @@ bool e2b_sandbox_pause(http_server *server, const char *id, bool *was_paused)
     bool paused = e2b_sandboxes_set_paused(server->sandboxes, id, true, s.end_ms, was_paused);
     if (paused) {
         e2b_watchers_sandbox_gone(id);
-        stop_kernels(server, id, s.session_id);
+        hibernate_kernels(server, id, s.session_id);
         e2b_streams_end_sandbox(id);
     }
     e2b_sandbox_release(&s);

@@ -104,7 +104,7 @@ static rbx_status claim(rbx_engine *engine, rbx_kernel *k, rbx_error *err)
                         "its stateful calls there",
                         k->runtime->name, k->session_id, who);
     }
-    char previous[64] = "";
+    char previous[256] = "";
     ssize_t n = pread(k->lock_fd, previous, sizeof previous - 1, 0);
     previous[n > 0 ? n : 0] = 0;
     k->was_lost = strstr(previous, LOST_RECORD) != NULL;
@@ -386,16 +386,18 @@ static int session_lock_now(rbx_engine *engine, const char *session_id)
 }
 
 /* Checkpoints k (out of the registry, its session locked), else leaves
- * its tombstone; stops it either way. */
-static void hibernate_or_bury(rbx_engine *engine, rbx_kernel *k)
+ * its tombstone; stops it either way. True when it hibernated. */
+static bool hibernate_or_bury(rbx_engine *engine, rbx_kernel *k)
 {
     uint64_t bytes = 0;
     rbx_error err = {0};
+    int64_t began = rbx_now_ms();
     rbx_status status = rbx_kernel_hibernate(engine, k, &bytes, &err);
     if (status == RBX_OK) {
-        char record[160];
-        snprintf(record, sizeof record, "{%s,\"bytes\":%llu,\"at\":%lld}", HIBERNATED_MARK,
-                 (unsigned long long)bytes, (long long)time(NULL));
+        char record[200];
+        snprintf(record, sizeof record, "{%s,\"bytes\":%llu,\"at\":%lld,\"ms\":%lld}",
+                 HIBERNATED_MARK, (unsigned long long)bytes, (long long)time(NULL),
+                 (long long)(rbx_now_ms() - began));
         if (ftruncate(k->lock_fd, 0) == 0)
             (void)!pwrite(k->lock_fd, record, strlen(record), 0);
     } else {
@@ -405,6 +407,7 @@ static void hibernate_or_bury(rbx_engine *engine, rbx_kernel *k)
         bury(k);
     }
     destroy(engine, k);
+    return status == RBX_OK;
 }
 
 /* Forgets the tombstones of the session's kernels (of one language): a
@@ -614,6 +617,47 @@ size_t rbx_kernels_stop_session(rbx_engine *engine, const char *session_id, cons
     return n;
 }
 
+void rbx_session_hibernate(rbx_engine *engine, const char *id, size_t *hibernated)
+{
+    *hibernated = 0;
+    rbx_kernels *kernels = engine->kernels;
+    if (!kernels || !rbx_session_id_valid(id))
+        return;
+    bool can = rbx_hibernation_enabled(engine);
+    /* A call cancelled just before (a pause) may take a moment to let go. */
+    int lock = can ? session_lock_now(engine, id) : -1;
+    for (int64_t until = rbx_now_ms() + 10000; can && lock < 0 && rbx_now_ms() < until;) {
+        usleep(20000);
+        lock = session_lock_now(engine, id);
+    }
+    rbx_kernel *sleepers = NULL;
+    pthread_mutex_lock(&kernels->lock);
+    for (rbx_kernel **at = &kernels->list; *at;) {
+        rbx_kernel *k = *at;
+        if (strcmp(k->session_id, id) || k->busy || k->start_status != RBX_OK) {
+            at = &k->next;
+            continue;
+        }
+        *at = k->next;
+        kernels->count--;
+        k->next = sleepers;
+        sleepers = k;
+    }
+    pthread_mutex_unlock(&kernels->lock);
+    while (sleepers) {
+        rbx_kernel *next = sleepers->next;
+        if (lock >= 0 && rbx_kernel_box_alive(&sleepers->box)) {
+            *hibernated += hibernate_or_bury(engine, sleepers);
+        } else {
+            bury(sleepers);
+            destroy(engine, sleepers);
+        }
+        sleepers = next;
+    }
+    if (lock >= 0)
+        rbx_lock_release(lock);
+}
+
 /* Reaps idle kernels past the idle time (hibernates them where it can),
  * and kernels that died meanwhile. */
 static void *reaper(void *arg)
@@ -790,6 +834,7 @@ void rbx_kernels_describe(int session_dirfd, bool session_busy, rbx_session_info
                 snprintf(k->language, sizeof k->language, "%s", runtime->name);
                 k->hibernated = true;
                 k->checkpoint_bytes = (uint64_t)json_integer_value(json_object_get(meta, "bytes"));
+                k->checkpoint_ms = json_integer_value(json_object_get(meta, "ms"));
                 k->idle_s = (int64_t)time(NULL) - json_integer_value(json_object_get(meta, "at"));
                 json_decref(meta);
             }

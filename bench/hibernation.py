@@ -1,0 +1,134 @@
+"""Hibernation (issue 34): what a checkpoint of an idle Python kernel costs (time, and disk
+against the kernel's resident memory), what its restore and first call cost, and many sessions
+through few live kernels: every session answers its own variable, in random order, while the
+server holds at most --max-kernels kernels. The kernel has numpy and pandas imported and a
+10 MB DataFrame, as the issue asks; the server runs on the default image (make deps)."""
+import json
+import os
+import random
+import time
+
+from common import Server, summary
+
+SETUP = ("import numpy as np, pandas as pd\n"
+         "frame = pd.DataFrame(np.arange(1_310_720, dtype='float64').reshape(-1, 8))\n"
+         "print(frame.memory_usage(deep=True).sum())")
+
+
+def _call(server, conn, session, code, idle=None):
+    body = {"language": "python", "code": code, "session_id": session, "stateful": True,
+            "network": False}
+    start = time.perf_counter()
+    status, raw = server.request("POST", "/v1/execute", body, conn=conn)
+    elapsed = (time.perf_counter() - start) * 1000
+    if status != 200:
+        raise RuntimeError(f"HTTP {status}: {raw[:300]}")
+    result = json.loads(raw)
+    if not result["success"]:
+        raise RuntimeError(f"the call failed: {raw[:400]}")
+    return elapsed, result
+
+
+def _kernel(server, session):
+    status, raw = server.request("GET", f"/v1/sessions/{session}")
+    kernels = json.loads(raw).get("kernels", []) if status == 200 else []
+    return kernels[0] if kernels else None
+
+
+def _wait_hibernated(server, session, seconds=60):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        k = _kernel(server, session)
+        if k and k["state"] == "hibernated":
+            return k
+        time.sleep(0.05)
+    raise RuntimeError(f"session {session} did not hibernate: {_kernel(server, session)}")
+
+
+def _kernel_rss_bytes(server, session):
+    """The live kernel's memory as the server counts it (its cgroup's)."""
+    k = _kernel(server, session)
+    return k["memory_bytes"] if k else 0
+
+
+def checkpoint_and_restore(runbox, work, runs):
+    state = os.path.join(work, "hibernation-state")
+    server = Server(runbox, state, global_args=("--kernel-idle", "1", "--pool", "0"))
+    try:
+        conn = server.connection()
+        _call(server, conn, "h", SETUP)
+        resident = _kernel_rss_bytes(server, "h")
+        checkpoint_ms, restore_ms, first_call_ms, sizes = [], [], [], []
+        for _ in range(runs):
+            k = _wait_hibernated(server, "h")
+            checkpoint_ms.append(k["checkpoint_ms"])
+            sizes.append(k["checkpoint_bytes"])
+            elapsed, result = _call(server, conn, "h", "print(len(frame))")
+            if not result["kernel_restored"] or result["output"] != "163840\n":
+                raise RuntimeError(f"not restored: {result}")
+            restore_ms.append(result["restore_ms"])
+            first_call_ms.append(elapsed)
+        return {"kernel_resident_bytes": resident, "checkpoint_ms": summary(checkpoint_ms),
+                "checkpoint_bytes": summary(sizes),
+                "disk_over_resident": round(summary(sizes)["p50"] / resident, 2)
+                if resident else None,
+                "restore_ms": summary(restore_ms),
+                "restore_and_first_call_ms": summary(first_call_ms)}
+    finally:
+        server.stop()
+
+
+def many_sessions(runbox, work, sessions, live):
+    """sessions sessions, each defines its own variable; then each is asked for it, in random
+    order, with at most live kernels at a time: every answer must be its own."""
+    state = os.path.join(work, "hibernation-many-state")
+    server = Server(runbox, state, global_args=("--max-kernels", str(live), "--pool", "0"))
+    try:
+        conn = server.connection()
+        start = time.perf_counter()
+        for i in range(sessions):
+            _call(server, conn, f"m{i}", f"mine = {i}")
+        define_s = time.perf_counter() - start
+        order = list(range(sessions))
+        random.Random(34).shuffle(order)
+        wrong, restored, peak_rss = 0, 0, server.rss_kb()
+        start = time.perf_counter()
+        for i in order:
+            _, result = _call(server, conn, f"m{i}", "print(mine)")
+            wrong += result["output"] != f"{i}\n"
+            restored += result["kernel_restored"]
+            peak_rss = max(peak_rss, server.rss_kb())
+        answer_s = time.perf_counter() - start
+        return {"sessions": sessions, "live_kernels_max": live, "wrong_answers": wrong,
+                "restored": restored, "define_s": round(define_s, 1),
+                "answer_s": round(answer_s, 1),
+                "per_answer_ms": round(answer_s * 1000 / sessions, 1),
+                "server_peak_rss_kb": peak_rss}
+    finally:
+        server.stop()
+
+
+def run(runbox, work, runs):
+    results = {"checkpoint": checkpoint_and_restore(runbox, work, min(runs, 20))}
+    results["many"] = many_sessions(runbox, work, sessions=int(os.environ.get(
+        "RBX_BENCH_HIBERNATION_SESSIONS", "300")), live=10)
+    return results
+
+
+def targets(results):
+    """Issue 34's targets against this run."""
+    h = results.get("hibernation")
+    if not h:
+        return []
+    c, m = h["checkpoint"], h["many"]
+    return [
+        ("checkpoint of an idle Python kernel (numpy, pandas, a 10 MB DataFrame) < 300 ms",
+         f"{c['checkpoint_ms']['p50']} ms (p50)", c["checkpoint_ms"]["p50"] < 300),
+        ("... on disk < 1.5 x its resident memory", f"{c['disk_over_resident']} x",
+         c["disk_over_resident"] is not None and c["disk_over_resident"] < 1.5),
+        ("restore plus the first call < 200 ms", f"{c['restore_and_first_call_ms']['p50']} ms (p50)",
+         c["restore_and_first_call_ms"]["p50"] < 200),
+        (f"{m['sessions']} sessions through {m['live_kernels_max']} live kernels: every one "
+         "answers its own variable", f"{m['wrong_answers']} wrong, {m['restored']} restored",
+         m["wrong_answers"] == 0 and m["restored"] >= m["sessions"] - m["live_kernels_max"]),
+    ]
