@@ -155,9 +155,25 @@ static json_t *error_value(const char *name, const char *text, size_t len, int e
     return json_string(code);
 }
 
+/* An execution whose kernel had to start afresh (it died, or the sandbox
+ * was paused or its server stopped where it could not hibernate) is told
+ * so on its stderr: E2B's SDK shows it in execution.logs.stderr. */
+static json_t *kernel_lost_line(const rbx_result *result)
+{
+    char note[300];
+    snprintf(note, sizeof note,
+             "runbox: this sandbox's %s kernel had to start afresh (it stopped, or the sandbox "
+             "was paused or its server restarted where it could not hibernate): variables and "
+             "imports are gone, files are kept\n",
+             result->language ? result->language : "");
+    return json_pack("{s:s, s:s, s:I}", "type", "stderr", "text", note, "timestamp", now_ns());
+}
+
 static char *e2b_end(const rbx_result *result, const http_error *err, size_t *frame_len)
 {
     json_t *lines = json_array();
+    if (result && result->kernel_restarted)
+        json_array_append_new(lines, kernel_lost_line(result));
     if (!result) {
         json_array_append_new(lines,
                               json_pack("{s:s, s:s, s:s, s:s}", "type", "error", "name", err->code,
@@ -339,25 +355,6 @@ static json_t *runbox_request(const http_server *server, json_t *body, const e2b
     return request;
 }
 
-/* The first execution of a language after its kernel was lost (the
- * sandbox was paused, or the server restarted) is told so on its stderr:
- * E2B's SDK shows it in execution.logs.stderr, and execution_count starts
- * again at 1. */
-static void tell_kernel_lost(execution *ex, const char *language)
-{
-    char note[300];
-    int n = snprintf(note, sizeof note,
-                     "runbox: this sandbox's %s kernel was stopped (the sandbox was paused, or "
-                     "its server restarted) and started afresh: variables and imports are gone, "
-                     "files are kept\n",
-                     language);
-    size_t len;
-    char *frame = e2b_output(RBX_STDERR, note, (size_t)n, &len);
-    if (frame)
-        http_queue_push(&ex->events, frame, len, NULL, NULL);
-    free(frame);
-}
-
 static enum MHD_Result execute_in(http_request *req, json_t *body, const e2b_sandbox_view *sandbox)
 {
     http_error err;
@@ -389,9 +386,6 @@ static enum MHD_Result execute_in(http_request *req, json_t *body, const e2b_san
     }
     ex->format = STREAM_NDJSON;
     ex->dialect = &e2b_dialect;
-    if (sandbox->id[0] &&
-        e2b_sandboxes_take_lost(req->server->sandboxes, sandbox->id, context.language))
-        tell_kernel_lost(ex, context.language);
     enum MHD_Result refused;
     if (!http_execution_admit(req, ex, &refused))
         return refused;

@@ -145,9 +145,6 @@ static bool valid_entry(json_t *entry, e2b_sandbox *out)
     out->env_vars = json_incref(env_vars);
     out->egress_allow = json_incref(egress);
     out->network_settings = json_incref(network);
-    /* A restarted server has no kernels: the next execution of each
-     * language in a running sandbox is told its state is gone. */
-    out->kernels_lost = out->paused ? 0 : ~0u;
     return true;
 }
 
@@ -322,9 +319,6 @@ bool e2b_sandboxes_set_paused(e2b_sandboxes *r, const char *id, bool paused, int
     if (changed) {
         found->paused = paused;
         found->end_ms = end_ms;
-        /* Pausing stops its kernels: every language starts afresh. */
-        if (paused)
-            found->kernels_lost = ~0u;
         (void)save(r);
     }
     pthread_mutex_unlock(&r->lock);
@@ -379,22 +373,6 @@ e2b_name *e2b_sandboxes_graves(e2b_sandboxes *r, int64_t now_ms, size_t *count)
     pthread_mutex_unlock(&r->lock);
     *count = n;
     return names;
-}
-
-bool e2b_sandboxes_take_lost(e2b_sandboxes *r, const char *id, const char *language)
-{
-    size_t index = 0;
-    while (index < rbx_runtime_count() && strcmp(rbx_runtime_name(index), language))
-        index++;
-    if (index >= 8 * sizeof(unsigned))
-        return false;
-    pthread_mutex_lock(&r->lock);
-    e2b_sandbox *found = find(r, id);
-    bool lost = found && (found->kernels_lost & (1u << index));
-    if (lost)
-        found->kernels_lost &= ~(1u << index);
-    pthread_mutex_unlock(&r->lock);
-    return lost;
 }
 
 /* --- requests to a sandbox ------------------------------------------------------------- */

@@ -636,9 +636,6 @@ typedef struct e2b_sandbox {
     int64_t started_ms, end_ms;     /* wall clock, ms since the epoch */
     bool paused;
     bool auto_pause; /* its time up, it is paused rather than killed */
-    /* Languages (bit i: rbx_runtime_name(i)) whose kernel was lost (a
-     * pause, a restart of the server) and whose next execution is told. */
-    unsigned kernels_lost;
 } e2b_sandbox;
 
 e2b_sandboxes *e2b_sandboxes_open(const char *state_dir, char *why, size_t why_size);
@@ -673,9 +670,6 @@ e2b_name *e2b_sandboxes_expired(e2b_sandboxes *sandboxes, int64_t now_ms, size_t
 #define E2B_GRAVE_S 60
 void e2b_sandboxes_bury(e2b_sandboxes *sandboxes, const char *session_id);
 e2b_name *e2b_sandboxes_graves(e2b_sandboxes *sandboxes, int64_t now_ms, size_t *count);
-/* Whether language's kernel in the sandbox was lost since it last ran;
- * clears it (the caller tells the client). */
-bool e2b_sandboxes_take_lost(e2b_sandboxes *sandboxes, const char *id, const char *language);
 int64_t e2b_now_ms(void);
 
 /* The id E2B's SDKs use in debug mode: requests with it, or with none,

@@ -99,6 +99,8 @@ static int run_criu(const char *criu, char *const *argv, child_setup setup, void
     if (pid < 0)
         return -1;
     if (pid == 0) {
+        /* criu goes with the thread that runs it (a runbox that dies). */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         int devnull = open("/dev/null", O_RDWR);
         if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0)
             _exit(126);
@@ -199,45 +201,42 @@ static int namespace_owner(pid_t pid, uid_t *owner)
 
 /* --- the network -------------------------------------------------------------------------- */
 
-/* Sockets of the sandbox's network namespace, made here (this thread steps
- * in and back: network namespaces are per thread): a netlink socket for
- * its rules and, when dns is not NULL, the resolver's on its loopback. As
- * init makes them for a new sandbox (spawn.c); runbox holds both. */
+typedef struct egress_sockets {
+    int nl, dns; /* dns < -1: not wanted */
+} egress_sockets;
+
+/* In the sandbox's network namespace: a netlink socket for its rules and,
+ * when wanted, the resolver's on its loopback, as init makes them for a
+ * new sandbox (spawn.c); runbox holds both. */
+static int open_egress_sockets(void *arg)
+{
+    egress_sockets *s = arg;
+    s->nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+    if (s->nl < 0)
+        return -1;
+    if (s->dns < -1)
+        return 0;
+    struct sockaddr_in at = {.sin_family = AF_INET, .sin_port = htons(53)};
+    s->dns = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s->dns >= 0 && inet_pton(AF_INET, RBX_SANDBOX_NAMESERVER, &at.sin_addr) == 1 &&
+        bind(s->dns, (struct sockaddr *)&at, sizeof at) == 0)
+        return 0;
+    int error = errno;
+    close(s->nl);
+    if (s->dns >= 0)
+        close(s->dns);
+    s->nl = s->dns = -1;
+    errno = error;
+    return -1;
+}
+
 static int sockets_in(int pidfd, int *nl, int *dns)
 {
-    *nl = -1;
+    egress_sockets s = {.nl = -1, .dns = dns ? -1 : -2};
+    int rc = rbx_net_in_sandbox(pidfd, open_egress_sockets, &s);
+    *nl = s.nl;
     if (dns)
-        *dns = -1;
-    int own = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-    if (own < 0)
-        return -1;
-    if (setns(pidfd, CLONE_NEWNET) != 0) {
-        close(own);
-        return -1;
-    }
-    *nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
-    int rc = *nl >= 0 ? 0 : -1;
-    if (rc == 0 && dns) {
-        struct sockaddr_in at = {.sin_family = AF_INET, .sin_port = htons(53)};
-        *dns = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (*dns < 0 || inet_pton(AF_INET, RBX_SANDBOX_NAMESERVER, &at.sin_addr) != 1 ||
-            bind(*dns, (struct sockaddr *)&at, sizeof at) != 0)
-            rc = -1;
-    }
-    int error = errno;
-    if (setns(own, CLONE_NEWNET) != 0)
-        abort(); /* this thread would stay in the sandbox's network */
-    close(own);
-    if (rc != 0) {
-        if (*nl >= 0)
-            close(*nl);
-        if (dns && *dns >= 0)
-            close(*dns);
-        *nl = -1;
-        if (dns)
-            *dns = -1;
-        errno = error;
-    }
+        *dns = s.dns;
     return rc;
 }
 

@@ -187,18 +187,16 @@ static void open_home_ns(void)
  * never holds the tun device. The thread's own namespace comes back
  * before anything else is done: runbox-net must be started from the
  * host's, where its sockets lead out. */
-static int tap_of(int sandbox_pidfd, const char **step)
+int rbx_net_in_sandbox(int sandbox_pidfd, int (*work)(void *arg), void *arg)
 {
-    *step = "open runbox's network namespace";
     pthread_once(&home_ns_once, open_home_ns);
     if (home_ns < 0) {
         errno = home_ns_error;
         return -1;
     }
-    *step = "enter the sandbox's network namespace";
     if (setns(sandbox_pidfd, CLONE_NEWNET) != 0)
         return -1;
-    int tap = make_tap(step);
+    int rc = work(arg);
     int error = errno;
     if (setns(home_ns, CLONE_NEWNET) != 0) {
         /* Going on would start helpers, and open sockets, in a sandbox's
@@ -208,7 +206,18 @@ static int tap_of(int sandbox_pidfd, const char **step)
         abort();
     }
     errno = error;
-    return tap;
+    return rc;
+}
+
+static int make_tap_work(void *step)
+{
+    return make_tap((const char **)step);
+}
+
+static int tap_of(int sandbox_pidfd, const char **step)
+{
+    *step = "enter the sandbox's network namespace";
+    return rbx_net_in_sandbox(sandbox_pidfd, make_tap_work, step);
 }
 
 int rbx_net_tap(int sandbox_pidfd, rbx_error *err)
@@ -229,17 +238,11 @@ int rbx_net_tap(int sandbox_pidfd, rbx_error *err)
     return tap;
 }
 
-int rbx_net_tap_remove(int sandbox_pidfd)
+/* In the sandbox's network namespace: tap0 attached again, no longer
+ * persistent, and closed: the kernel unregisters it. */
+static int remove_tap(void *unused)
 {
-    pthread_once(&home_ns_once, open_home_ns);
-    if (home_ns < 0) {
-        errno = home_ns_error;
-        return -1;
-    }
-    if (setns(sandbox_pidfd, CLONE_NEWNET) != 0)
-        return -1;
-    /* Attached again, no longer persistent, and closed: the kernel
-     * unregisters it. */
+    (void)unused;
     int rc = -1, tap = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
     struct ifreq ifr;
     memset(&ifr, 0, sizeof ifr);
@@ -250,13 +253,13 @@ int rbx_net_tap_remove(int sandbox_pidfd)
     int error = errno;
     if (tap >= 0)
         close(tap);
-    if (setns(home_ns, CLONE_NEWNET) != 0) {
-        fprintf(stderr, "runbox: cannot return to the host's network namespace: %s\n",
-                strerror(errno));
-        abort();
-    }
     errno = error;
     return rc;
+}
+
+int rbx_net_tap_remove(int sandbox_pidfd)
+{
+    return rbx_net_in_sandbox(sandbox_pidfd, remove_tap, NULL);
 }
 
 int rbx_net_relay_spawn(int tap, pid_t *pid, int *exit_fd)

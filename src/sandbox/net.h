@@ -30,6 +30,11 @@ typedef struct rbx_net_helper {
 /* Child side: brings the namespace's loopback up (no allocation). */
 int rbx_net_loopback_up(void);
 
+/* Parent side: runs work(arg) on this thread in the network namespace of
+ * the sandbox (its init's pidfd), and comes back (or aborts: nothing may
+ * go on in a sandbox's network). work's return, errno kept. */
+int rbx_net_in_sandbox(int sandbox_pidfd, int (*work)(void *arg), void *arg);
+
 /* Parent side: deletes tap0 of the sandbox's network namespace (its
  * helper stopped: a checkpoint, checkpoint.h). 0 or -1 with errno. */
 int rbx_net_tap_remove(int sandbox_pidfd);

@@ -358,8 +358,25 @@ def test_pause_then_connect_keeps_files_and_variables(server):
     resumed = Sandbox.connect(sbx.sandbox_id)
     assert resumed.get_info().state == SandboxState.RUNNING
     execution = resumed.run_code("print(open('on-disk.txt').read())\nstate")
-    assert execution.logs.stdout == ["on disk\n"] and execution.text == "'in memory'", execution
+    assert execution.logs.stdout == ["on disk\n"] and execution.text == "in memory", execution
     assert execution.logs.stderr == [] and execution.execution_count == 2, execution
+    resumed.kill()
+
+
+def test_pause_without_hibernation_tells_that_variables_are_gone(start_e2b, e2b_env):
+    """Where kernels cannot hibernate (no criu, or --hibernate off), a pause stops them: the
+    next run_code of each language is told, once, that its variables are gone."""
+    e2b_env(start_e2b(env={"RUNBOX_HIBERNATE": "off"}))
+    sbx = Sandbox.create()
+    sbx.run_code("state = 'in memory'\nopen('on-disk.txt', 'w').write('on disk')")
+    assert sbx.pause() is True
+    resumed = Sandbox.connect(sbx.sandbox_id)
+    execution = resumed.run_code("print(open('on-disk.txt').read())\n'state' in globals()")
+    assert execution.logs.stdout == ["on disk\n"] and execution.text == "False"
+    assert any("had to start afresh" in line for line in execution.logs.stderr), execution
+    assert execution.execution_count == 1
+    again = resumed.run_code("1 + 1")
+    assert again.logs.stderr == [] and again.text == "2"  # told once
     resumed.kill()
 
 
