@@ -8,6 +8,8 @@ import os
 import random
 import time
 
+import statistics
+
 from common import Server, summary
 
 SETUP = ("import numpy as np, pandas as pd\n"
@@ -68,10 +70,10 @@ def checkpoint_and_restore(runbox, work, runs):
                 raise RuntimeError(f"not restored: {result}")
             restore_ms.append(result["restore_ms"])
             first_call_ms.append(elapsed)
+        size = statistics.median(sizes)
         return {"kernel_resident_bytes": resident, "checkpoint_ms": summary(checkpoint_ms),
-                "checkpoint_bytes": summary(sizes),
-                "disk_over_resident": round(summary(sizes)["p50"] / resident, 2)
-                if resident else None,
+                "checkpoint_bytes": int(size),
+                "disk_over_resident": round(size / resident, 2) if resident else None,
                 "restore_ms": summary(restore_ms),
                 "restore_and_first_call_ms": summary(first_call_ms)}
     finally:
@@ -123,11 +125,12 @@ def targets(results):
     c, m = h["checkpoint"], h["many"]
     return [
         ("checkpoint of an idle Python kernel (numpy, pandas, a 10 MB DataFrame) < 300 ms",
-         f"{c['checkpoint_ms']['p50']} ms (p50)", c["checkpoint_ms"]["p50"] < 300),
+         f"{c['checkpoint_ms']['median_ms']} ms (median)", c["checkpoint_ms"]["median_ms"] < 300),
         ("... on disk < 1.5 x its resident memory", f"{c['disk_over_resident']} x",
          c["disk_over_resident"] is not None and c["disk_over_resident"] < 1.5),
-        ("restore plus the first call < 200 ms", f"{c['restore_and_first_call_ms']['p50']} ms (p50)",
-         c["restore_and_first_call_ms"]["p50"] < 200),
+        ("restore plus the first call < 200 ms",
+         f"{c['restore_and_first_call_ms']['median_ms']} ms (median)",
+         c["restore_and_first_call_ms"]["median_ms"] < 200),
         (f"{m['sessions']} sessions through {m['live_kernels_max']} live kernels: every one "
          "answers its own variable", f"{m['wrong_answers']} wrong, {m['restored']} restored",
          m["wrong_answers"] == 0 and m["restored"] >= m["sessions"] - m["live_kernels_max"]),
