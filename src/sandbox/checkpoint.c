@@ -398,7 +398,7 @@ rbx_status rbx_sandbox_checkpoint(rbx_sandbox *sandbox, int channel_fd, const ch
     if (namespace_owner(init, &c.owner) != 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot read the kernel's user namespace: %s",
                         strerror(errno));
-    char pid_text[16], keys[RBX_CHECKPOINT_MOUNTS][RBX_ROOT_PATH_MAX + 24];
+    char pid_text[16], keys[RBX_CHECKPOINT_MOUNTS][RBX_ROOT_PATH_MAX + 40];
     snprintf(pid_text, sizeof pid_text, "%d", (int)init);
     char *argv[CRIU_ARGS];
     size_t n = 0;
@@ -672,7 +672,7 @@ rbx_status rbx_sandbox_restore(const rbx_sandbox_spec *spec, const rbx_checkpoin
     c->keep[2] = status[1];
 
     char root_arg[PATH_SIZE], pid_file[PATH_SIZE];
-    char keys[RBX_CHECKPOINT_MOUNTS][PATH_SIZE + 24], inherit[3][96];
+    char keys[RBX_CHECKPOINT_MOUNTS][PATH_SIZE + 40], inherit[3][96];
     snprintf(root_arg, sizeof root_arg, "%s", c->root_path);
     snprintf(pid_file, sizeof pid_file, "%s/restored.pid", dir);
     unsigned long long pipes[3] = {cp->stdout_pipe, cp->stderr_pipe, cp->status_pipe};
