@@ -100,17 +100,22 @@ def program_env(home):
             "PYTHONUNBUFFERED": "1"}
 
 
-def execute_hi(server, conn, body):
-    """POST /v1/execute of a program that prints hi: (milliseconds, result); raises on
-    anything else, so that a benchmark never times a failure."""
+def execute(server, conn, body):
+    """POST /v1/execute: (milliseconds, result); raises on anything but 200, so that a
+    benchmark never times a failure."""
     start = time.perf_counter()
     status, raw = server.request("POST", "/v1/execute", body, conn=conn)
     elapsed = (time.perf_counter() - start) * 1000
     if status != 200:
         raise RuntimeError(f"HTTP {status}: {raw[:200]}")
-    result = json.loads(raw)
+    return elapsed, json.loads(raw)
+
+
+def execute_hi(server, conn, body):
+    """execute() of a program that prints hi; raises on any other output."""
+    elapsed, result = execute(server, conn, body)
     if result["output"] != "hi\n":
-        raise RuntimeError(f"unexpected result: {raw[:300]}")
+        raise RuntimeError(f"unexpected result: {json.dumps(result)[:300]}")
     return elapsed, result
 
 

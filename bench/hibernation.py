@@ -10,24 +10,19 @@ import time
 
 import statistics
 
-from common import Server, summary
+from common import Server, execute, summary
 
 SETUP = ("import numpy as np, pandas as pd\n"
          "frame = pd.DataFrame(np.arange(1_310_720, dtype='float64').reshape(-1, 8))\n"
          "print(frame.memory_usage(deep=True).sum())")
 
 
-def _call(server, conn, session, code, idle=None):
-    body = {"language": "python", "code": code, "session_id": session, "stateful": True,
-            "network": False}
-    start = time.perf_counter()
-    status, raw = server.request("POST", "/v1/execute", body, conn=conn)
-    elapsed = (time.perf_counter() - start) * 1000
-    if status != 200:
-        raise RuntimeError(f"HTTP {status}: {raw[:300]}")
-    result = json.loads(raw)
+def _call(server, conn, session, code):
+    elapsed, result = execute(server, conn, {"language": "python", "code": code,
+                                             "session_id": session, "stateful": True,
+                                             "network": False})
     if not result["success"]:
-        raise RuntimeError(f"the call failed: {raw[:400]}")
+        raise RuntimeError(f"the call failed: {json.dumps(result)[:400]}")
     return elapsed, result
 
 

@@ -417,12 +417,16 @@ static void default_signals(void)
     sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
-/* Init's 0 and 1, and a program's stdin that is none, become the
- * sandbox's own /dev/null rather than the host's: nothing of the host's
- * mounts stays open in the sandbox, so that a checkpoint of it
- * (hibernation) finds every file it holds in mounts of its own. */
+/* In a kernel's sandbox (one a checkpoint may take: hibernation), init's
+ * 0 and 1, and a program's stdin that is none, become the sandbox's own
+ * /dev/null rather than the host's: nothing of the host's mounts stays
+ * open in it, and criu finds every file it holds in mounts of its own.
+ * Other sandboxes are never checkpointed: they keep the host's, and the
+ * system calls. */
 static int null_of_the_sandbox(const child_plan *plan)
 {
+    if (plan->channel_ours_fd < 0)
+        return 0;
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null < 0)
         return -1;
@@ -478,9 +482,10 @@ static int sandbox_init(const child_plan *plan)
      * thread: the signal comes when the thread that cloned init ends,
      * which rbx_execute's caller outlives). */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    /* A session of its own, as a pid namespace's init has: a checkpoint
+    /* A kernel's init leads a session of its own: a checkpoint
      * (hibernation) refuses a tree whose session leader is outside it. */
-    setsid();
+    if (plan->channel_ours_fd >= 0)
+        setsid();
     char go;
     if (read(plan->sync_fd, &go, 1) != 1)
         _exit(1);

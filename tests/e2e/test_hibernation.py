@@ -81,6 +81,7 @@ def test_a_python_kernel_wakes_with_its_variables_files_and_directory(hb, networ
     assert first["success"] and first["kernel_restored"] is False, first
     entry = wait_hibernated(hb, "s", "python")
     assert entry["checkpoint_bytes"] > 1 << 20 and entry["memory_bytes"] == 0, entry
+    assert entry["checkpoint_ms"] > 0, entry  # how long it took, which the README tells
     assert processes_matching(marker) == []  # nothing of it runs while it sleeps
     deadline = time.time() + 30
     while daemons(hb.state_dir) and time.time() < deadline:  # its runbox left too
