@@ -26,6 +26,9 @@
 
 #define RECORD "checkpoint.json"
 #define RECORD_MAX (256 * 1024)
+/* Less room than this under a session's disk cap and no checkpoint is
+ * tried: an idle Python kernel's takes about 7 MB. */
+#define CHECKPOINT_ROOM_MIN ((uint64_t)4 << 20)
 
 /* --- whether to ---------------------------------------------------------------------------- */
 
@@ -73,6 +76,60 @@ static int open_session(rbx_engine *engine, const char *session_id)
                   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
+/* --- the session's disk cap ------------------------------------------------------------------ */
+
+/* The bytes the images of a session's checkpoints take, but except's
+ * (a directory name; NULL: none excepted). */
+static uint64_t checkpoints_bytes(int session, const char *except)
+{
+    /* Opened anew, not dup()ed: a duplicate shares the offset, and the
+     * next listing would start where this one ended. */
+    int fd = openat(session, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    uint64_t sum = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "hibernated-", 11) || (except && !strcmp(e->d_name, except)))
+            continue;
+        int dir = openat(session, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        uint64_t bytes = 0;
+        if (dir >= 0 && rbx_tree_usage(dir, "images", &bytes) == 0)
+            sum += bytes;
+        if (dir >= 0)
+            close(dir);
+    }
+    closedir(d);
+    return sum;
+}
+
+/* The session's files may take its disk cap less what its checkpoints
+ * take, so that the two together never exceed it (and a checkpoint made
+ * when the files left room for it keeps that room). */
+static void settle_cap(rbx_engine *engine, int session)
+{
+    if (rbx_storage_cap_work(engine, session, checkpoints_bytes(session, NULL)) != 0 &&
+        errno != ENOENT)
+        fprintf(stderr, "runbox: cannot cap a session's files beside its checkpoints: %s\n",
+                strerror(errno));
+}
+
+/* The room the session's files and other checkpoints leave under its
+ * disk cap for a checkpoint named name; UINT64_MAX where nothing is
+ * capped. */
+static uint64_t checkpoint_room(rbx_engine *engine, int session, const char *name)
+{
+    if (!rbx_storage_capped(engine))
+        return UINT64_MAX;
+    uint64_t taken = rbx_storage_usage(engine, session) + checkpoints_bytes(session, name);
+    uint64_t cap = engine->config.disk_cap_bytes;
+    return taken < cap ? cap - taken : 0;
+}
+
 void rbx_hibernation_forget(rbx_engine *engine, const char *session_id, const char *language)
 {
     int session = open_session(engine, session_id);
@@ -80,7 +137,10 @@ void rbx_hibernation_forget(rbx_engine *engine, const char *session_id, const ch
         return;
     char name[64];
     dir_name(name, sizeof name, language);
-    (void)rbx_storage_remove(engine, session, name);
+    if (faccessat(session, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+        (void)rbx_storage_remove(engine, session, name);
+        settle_cap(engine, session);
+    }
     close(session);
 }
 
@@ -240,9 +300,22 @@ rbx_status rbx_kernel_hibernate(rbx_engine *engine, rbx_kernel *k, uint64_t *byt
     (void)rbx_storage_remove(engine, session, name);
     int dir = -1;
     rbx_status status = RBX_OK;
+    /* The images live in the session's disk cap: they get the room its
+     * files and other checkpoints leave (criu's write fails beyond it),
+     * and the files' cap shrinks by what they take. */
+    uint64_t room = checkpoint_room(engine, session, name);
+    if (room < CHECKPOINT_ROOM_MIN) {
+        status = rbx_fail(err, RBX_ENOSPC,
+                          "the session's files leave %llu KB of its disk cap of %llu MB, too "
+                          "little for the kernel's checkpoint",
+                          (unsigned long long)(room >> 10),
+                          (unsigned long long)(engine->config.disk_cap_bytes >> 20));
+        goto out;
+    }
     if (mkdirat(session, name, 0700) != 0 ||
         (dir = openat(session, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
-        mkdirat(dir, "images", 0711) != 0) {
+        rbx_storage_make_capped(engine, dir, "images", room) != 0 ||
+        fchmodat(dir, "images", 0711, 0) != 0) {
         status = rbx_fail(err, RBX_ESYSTEM, "cannot make the kernel's checkpoint directory: %s",
                           strerror(errno));
         goto out;
@@ -286,6 +359,8 @@ out:
         close(dir);
     if (status != RBX_OK)
         (void)rbx_storage_remove(engine, session, name);
+    else
+        settle_cap(engine, session);
     close(session);
     return status;
 }

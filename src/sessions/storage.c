@@ -448,14 +448,54 @@ static int remove_subvolumes(int dirfd, const char *name)
     return rbx_remove_tree(dirfd, name);
 }
 
+bool rbx_storage_capped(const rbx_engine *engine)
+{
+    return engine->storage == RBX_STORAGE_BTRFS && engine->config.disk_cap_bytes > 0;
+}
+
+int rbx_storage_make_capped(rbx_engine *engine, int dirfd, const char *name, uint64_t bytes)
+{
+    if (!rbx_storage_capped(engine))
+        return mkdirat(dirfd, name, 0700);
+    if (rbx_btrfs_subvolume_create(dirfd, name) != 0)
+        return -1;
+    int dir = open_dir_at(dirfd, name);
+    int rc = dir >= 0 && rbx_btrfs_limit(dir, bytes ? bytes : 1) == 0 ? fchmod(dir, 0700) : -1;
+    int saved = errno;
+    if (dir >= 0)
+        close(dir);
+    if (rc != 0)
+        (void)remove_subvolumes(dirfd, name);
+    errno = saved;
+    return rc;
+}
+
+int rbx_storage_cap_work(rbx_engine *engine, int session_dirfd, uint64_t taken)
+{
+    if (!rbx_storage_capped(engine))
+        return 0;
+    uint64_t cap = engine->config.disk_cap_bytes;
+    int work = open_dir_at(session_dirfd, "work");
+    /* Never 0 (which means no cap): a session whose checkpoints take its
+     * whole cap keeps a byte, and can write nothing. */
+    int rc = work >= 0 ? rbx_btrfs_limit(work, taken < cap ? cap - taken : 1) : -1;
+    int saved = errno;
+    if (work >= 0)
+        close(work);
+    errno = saved;
+    return rc;
+}
+
 int rbx_storage_remove(rbx_engine *engine, int dirfd, const char *name)
 {
     if (engine->storage != RBX_STORAGE_BTRFS)
         return rbx_remove_tree(dirfd, name);
     int dir = open_dir_at(dirfd, name);
     if (dir >= 0) {
-        static const char *const parts[] = {"work", "tmp", "home"};
-        for (size_t i = 0; i < 3; i++)
+        /* A session's files, a scratch space's parts, a checkpoint's
+         * images and stowed scratch (kernels/hibernation.c). */
+        static const char *const parts[] = {"work", "tmp", "home", "images", "scratch"};
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
             if (rbx_btrfs_is_subvolume(dir, parts[i]))
                 (void)remove_subvolumes(dir, parts[i]);
         close(dir);

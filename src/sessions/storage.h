@@ -21,6 +21,17 @@ void rbx_storage_close(rbx_engine *engine);
 /* Makes the session directory's work/ (owned by the sandbox's user,
  * capped at the configured size). Returns 0 or -1 with errno. */
 int rbx_storage_make_work(rbx_engine *engine, int session_dirfd);
+/* A session's checkpoints (hibernated kernels) share its disk cap with
+ * its files. rbx_storage_make_capped makes name below dirfd a directory
+ * that holds at most bytes (a subvolume with its own quota; a plain
+ * directory, not capped, where the storage caps nothing), and
+ * rbx_storage_cap_work caps the session's files at the disk cap less what
+ * its checkpoints take (taken). Both 0 or -1 with errno. */
+int rbx_storage_make_capped(rbx_engine *engine, int dirfd, const char *name, uint64_t bytes);
+int rbx_storage_cap_work(rbx_engine *engine, int session_dirfd, uint64_t taken);
+/* Whether the storage caps sizes at all (btrfs). */
+bool rbx_storage_capped(const rbx_engine *engine);
+
 /* Removes name below dirfd and everything in it, subvolumes included,
  * never following a link. Returns 0 or -1 with errno. */
 int rbx_storage_remove(rbx_engine *engine, int dirfd, const char *name);
