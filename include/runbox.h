@@ -64,6 +64,9 @@ typedef struct rbx_config {
     bool network_off;            /* executions get no network unless they ask (default: on) */
     bool hibernate_off; /* an idle kernel is stopped, not checkpointed (default: checkpointed
                            where criu works: see runbox check) */
+    int64_t hibernate_below_bytes; /* while the host's available memory is below this, the
+                                      least recently used idle kernel hibernates; 0: the
+                                      default, a tenth of the host's memory; below 0: never */
     uint64_t disk_cap_bytes;     /* size of each session's directory, default 1 GiB */
     rbx_storage_choice storage;  /* default AUTO */
     uint64_t storage_bytes;      /* all sessions together, set when the state directory's

@@ -62,6 +62,7 @@ rbx_engine *cli_engine(const cli_globals *globals, int *exit_code)
     config.storage_bytes = globals->storage_bytes;
     config.kernel_idle_s = globals->kernel_idle_s;
     config.hibernate_off = globals->hibernate_off;
+    config.hibernate_below_bytes = globals->hibernate_below;
     config.max_kernels = globals->max_kernels;
     config.pool_off = globals->pool == 0;
     config.pool_max = globals->pool > 0 ? (uint32_t)globals->pool : 0;

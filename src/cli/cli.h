@@ -21,6 +21,8 @@ typedef struct cli_globals {
     uint64_t storage_bytes;     /* --storage-size (or RUNBOX_STORAGE_SIZE) */
     double kernel_idle_s;       /* --kernel-idle (or RUNBOX_KERNEL_IDLE); 0: the default */
     bool hibernate_off;         /* --hibernate off (or RUNBOX_HIBERNATE=off) */
+    int64_t hibernate_below;    /* --hibernate-below (or RUNBOX_HIBERNATE_BELOW): bytes, -1
+                                   for 0 (never), 0 when not given (the default) */
     uint32_t max_kernels;       /* --max-kernels (or RUNBOX_MAX_KERNELS); 0: the default */
     int32_t pool;               /* --pool (or RUNBOX_POOL): prepared sandboxes, 0 off,
                                    -1 the default */

@@ -58,6 +58,9 @@ json_t *cli_daemon_options(const cli_globals *g, const rbx_config *config)
     if (g->kernel_idle_s > 0)
         add_number(options, "--kernel-idle", g->kernel_idle_s);
     add(options, "--hibernate", g->hibernate_off ? "off" : "on");
+    if (g->hibernate_below)
+        add_count(options, "--hibernate-below",
+                  g->hibernate_below < 0 ? 0 : (unsigned long long)g->hibernate_below);
     if (g->max_kernels)
         add_count(options, "--max-kernels", g->max_kernels);
     if (g->pool >= 0)
@@ -98,11 +101,11 @@ void cli_daemon_socket_name(const rbx_engine *engine, char *out, size_t size)
     /* The one-off digest (what an execution may do) and what else a
      * daemon is given: how long its kernels live, how many, its pool. */
     const rbx_config *c = rbx_engine_config(engine);
-    char fingerprint[17], text[200];
+    char fingerprint[17], text[240];
     rbx_engine_fingerprint(engine, fingerprint);
-    snprintf(text, sizeof text, "%s|%.17g|%u|%d|%u|%u|%.17g|%d", fingerprint, c->kernel_idle_s,
-             c->max_kernels, c->pool_off, c->pool_max, c->pool_memory_mb, c->pool_idle_s,
-             c->hibernate_off);
+    snprintf(text, sizeof text, "%s|%.17g|%u|%d|%u|%u|%.17g|%d|%lld", fingerprint,
+             c->kernel_idle_s, c->max_kernels, c->pool_off, c->pool_max, c->pool_memory_mb,
+             c->pool_idle_s, c->hibernate_off, (long long)c->hibernate_below_bytes);
     uint64_t hash = 14695981039346656037ull; /* FNV-1a: a name, not a secret */
     for (const char *p = text; *p; p++)
         hash = (hash ^ (unsigned char)*p) * 1099511628211ull;

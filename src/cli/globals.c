@@ -18,6 +18,20 @@ static int parse_count(const char *text, uint32_t *count)
     return 0;
 }
 
+/* A memory size (cli_parse_size), or 0 for never (kept as -1). */
+static int parse_memory_floor(const char *text, int64_t *bytes)
+{
+    uint64_t size;
+    if (!strcmp(text, "0")) {
+        *bytes = -1;
+        return 0;
+    }
+    if (cli_parse_size(text, &size) != 0 || size > (uint64_t)INT64_MAX)
+        return -1;
+    *bytes = (int64_t)size;
+    return 0;
+}
+
 static int daemon_choice(const char *text, cli_globals *globals)
 {
     static const char *const names[] = {"auto", "always", "never"};
@@ -116,6 +130,9 @@ void cli_globals_init(cli_globals *globals, char **argv)
     const char *hibernate = getenv("RUNBOX_HIBERNATE");
     if (hibernate)
         globals->hibernate_off = !strcmp(hibernate, "off");
+    const char *below = getenv("RUNBOX_HIBERNATE_BELOW");
+    if (below)
+        (void)parse_memory_floor(below, &globals->hibernate_below);
     const char *kernels = getenv("RUNBOX_MAX_KERNELS");
     if (kernels)
         (void)parse_count(kernels, &globals->max_kernels);
@@ -246,6 +263,13 @@ int cli_global_option(int argc, char **argv, int *i, cli_globals *globals, const
             return cli_usage_error(command, "--hibernate must be on or off, not '%.32s'",
                                    value ? value : "");
         globals->hibernate_off = !strcmp(value, "off");
+    } else if (named(arg, "--hibernate-below")) {
+        value = value_of(argc, argv, i, "--hibernate-below");
+        if (!value || parse_memory_floor(value, &globals->hibernate_below) != 0)
+            return cli_usage_error(command, "--hibernate-below needs the host's available "
+                                            "memory below which idle kernels hibernate, e.g. "
+                                            "2G, or 0 (never), not '%.32s'",
+                                   value ? value : "");
     } else if (named(arg, "--max-kernels")) {
         value = value_of(argc, argv, i, "--max-kernels");
         if (!value || parse_count(value, &globals->max_kernels) != 0)

@@ -191,6 +191,7 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
         engine->config.state_dir = config->state_dir;
         engine->config.network_off = config->network_off;
         engine->config.hibernate_off = config->hibernate_off;
+        engine->config.hibernate_below_bytes = config->hibernate_below_bytes;
         if (config->disk_cap_bytes)
             engine->config.disk_cap_bytes = config->disk_cap_bytes;
         engine->config.storage_bytes = config->storage_bytes;

@@ -9,9 +9,11 @@
 #include "images/roots.h"
 #include "kernels/call.h"
 #include "kernels/hibernation.h"
+#include "kernels/pressure.h"
 #include "languages/runtime.h"
 #include "runbox.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/checkpoint.h"
 #include "sandbox/kernel.h"
 #include "sandbox/net.h"
 #include "sandbox/sandbox.h"
@@ -32,6 +34,10 @@
 /* How long an interpreter may take to start (site and its modules loaded). */
 #define KERNEL_READY_S 60
 #define REAP_EVERY_MS 5000
+/* While memory is short: a tick a second, and a kernel used within the
+ * last second is not chosen (its next call is likely on its way). */
+#define PRESSURE_EVERY_MS 1000
+#define PRESSURE_IDLE_MS 1000
 
 struct rbx_kernels {
     pthread_mutex_t lock;
@@ -658,19 +664,38 @@ void rbx_session_hibernate(rbx_engine *engine, const char *id, size_t *hibernate
         rbx_lock_release(lock);
 }
 
+/* The least recently used kernel idle for PRESSURE_IDLE_MS or more (NULL:
+ * none), which hibernates while memory is short. */
+static rbx_kernel *least_recently_used(rbx_kernels *kernels, int64_t now)
+{
+    rbx_kernel *lru = NULL;
+    char why[256];
+    for (rbx_kernel *k = kernels->list; k; k = k->next)
+        if (!k->busy && k->start_status == RBX_OK && now - k->last_used_ms >= PRESSURE_IDLE_MS &&
+            (!lru || k->last_used_ms < lru->last_used_ms) &&
+            rbx_checkpoint_possible(&k->box.sandbox, &k->spec, why, sizeof why))
+            lru = k;
+    return lru;
+}
+
 /* Reaps idle kernels past the idle time (hibernates them where it can),
- * and kernels that died meanwhile. */
+ * and kernels that died meanwhile; while memory is short, hibernates the
+ * least recently used idle kernel too, one per tick. */
 static void *reaper(void *arg)
 {
     rbx_engine *engine = arg;
     rbx_kernels *kernels = engine->kernels;
     (void)rbx_hibernation_enabled(engine); /* criu found now, not on a call's way */
+    uint64_t floor = rbx_memory_floor(engine);
+    bool was_short = false;
     pthread_mutex_lock(&kernels->lock);
     while (!kernels->closing) {
         /* Every 5 s, or twice per idle time where that is shorter: a
-         * kernel outlives its idle time by at most half of it. */
+         * kernel outlives its idle time by at most half of it. Every
+         * second while memory is short. */
         int64_t idle_ms = (int64_t)(engine->config.kernel_idle_s * 1000);
         int64_t every_ms = idle_ms / 2 < REAP_EVERY_MS ? idle_ms / 2 : REAP_EVERY_MS;
+        every_ms = was_short && every_ms > PRESSURE_EVERY_MS ? PRESSURE_EVERY_MS : every_ms;
         every_ms = every_ms < 100 ? 100 : every_ms;
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
@@ -686,18 +711,26 @@ static void *reaper(void *arg)
         int locks[64];
         size_t locked = 0;
         bool hibernate = false;
+        was_short = kernels->list && rbx_memory_short(floor);
         for (rbx_kernel *k = kernels->list; k && !hibernate; k = k->next)
-            hibernate = !k->busy && k->start_status == RBX_OK && now - k->last_used_ms > idle_ms;
+            hibernate = !k->busy && k->start_status == RBX_OK &&
+                        (now - k->last_used_ms > idle_ms ||
+                         (was_short && now - k->last_used_ms >= PRESSURE_IDLE_MS));
         if (hibernate) {
             /* Found once (criu's check) without the registry's lock. */
             pthread_mutex_unlock(&kernels->lock);
             hibernate = rbx_hibernation_enabled(engine);
             pthread_mutex_lock(&kernels->lock);
         }
+        /* Only a kernel that can be checkpointed is chosen for memory: one
+         * whose state would surely be lost stays until its idle time is up
+         * (one whose checkpoint fails is stopped, as under --max-kernels). */
+        rbx_kernel *shed = was_short && hibernate ? least_recently_used(kernels, now) : NULL;
         for (rbx_kernel **at = &kernels->list; *at;) {
             rbx_kernel *k = *at;
             bool dead = !k->busy && k->start_status == RBX_OK && !rbx_kernel_box_alive(&k->box);
-            bool idle = !k->busy && k->start_status == RBX_OK && now - k->last_used_ms > idle_ms;
+            bool idle = !k->busy && k->start_status == RBX_OK &&
+                        (now - k->last_used_ms > idle_ms || k == shed);
             int lock = -1;
             if (!dead && idle && hibernate && locked < sizeof locks / sizeof locks[0] &&
                 (lock = session_lock_now(engine, k->session_id)) < 0) {
