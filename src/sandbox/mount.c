@@ -668,8 +668,13 @@ static int mask_proc(const rbx_root_plan *plan, const char *root, const char **s
  * is unlinked: /dev/shm is empty again, and the bind holds the only name
  * of it. The bind cannot be undone inside: seccomp refuses umount, the
  * program has no capability, and a user namespace made below would get it
- * locked. root is "" (in place) or NEW_ROOT (before the pivot). */
-static int own_boot_id(const char *root, const char **step)
+ * locked. root is "" (in place) or NEW_ROOT (before the pivot).
+ *
+ * In a sandbox a checkpoint may take (named), the file keeps its name,
+ * /dev/shm/.boot_id: criu restores a tmpfs from its names, and the bind of
+ * an unlinked file came back empty. It belongs to the namespace's root and
+ * /dev/shm is sticky, so the program can neither remove nor replace it. */
+static int own_boot_id(const char *root, bool named, const char **step)
 {
     *step = "the sandbox's boot id";
     unsigned char bytes[16];
@@ -700,7 +705,8 @@ static int own_boot_id(const char *root, const char **step)
                                MOUNT_ATTR_NOEXEC,
                       false);
     int saved = errno;
-    (void)unlink(file);
+    if (!named || rc != 0)
+        (void)unlink(file);
     errno = saved;
     /* A kernel without the file (no CONFIG_PROC_SYSCTL): nothing to cover. */
     return rc != 0 && errno == ENOENT ? 0 : rc;
@@ -760,7 +766,7 @@ static int mount_own_parts(const rbx_root_plan *plan, const rbx_root_request *re
     *step = "/dev/shm";
     if (!join(dst, sizeof dst, root, "/dev/shm") ||
         mount("runbox-shm", dst, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m") != 0 ||
-        own_boot_id(root, step) != 0)
+        own_boot_id(root, request->boot_id_named, step) != 0)
         return -1;
     *step = RBX_SANDBOX_HOME;
     if (!join(dst, sizeof dst, root, RBX_SANDBOX_HOME))

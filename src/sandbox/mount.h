@@ -105,6 +105,10 @@ typedef struct rbx_root_request {
     size_t bind_count;
     bool become_root; /* switch to the namespace's uid 0 once host paths are open */
     bool nameserver;  /* /etc/resolv.conf names runbox's resolver */
+    /* A sandbox a checkpoint may take (a kernel's: hibernation): its boot
+     * id's file keeps its name in /dev/shm, where criu finds it (an
+     * unlinked file there is restored empty). */
+    bool boot_id_named;
     /* With a prepared namespace (template.c): the above as mounts the
      * parent detached from the host (open_tree), -1 where there is none.
      * The child moves them into place: no host path is opened in it. */
