@@ -489,3 +489,28 @@ def serve_package_index(root, name, version, body):
                "requests": requests, "dir": root}
     finally:
         server.shutdown()
+
+
+# --- hibernation (issue 34) ------------------------------------------------------------------
+
+# A kernel idles out (and hibernates, where criu works) a second after its call.
+HIBERNATE_SOON = {"RUNBOX_KERNEL_IDLE": "1", "RUNBOX_POOL": "0"}
+
+
+def kernel_entry(runbox, session, language):
+    listed = json.loads(runbox.cli("sessions", "list", "--json").stdout)
+    for s in listed:
+        if s["session_id"] == session:
+            return next((k for k in s["kernels"] if k["language"] == language), None)
+    return None
+
+
+def wait_hibernated(runbox, session, language, seconds=40):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        entry = kernel_entry(runbox, session, language)
+        if entry and entry["state"] == "hibernated":
+            return entry
+        time.sleep(0.25)
+    raise AssertionError(f"the {language} kernel of {session} did not hibernate: "
+                         f"{kernel_entry(runbox, session, language)}")

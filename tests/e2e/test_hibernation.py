@@ -15,10 +15,11 @@ import time
 
 import pytest
 
-from conftest import RUNBOX, Runbox, daemons, processes_matching, unique_marker
+from conftest import (HIBERNATE_SOON, RUNBOX, Runbox, daemons, kernel_entry, processes_matching,
+                      unique_marker, wait_hibernated)
 from test_checkpoints import checkpoints_line
 
-IDLE = {"RUNBOX_KERNEL_IDLE": "1", "RUNBOX_POOL": "0"}
+IDLE = HIBERNATE_SOON
 
 
 @pytest.fixture(scope="module")
@@ -40,25 +41,6 @@ def hb(runbox, criu_works):
 def stateful(runbox, language, code, session, *args, env=None):
     return runbox.run(language, code, "--stateful", "--session", session, *args,
                       env={**IDLE, **(env or {})}, timeout=180)
-
-
-def kernel_entry(runbox, session, language):
-    listed = json.loads(runbox.cli("sessions", "list", "--json").stdout)
-    for s in listed:
-        if s["session_id"] == session:
-            return next((k for k in s["kernels"] if k["language"] == language), None)
-    return None
-
-
-def wait_hibernated(runbox, session, language, seconds=40):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        entry = kernel_entry(runbox, session, language)
-        if entry and entry["state"] == "hibernated":
-            return entry
-        time.sleep(0.25)
-    raise AssertionError(f"the {language} kernel of {session} did not hibernate: "
-                         f"{kernel_entry(runbox, session, language)}")
 
 
 def checkpoint_dir(runbox, session, language):
@@ -196,6 +178,50 @@ def test_a_kernel_holding_a_connection_is_stopped_not_hibernated(hb):
     after = stateful(hb, "python", "print('x' in dir())", "c", "--no-network")
     assert after["output"] == "False\n" and after["kernel_restarted"] is True, after
     assert after["kernel_restored"] is False
+
+
+DISK_CAP = 1 << 30  # each session's (the engine's default)
+
+
+def allocate(runbox, session, nbytes, keep=False):
+    """Whether the session's files can take nbytes more (a one-off in it allocates them)."""
+    code = (f"import os\nfd = os.open('big', os.O_CREAT | os.O_WRONLY)\ntry:\n"
+            f"    os.posix_fallocate(fd, 0, {nbytes})\n    print('fits')\n"
+            f"except OSError as e:\n    print(os.strerror(e.errno))\n"
+            # unlinked and committed: a quota group counts freed blocks until its commit
+            + ("" if keep else "os.unlink('big')\nos.sync()\n"))
+    ran = runbox.run("python", code, "--session", session, "--no-network", env=IDLE)
+    assert ran["exit_code"] == 0, ran
+    return ran["output"] == "fits\n"
+
+
+def test_a_checkpoint_takes_its_room_in_the_sessions_disk_cap(hb):
+    """The images count against the session's disk cap: while the kernel sleeps, the session's
+    files can take the cap less its checkpoint, and the whole cap again once it woke."""
+    stateful(hb, "python", "x = 42", "capped", "--no-network")
+    taken = wait_hibernated(hb, "capped", "python")["checkpoint_bytes"]
+    assert taken > 1 << 20
+    slack = taken // 3  # below the checkpoint's size: each side of the line is a third off it
+    assert not allocate(hb, "capped", DISK_CAP - taken + slack)
+    assert allocate(hb, "capped", DISK_CAP - taken - slack)
+    assert woke(stateful(hb, "python", "print(x)", "capped", "--no-network",
+                         env={"RUNBOX_KERNEL_IDLE": "600"}))["output"] == "42\n"
+    assert allocate(hb, "capped", DISK_CAP - taken + slack)
+
+
+def test_a_session_with_no_room_for_a_checkpoint_gets_its_kernel_stopped(hb):
+    """A session whose files fill its disk cap has no room for its kernel's images: the
+    kernel is stopped as before hibernation, and its next call says its state is gone."""
+    assert allocate(hb, "full", DISK_CAP - (2 << 20), keep=True)
+    stateful(hb, "python", "x = 1", "full", "--no-network")
+    deadline = time.time() + 40
+    while kernel_entry(hb, "full", "python") is not None and time.time() < deadline:
+        assert (kernel_entry(hb, "full", "python") or {}).get("state") != "hibernated"
+        time.sleep(0.25)
+    assert kernel_entry(hb, "full", "python") is None
+    assert not os.path.exists(checkpoint_dir(hb, "full", "python"))
+    after = stateful(hb, "python", "print('x' in dir())", "full", "--no-network")
+    assert after["output"] == "False\n" and after["kernel_restarted"] is True, after
 
 
 def images_of(runbox, session):
@@ -353,3 +379,83 @@ def test_the_kernel_cap_hibernates_the_least_recently_used(hb):
     back = woke(stateful(hb, "python", "print(v)", "first", "--no-network", env=env))
     assert back["output"] == "1\n"
     assert kernel_entry(hb, "second", "python")["state"] == "hibernated"  # its turn
+
+
+def test_memory_pressure_hibernates_idle_kernels_least_recently_used_first(hb):
+    """--hibernate-below: while the host's available memory is below the floor (here always:
+    64 TiB), idle kernels hibernate one a second, the least recently used first, though their
+    idle time (600 s) is far off; each wakes with its state."""
+    env = {"RUNBOX_KERNEL_IDLE": "600", "RUNBOX_HIBERNATE_BELOW": "64T"}
+    stateful(hb, "python", "v = 'older'", "older", "--no-network", env=env)
+    stateful(hb, "python", "v = 'newer'", "newer", "--no-network", env=env)
+    slept = {}
+    deadline = time.time() + 40
+    while len(slept) < 2 and time.time() < deadline:
+        for session in ("older", "newer"):
+            entry = kernel_entry(hb, session, "python")
+            if session not in slept and entry and entry["state"] == "hibernated":
+                slept[session] = time.monotonic()
+        time.sleep(0.05)
+    assert set(slept) == {"older", "newer"}, slept
+    assert slept["older"] < slept["newer"], slept
+    back = woke(stateful(hb, "python", "print(v)", "older", "--no-network", env=env))
+    assert back["output"] == "older\n"
+
+
+def test_without_memory_pressure_an_idle_kernel_stays_live(hb):
+    """The same kernels with the floor at 0 (never) stay live until their idle time."""
+    env = {"RUNBOX_KERNEL_IDLE": "600", "RUNBOX_HIBERNATE_BELOW": "0"}
+    stateful(hb, "python", "v = 1", "calm", "--no-network", env=env)
+    time.sleep(7)  # more than a reaper's tick (5 s) and the pressure's second
+    assert kernel_entry(hb, "calm", "python")["state"] == "idle"
+    hb.cli("sessions", "rm", "calm", "--wait", "30", env=env)
+
+
+@pytest.mark.parametrize("value", ["lots", "-1", "1X", "", "2GG", "99999999999999999999T"])
+def test_a_bad_memory_floor_is_a_usage_error(hb, value):
+    proc = hb.cli("--hibernate-below", value, "run", "python", "-c", "1")
+    assert proc.returncode == 2, proc
+    assert b"--hibernate-below needs the host's available memory" in proc.stderr, proc.stderr
+
+
+@pytest.fixture
+def host_canary(tmp_path):
+    """A host directory outside every sandbox, with a file of a size a session can match."""
+    canary = tmp_path / f"canary-{unique_marker()}"
+    canary.mkdir()
+    os.chmod(tmp_path, 0o755)
+    os.chmod(canary, 0o755)
+    (canary / "secret").write_text("HOST CANARY\n")  # 12 bytes
+    os.chmod(canary / "secret", 0o644)
+    return canary
+
+
+def test_a_file_a_kernel_holds_swapped_for_a_link_to_the_host_is_not_reopened(hb, host_canary):
+    """While the kernel sleeps, another execution of its session replaces the file the kernel
+    holds open with a link to a host file of the same size and mode: the restore must never
+    open the host's file for it (its state is refused, or the link leads inside the sandbox)."""
+    stateful(hb, "python", "import os\nopen('kept.txt', 'w').write('session    \\n')\n"
+             "os.chmod('kept.txt', 0o644)\nf = open('kept.txt')", "swap", "--no-network")
+    wait_hibernated(hb, "swap", "python")
+    target = str(host_canary / "secret")
+    planted = hb.run("bash", f"ln -sfn {target} kept.txt && ls -l kept.txt", "--session", "swap",
+                     "--no-network", env=IDLE)
+    assert planted["exit_code"] == 0, planted
+    after = stateful(hb, "python", "try:\n    f.seek(0)\n    print(repr(f.read()))\n"
+                     "except NameError:\n    print('fresh')", "swap", "--no-network")
+    assert "HOST CANARY" not in after["output"], after
+    assert after["output"] in ("fresh\n", "'session    \\n'\n") or after["kernel_restarted"], after
+
+
+def test_a_working_directory_swapped_for_a_link_to_the_host_is_not_entered(hb, host_canary):
+    """The same with the kernel's working directory: replaced by a link to a host directory,
+    the restored kernel must not find itself in it."""
+    stateful(hb, "python", "import os\nos.makedirs('place', exist_ok=True)\nos.chdir('place')",
+             "cwd", "--no-network")
+    wait_hibernated(hb, "cwd", "python")
+    planted = hb.run("bash", f"mv place place.old && ln -sfn {host_canary} place",
+                     "--session", "cwd", "--no-network", env=IDLE)
+    assert planted["exit_code"] == 0, planted
+    after = stateful(hb, "python", "import os\ntry:\n    print(sorted(os.listdir('.')))\n"
+                     "except OSError as e:\n    print('error', e)", "cwd", "--no-network")
+    assert "secret" not in after["output"], after

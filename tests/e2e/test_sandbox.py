@@ -19,10 +19,10 @@ import uuid
 
 import pytest
 
-from conftest import (ROOT, SLOWDOWN, Runbox, daemons, execution_cgroups, existing, live_helpers,
+from conftest import (HIBERNATE_SOON, ROOT, SLOWDOWN, Runbox, daemons, execution_cgroups, existing, live_helpers,
                       planted_cgroups,
                       processes_matching, remove_cgroups_left_since, sandbox_processes,
-                      unique_marker, wait_gone)
+                      unique_marker, wait_gone, wait_hibernated)
 
 IS_ROOT = os.geteuid() == 0
 root_only = pytest.mark.skipif(not IS_ROOT, reason="needs root (as designed: runbox check says so)")
@@ -53,14 +53,66 @@ class KernelRunbox(Runbox):
         return super().popen(*args, env=env)
 
 
+class RestoredKernelRunbox(KernelRunbox):
+    """runbox.run() as a stateful call into a kernel that was checkpointed and woke again
+    (hibernation, issue 34): the same call's options first start the kernel, it idles out and
+    hibernates, and the case's code runs in the restored one. A restore puts the tree in a
+    fresh sandbox with the confinement of a new one: every case must hold there too."""
+
+    WARM = {"python": "pass", "javascript": "0", "bash": "true"}
+
+    def run(self, language, code, *args, env=None, timeout=120):
+        if "--session" not in args:
+            args = (*args, "--session", "adversary")
+        session = args[args.index("--session") + 1]
+        env = {**HIBERNATE_SOON, **(env or {})}
+        warm = super().run(language, self.WARM[language], *args, env=env, timeout=timeout)
+        assert warm["success"], warm
+        wait_hibernated(self, session, language)
+        result = super().run(language, code, *args, env=env, timeout=timeout)
+        assert result["kernel_restored"] is True, result
+        return result
+
+    def popen(self, *args, env=None):
+        if args and args[0] == "run":  # run LANGUAGE -c CODE OPTION...: warm and sleep first
+            language, options = args[1], [a for a in args[4:] if a != "--json"]
+            if "--session" not in options:
+                options += ["--session", "adversary"]
+            super().run(language, self.WARM[language], *options, env={**HIBERNATE_SOON, **(env or {})})
+            wait_hibernated(self, options[options.index("--session") + 1], language)
+            env = {**HIBERNATE_SOON, **(env or {})}
+        return super().popen(*args, env=env)
+
+
+_criu = {}
+
+
+def hibernation_works(tmp_path_factory):
+    """Whether kernels hibernate here (root and a criu that works), asked once per run."""
+    if "ok" not in _criu:
+        from test_checkpoints import checkpoints_line
+        box = Runbox(str(tmp_path_factory.mktemp("criu-probe") / "state"))
+        _criu["ok"] = IS_ROOT and checkpoints_line(box)["ok"]
+        box.remove_all_sessions()
+    return _criu["ok"]
+
+
 def pytest_generate_tests(metafunc):
-    if metafunc.definition.get_closest_marker("kernel_too") and "runbox" in metafunc.fixturenames:
-        metafunc.parametrize("runbox", ["fresh", "kernel"], indirect=True)
+    marker = metafunc.definition.get_closest_marker("kernel_too")
+    if marker and "runbox" in metafunc.fixturenames:
+        # kernel_too(restored="why"): a known gap of restored kernels, which must stay one
+        gap = marker.kwargs.get("restored")
+        restored = pytest.param("restored", marks=pytest.mark.xfail(strict=True, reason=gap)) \
+            if gap else "restored"
+        metafunc.parametrize("runbox", ["fresh", "kernel", restored], indirect=True)
 
 
 @pytest.fixture
-def runbox(request, tmp_path):
-    kind = KernelRunbox if getattr(request, "param", "fresh") == "kernel" else Runbox
+def runbox(request, tmp_path, tmp_path_factory):
+    param = getattr(request, "param", "fresh")
+    if param == "restored" and not hibernation_works(tmp_path_factory):
+        pytest.skip("no hibernation here (it needs root and a working criu)")
+    kind = {"kernel": KernelRunbox, "restored": RestoredKernelRunbox}.get(param, Runbox)
     box = kind(str(tmp_path / "state"))
     yield box
     box.remove_all_sessions()
@@ -370,7 +422,8 @@ def test_proc_shows_only_the_executions_own_processes(runbox):
         assert marker not in result["output"]
         pids = [int(line.split()[0]) for line in result["output"].splitlines()
                 if line.strip() and line.split()[0].isdigit()]
-        assert pids and max(pids) < 20
+        # A restored kernel's namespace counts on from where criu left it: a few, not the host's.
+        assert pids and len(pids) < 10 and max(pids) < 100, result["output"]
     finally:
         host.kill()
         host.wait()
@@ -565,17 +618,24 @@ try:
     write = "written"
 except OSError as e:
     write = e.strerror
+try:  # a kernel's sandbox keeps the file's name (hibernation): neither removed nor replaced
+    os.rename("/dev/shm/.boot_id", "/dev/shm/moved")
+    os.unlink("/dev/shm/moved")
+    removed = "removed"
+except OSError as e:
+    removed = e.strerror
 later = subprocess.run(["cat", {BOOT_ID!r}], capture_output=True, text=True).stdout.strip()
-print(first, later, umount, write, sep="|")
+print(first, later, umount, write, removed, sep="|")
 """
 UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 
 
 def boot_id_seen(runbox, *args):
     result = runbox.run("python", READ_BOOT_ID, "--no-network", *args)
-    first, later, umount, write = result["output"].strip().split("|")
+    first, later, umount, write, removed = result["output"].strip().split("|")
     assert UUID4.fullmatch(first) and later == first, result
     assert umount == "Operation not permitted", result
+    assert removed in ("No such file or directory", "Operation not permitted"), result
     assert write in ("Read-only file system", "Permission denied"), result
     return first
 
@@ -1082,7 +1142,9 @@ def test_cgroups_left_by_a_killed_runbox_are_swept_and_live_ones_kept(runbox):
         assert existing(owned) == owned
 
 
-@kernel_too
+@pytest.mark.kernel_too(restored="criu restores the tree without its cgroup namespace: a "
+                                  "restored kernel reads its cgroup's path on the host "
+                                  "(docs/hibernation-notes.md)")
 def test_the_cgroup_namespace_shows_the_execution_its_own_cgroup_as_root(runbox):
     """Nothing of the host's cgroup tree, runbox's name for the execution included, shows."""
     result = runbox.run("bash", "cat /proc/self/cgroup", "--no-network")
