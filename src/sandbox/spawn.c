@@ -948,7 +948,9 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     rbx_sandbox_spec own = *spec;
     own.root_request.home_tree = own.root_request.tmp_tree = -1;
     own.root_request.from_template = false;
-    own.root_request.boot_id_named = spec->channel_inside;
+    /* Only where hibernation can take it (root): unprivileged, the
+     * namespace's root is the program's own uid, which could remove it. */
+    own.root_request.boot_id_named = spec->channel_inside && spec->is_root;
     for (size_t i = 0; i < RBX_MAX_BINDS; i++)
         own.root_request.bind_trees[i] = -1;
     spec = &own;
