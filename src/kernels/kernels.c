@@ -726,6 +726,9 @@ static void *reaper(void *arg)
          * whose state would surely be lost stays until its idle time is up
          * (one whose checkpoint fails is stopped, as under --max-kernels). */
         rbx_kernel *shed = was_short && hibernate ? least_recently_used(kernels, now) : NULL;
+        /* Ticks come every second only while there is one to shed: memory
+         * short where nothing can hibernate leaves the reaper at rest. */
+        was_short = shed != NULL;
         for (rbx_kernel **at = &kernels->list; *at;) {
             rbx_kernel *k = *at;
             bool dead = !k->busy && k->start_status == RBX_OK && !rbx_kernel_box_alive(&k->box);

@@ -78,8 +78,9 @@ class Runbox:
         lines = proc.stdout.decode().splitlines()
         assert len(lines) == 1, proc.stdout
         result = json.loads(lines[0])
-        RUNS["total"] += 1
-        RUNS["pooled"] += result.get("pooled") is True
+        if "--stateful" not in args:  # a kernel's call never meets a prepared sandbox
+            RUNS["total"] += 1
+            RUNS["pooled"] += result.get("pooled") is True
         return result
 
     def start(self, language, code, *args, until, env=None):
@@ -495,6 +496,22 @@ def serve_package_index(root, name, version, body):
 
 # A kernel idles out (and hibernates, where criu works) a second after its call.
 HIBERNATE_SOON = {"RUNBOX_KERNEL_IDLE": "1", "RUNBOX_POOL": "0"}
+_hibernation = {}
+
+
+def hibernation_here(tmp_path_factory):
+    """(whether kernels hibernate here, why not): root and a criu that works, asked once per
+    run through `runbox check`."""
+    if "answer" not in _hibernation:
+        if os.geteuid() != 0:
+            _hibernation["answer"] = (False, "hibernation needs root (criu)")
+        else:
+            from test_checkpoints import checkpoints_line
+            box = Runbox(str(tmp_path_factory.mktemp("criu-check") / "state"))
+            line = checkpoints_line(box)
+            box.remove_all_sessions()
+            _hibernation["answer"] = (line["ok"], f"no working criu here: {line['detail']}")
+    return _hibernation["answer"]
 
 
 def kernel_entry(runbox, session, language):

@@ -15,22 +15,17 @@ import time
 
 import pytest
 
-from conftest import (HIBERNATE_SOON, RUNBOX, Runbox, daemons, kernel_entry, processes_matching,
-                      unique_marker, wait_hibernated)
-from test_checkpoints import checkpoints_line
+from conftest import (HIBERNATE_SOON, RUNBOX, daemons, hibernation_here, kernel_entry,
+                      processes_matching, unique_marker, wait_hibernated)
 
 IDLE = HIBERNATE_SOON
 
 
 @pytest.fixture(scope="module")
 def criu_works(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("hibernation needs root (criu)")
-    box = Runbox(str(tmp_path_factory.mktemp("criu-check")))
-    line = checkpoints_line(box)
-    box.remove_all_sessions()
-    if not line["ok"]:
-        pytest.skip(f"no working criu here: {line['detail']}")
+    works, why_not = hibernation_here(tmp_path_factory)
+    if not works:
+        pytest.skip(why_not)
 
 
 @pytest.fixture

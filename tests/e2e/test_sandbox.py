@@ -19,8 +19,8 @@ import uuid
 
 import pytest
 
-from conftest import (HIBERNATE_SOON, ROOT, SLOWDOWN, Runbox, daemons, execution_cgroups, existing, live_helpers,
-                      planted_cgroups,
+from conftest import (HIBERNATE_SOON, POOLED, ROOT, SLOWDOWN, Runbox, daemons, execution_cgroups,
+                      existing, hibernation_here, live_helpers, planted_cgroups,
                       processes_matching, remove_cgroups_left_since, sandbox_processes,
                       unique_marker, wait_gone, wait_hibernated)
 
@@ -61,40 +61,30 @@ class RestoredKernelRunbox(KernelRunbox):
 
     WARM = {"python": "pass", "javascript": "0", "bash": "true"}
 
-    def run(self, language, code, *args, env=None, timeout=120):
-        if "--session" not in args:
-            args = (*args, "--session", "adversary")
-        session = args[args.index("--session") + 1]
+    def _asleep(self, language, options, env):
+        """Starts the kernel the options ask for and waits until it hibernated; returns the
+        options (with the session) and the environment the call must use."""
+        options = list(options)
+        if "--session" not in options:
+            options += ["--session", "adversary"]
         env = {**HIBERNATE_SOON, **(env or {})}
-        warm = super().run(language, self.WARM[language], *args, env=env, timeout=timeout)
+        warm = Runbox.run(self, language, self.WARM[language], "--stateful", *options, env=env)
         assert warm["success"], warm
-        wait_hibernated(self, session, language)
-        result = super().run(language, code, *args, env=env, timeout=timeout)
+        wait_hibernated(self, options[options.index("--session") + 1], language)
+        return options, env
+
+    def run(self, language, code, *args, env=None, timeout=120):
+        options, env = self._asleep(language, args, env)
+        result = super().run(language, code, *options, env=env, timeout=timeout)
         assert result["kernel_restored"] is True, result
         return result
 
     def popen(self, *args, env=None):
-        if args and args[0] == "run":  # run LANGUAGE -c CODE OPTION...: warm and sleep first
-            language, options = args[1], [a for a in args[4:] if a != "--json"]
-            if "--session" not in options:
-                options += ["--session", "adversary"]
-            super().run(language, self.WARM[language], *options, env={**HIBERNATE_SOON, **(env or {})})
-            wait_hibernated(self, options[options.index("--session") + 1], language)
-            env = {**HIBERNATE_SOON, **(env or {})}
+        if args and args[0] == "run":  # run LANGUAGE -c CODE OPTION...
+            json_out = ("--json",) if "--json" in args[4:] else ()
+            options, env = self._asleep(args[1], [a for a in args[4:] if a != "--json"], env)
+            args = (*args[:4], *json_out, *options)
         return super().popen(*args, env=env)
-
-
-_criu = {}
-
-
-def hibernation_works(tmp_path_factory):
-    """Whether kernels hibernate here (root and a criu that works), asked once per run."""
-    if "ok" not in _criu:
-        from test_checkpoints import checkpoints_line
-        box = Runbox(str(tmp_path_factory.mktemp("criu-probe") / "state"))
-        _criu["ok"] = IS_ROOT and checkpoints_line(box)["ok"]
-        box.remove_all_sessions()
-    return _criu["ok"]
 
 
 def pytest_generate_tests(metafunc):
@@ -104,14 +94,17 @@ def pytest_generate_tests(metafunc):
         gap = marker.kwargs.get("restored")
         restored = pytest.param("restored", marks=pytest.mark.xfail(strict=True, reason=gap)) \
             if gap else "restored"
-        metafunc.parametrize("runbox", ["fresh", "kernel", restored], indirect=True)
+        # The pooled pass changes only one-off runs: kernels there are the default pass's.
+        kinds = ["fresh", "kernel"] + ([] if POOLED else [restored])
+        metafunc.parametrize("runbox", kinds, indirect=True)
 
 
 @pytest.fixture
 def runbox(request, tmp_path, tmp_path_factory):
     param = getattr(request, "param", "fresh")
-    if param == "restored" and not hibernation_works(tmp_path_factory):
-        pytest.skip("no hibernation here (it needs root and a working criu)")
+    works, why_not = hibernation_here(tmp_path_factory) if param == "restored" else (True, "")
+    if not works:
+        pytest.skip(why_not)
     kind = {"kernel": KernelRunbox, "restored": RestoredKernelRunbox}.get(param, Runbox)
     box = kind(str(tmp_path / "state"))
     yield box
