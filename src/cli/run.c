@@ -429,8 +429,10 @@ static int exchange(int fd, const rbx_request *request, const char *config, enum
 {
     *error = NULL;
     json_t *body = request_json(request);
-    json_t *message = body ? json_pack("{s:s, s:o, s:s}", "op", "execute", "request", body,
-                                       "config", config)
+    /* --json wants the result alone: the output's events would be sent,
+     * parsed and dropped (a flood's every byte, twice over). */
+    json_t *message = body ? json_pack("{s:s, s:o, s:s, s:b}", "op", "execute", "request", body,
+                                       "config", config, "events", mode != MODE_JSON)
                            : NULL;
     FILE *in = message ? fdopen(fd, "r") : NULL;
     if (!in) {

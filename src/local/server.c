@@ -315,7 +315,11 @@ static void execute(local_server *server, int fd, json_t *message)
     form.request.cancel_fd = fd;
     rbx_result result;
     rbx_error err = {0};
-    if (rbx_execute(server->engine, &form.request, on_output, &fd, &result, &err) != RBX_OK) {
+    /* A client that asked for the result alone ("events": false) is sent
+     * no output events; the result holds the output as it would anyway. */
+    bool events = !json_is_false(json_object_get(message, "events"));
+    if (rbx_execute(server->engine, &form.request, events ? on_output : NULL, &fd, &result, &err) !=
+        RBX_OK) {
         send_error(fd, err.status, err.message);
     } else {
         char *line = rbx_result_event_to_json(&result);

@@ -430,6 +430,31 @@ def test_the_local_socket_answers_hostile_messages_with_clear_errors(kernels):
     assert values(call(kernels, "python", "kept")) == ["1"]  # and still serves, state intact
 
 
+def test_the_local_socket_sends_output_events_unless_the_result_alone_is_asked(kernels):
+    """`runbox run --json` asks for the result alone: a flood of output is not sent twice."""
+    call(kernels, "python", "kept = 1")  # the daemon serves the socket now
+    path = daemon_socket(kernels.state_dir)
+
+    def lines(message):
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(60)
+            connect_unix(s, path)
+            s.sendall(json.dumps(message).encode() + b"\n")
+            reply = b""
+            while chunk := s.recv(65536):
+                reply += chunk
+            return [json.loads(line) for line in reply.splitlines()]
+
+    request = {"language": "bash", "code": "for i in 1 2 3; do echo line$i; sleep 0.05; done"}
+    with_events = lines({"op": "execute", "request": request})
+    assert [e["type"] for e in with_events][-1] == "result"
+    assert "".join(e["data"] for e in with_events if e["type"] == "stdout") == \
+        "line1\nline2\nline3\n"
+    alone = lines({"op": "execute", "request": request, "events": False})
+    assert [e["type"] for e in alone] == ["result"], alone
+    assert alone[0]["output"] == "line1\nline2\nline3\n"  # the result keeps the output
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="trying it as another user needs root")
 def test_the_local_socket_refuses_another_user_even_when_opened_up():
     """Past the modes (opened up here on purpose), the server checks each peer's uid."""
