@@ -254,6 +254,7 @@ typedef struct rbx_result {
     bool kernel_restarted;      /* the kernel was (or had to be) started afresh: state is gone */
     bool kernel_restored;       /* the kernel had hibernated and was restored for this call */
     int64_t restore_ms;         /* ... which took this long */
+    char restart_reason[360];   /* with kernel_restarted, why, where runbox knows ("": not) */
 } rbx_result;
 
 /* Runs one request. Returns RBX_OK when the request was valid and a result

@@ -49,6 +49,9 @@
     X(archive_entry_symlink) \
     X(archive_entry_symlink_utf8) \
     X(archive_entry_uid) \
+    X(archive_entry_xattr_add_entry) \
+    X(archive_entry_xattr_next) \
+    X(archive_entry_xattr_reset) \
     X(archive_error_string) \
     X(archive_read_data) \
     X(archive_read_data_block) \

@@ -1,5 +1,5 @@
-/* Nettle's SHA-256, loaded on first use. Only image builds, imports and
- * digests (images/) hash, so runbox does not link libnettle: `runbox
+/* Nettle's SHA-256 and HMAC-SHA-256, loaded on first use. Only image
+ * builds, imports and digests (images/) and checkpoints (kernels/) hash, so runbox does not link libnettle: `runbox
  * --version` and `runbox run` never load it. A caller calls
  * rbx_nettle_load() before its first hash, then calls Nettle through the
  * table, `rbx_nettle->sha256_init(&ctx)`: its members have Nettle's names
@@ -10,13 +10,17 @@
 
 #include "runbox.h"
 
+#include <nettle/hmac.h>
 #include <nettle/sha2.h>
 #include <nettle/version.h>
 
 #define RBX_NETTLE_FUNCTIONS(X)                                                                    \
     X(nettle_sha256_init)                                                                          \
     X(nettle_sha256_update)                                                                        \
-    X(nettle_sha256_digest)
+    X(nettle_sha256_digest)                                                                        \
+    X(nettle_hmac_sha256_set_key)                                                                  \
+    X(nettle_hmac_sha256_update)                                                                   \
+    X(nettle_hmac_sha256_digest)
 
 struct rbx_nettle_lib {
 #define RBX_NETTLE_MEMBER(name) __typeof__(name) *name;

@@ -10,9 +10,11 @@
 #include <unistd.h>
 
 /* The start time of a process, in seconds since the epoch (0 if unknown):
- * field 22 of /proc/PID/stat, in clock ticks since boot. */
-static time_t process_started(pid_t pid)
+ * field 22 of /proc/PID/stat, in clock ticks since boot; *ended: it is a
+ * zombie (state Z or X), which runs no more whoever has yet to reap it. */
+static time_t process_started(pid_t pid, bool *ended)
 {
+    *ended = false;
     char path[40], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -24,6 +26,7 @@ static time_t process_started(pid_t pid)
         return 0;
     buf[n] = 0;
     const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    *ended = p && (p[1] == ' ') && (p[2] == 'Z' || p[2] == 'X');
     for (int field = 2; p && field < 22; field++)
         p = strchr(p + 1, ' ');
     struct timespec boot, real;
@@ -41,9 +44,10 @@ rbx_owner_state rbx_owner_state_of(pid_t pid, time_t made)
         return RBX_OWNER_UNKNOWN;
     if (kill(pid, 0) != 0)
         return errno == ESRCH ? RBX_OWNER_GONE : RBX_OWNER_UNKNOWN;
-    time_t started = process_started(pid);
+    bool ended;
+    time_t started = process_started(pid, &ended);
     /* A second of slack: start times are rounded down to clock ticks. */
-    return started && started > made + 1 ? RBX_OWNER_GONE : RBX_OWNER_ALIVE;
+    return ended || (started && started > made + 1) ? RBX_OWNER_GONE : RBX_OWNER_ALIVE;
 }
 
 pid_t rbx_owner_pid(const char *text)

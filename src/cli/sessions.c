@@ -21,12 +21,15 @@ static const char sessions_usage[] =
     "                          stop the session's kernels (of one language), so that its\n"
     "                          next stateful call starts afresh; its files stay\n"
     "  export ID [--output FILE]\n"
-    "                          the session's files as a tar archive, to FILE or stdout\n"
+    "                          the session's files and hibernated kernels as a tar\n"
+    "                          archive, to FILE or stdout\n"
     "  import ID [FILE]        a new session ID from a tar archive (FILE or stdin) made by\n"
     "                          export: regular files, directories and links (kept as links)\n"
     "\n"
     "export and import move a session to another node: export it from the node that\n"
-    "holds it, import it through the load balancer (see deploy/).\n"
+    "holds it, import it through the load balancer (see deploy/). A hibernated kernel\n"
+    "wakes there with its variables if the nodes share <state>/checkpoint.key (it\n"
+    "signs the checkpoints export carries); otherwise it starts afresh, saying why.\n"
     "rm and restart reach a kernel held by runbox serve or a runbox daemon (one per\n"
     "configuration) through the state directory's local sockets.\n";
 

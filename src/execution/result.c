@@ -84,6 +84,10 @@ static char *render_result(const rbx_result *result, bool as_event)
     json_object_set_new(obj, "restore_ms", result->kernel_restored
                                                ? json_integer(result->restore_ms)
                                                : json_null());
+    json_object_set_new(obj, "restart_reason",
+                        result->kernel_restarted && result->restart_reason[0]
+                            ? json_string(result->restart_reason)
+                            : json_null());
     if (result->trace)
         json_object_set_new(obj, "trace", json_loads(result->trace, 0, NULL));
     char *out = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);

@@ -39,6 +39,7 @@ typedef struct rbx_kernel {
     int lock_fd;   /* <session>/kernel-<language>.lock, held while it lives */
     bool was_lost; /* the lock file said the session's last kernel went unasked */
     bool was_hibernated;       /* ... that it hibernated (hibernation.h) */
+    char restart_why[360];     /* why it starts afresh, when it does (the result says) */
     struct rbx_checkpoint *checkpoint; /* the checkpoint to restore it from, or NULL */
     char checkpoint_dir[4600];
     bool just_restored; /* restored for the call now being taken */

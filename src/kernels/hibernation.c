@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define RECORD "checkpoint.json"
+#define RECORD RBX_CHECKPOINT_RECORD
 #define RECORD_MAX (256 * 1024)
 /* Less room than this under a session's disk cap and no checkpoint is
  * tried: an idle Python kernel's takes about 7 MB. */
@@ -436,6 +436,35 @@ void rbx_kernel_wake_prepare(rbx_engine *engine, rbx_kernel *k, char *why, size_
         close(session);
     if (why[0])
         rbx_hibernation_forget(engine, k->session_id, k->runtime->name);
+}
+
+int rbx_hibernation_rebind(rbx_engine *engine, int session_dir, const char *session_id,
+                           const char *language, uint64_t *bytes)
+{
+    char name[64];
+    dir_name(name, sizeof name, language);
+    int dir = openat(session_dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = dir >= 0 ? rbx_open_regular(dir, RECORD, O_RDONLY) : -1;
+    struct stat st;
+    json_t *record = fd >= 0 && fstat(fd, &st) == 0 && st.st_size < RECORD_MAX
+                         ? json_loadfd(fd, 0, NULL)
+                         : NULL;
+    if (fd >= 0)
+        close(fd);
+    int rc = -1;
+    *bytes = 0;
+    if (!json_is_object(record))
+        errno = EINVAL;
+    else if (json_object_set_new(record, "session", json_string(session_id)) == 0 &&
+        unlinkat(dir, RECORD, 0) == 0 && write_record(dir, record) == 0 &&
+        rbx_tree_usage(dir, "images", bytes) == 0) {
+        settle_cap(engine, session_dir);
+        rc = 0;
+    }
+    json_decref(record);
+    if (dir >= 0)
+        close(dir);
+    return rc;
 }
 
 const char *rbx_kernel_criu(rbx_engine *engine)

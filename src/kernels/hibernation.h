@@ -44,6 +44,15 @@ void rbx_kernel_wake_prepare(rbx_engine *engine, rbx_kernel *k, char *why, size_
 /* The criu this engine checkpoints with ("" where none works). */
 const char *rbx_kernel_criu(rbx_engine *engine);
 
+/* The record's name in a checkpoint's directory. */
+#define RBX_CHECKPOINT_RECORD "checkpoint.json"
+
+/* A checkpoint carried in from another node (carry.c), its signature
+ * checked: its record now names session_id, and the session's files are
+ * capped beside it; *bytes its images' size. 0, or -1 with errno. */
+int rbx_hibernation_rebind(rbx_engine *engine, int session_dir, const char *session_id,
+                           const char *language, uint64_t *bytes);
+
 /* Forgets a hibernated kernel's checkpoint (its session is being reset,
  * or it woke). */
 void rbx_hibernation_forget(rbx_engine *engine, const char *session_id, const char *language);

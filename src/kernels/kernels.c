@@ -65,6 +65,8 @@ rbx_kernels *rbx_kernels_new(void)
  * runbox stopped): a tombstone, so that the session's next call says its
  * state is gone, whichever runbox process makes it. */
 #define LOST_RECORD "{\"lost\":true}"
+/* (one that knows why: {"lost":true,"why":"..."}) */
+#define LOST_MARK "\"lost\":true"
 /* ... or once it hibernated (hibernation.h): {"hibernated":true, ...}. */
 #define HIBERNATED_MARK "\"hibernated\":true"
 /* rbx_kernels_describe looks at a lock file by taking a shared lock for an
@@ -110,11 +112,20 @@ static rbx_status claim(rbx_engine *engine, rbx_kernel *k, rbx_error *err)
                         "its stateful calls there",
                         k->runtime->name, k->session_id, who);
     }
-    char previous[256] = "";
+    char previous[1024] = "";
     ssize_t n = pread(k->lock_fd, previous, sizeof previous - 1, 0);
     previous[n > 0 ? n : 0] = 0;
-    k->was_lost = strstr(previous, LOST_RECORD) != NULL;
+    k->was_lost = strstr(previous, LOST_MARK) != NULL;
     k->was_hibernated = strstr(previous, HIBERNATED_MARK) != NULL;
+    if (k->was_lost) {
+        json_t *meta = json_loads(previous, 0, NULL);
+        const char *why = json_string_value(json_object_get(meta, "why"));
+        snprintf(k->restart_why, sizeof k->restart_why, "%s",
+                 why ? why
+                     : "the session's last kernel was stopped before this call (it exited, was "
+                       "interrupted at a timeout, idled out, was evicted, or its runbox stopped)");
+        json_decref(meta);
+    }
     return RBX_OK;
 }
 
@@ -212,8 +223,11 @@ static void *keeper(void *arg)
             fprintf(stderr, "runbox: the %s kernel of session %s could not be restored: %s\n",
                     runtime->name, k->session_id, err.message);
         k->was_lost |= status != RBX_OK;
-        if (status != RBX_OK)
+        if (status != RBX_OK) {
             k->calls = 0; /* a new kernel's first call comes */
+            snprintf(k->restart_why, sizeof k->restart_why,
+                     "the kernel hibernated, but its restore failed: %.240s", err.message);
+        }
         rbx_hibernation_forget(k->engine, k->session_id, runtime->name);
     }
     if (status != RBX_OK)
@@ -322,6 +336,7 @@ static rbx_status start(rbx_engine *engine, rbx_kernel *k, const rbx_kernel_call
             fprintf(stderr, "runbox: the %s kernel of session %s starts afresh: %s\n",
                     k->runtime->name, k->session_id, why);
             k->was_lost = true;
+            snprintf(k->restart_why, sizeof k->restart_why, "the kernel hibernated, but %.260s", why);
         }
     }
     if (status == RBX_OK)
@@ -587,6 +602,12 @@ rbx_status rbx_kernel_run(rbx_engine *engine, const rbx_kernel_call *call, rbx_r
     }
     status = rbx_kernel_call_run(engine, k, call, result, &lost, err);
     result->kernel_restarted = restarted || lost;
+    if (restarted)
+        snprintf(result->restart_reason, sizeof result->restart_reason, "%s", k->restart_why);
+    else if (lost)
+        snprintf(result->restart_reason, sizeof result->restart_reason,
+                 "the kernel was stopped during this call (it exited, ran out of memory, or was "
+                 "interrupted at its timeout)");
     give_back(engine, k, lost);
     return status;
 }
@@ -845,6 +866,50 @@ static uint64_t resident_bytes(int pid)
     if (n <= 0 || sscanf(buf, "%llu %llu", &size, &resident) != 2)
         return 0;
     return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+bool rbx_kernel_hibernated_in(int session_dir, const char *language)
+{
+    const rbx_runtime *runtime = rbx_runtime_find(language);
+    char name[48], text[1024];
+    if (!runtime)
+        return false;
+    lock_file_name(name, sizeof name, runtime);
+    int fd = rbx_open_regular(session_dir, name, O_RDONLY);
+    if (fd < 0)
+        return false;
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    /* Held: a kernel lives, whatever the file says yet. */
+    bool hibernated = n > 0 && flock(fd, LOCK_SH | LOCK_NB) == 0;
+    text[n > 0 ? n : 0] = 0;
+    close(fd);
+    return hibernated && strstr(text, HIBERNATED_MARK);
+}
+
+int rbx_kernel_mark_carried(int session_dir, const char *language, uint64_t bytes,
+                            const char *lost_why)
+{
+    const rbx_runtime *runtime = rbx_runtime_find(language);
+    char name[48];
+    if (!runtime) {
+        errno = EINVAL;
+        return -1;
+    }
+    lock_file_name(name, sizeof name, runtime);
+    json_t *record = lost_why ? json_pack("{s:b, s:s}", "lost", 1, "why", lost_why)
+                              : json_pack("{s:b, s:I, s:I, s:i, s:b}", "hibernated", 1, "bytes",
+                                          (json_int_t)bytes, "at", (json_int_t)time(NULL),
+                                          "ms", 0, "imported", 1);
+    char *text = record ? json_dumps(record, JSON_COMPACT) : NULL;
+    json_decref(record);
+    int fd = text ? openat(session_dir, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+                           0600)
+                  : -1;
+    int rc = fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text) ? 0 : -1;
+    if (fd >= 0)
+        close(fd);
+    free(text);
+    return rc;
 }
 
 void rbx_kernels_describe(int session_dirfd, bool session_busy, rbx_session_info *info)

@@ -51,6 +51,14 @@ rbx_status rbx_kernel_run(rbx_engine *engine, const rbx_kernel_call *call, rbx_r
 size_t rbx_kernels_stop_session(rbx_engine *engine, const char *session_id, const char *language);
 /* Fills info's kernels from the lock files in the session's directory. */
 void rbx_kernels_describe(int session_dirfd, bool session_busy, rbx_session_info *info);
+/* For moves (carry.c), in a session's directory the caller holds: whether
+ * its kernel of language hibernated (no process holds it, and its lock
+ * file says so); and a carried one's lock file written: hibernated, its
+ * images bytes large, or (lost_why) a tombstone whose reason the next call
+ * gives. 0 or -1 with errno. */
+bool rbx_kernel_hibernated_in(int session_dir, const char *language);
+int rbx_kernel_mark_carried(int session_dir, const char *language, uint64_t bytes,
+                            const char *lost_why);
 /* A live kernel of another process in the session: its pid, or 0. */
 int rbx_kernels_foreign_owner(rbx_engine *engine, int session_dirfd);
 

@@ -245,6 +245,8 @@ static const struct result_field {
      "The session's interpreter had hibernated (checkpointed to disk while idle) and was "
      "restored for this call, with its variables as they were."},
     {"restore_ms", "integer", true, "How long that restore took (null unless restored)."},
+    {"restart_reason", "string", true,
+     "Why the interpreter started afresh, where runbox knows (null unless kernel_restarted)."},
     {"network", "boolean", false, "Whether the code could reach outside hosts."},
     {"egress_denied", "integer", false,
      "Connection attempts the egress policy refused (0 with the network off)."},

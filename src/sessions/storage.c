@@ -453,14 +453,20 @@ bool rbx_storage_capped(const rbx_engine *engine)
     return engine->storage == RBX_STORAGE_BTRFS && engine->config.disk_cap_bytes > 0;
 }
 
-int rbx_storage_make_capped(rbx_engine *engine, int dirfd, const char *name, uint64_t bytes)
+static int make_scratch_dirs(rbx_engine *engine, int dir, bool with_home);
+
+/* A subvolume dirfd/name with a quota of bytes, runbox's alone (0700), with
+ * a scratch space's tmp/ in it if asked; removed again on failure. */
+static int limited_subvolume(rbx_engine *engine, int dirfd, const char *name, uint64_t bytes,
+                             bool scratch_dirs)
 {
-    if (!rbx_storage_capped(engine))
-        return mkdirat(dirfd, name, 0700);
     if (rbx_btrfs_subvolume_create(dirfd, name) != 0)
         return -1;
     int dir = open_dir_at(dirfd, name);
-    int rc = dir >= 0 && rbx_btrfs_limit(dir, bytes ? bytes : 1) == 0 ? fchmod(dir, 0700) : -1;
+    int rc = dir >= 0 && rbx_btrfs_limit(dir, bytes) == 0 &&
+                     (scratch_dirs ? make_scratch_dirs(engine, dir, false) : fchmod(dir, 0700)) == 0
+                 ? 0
+                 : -1;
     int saved = errno;
     if (dir >= 0)
         close(dir);
@@ -468,6 +474,13 @@ int rbx_storage_make_capped(rbx_engine *engine, int dirfd, const char *name, uin
         (void)remove_subvolumes(dirfd, name);
     errno = saved;
     return rc;
+}
+
+int rbx_storage_make_capped(rbx_engine *engine, int dirfd, const char *name, uint64_t bytes)
+{
+    if (!rbx_storage_capped(engine))
+        return mkdirat(dirfd, name, 0700);
+    return limited_subvolume(engine, dirfd, name, bytes ? bytes : 1, false);
 }
 
 int rbx_storage_cap_work(rbx_engine *engine, int session_dirfd, uint64_t taken)
@@ -665,12 +678,33 @@ int rbx_scratch_stow(rbx_engine *engine, rbx_scratch *scratch, int dirfd, const 
     return 0;
 }
 
+int rbx_scratch_stowed_make(rbx_engine *engine, int dirfd, const char *name)
+{
+    if (engine->storage != RBX_STORAGE_BTRFS) {
+        errno = ENOTSUP; /* no scratch spaces here to take it back into */
+        return -1;
+    }
+    return limited_subvolume(engine, dirfd, name, SCRATCH_TMP_BYTES, true);
+}
+
 int rbx_scratch_unstow(rbx_engine *engine, int dirfd, const char *name, rbx_scratch *scratch)
 {
     rbx_scratch back = {.made = true};
     random_hex(back.name, sizeof back.name);
     if (renameat(dirfd, name, engine->scratch_fd, back.name) != 0)
         return -1;
+    /* This process owns it now: the one that stowed it may be gone, and a
+     * sweep would take a live kernel's /tmp for its leftover. */
+    int dir = open_dir_at(engine->scratch_fd, back.name);
+    int rc = dir >= 0 ? set_scratch_owner(dir) : -1;
+    if (dir >= 0)
+        close(dir);
+    if (rc != 0) {
+        int saved = errno;
+        (void)renameat(engine->scratch_fd, back.name, dirfd, name);
+        errno = saved;
+        return -1;
+    }
     scratch_paths(engine, &back, false);
     *scratch = back;
     return 0;

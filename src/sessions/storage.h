@@ -63,6 +63,10 @@ void rbx_scratch_remove(rbx_engine *engine, rbx_scratch *scratch);
  * unchanged on failure. */
 int rbx_scratch_stow(rbx_engine *engine, rbx_scratch *scratch, int dirfd, const char *name);
 int rbx_scratch_unstow(rbx_engine *engine, int dirfd, const char *name, rbx_scratch *scratch);
+/* An empty stowed scratch space at dirfd/name (an imported checkpoint's
+ * /tmp goes in its tmp/): capped as a kernel's; -1 with errno, ENOTSUP
+ * where this storage has no scratch spaces. */
+int rbx_scratch_stowed_make(rbx_engine *engine, int dirfd, const char *name);
 
 /* Removes what runbox processes that are gone left in the storage: half
  * made or half removed sessions, scratch space. */

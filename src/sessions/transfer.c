@@ -89,9 +89,15 @@ typedef struct exporter {
     size_t path_cap;
     size_t members;
     uint64_t bytes, names, cap; /* data, names and link targets: within cap together */
+    const char *part; /* members written now are of this part (NULL: the session's files) */
     rbx_error *err;
     rbx_status status;
 } exporter;
+
+/* rbx_transfer_out, as the layers that carry parts see it. */
+struct rbx_transfer_out {
+    exporter x;
+};
 
 static bool export_failed(exporter *x, const char *what)
 {
@@ -142,6 +148,9 @@ static struct archive_entry *new_entry(exporter *x, const struct stat *st)
     rbx_ar->archive_entry_set_mode(entry, st->st_mode & keep);
     rbx_ar->archive_entry_set_size(entry, S_ISREG(st->st_mode) ? st->st_size : 0);
     rbx_ar->archive_entry_set_mtime(entry, st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
+    if (x->part)
+        rbx_ar->archive_entry_xattr_add_entry(entry, RBX_TRANSFER_PART_XATTR, x->part,
+                                              strlen(x->part));
     return entry;
 }
 
@@ -241,7 +250,9 @@ static bool export_file(exporter *x, int dir, const char *name)
     }
     struct archive_entry *entry = new_entry(x, &st);
     bool ok = entry != NULL;
-    if (ok && st.st_nlink > 1) {
+    /* A part's files go whole: its members are placed one by one, never
+     * as links to each other. */
+    if (ok && st.st_nlink > 1 && !x->part) {
         rbx_ar->archive_entry_set_dev(entry, st.st_dev);
         rbx_ar->archive_entry_set_ino64(entry, (la_int64_t)st.st_ino);
         rbx_ar->archive_entry_set_nlink(entry, (unsigned)st.st_nlink);
@@ -360,14 +371,16 @@ static bool push(exporter *x, level **levels, size_t *depth, size_t *cap, int di
 
 /* Depth first, with one directory open at a time, so that no depth a
  * session can make is too deep for it. */
-static bool export_tree(exporter *x, int work)
+static bool export_tree(exporter *x, int work, const char *base)
 {
     level *levels = NULL;
     size_t depth = 0, cap = 0;
     struct stat st;
     int cur = openat(work, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    bool ok = cur >= 0 && fstat(cur, &st) == 0 ? push(x, &levels, &depth, &cap, cur, &st, 0)
-                                                : export_failed(x, strerror(errno));
+    size_t start = strlen(base);
+    bool ok = cur >= 0 && fstat(cur, &st) == 0 && set_path(x, 0, base)
+                  ? push(x, &levels, &depth, &cap, cur, &st, start)
+                  : export_failed(x, strerror(errno));
     while (ok && depth > 0) {
         level *top = &levels[depth - 1];
         if (top->next >= top->size) {
@@ -431,7 +444,56 @@ static int open_work(const rbx_session *session, rbx_error *err)
     return work;
 }
 
-rbx_status rbx_session_export(rbx_engine *engine, const char *id, int out_fd, rbx_error *err)
+rbx_status rbx_transfer_add_tree(rbx_transfer_out *out, int dir, const char *prefix,
+                                 const char *part)
+{
+    exporter *x = &out->x;
+    x->part = part;
+    (void)export_tree(x, dir, prefix);
+    x->part = NULL;
+    return x->status;
+}
+
+rbx_status rbx_transfer_add_file(rbx_transfer_out *out, int dir, const char *name,
+                                 const char *path, const char *part)
+{
+    exporter *x = &out->x;
+    if (x->status != RBX_OK)
+        return x->status;
+    if (++x->members > RBX_TRANSFER_MEMBERS_MAX)
+        return refuse(x, rbx_transfer_too_many(x->err, "the session")), x->status;
+    x->part = part;
+    (void)(set_path(x, 0, path) && export_file(x, dir, name));
+    x->part = NULL;
+    return x->status;
+}
+
+rbx_status rbx_transfer_add_bytes(rbx_transfer_out *out, const char *path, const char *part,
+                                  const void *data, size_t len)
+{
+    exporter *x = &out->x;
+    if (x->status != RBX_OK)
+        return x->status;
+    if (++x->members > RBX_TRANSFER_MEMBERS_MAX)
+        return refuse(x, rbx_transfer_too_many(x->err, "the session")), x->status;
+    if (len > room(x))
+        return refuse(x, rbx_transfer_too_big(x->err, "the session", x->cap)), x->status;
+    x->bytes += len;
+    struct stat st = {.st_mode = S_IFREG | 0600, .st_size = (off_t)len};
+    clock_gettime(CLOCK_REALTIME, &st.st_mtim);
+    x->part = part;
+    struct archive_entry *entry = set_path(x, 0, path) ? new_entry(x, &st) : NULL;
+    x->part = NULL;
+    if (entry && write_header(x, entry) &&
+        rbx_ar->archive_write_data(x->out, data, len) != (la_ssize_t)len)
+        export_failed(x, rbx_ar->archive_error_string(x->out));
+    if (entry)
+        rbx_ar->archive_entry_free(entry);
+    return x->status;
+}
+
+rbx_status rbx_transfer_export(rbx_engine *engine, const char *id, int out_fd,
+                               rbx_transfer_more_fn more, void *user, rbx_error *err)
 {
     if (!rbx_session_id_valid(id))
         return rbx_fail(err, RBX_EINVAL,
@@ -446,34 +508,40 @@ rbx_status rbx_session_export(rbx_engine *engine, const char *id, int out_fd, rb
     if (status != RBX_OK)
         return status;
     int work = open_work(&session, err);
-    exporter x = {.out = rbx_ar->archive_write_new(),
+    rbx_transfer_out out = {.x = {.out = rbx_ar->archive_write_new(),
                   .links = rbx_ar->archive_entry_linkresolver_new(),
                   .cap = rbx_transfer_cap(engine),
                   .err = err,
-                  .status = RBX_OK};
-    if (x.links)
-        rbx_ar->archive_entry_linkresolver_set_strategy(x.links, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED);
+                  .status = RBX_OK}};
+    exporter *x = &out.x;
+    if (x->links)
+        rbx_ar->archive_entry_linkresolver_set_strategy(x->links, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED);
     if (work < 0) {
-        x.status = err->status;
-    } else if (!x.out || !x.links ||
-               rbx_ar->archive_write_set_format_pax_restricted(x.out) != ARCHIVE_OK ||
+        x->status = err->status;
+    } else if (!x->out || !x->links ||
+               rbx_ar->archive_write_set_format_pax_restricted(x->out) != ARCHIVE_OK ||
                /* Names are bytes: stored as they are, whatever the locale
                 * (runbox runs in "C", where libarchive could not convert a
                 * name like données.csv to the UTF-8 pax wants). */
-               rbx_ar->archive_write_set_format_option(x.out, "pax", "hdrcharset", "BINARY") !=
+               rbx_ar->archive_write_set_format_option(x->out, "pax", "hdrcharset", "BINARY") !=
                    ARCHIVE_OK ||
-               rbx_ar->archive_write_open_fd(x.out, out_fd) != ARCHIVE_OK) {
-        export_failed(&x, x.out ? rbx_ar->archive_error_string(x.out) : "out of memory");
-    } else if (export_tree(&x, work) && rbx_ar->archive_write_close(x.out) != ARCHIVE_OK) {
-        export_failed(&x, rbx_ar->archive_error_string(x.out));
+               rbx_ar->archive_write_open_fd(x->out, out_fd) != ARCHIVE_OK) {
+        export_failed(x, x->out ? rbx_ar->archive_error_string(x->out) : "out of memory");
+    } else if (export_tree(x, work, "")) {
+        /* What the layers above carry besides the files (checkpoints). */
+        rbx_status carried = more ? more(user, session.dir_fd, &out, err) : RBX_OK;
+        if (carried != RBX_OK)
+            refuse(x, carried);
+        else if (rbx_ar->archive_write_close(x->out) != ARCHIVE_OK)
+            export_failed(x, rbx_ar->archive_error_string(x->out));
     }
-    if (x.out)
-        rbx_ar->archive_write_free(x.out);
-    if (x.links)
-        rbx_ar->archive_entry_linkresolver_free(x.links);
-    free(x.path);
+    if (x->out)
+        rbx_ar->archive_write_free(x->out);
+    if (x->links)
+        rbx_ar->archive_entry_linkresolver_free(x->links);
+    free(x->path);
     if (work >= 0)
         close(work);
     rbx_session_release(engine, &session);
-    return x.status;
+    return x->status;
 }

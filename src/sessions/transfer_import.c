@@ -17,7 +17,11 @@
  * before it, resolved the same way. Names are bytes; absolute names and
  * "." or ".." components are refused (in a hard link's target too), and
  * so are devices, FIFOs and sockets (export writes none). Set-id bits are
- * dropped. Any refusal removes the new session whole. */
+ * dropped. Any refusal removes the new session whole.
+ *
+ * Members marked as a hibernated kernel's part (transfer.h) go beside the
+ * files, in the shape export writes and no other, and the layer above is
+ * handed each language's before the session is let go. */
 #include "base/archive_lib.h"
 #include "base/error.h"
 #include "base/fsutil.h"
@@ -25,7 +29,9 @@
 #include "kernels/wire.h"
 #include "runbox.h"
 #include "sandbox/uids.h"
+#include "languages/runtime.h"
 #include "sessions/session.h"
+#include "sessions/storage.h"
 #include "sessions/transfer.h"
 
 #include <dirent.h>
@@ -58,13 +64,25 @@ typedef struct late_mode {
     mode_t mode;
 } late_mode;
 
+/* The most languages a move carries checkpoints of. */
+#define CARRIED_MAX 8
+#define PART_SMALL_MAX (256 * 1024) /* a checkpoint's record and its signature */
+
 typedef struct importer {
     rbx_engine *engine;
     struct archive *in;
     int work;           /* the new session's files; -1 in the checking pass */
-    char *dir_path;     /* the directory the last member went in, */
+    int session;        /* the new session's directory (parts go there); -1 likewise */
+    int root;           /* where the member being placed goes: work or session */
+    bool own_member;    /* it is the session's user's (files, a kernel's /tmp) */
+    bool drop_member;   /* read and dropped (a /tmp with no scratch space to go in) */
+    char *dir_path;     /* the directory the last member went in, below dir_root, */
     size_t dir_len;
+    int dir_root;
     int dir_fd;         /* kept open: a directory's members come together */
+    char carried[CARRIED_MAX][32]; /* the languages whose checkpoints were placed, */
+    bool carried_tmp[CARRIED_MAX]; /* ... and whether their /tmp has a place */
+    size_t carried_count;
     late_mode *late;
     size_t late_count, late_cap;
     uint64_t bytes, names, cap; /* data, names and link targets: within cap together */
@@ -121,7 +139,7 @@ static rbx_status member_path(const char *raw, const char **path, size_t *len, r
 
 static void own(importer *m, int dir, const char *name)
 {
-    if (m->engine->is_root)
+    if (m->engine->is_root && m->own_member)
         (void)fchownat(dir, name, RBX_HOST_UID_BASE + RBX_SANDBOX_UID,
                        RBX_HOST_UID_BASE + RBX_SANDBOX_UID, AT_SYMLINK_NOFOLLOW);
 }
@@ -190,19 +208,20 @@ static int parent_of(importer *m, const char *path, size_t len, const char **nam
         dir_len--;
     *name = path + dir_len;
     if (dir_len == 0)
-        return m->work;
+        return m->root;
     dir_len--; /* without its '/' */
-    if (m->dir_fd >= 0 && m->dir_len == dir_len && !memcmp(m->dir_path, path, dir_len))
+    bool same_root = m->dir_fd >= 0 && m->dir_root == m->root;
+    if (same_root && m->dir_len == dir_len && !memcmp(m->dir_path, path, dir_len))
         return m->dir_fd;
     /* Below the last one (a tree is archived depth first): from there. */
-    bool below = m->dir_fd >= 0 && m->dir_len < dir_len && path[m->dir_len] == '/' &&
+    bool below = same_root && m->dir_len < dir_len && path[m->dir_len] == '/' &&
                  !memcmp(m->dir_path, path, m->dir_len);
     char *copy = malloc(dir_len + 1);
     int fd = !copy ? -1
              : below
                  ? open_dir_below(m, m->dir_fd, path + m->dir_len + 1, dir_len - m->dir_len - 1,
                                   true)
-                 : open_dir_below(m, m->work, path, dir_len, true);
+                 : open_dir_below(m, m->root, path, dir_len, true);
     if (fd < 0) {
         free(copy);
         return -1;
@@ -214,6 +233,7 @@ static int parent_of(importer *m, const char *path, size_t len, const char **nam
     free(m->dir_path);
     m->dir_path = copy;
     m->dir_len = dir_len;
+    m->dir_root = m->root;
     m->dir_fd = fd;
     return fd;
 }
@@ -265,11 +285,11 @@ static rbx_status place_file(importer *m, struct archive_entry *entry, int dir, 
         return rbx_fail(m->err, RBX_EINVAL, "cannot create '%.200s' in the session: %s", path,
                         errno == EEXIST ? "the archive holds it twice" : strerror(errno));
     rbx_status status = write_data(m, fd, path, rbx_ar->archive_entry_size(entry));
-    if (m->engine->is_root)
+    if (m->engine->is_root && m->own_member)
         (void)fchown(fd, RBX_HOST_UID_BASE + RBX_SANDBOX_UID, RBX_HOST_UID_BASE + RBX_SANDBOX_UID);
     (void)fchmod(fd, mode);
     close(fd);
-    m->files++;
+    m->files += m->root == m->work;
     return status;
 }
 
@@ -287,7 +307,9 @@ static rbx_status place_dir(importer *m, struct archive_entry *entry, int dir, c
     own(m, dir, name);
     /* Its owner must be able to add its members first: a mode without
      * u+wx waits until they are in. */
-    if ((mode & 0300) != 0300) {
+    if ((mode & 0300) != 0300 && m->root != m->work) {
+        mode |= 0700; /* a part's directory (a kernel's /tmp): runbox's own walk needs it */
+    } else if ((mode & 0300) != 0300) {
         if (m->late_count == m->late_cap) {
             size_t cap = m->late_cap ? m->late_cap * 2 : 16;
             late_mode *grown = realloc(m->late, cap * sizeof *grown);
@@ -426,6 +448,119 @@ static rbx_status check_member(importer *m, struct archive_entry *entry, const c
     return RBX_OK;
 }
 
+/* Whether the member is marked as a part (transfer.h): 1 a checkpoint's,
+ * 0 not marked, -1 marked as something else (refused, err set). Other
+ * attributes mean nothing here, as before. */
+static int member_part(importer *m, struct archive_entry *entry, const char *raw)
+{
+    const char *name;
+    const void *value;
+    size_t size;
+    int part = 0;
+    rbx_ar->archive_entry_xattr_reset(entry);
+    while (part >= 0 && rbx_ar->archive_entry_xattr_next(entry, &name, &value, &size) == ARCHIVE_OK) {
+        if (strcmp(name, RBX_TRANSFER_PART_XATTR))
+            continue;
+        if (size == strlen(RBX_TRANSFER_PART_CHECKPOINT) &&
+            !memcmp(value, RBX_TRANSFER_PART_CHECKPOINT, size))
+            part = 1;
+        else
+            part = -1;
+    }
+    if (part < 0)
+        rbx_fail(m->err, RBX_EINVAL,
+                 "the archive's member '%.200s' is marked as a part runbox does not carry (only "
+                 "'" RBX_TRANSFER_PART_CHECKPOINT "')",
+                 raw);
+    return part;
+}
+
+/* Where a checkpoint's member goes, below the session's directory, in
+ * placed (NULL: nothing to place, its directory is made with the part),
+ * and whether it is the session user's; its language in language. Only
+ * the shape export writes is accepted. */
+static rbx_status part_path(importer *m, struct archive_entry *entry, const char *raw,
+                            const char *path, char **placed, bool *users, char language[32])
+{
+    static const char shape[] =
+        "is not one a checkpoint holds (" RBX_TRANSFER_PART_PREFIX
+        "<language>/ and checkpoint.json, signature, images/<file> or tmp/...)";
+    *placed = NULL;
+    *users = false;
+    size_t prefix = strlen(RBX_TRANSFER_PART_PREFIX);
+    const char *lang = path + prefix;
+    size_t lang_len = strncmp(path, RBX_TRANSFER_PART_PREFIX, prefix) ? 0 : strcspn(lang, "/");
+    if (lang_len == 0 || lang_len >= 32)
+        return rbx_fail(m->err, RBX_EINVAL, "the archive's checkpoint member '%.200s' %s", raw,
+                        shape);
+    memcpy(language, lang, lang_len);
+    language[lang_len] = 0;
+    if (!rbx_runtime_find(language))
+        return rbx_fail(m->err, RBX_EINVAL,
+                        "the archive carries a checkpoint of '%.40s', a language runbox does "
+                        "not know",
+                        language);
+    mode_t type = rbx_ar->archive_entry_filetype(entry);
+    bool hard = rbx_ar->archive_entry_hardlink(entry) != NULL;
+    const char *rest = lang[lang_len] ? lang + lang_len + 1 : "";
+    const char *under = NULL, *placed_under = NULL;
+    if (!strcmp(rest, "") || !strcmp(rest, "images") || !strcmp(rest, "tmp")) {
+        if (type == AE_IFDIR && !hard)
+            return RBX_OK; /* made with the part */
+    } else if (!strcmp(rest, "checkpoint.json") || !strcmp(rest, "signature")) {
+        if (type == AE_IFREG && !hard && rbx_ar->archive_entry_size(entry) <= PART_SMALL_MAX)
+            under = rest, placed_under = "";
+    } else if (!strncmp(rest, "images/", 7)) {
+        if (type == AE_IFREG && !hard && !strchr(rest + 7, '/'))
+            under = rest, placed_under = "";
+    } else if (!strncmp(rest, "tmp/", 4)) {
+        if (!hard)
+            under = rest, placed_under = "scratch/", *users = true;
+    }
+    if (!under)
+        return rbx_fail(m->err, RBX_EINVAL, "the archive's checkpoint member '%.200s' %s", raw,
+                        shape);
+    size_t size = strlen("hibernated-") + lang_len + 1 + strlen(placed_under) + strlen(under) + 1;
+    if (!(*placed = malloc(size)))
+        return rbx_fail(m->err, RBX_ESYSTEM, "out of memory");
+    snprintf(*placed, size, "hibernated-%s/%s%s", language, placed_under, under);
+    return RBX_OK;
+}
+
+/* The slot of language's checkpoint, its directory made on its first
+ * member: images/ capped as a hibernating kernel's, and a scratch space
+ * for its /tmp where this storage has them. -1: refused (err set). */
+static int part_slot(importer *m, const char *language)
+{
+    for (size_t i = 0; i < m->carried_count; i++)
+        if (!strcmp(m->carried[i], language))
+            return (int)i;
+    if (m->carried_count == CARRIED_MAX) {
+        rbx_fail(m->err, RBX_EINVAL, "the archive carries too many checkpoints");
+        return -1;
+    }
+    char name[64];
+    snprintf(name, sizeof name, "hibernated-%s", language);
+    int dir = -1;
+    if (mkdirat(m->session, name, 0700) != 0 ||
+        (dir = openat(m->session, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+        rbx_storage_make_capped(m->engine, dir, "images", m->engine->config.disk_cap_bytes) != 0 ||
+        fchmodat(dir, "images", 0711, 0) != 0) {
+        rbx_fail(m->err, RBX_ESYSTEM, "cannot place the %s kernel's checkpoint: %s", language,
+                 strerror(errno));
+        if (dir >= 0)
+            close(dir);
+        return -1;
+    }
+    size_t slot = m->carried_count++;
+    snprintf(m->carried[slot], sizeof m->carried[slot], "%s", language);
+    /* No scratch spaces here: its /tmp is dropped, and the kernel's wake
+     * says that it is missing. */
+    m->carried_tmp[slot] = rbx_scratch_stowed_make(m->engine, dir, "scratch") == 0;
+    close(dir);
+    return (int)slot;
+}
+
 static rbx_status import_member(importer *m, struct archive_entry *entry)
 {
     /* Bytes as stored when the archive says so (pax's hdrcharset=BINARY,
@@ -438,7 +573,10 @@ static rbx_status import_member(importer *m, struct archive_entry *entry)
     rbx_status status = member_path(raw, &start, &len, m->err);
     if (status != RBX_OK)
         return status;
-    if (len == 0) { /* the session's directory itself ("./" in tar's own archives) */
+    int part = member_part(m, entry, raw);
+    if (part < 0)
+        return m->err->status;
+    if (len == 0 && !part) { /* the session's directory itself ("./" in tar's own archives) */
         if (rbx_ar->archive_entry_filetype(entry) == AE_IFDIR)
             return RBX_OK;
         return rbx_fail(m->err, RBX_EINVAL, "the archive has a member without a usable name");
@@ -457,12 +595,25 @@ static rbx_status import_member(importer *m, struct archive_entry *entry)
     char *path = strndup(start, len);
     if (!path)
         return rbx_fail(m->err, RBX_ESYSTEM, "out of memory");
+    char *placed = NULL, language[32] = "";
+    bool users = true;
     status = check_member(m, entry, raw, path);
-    if (status == RBX_OK && m->work >= 0) {
+    if (status == RBX_OK && part)
+        status = part_path(m, entry, raw, path, &placed, &users, language);
+    if (status == RBX_OK && m->work >= 0 && (!part || placed)) {
+        int slot = part ? part_slot(m, language) : 0;
+        if (slot < 0)
+            status = m->err->status;
+        m->root = part ? m->session : m->work;
+        m->own_member = users;
+        bool drop = part && slot >= 0 && users && !m->carried_tmp[slot];
+        const char *where = part ? placed : path;
         const char *name;
-        int dir = parent_of(m, path, len, &name);
+        int dir = status != RBX_OK || drop ? -1 : parent_of(m, where, strlen(where), &name);
         mode_t type = rbx_ar->archive_entry_filetype(entry);
-        if (dir < 0)
+        if (status != RBX_OK || drop)
+            ; /* refused above, or read past */
+        else if (dir < 0)
             status = rbx_fail(m->err, RBX_EINVAL, "cannot place '%.200s' in the session: %s",
                               path,
                               errno == ELOOP || errno == ENOTDIR || errno == EXDEV
@@ -477,6 +628,7 @@ static rbx_status import_member(importer *m, struct archive_entry *entry)
         else
             status = place_link(m, entry, dir, name, path);
     }
+    free(placed);
     free(path);
     return status;
 }
@@ -583,8 +735,8 @@ static rbx_status prepare_source(rbx_engine *engine, source *s, rbx_error *err)
 /* The first pass: headers only, nothing made. */
 static rbx_status check_archive(rbx_engine *engine, source *s, rbx_error *err)
 {
-    importer m = {.engine = engine, .work = -1, .dir_fd = -1, .cap = rbx_transfer_cap(engine),
-                  .err = err};
+    importer m = {.engine = engine, .work = -1, .session = -1, .dir_fd = -1,
+                  .cap = rbx_transfer_cap(engine), .err = err};
     rbx_status status = open_pass(&m, s, true);
     if (status == RBX_OK)
         status = import_all(&m);
@@ -611,13 +763,15 @@ static bool is_empty(int dir)
 
 /* The second pass: the session made, member by member. */
 static rbx_status place_archive(rbx_engine *engine, const char *id, source *s,
-                                rbx_session_import_info *info, rbx_error *err)
+                                rbx_session_import_info *info, rbx_transfer_carried_fn carried,
+                                void *user, rbx_error *err)
 {
     rbx_session session;
     rbx_status status = rbx_session_acquire(engine, id, SESSION_WAIT_S, -1, &session, err);
     if (status != RBX_OK)
         return status;
     importer m = {.engine = engine, .dir_fd = -1, .cap = rbx_transfer_cap(engine), .err = err};
+    m.session = session.dir_fd;
     m.work = open(session.work_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     bool ours = m.work >= 0 && is_empty(m.work);
     if (m.work < 0)
@@ -632,6 +786,8 @@ static rbx_status place_archive(rbx_engine *engine, const char *id, source *s,
              (status = import_all(&m)) == RBX_OK)
         apply_late_modes(&m);
     close_pass(&m);
+    for (size_t i = 0; status == RBX_OK && carried && i < m.carried_count; i++)
+        status = carried(user, session.dir_fd, id, m.carried[i], err);
     for (size_t i = 0; i < m.late_count; i++)
         free(m.late[i].path);
     free(m.late);
@@ -651,8 +807,9 @@ static rbx_status place_archive(rbx_engine *engine, const char *id, source *s,
     return status;
 }
 
-rbx_status rbx_session_import(rbx_engine *engine, const char *id, const rbx_archive_source *from,
-                              rbx_session_import_info *info, rbx_error *err)
+rbx_status rbx_transfer_import(rbx_engine *engine, const char *id, const rbx_archive_source *from,
+                               rbx_session_import_info *info, rbx_transfer_carried_fn carried,
+                               void *user, rbx_error *err)
 {
     memset(info, 0, sizeof *info);
     rbx_status loaded = rbx_archive_load(err);
@@ -674,7 +831,7 @@ rbx_status rbx_session_import(rbx_engine *engine, const char *id, const rbx_arch
     if (status == RBX_OK)
         status = check_archive(engine, s, err);
     if (status == RBX_OK)
-        status = place_archive(engine, id, s, info, err);
+        status = place_archive(engine, id, s, info, carried, user, err);
     if (s->spool >= 0)
         close(s->spool);
     free(s);

@@ -16,7 +16,7 @@ RESULT_FIELDS = {"success", "output", "error", "exit_code", "duration_ms", "sess
                  "cancelled",
                  "truncated", "signal", "cpu_ms", "peak_memory_kb", "limits", "cpus", "network", "pooled",
                  "egress_denied", "egress_denied_to", "install", "stateful", "results",
-                 "execution_count", "kernel_restarted", "kernel_restored", "restore_ms"}
+                 "execution_count", "kernel_restarted", "kernel_restored", "restore_ms", "restart_reason"}
 
 HELLO = {
     "python": "print('Hello, World!')",

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from conftest import (HIBERNATE_SOON, RUNBOX, daemons, hibernation_here, kernel_entry,
-                      processes_matching, unique_marker, wait_hibernated)
+                      processes_matching, stop_daemons, unique_marker, wait_hibernated)
 
 IDLE = HIBERNATE_SOON
 
@@ -454,3 +454,141 @@ def test_a_working_directory_swapped_for_a_link_to_the_host_is_not_entered(hb, h
     after = stateful(hb, "python", "import os\ntry:\n    print(sorted(os.listdir('.')))\n"
                      "except OSError as e:\n    print('error', e)", "cwd", "--no-network")
     assert "secret" not in after["output"], after
+
+
+# --- moved to another node: `sessions export` carries a hibernated kernel's checkpoint --------
+
+def other_node(tmp_path, name, key_from=None):
+    """Another runbox on this machine (its own state directory); with key_from, given the
+    checkpoint key of that node, as an operator gives every node of a cluster the same."""
+    from conftest import Runbox
+    state = tmp_path / name / "state"
+    state.mkdir(parents=True, mode=0o700)
+    if key_from is not None:
+        shutil.copy(os.path.join(key_from.state_dir, "checkpoint.key"), state / "checkpoint.key")
+        os.chmod(state / "checkpoint.key", 0o600)
+    return Runbox(str(state))
+
+
+def moved(runbox, session, archive):
+    proc = runbox.cli("sessions", "export", session, "--output", str(archive), env=IDLE)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    return archive
+
+
+def imported(node, session, archive):
+    proc = node.cli("sessions", "import", session, str(archive), env=IDLE)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    return proc
+
+
+def part_members(archive):
+    import tarfile
+    with tarfile.open(archive) as tar:
+        return {m.name: m.pax_headers.get("SCHILY.xattr.runbox.part") for m in tar.getmembers()}
+
+
+SLEEPER = ("import os\nx = 41\nopen('notes.txt', 'w').write('a file')\n"
+           "os.makedirs('sub', exist_ok=True)\nos.chdir('sub')\n"
+           "f = open('/tmp/kept', 'w')\nf.write('in /tmp')\nf.flush()")
+
+
+def test_an_exported_hibernated_kernel_wakes_on_the_node_it_is_imported_to(hb, tmp_path):
+    stateful(hb, "python", SLEEPER, "m", "--no-network")
+    wait_hibernated(hb, "m", "python")
+    archive = moved(hb, "m", tmp_path / "m.tar")
+    members = part_members(archive)
+    assert members["notes.txt"] is None  # the files are files
+    prefix = ".runbox/hibernated-python/"
+    carried = {name for name, part in members.items() if part == "checkpoint"}
+    assert {prefix + "checkpoint.json", prefix + "signature", prefix + "tmp/kept"} <= carried
+    assert any(n.startswith(prefix + "images/pages-") for n in carried), sorted(carried)
+    assert not any(n.endswith(".log") for n in members)  # criu's logs name the host's paths
+    b = other_node(tmp_path, "b", key_from=hb)
+    try:
+        imported(b, "moved", archive)
+        assert kernel_entry(b, "moved", "python")["state"] == "hibernated"
+        back = woke(stateful(b, "python", "x += 1\nprint(x, os.getcwd(), "
+                             "open('/tmp/kept').read(), open('../notes.txt').read())", "moved",
+                             "--no-network"))
+        assert back["output"] == "42 /home/user/sub in /tmp a file\n", back
+        assert back["execution_count"] == 2, back
+        # The node it came from keeps its own, untouched.
+        home = woke(stateful(hb, "python", "print(x)", "m", "--no-network"))
+        assert home["output"] == "41\n", home
+    finally:
+        b.remove_all_sessions()
+
+
+def edit_record(archive, out):
+    """The archive with its checkpoint's record changed (another host kernel)."""
+    import io
+    import tarfile
+    with tarfile.open(archive) as tar, tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as new:
+        for member in tar.getmembers():
+            data = tar.extractfile(member).read() if member.isfile() else None
+            if member.name.endswith("/checkpoint.json"):
+                record = json.loads(data)
+                record["started_with"]["host_kernel"] = "9.9.9-forged"
+                data = json.dumps(record).encode()
+                member.size = len(data)
+            new.addfile(member, io.BytesIO(data) if data is not None else None)
+    return out
+
+
+def flip_image(archive, out):
+    """The archive with a byte of the kernel's memory changed."""
+    import io
+    import tarfile
+    with tarfile.open(archive) as tar, tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as new:
+        for member in tar.getmembers():
+            data = tar.extractfile(member).read() if member.isfile() else None
+            if "/images/pages-" in member.name and len(data) > 4096:
+                data = bytearray(data)
+                data[len(data) // 2] ^= 0xff
+                data = bytes(data)
+            new.addfile(member, io.BytesIO(data) if data is not None else None)
+    return out
+
+
+@pytest.mark.parametrize("how", ["another key", "record edited", "image edited"])
+def test_a_carried_checkpoint_not_signed_here_or_changed_gives_a_fresh_kernel_and_why(
+        hb, tmp_path, how):
+    stateful(hb, "python", SLEEPER, "m", "--no-network")
+    wait_hibernated(hb, "m", "python")
+    archive = moved(hb, "m", tmp_path / "m.tar")
+    expected = {"another key": "not signed with this node's key",
+                "record edited": "not signed with this node's key",
+                "image edited": "does not match its record"}[how]
+    if how == "record edited":
+        archive = edit_record(archive, tmp_path / "edited.tar")
+    elif how == "image edited":
+        archive = flip_image(archive, tmp_path / "flipped.tar")
+    b = other_node(tmp_path, "b", key_from=None if how == "another key" else hb)
+    try:
+        imported(b, "moved", archive)
+        with open(os.path.join(b.session_dir("moved"), "work", "notes.txt")) as notes:
+            assert notes.read() == "a file"  # its files come whatever its kernel's fate
+        after = stateful(b, "python", "print('x' in dir())", "moved", "--no-network")
+        assert after["output"] == "False\n", after
+        assert after["kernel_restarted"] is True and after["kernel_restored"] is False, after
+        assert expected in after["restart_reason"], after
+        assert not os.path.exists(checkpoint_dir(b, "moved", "python"))
+    finally:
+        b.remove_all_sessions()
+
+
+def test_a_woken_kernels_tmp_is_not_swept_by_the_next_runbox(hb):
+    """A kernel woken by another runbox process than the one it slept in: its /tmp is this
+    process's now, and the sweep any runbox makes of what gone processes left keeps it."""
+    stateful(hb, "python", "f = open('/tmp/kept', 'w')\nf.write('in /tmp')\nf.flush()", "t",
+             "--no-network", env={"RUNBOX_KERNEL_IDLE": "600"})
+    stop_daemons(hb.state_dir)  # SIGTERM: the daemon hibernates its kernels as it goes
+    assert kernel_entry(hb, "t", "python")["state"] == "hibernated"
+    woke(stateful(hb, "python", "print(open('/tmp/kept').read())", "t", "--no-network",
+                  env={"RUNBOX_KERNEL_IDLE": "600"}))
+    assert hb.cli("sessions", "list").returncode == 0  # a new runbox process: it sweeps
+    stop_daemons(hb.state_dir)  # and sleeps again: its /tmp must still be there to keep
+    later = woke(stateful(hb, "python", "import os\nprint(os.listdir('/tmp'))", "t",
+                          "--no-network", env={"RUNBOX_KERNEL_IDLE": "600"}))
+    assert later["output"] == "['kept']\n", later

@@ -231,6 +231,94 @@ def test_members_through_a_link_are_refused_and_leave_nothing(server, tmp_path, 
     assert_canary_untouched(canary)
 
 
+# --- a hibernated kernel's part: only the shape export writes, never a way out ------------------
+
+PART = {"SCHILY.xattr.runbox.part": "checkpoint"}
+TMP = ".runbox/hibernated-python/tmp/"
+
+
+def part_tar(*members, marked=PART):
+    """An archive whose members carry the mark export writes on a checkpoint's members."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        archive.addfile(tarfile.TarInfo("file.txt"), io.BytesIO(b""))  # an ordinary file
+        for name, kind, link, data in members:
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname, info.mode = kind, link, 0o644
+            info.pax_headers = dict(marked)
+            if data is not None:
+                info.size = len(data)
+            archive.addfile(info, io.BytesIO(data) if data is not None else None)
+    return out.getvalue()
+
+
+MISSHAPEN = {
+    "a part outside .runbox": ([("etc/passwd", tarfile.REGTYPE, "", b"x")], PART,
+                               "is not one a checkpoint holds"),
+    "an unknown language": ([(".runbox/hibernated-cobol/checkpoint.json", tarfile.REGTYPE, "",
+                              b"{}")], PART, "a language runbox does not know"),
+    "an image below a directory": ([(".runbox/hibernated-python/images/sub/x", tarfile.REGTYPE,
+                                     "", b"x")], PART, "is not one a checkpoint holds"),
+    "an image that is a link": ([(".runbox/hibernated-python/images/x", tarfile.SYMTYPE,
+                                  "/etc/shadow", None)], PART, "is not one a checkpoint holds"),
+    "a record that is a link": ([(".runbox/hibernated-python/checkpoint.json", tarfile.SYMTYPE,
+                                  "/etc/shadow", None)], PART, "is not one a checkpoint holds"),
+    "a record too large": ([(".runbox/hibernated-python/checkpoint.json", tarfile.REGTYPE, "",
+                             b" " * (300 << 10))], PART, "is not one a checkpoint holds"),
+    "a hard link in /tmp": ([(TMP + "f", tarfile.REGTYPE, "", b"x"),
+                             (TMP + "g", tarfile.LNKTYPE, TMP + "f", None)], PART,
+                            "is not one a checkpoint holds"),
+    "another part": ([(TMP + "f", tarfile.REGTYPE, "", b"x")],
+                     {"SCHILY.xattr.runbox.part": "kernel-memory"},
+                     "marked as a part runbox does not carry"),
+    "a part named up": ([(".runbox/hibernated-python/../../x", tarfile.REGTYPE, "", b"x")],
+                        PART, "'.' or '..' component"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MISSHAPEN))
+def test_a_checkpoint_part_of_another_shape_is_refused_and_leaves_nothing(server, case):
+    members, marked, message = MISSHAPEN[case]
+    response = server.request("POST", "/v1/sessions/victim/import",
+                              body=part_tar(*members, marked=marked))
+    assert response.status == 400, (case, response)
+    assert message in response.json()["error"]["message"], response.json()
+    assert not os.path.exists(os.path.join(server.state_dir, "sessions", "victim"))
+
+
+@pytest.mark.parametrize("case", sorted(through_links("/canary")))
+def test_a_checkpoints_tmp_through_a_link_is_refused_and_leaves_nothing(server, tmp_path, case):
+    """A kernel's /tmp is placed as the session's files are: a link it holds is data."""
+    canary = make_canary(tmp_path)
+    members = [(TMP + name, kind, TMP + link if kind == tarfile.LNKTYPE else link, data)
+               for name, kind, link, data in through_links(canary)[case]]
+    response = server.request("POST", "/v1/sessions/victim/import", body=part_tar(*members))
+    assert response.status == 400, (case, response)
+    assert not os.path.exists(os.path.join(server.state_dir, "sessions", "victim"))
+    assert_canary_untouched(canary)
+
+
+def test_a_checkpoint_without_its_signature_is_imported_as_files_and_its_kernel_starts_afresh(
+        server, tmp_path):
+    canary = make_canary(tmp_path)
+    body = part_tar((TMP + "link", tarfile.SYMTYPE, str(canary), None),
+                    (TMP + "kept", tarfile.REGTYPE, "", b"in /tmp"),
+                    (".runbox/hibernated-python/checkpoint.json", tarfile.REGTYPE, "", b"{}"))
+    response = server.request("POST", "/v1/sessions/unsigned/import", body=body)
+    assert response.status == 201, response
+    session = os.path.join(server.state_dir, "sessions", "unsigned")
+    assert os.listdir(os.path.join(session, "work")) == ["file.txt"]  # the part is not a file
+    assert not os.path.exists(os.path.join(session, "hibernated-python"))  # and was dropped
+    out = server.execute(language="python", session_id="unsigned", stateful=True,
+                         code="import os; print(sorted(os.listdir('/tmp')))")
+    assert out["output"] == "[]\n", out  # a fresh kernel, with a fresh /tmp
+    assert out["kernel_restarted"] is True, out
+    assert "without its record or signature" in out["restart_reason"], out
+    again = server.execute(language="python", session_id="unsigned", stateful=True, code="1")
+    assert again["kernel_restarted"] is False and again["restart_reason"] is None, again
+    assert_canary_untouched(canary)
+
+
 # --- limits: the first member past one refuses the archive, before anything is made -----------
 
 def empty_members(count):

@@ -15,7 +15,7 @@ import {
 const RESULT_FIELDS = ['success', 'output', 'error', 'exit_code', 'duration_ms', 'session_id', 'language', 'image', 'image_note',
   'error_type', 'exception', 'timed_out', 'cancelled', 'truncated', 'signal', 'cpu_ms', 'peak_memory_kb',
   'limits', 'cpus', 'stateful', 'results', 'execution_count', 'kernel_restarted', 'kernel_restored',
-  'restore_ms', 'network', 'egress_denied',
+  'restore_ms', 'restart_reason', 'network', 'egress_denied',
   'egress_denied_to', 'pooled'];
 
 describe('runbox mcp with the SDK client', { timeout: 180000 }, () => {
