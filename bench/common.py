@@ -41,7 +41,7 @@ def free_port():
 class Server:
     """runbox serve on a free loopback port, with one keep-alive client."""
 
-    def __init__(self, runbox, state_dir, e2b=False, global_args=()):
+    def __init__(self, runbox, state_dir, e2b=False, global_args=(), serve_args=()):
         self.port = free_port()
         extra = []
         if e2b:  # E2B's protocol on a second port
@@ -50,7 +50,7 @@ class Server:
         self.proc = subprocess.Popen([runbox, "--state-dir", state_dir, *global_args, "serve",
                                       "--listen",
                                       f"127.0.0.1:{self.port}", "--max-running", "16",
-                                      "--max-queue", "256", *extra],
+                                      "--max-queue", "256", *extra, *serve_args],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 10
         while time.time() < deadline:

@@ -126,8 +126,83 @@ def many_sessions(runbox, work, sessions, live):
         server.stop()
 
 
+def _move(server_from, server_to, session, into):
+    """GET .../export from one node, POST .../import into the other: (seconds, archive bytes)."""
+    start = time.perf_counter()
+    conn = server_from.connection()
+    conn.request("GET", f"/v1/sessions/{session}/export")
+    answer = conn.getresponse()
+    archive = answer.read()
+    conn.close()
+    if answer.status != 200:
+        raise RuntimeError(f"export: {answer.status} {archive[:300]!r}")
+    conn = server_to.connection()
+    conn.request("POST", f"/v1/sessions/{into}/import", body=archive,
+                 headers={"Content-Type": "application/x-tar"})
+    answer = conn.getresponse()
+    body = answer.read()
+    conn.close()
+    if answer.status != 201:
+        raise RuntimeError(f"import: {answer.status} {body[:300]!r}")
+    return time.perf_counter() - start, len(archive)
+
+
+def moved_to_another_node(runbox, work, runs):
+    """A hibernated kernel (numpy, pandas, the 10 MB DataFrame) moved to another node by export
+    and import and called there (it wakes with its variables), side by side with what an agent
+    pays without it: a fresh session on that node running its setup again."""
+    a_state = os.path.join(work, "move-a-state")
+    b_state = os.path.join(work, "move-b-state")
+    a = Server(runbox, a_state, global_args=("--kernel-idle", "1", "--pool", "0"))
+    b = None
+    try:
+        conn = a.connection()
+        _call(a, conn, "mv", SETUP)
+        _wait_hibernated(a, "mv")
+        # The nodes share a checkpoint key, as an operator gives every node of a cluster
+        # (the first export makes the node's).
+        status, _ = a.request("GET", "/v1/sessions/mv/export")
+        if status != 200:
+            raise RuntimeError(f"export: {status}")
+        os.makedirs(b_state, mode=0o700, exist_ok=True)
+        with open(os.path.join(a_state, "checkpoint.key"), "rb") as key:
+            secret = key.read()
+        fd = os.open(os.path.join(b_state, "checkpoint.key"), os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(fd, secret)
+        os.close(fd)
+        # An import takes the whole archive as one body: the kernel's memory and more.
+        b = Server(runbox, b_state, global_args=("--kernel-idle", "600", "--pool", "0"),
+                   serve_args=("--max-body", str(1 << 30)))
+        b_conn = b.connection()
+        move_ms, call_ms, total_ms, rebuild_ms, sizes = [], [], [], [], []
+        for i in range(runs):
+            moved_s, size = _move(a, b, "mv", f"mv{i}")
+            elapsed, result = _call(b, b_conn, f"mv{i}", "print(len(frame))")
+            if not result["kernel_restored"] or result["output"] != "163840\n":
+                raise RuntimeError(f"not woken on the other node: {result}")
+            rebuild, again = _call(b, b_conn, f"fresh{i}", SETUP + "\nprint(len(frame))")
+            if not again["output"].endswith("163840\n"):
+                raise RuntimeError(f"the rebuild failed: {again}")
+            move_ms.append(moved_s * 1000)
+            call_ms.append(elapsed)
+            total_ms.append(moved_s * 1000 + elapsed)
+            rebuild_ms.append(rebuild)
+            sizes.append(size)
+        moved, rebuilt = summary(total_ms), summary(rebuild_ms)
+        return {"archive_bytes": int(statistics.median(sizes)),
+                "export_and_import_ms": summary(move_ms),
+                "wake_and_first_call_ms": summary(call_ms),
+                "moved_and_called_ms": moved, "rebuilt_ms": rebuilt,
+                "moved_over_rebuilt": round(moved["median_ms"] / rebuilt["median_ms"], 2)}
+    finally:
+        a.stop()
+        if b:
+            b.stop()
+
+
 def run(runbox, work, runs):
     results = {"checkpoint": checkpoint_and_restore(runbox, work, min(runs, 20))}
+    results["moved"] = moved_to_another_node(runbox, work, min(runs, 10))
     results["many"] = many_sessions(runbox, work, sessions=int(os.environ.get(
         "RBX_BENCH_HIBERNATION_SESSIONS", "300")), live=int(os.environ.get(
             "RBX_BENCH_HIBERNATION_LIVE", "10")))

@@ -75,7 +75,6 @@ typedef struct importer {
     int session;        /* the new session's directory (parts go there); -1 likewise */
     int root;           /* where the member being placed goes: work or session */
     bool own_member;    /* it is the session's user's (files, a kernel's /tmp) */
-    bool drop_member;   /* read and dropped (a /tmp with no scratch space to go in) */
     char *dir_path;     /* the directory the last member went in, below dir_root, */
     size_t dir_len;
     int dir_root;
@@ -495,7 +494,8 @@ static rbx_status part_path(importer *m, struct archive_entry *entry, const char
                         shape);
     memcpy(language, lang, lang_len);
     language[lang_len] = 0;
-    if (!rbx_runtime_find(language))
+    const rbx_runtime *runtime = rbx_runtime_find(language);
+    if (!runtime || strcmp(runtime->name, language)) /* by its own name, not an alias */
         return rbx_fail(m->err, RBX_EINVAL,
                         "the archive carries a checkpoint of '%.40s', a language runbox does "
                         "not know",

@@ -257,6 +257,8 @@ MISSHAPEN = {
                                "is not one a checkpoint holds"),
     "an unknown language": ([(".runbox/hibernated-cobol/checkpoint.json", tarfile.REGTYPE, "",
                               b"{}")], PART, "a language runbox does not know"),
+    "a language's alias": ([(".runbox/hibernated-py/checkpoint.json", tarfile.REGTYPE, "",
+                             b"{}")], PART, "a language runbox does not know"),
     "an image below a directory": ([(".runbox/hibernated-python/images/sub/x", tarfile.REGTYPE,
                                      "", b"x")], PART, "is not one a checkpoint holds"),
     "an image that is a link": ([(".runbox/hibernated-python/images/x", tarfile.SYMTYPE,
