@@ -42,7 +42,6 @@
 #define KEY_MIN 16
 #define KEY_MADE 32
 #define KEY_MAX 4096
-#define RECORD_MAX (256 * 1024)
 /* What the signature covers besides the record: a signature of anything
  * else made with the same key is no signature of a checkpoint. */
 #define SIGNED_AS "runbox checkpoint record 1\n"
@@ -72,6 +71,7 @@ static int node_key(rbx_engine *engine, bool make, uint8_t key[KEY_MAX], size_t 
     }
     struct stat st;
     ssize_t n = -1;
+    bool ok = false;
     if (fd < 0)
         snprintf(why, why_size, "this node has no checkpoint key (%.200s: %s)", path,
                  strerror(errno));
@@ -84,13 +84,12 @@ static int node_key(rbx_engine *engine, bool make, uint8_t key[KEY_MAX], size_t 
     else if ((n = read(fd, key, KEY_MAX)) < KEY_MIN || st.st_size > KEY_MAX)
         snprintf(why, why_size, "this node's checkpoint key %.200s must hold %d to %d bytes", path,
                  KEY_MIN, KEY_MAX);
+    else
+        ok = true;
     if (fd >= 0)
         close(fd);
-    *len = n > 0 ? (size_t)n : 0;
-    return n >= KEY_MIN && st.st_size <= KEY_MAX && !(st.st_mode & 077) && S_ISREG(st.st_mode) &&
-                   st.st_uid == geteuid()
-               ? 0
-               : -1;
+    *len = ok ? (size_t)n : 0;
+    return ok ? 0 : -1;
 }
 
 /* HMAC-SHA-256 of a record under key, in hex. */
@@ -127,7 +126,7 @@ static char *read_small(int dir, const char *name, size_t *len)
 {
     int fd = rbx_open_regular(dir, name, O_RDONLY);
     struct stat st;
-    char *text = fd >= 0 && fstat(fd, &st) == 0 && st.st_size < RECORD_MAX
+    char *text = fd >= 0 && fstat(fd, &st) == 0 && st.st_size < RBX_CHECKPOINT_RECORD_MAX
                      ? malloc((size_t)st.st_size + 1)
                      : NULL;
     ssize_t n = text ? read(fd, text, (size_t)st.st_size) : -1;
@@ -143,10 +142,6 @@ static char *read_small(int dir, const char *name, size_t *len)
 }
 
 /* --- export -------------------------------------------------------------------------------- */
-
-typedef struct carrier {
-    rbx_engine *engine;
-} carrier;
 
 /* The images, but criu's logs and pid file (they name the host's paths
  * and pids, and a restore makes its own). */
@@ -164,9 +159,7 @@ static rbx_status add_images(rbx_transfer_out *out, int dir, const char *prefix,
     struct dirent *e;
     char path[512];
     while (status == RBX_OK && (e = readdir(d))) {
-        size_t len = strlen(e->d_name);
-        if (e->d_name[0] == '.' || (len > 4 && !strcmp(e->d_name + len - 4, ".log")) ||
-            !strcmp(e->d_name, "restored.pid"))
+        if (!rbx_checkpoint_image_named(e->d_name))
             continue;
         snprintf(path, sizeof path, "%simages/%s", prefix, e->d_name);
         status = rbx_transfer_add_file(out, dirfd(d), e->d_name, path, RBX_TRANSFER_PART_CHECKPOINT);
@@ -177,7 +170,7 @@ static rbx_status add_images(rbx_transfer_out *out, int dir, const char *prefix,
 
 /* One hibernated kernel's checkpoint: its signature, record, images and
  * /tmp. */
-static rbx_status add_checkpoint(carrier *c, int session_dir, const char *language,
+static rbx_status add_checkpoint(rbx_engine *engine, int session_dir, const char *language,
                                  rbx_transfer_out *out, rbx_error *err)
 {
     char name[64], prefix[96], path[160], why[400], signature[2 * SHA256_DIGEST_SIZE + 1];
@@ -193,7 +186,7 @@ static rbx_status add_checkpoint(carrier *c, int session_dir, const char *langua
     }
     uint8_t *key = malloc(KEY_MAX);
     rbx_status status = key ? rbx_nettle_load(err) : rbx_fail(err, RBX_ESYSTEM, "out of memory");
-    if (status == RBX_OK && node_key(c->engine, true, key, &key_len, why, sizeof why) != 0)
+    if (status == RBX_OK && node_key(engine, true, key, &key_len, why, sizeof why) != 0)
         status = rbx_fail(err, RBX_ESYSTEM, "cannot sign the %s kernel's checkpoint: %s",
                           language, why);
     if (status == RBX_OK) {
@@ -226,20 +219,19 @@ static rbx_status add_checkpoint(carrier *c, int session_dir, const char *langua
 static rbx_status add_checkpoints(void *user, int session_dir, rbx_transfer_out *out,
                                   rbx_error *err)
 {
-    carrier *c = user;
+    rbx_engine *engine = user;
     rbx_status status = RBX_OK;
     for (size_t i = 0; status == RBX_OK && i < rbx_runtime_count(); i++) {
         const char *language = rbx_runtime_name(i);
         if (rbx_kernel_hibernated_in(session_dir, language))
-            status = add_checkpoint(c, session_dir, language, out, err);
+            status = add_checkpoint(engine, session_dir, language, out, err);
     }
     return status;
 }
 
 rbx_status rbx_session_export(rbx_engine *engine, const char *id, int out_fd, rbx_error *err)
 {
-    carrier c = {.engine = engine};
-    return rbx_transfer_export(engine, id, out_fd, add_checkpoints, &c, err);
+    return rbx_transfer_export(engine, id, out_fd, add_checkpoints, engine, err);
 }
 
 /* --- import -------------------------------------------------------------------------------- */
@@ -281,7 +273,7 @@ static void check_carried(rbx_engine *engine, int dir, const char *language, cha
 static rbx_status adopt(void *user, int session_dir, const char *session_id, const char *language,
                         rbx_error *err)
 {
-    carrier *c = user;
+    rbx_engine *engine = user;
     char name[64], why[600];
     snprintf(name, sizeof name, "hibernated-%s", language);
     int dir = openat(session_dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -293,16 +285,16 @@ static rbx_status adopt(void *user, int session_dir, const char *session_id, con
     if (!runtime || !runtime->kernel_driver)
         snprintf(why, sizeof why, "%s has no stateful kernel", language);
     else
-        check_carried(c->engine, dir, language, why, sizeof why);
+        check_carried(engine, dir, language, why, sizeof why);
     if (!why[0] && (unlinkat(dir, "signature", 0) != 0 ||
-                    rbx_hibernation_rebind(c->engine, session_dir, session_id, language,
+                    rbx_hibernation_rebind(engine, session_dir, session_id, language,
                                            &bytes) != 0))
         snprintf(why, sizeof why, "its checkpoint could not be taken in: %s", strerror(errno));
     close(dir);
     if (why[0]) {
         fprintf(stderr, "runbox: the %s kernel of imported session %s will start afresh: %s\n",
                 language, session_id, why);
-        (void)rbx_storage_remove(c->engine, session_dir, name);
+        (void)rbx_storage_remove(engine, session_dir, name);
     }
     char lost[700];
     snprintf(lost, sizeof lost, "the kernel hibernated on another node, but %s", why);
@@ -315,6 +307,5 @@ static rbx_status adopt(void *user, int session_dir, const char *session_id, con
 rbx_status rbx_session_import(rbx_engine *engine, const char *id, const rbx_archive_source *from,
                               rbx_session_import_info *info, rbx_error *err)
 {
-    carrier c = {.engine = engine};
-    return rbx_transfer_import(engine, id, from, info, adopt, &c, err);
+    return rbx_transfer_import(engine, id, from, info, adopt, engine, err);
 }

@@ -25,7 +25,6 @@
 #include <unistd.h>
 
 #define RECORD RBX_CHECKPOINT_RECORD
-#define RECORD_MAX (256 * 1024)
 /* Less room than this under a session's disk cap and no checkpoint is
  * tried: an idle Python kernel's takes about 7 MB. */
 #define CHECKPOINT_ROOM_MIN ((uint64_t)4 << 20)
@@ -198,6 +197,13 @@ static bool checkpoint_from(json_t *j, rbx_checkpoint *cp)
     return true;
 }
 
+bool rbx_checkpoint_image_named(const char *name)
+{
+    size_t len = strlen(name);
+    return name[0] != '.' && !(len > 4 && !strcmp(name + len - 4, ".log")) &&
+           strcmp(name, "restored.pid");
+}
+
 static int by_name(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -223,9 +229,7 @@ static int images_digest(int dir, uint64_t max, char hex[65], uint64_t *bytes)
     int rc = 0;
     struct dirent *e;
     while (rc == 0 && (e = readdir(d))) {
-        size_t len = strlen(e->d_name);
-        if (e->d_name[0] == '.' || (len > 4 && !strcmp(e->d_name + len - 4, ".log")) ||
-            !strcmp(e->d_name, "restored.pid"))
+        if (!rbx_checkpoint_image_named(e->d_name))
             continue;
         if (count == sizeof names / sizeof names[0] || !(names[count] = strdup(e->d_name)))
             rc = -1;
@@ -400,7 +404,7 @@ void rbx_kernel_wake_prepare(rbx_engine *engine, rbx_kernel *k, char *why, size_
     const char *differs;
     int fd = dir >= 0 ? openat(dir, RECORD, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-        st.st_size < RECORD_MAX)
+        st.st_size < RBX_CHECKPOINT_RECORD_MAX)
         record = json_loadfd(fd, 0, NULL);
     if (fd >= 0)
         close(fd);
@@ -446,7 +450,7 @@ int rbx_hibernation_rebind(rbx_engine *engine, int session_dir, const char *sess
     int dir = openat(session_dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     int fd = dir >= 0 ? rbx_open_regular(dir, RECORD, O_RDONLY) : -1;
     struct stat st;
-    json_t *record = fd >= 0 && fstat(fd, &st) == 0 && st.st_size < RECORD_MAX
+    json_t *record = fd >= 0 && fstat(fd, &st) == 0 && st.st_size < RBX_CHECKPOINT_RECORD_MAX
                          ? json_loadfd(fd, 0, NULL)
                          : NULL;
     if (fd >= 0)

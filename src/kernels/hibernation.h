@@ -20,6 +20,7 @@
 #include "kernels/call.h"
 #include "kernels/kernels.h"
 #include "runbox.h"
+#include "sessions/transfer.h"
 
 /* Whether this engine hibernates kernels at all (root, not turned off,
  * and a criu that passes its check: probed once). */
@@ -44,8 +45,14 @@ void rbx_kernel_wake_prepare(rbx_engine *engine, rbx_kernel *k, char *why, size_
 /* The criu this engine checkpoints with ("" where none works). */
 const char *rbx_kernel_criu(rbx_engine *engine);
 
-/* The record's name in a checkpoint's directory. */
+/* The record's name in a checkpoint's directory, and its largest size. */
 #define RBX_CHECKPOINT_RECORD "checkpoint.json"
+#define RBX_CHECKPOINT_RECORD_MAX RBX_TRANSFER_PART_SMALL_MAX
+
+/* Whether a file of a checkpoint's images/ is an image: not criu's logs
+ * nor its pid file, which name the host's paths and pids and which a
+ * restore makes anew (neither digested nor carried). */
+bool rbx_checkpoint_image_named(const char *name);
 
 /* A checkpoint carried in from another node (carry.c), its signature
  * checked: its record now names session_id, and the session's files are

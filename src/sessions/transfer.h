@@ -46,6 +46,9 @@ rbx_status rbx_transfer_file_too_big(rbx_error *err, const char *path, uint64_t 
 #define RBX_TRANSFER_PART_XATTR "runbox.part"
 #define RBX_TRANSFER_PART_CHECKPOINT "checkpoint"
 #define RBX_TRANSFER_PART_PREFIX ".runbox/hibernated-"
+/* The largest record or signature a part holds (a checkpoint's record is
+ * refused past it when a kernel wakes, too). */
+#define RBX_TRANSFER_PART_SMALL_MAX (256 * 1024)
 
 typedef struct rbx_transfer_out rbx_transfer_out;
 

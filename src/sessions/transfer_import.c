@@ -66,7 +66,6 @@ typedef struct late_mode {
 
 /* The most languages a move carries checkpoints of. */
 #define CARRIED_MAX 8
-#define PART_SMALL_MAX (256 * 1024) /* a checkpoint's record and its signature */
 
 typedef struct importer {
     rbx_engine *engine;
@@ -306,9 +305,9 @@ static rbx_status place_dir(importer *m, struct archive_entry *entry, int dir, c
     own(m, dir, name);
     /* Its owner must be able to add its members first: a mode without
      * u+wx waits until they are in. */
-    if ((mode & 0300) != 0300 && m->root != m->work) {
+    if (m->root != m->work)
         mode |= 0700; /* a part's directory (a kernel's /tmp): runbox's own walk needs it */
-    } else if ((mode & 0300) != 0300) {
+    if ((mode & 0300) != 0300) {
         if (m->late_count == m->late_cap) {
             size_t cap = m->late_cap ? m->late_cap * 2 : 16;
             late_mode *grown = realloc(m->late, cap * sizeof *grown);
@@ -508,7 +507,7 @@ static rbx_status part_path(importer *m, struct archive_entry *entry, const char
         if (type == AE_IFDIR && !hard)
             return RBX_OK; /* made with the part */
     } else if (!strcmp(rest, "checkpoint.json") || !strcmp(rest, "signature")) {
-        if (type == AE_IFREG && !hard && rbx_ar->archive_entry_size(entry) <= PART_SMALL_MAX)
+        if (type == AE_IFREG && !hard && rbx_ar->archive_entry_size(entry) <= RBX_TRANSFER_PART_SMALL_MAX)
             under = rest, placed_under = "";
     } else if (!strncmp(rest, "images/", 7)) {
         if (type == AE_IFREG && !hard && !strchr(rest + 7, '/'))
