@@ -87,42 +87,48 @@ def run(runbox, work, runs):
                                            global_args=args)
     try:
         conns = {key: server.connection() for key, server in servers.items()}
-        results = {}
         tree = _tree(runbox, work) if os.geteuid() == 0 else None
+        # Every language's variants in one interleaved loop, so that TypeScript's ratio to
+        # JavaScript (and each image's to the host's) compares samples of the same moments.
+        variants = {}
         for language in CODE:
-            variants = {}
             roots = ("default",) if language in IMAGE_ONLY else ("host", "default")
             if tree:
                 if "host" in roots:
-                    variants["bare_host"] = lambda check=True: _bare(BARE[language])
-                variants["bare_default"] = lambda check=True: _bare(BARE[language], tree)
+                    variants[(language, "bare_host")] = \
+                        lambda lang=language, check=True: _bare(BARE[lang])
+                variants[(language, "bare_default")] = \
+                    lambda lang=language, check=True: _bare(BARE[lang], tree)
             for root in roots:
-                variants[f"cli_{root}"] = lambda r=root, check=True: _cli(runbox, env, language, r)
+                variants[(language, f"cli_{root}")] = \
+                    lambda lang=language, r=root, check=True: _cli(runbox, env, lang, r)
                 for pool in ("cold", "pooled"):
                     key = (root, pool)
-                    variants[f"http_{pool}_{root}"] = \
-                        lambda k=key, check=True: _http(servers[k], conns[k], language,
-                                                        k[1] == "pooled" if check else None)
-            for name, variant in variants.items():  # warm-up: namespaces, pool shelves
-                for _ in range(5):
-                    variant(check=False)
-                    time.sleep(SETTLE_S)
-            samples = {name: [] for name in variants}
-            for i in range(runs):
-                names = list(variants) if i % 2 == 0 else list(reversed(variants))
-                for name in names:
-                    time.sleep(SETTLE_S)
-                    samples[name].append(variants[name]())
-            stats = {name: summary(values) for name, values in samples.items()}
+                    variants[(language, f"http_{pool}_{root}")] = \
+                        lambda lang=language, k=key, check=True: _http(
+                            servers[k], conns[k], lang, k[1] == "pooled" if check else None)
+        for variant in variants.values():  # warm-up: namespaces, pool shelves
+            for _ in range(5):
+                variant(check=False)
+                time.sleep(SETTLE_S)
+        samples = {key: [] for key in variants}
+        for i in range(runs):
+            keys = list(variants) if i % 2 == 0 else list(reversed(variants))
+            for key in keys:
+                time.sleep(SETTLE_S)
+                samples[key].append(variants[key]())
+        results = {}
+        for (language, name), values in samples.items():
+            results.setdefault(language, {})[name] = summary(values)
+        for language, stats in results.items():
             for kind in ("bare", "cli", "http_cold", "http_pooled"):
                 if f"{kind}_host" in stats:
                     host, image = stats[f"{kind}_host"], stats[f"{kind}_default"]
                     image["ratio_to_host"] = round(image["median_ms"] / host["median_ms"], 2)
-                javascript = results.get("javascript", {}).get(f"{kind}_default")
+                javascript = results["javascript"].get(f"{kind}_default")
                 if language in IMAGE_ONLY and javascript and f"{kind}_default" in stats:
                     stats[f"{kind}_default"]["ratio_to_javascript"] = round(
                         stats[f"{kind}_default"]["median_ms"] / javascript["median_ms"], 2)
-            results[language] = stats
         return {"latency": results, "store": STORE}
     finally:
         for server in servers.values():
@@ -136,8 +142,8 @@ def markdown(results):
     lines = ["", "## Runtime images (issue 17)", ""]
     if "skipped" in r:
         return lines + [f"Not measured: {r['skipped']}."]
-    lines += ["One execution printing hi, network off, interleaved in one run: on the host's "
-              "/usr (`--image host`) and on the default image (Debian 13, Python 3.13, the "
+    lines += ["One execution printing hi, network off, every language's variants "
+              "interleaved in one run: on the host's /usr (`--image host`) and on the default image (Debian 13, Python 3.13, the "
               "official Node.js 24, bound read-only from the store), by a cold `runbox run`, and through "
               "`runbox serve` with its pool off (`http_cold`) and on (`http_pooled`); `bare` is "
               "the interpreter alone, the host's and the image's own (in a chroot of its tree), "

@@ -34,7 +34,9 @@
  * JavaScript unchanged but for the one expression that decoded it, which
  * now reads the file. The copy must strip a sample exactly as
  * module.stripTypeScriptTypes does, or the image is not built: a Node.js
- * whose amaro is shaped otherwise needs this step looked at again. */
+ * whose amaro is shaped otherwise needs this step looked at again. That
+ * sample also compiles the WebAssembly with every function validated,
+ * which is why sandboxes may load it validating lazily (runtime.c). */
 static const char typescript_stripper[] =
     "const fs=require(\"fs\"),dir=process.argv.at(-1);"
     "const src=require(\"internal/test/binding\").internalBinding(\"builtins\")"

@@ -32,14 +32,23 @@
   // Node.js's own stripper, the image's copy of it where there is one
   // (languages/runtime.h: RBX_TYPESCRIPT_STRIPPER_DIR), its errors told as
   // module.stripTypeScriptTypes tells them: loading that copy costs a
-  // third of what the built-in one does.
+  // third of what the built-in one does. Its WebAssembly was validated
+  // whole when the image was built (images/node_dist.c strips a sample with
+  // it), so its functions are validated as they are first compiled rather
+  // than all of them up front (a third of the load again); the flag is
+  // set for that one module only, so the cells' own modules are still
+  // refused whole at compile time when invalid.
   let amaro;
   const stripTypes = (code) => {
     if (amaro === undefined) {
+      const v8 = require('v8');
+      v8.setFlagsFromString('--wasm-lazy-validation');
       try {
         amaro = require('/usr/lib/runbox/typescript/amaro.js');
       } catch {
         amaro = null;
+      } finally {
+        v8.setFlagsFromString('--no-wasm-lazy-validation');
       }
     }
     if (!amaro) return Module.stripTypeScriptTypes(code);

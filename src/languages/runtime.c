@@ -121,7 +121,11 @@ static const char python_show_figures[] =
  * stripped first by Node.js's own stripper, which keeps every position, so
  * lines stay true: the image's copy of it (RBX_TYPESCRIPT_STRIPPER_DIR),
  * with its errors told as module.stripTypeScriptTypes tells them, else
- * module.stripTypeScriptTypes itself. Types are not checked; syntax it
+ * module.stripTypeScriptTypes itself. The copy's WebAssembly was validated
+ * whole when the image was built, so it is loaded with its functions
+ * validated as they are first compiled (the flag set for that module
+ * only: the code's own modules are validated whole): 15 ms of the 35 that
+ * loading it costs. Types are not checked; syntax it
  * cannot strip (enums, namespaces) is a SyntaxError with its line, as a
  * parse error. */
 static const char javascript_bootstrap[] =
@@ -132,8 +136,9 @@ static const char javascript_bootstrap[] =
     "emit.call(this,w,...a);};"
     "const ts=process.execArgv.includes('--experimental-strip-types');"
     "let amaro;const strip=(s)=>{"
-    "if(amaro===undefined)try{amaro=require('" RBX_TYPESCRIPT_STRIPPER_DIR "/amaro.js');}"
-    "catch{amaro=null;}"
+    "if(amaro===undefined){const v8=require('v8');v8.setFlagsFromString('--wasm-lazy-validation');"
+    "try{amaro=require('" RBX_TYPESCRIPT_STRIPPER_DIR "/amaro.js');}"
+    "catch{amaro=null;}finally{v8.setFlagsFromString('--no-wasm-lazy-validation');}}"
     "if(!amaro)return Module.stripTypeScriptTypes(s,{sourceUrl:'<code>'});let r;"
     "try{r=amaro.transformSync(s,{mode:'strip-only',sourceMap:false,filename:'<code>'});}"
     "catch(e){const c={UnsupportedSyntax:'UNSUPPORTED',InvalidSyntax:'INVALID'}[e&&e.code];"

@@ -110,6 +110,25 @@ def test_the_image_strips_with_node_own_stripper_read_from_a_file(runbox):
     assert kernel["output"] == "true\n", kernel
 
 
+# A module whose one function ends without its result: invalid, refused at compile time.
+INVALID_WASM = [0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 127, 3, 2, 1, 0, 10, 4, 1, 2, 0, 11]
+
+
+def test_the_code_s_own_webassembly_is_validated_whole_after_the_stripper_loads(runbox):
+    """The stripper's module is loaded with lazy validation (it was validated whole when the
+    image was built); the flag must be off again for the code's own modules, one-off and
+    kernel, or an invalid module would compile and fail only when called."""
+    code = ("const used: boolean = Object.keys(require.cache).includes(%r);\n"
+            "let told: string;\n"
+            "try { new WebAssembly.Module(new Uint8Array(%s)); told = 'compiled'; }\n"
+            "catch (e) { told = (e as Error).constructor.name; }\n"
+            "console.log(used, told, WebAssembly.validate(new Uint8Array(%s)))"
+            ) % (STRIPPER, INVALID_WASM, INVALID_WASM)
+    assert runbox.run("typescript", code, "--no-network")["output"] == "true CompileError false\n"
+    kernel = runbox.run("typescript", code, "--stateful", "--session", "ts-wasm", "--no-network")
+    assert kernel["output"] == "true CompileError false\n", kernel
+
+
 @pytest.mark.parametrize("source", [s for s in STRIP_CORPUS if "enum" in s or "public" in s
                                     or "<any>" in s or "x: =" in s])
 def test_what_cannot_be_stripped_is_told_as_node_tells_it(runbox, source):
