@@ -520,6 +520,35 @@ def test_an_exported_hibernated_kernel_wakes_on_the_node_it_is_imported_to(hb, t
         b.remove_all_sessions()
 
 
+def test_an_export_carries_hibernated_kernels_and_leaves_live_ones_out(hb, tmp_path):
+    """Only a checkpoint is carried: a live kernel's state is in its processes, which an export
+    does not stop. Its language starts afresh on the other node, and the node it came from keeps
+    it running."""
+    stateful(hb, "python", "x = 41", "mix", "--no-network")
+    wait_hibernated(hb, "mix", "python")
+    live = hb.run("bash", "y=7", "--stateful", "--session", "mix", "--no-network")
+    assert live["success"], live
+    assert kernel_entry(hb, "mix", "bash")["state"] != "hibernated"
+    members = part_members(moved(hb, "mix", tmp_path / "mix.tar"))
+    carried = {name for name, part in members.items() if part == "checkpoint"}
+    assert any(n.startswith(".runbox/hibernated-python/") for n in carried), sorted(carried)
+    assert not any("bash" in n for n in members), sorted(members)
+    b = other_node(tmp_path, "b", key_from=hb)
+    try:
+        imported(b, "mix", tmp_path / "mix.tar")
+        assert kernel_entry(b, "mix", "python")["state"] == "hibernated"
+        assert kernel_entry(b, "mix", "bash") is None
+        fresh = b.run("bash", "echo ${y:-unset}", "--stateful", "--session", "mix",
+                      "--no-network")
+        assert fresh["output"] == "unset\n" and fresh["kernel_restored"] is False, fresh
+        assert woke(stateful(b, "python", "print(x)", "mix", "--no-network"))["output"] == "41\n"
+        home = hb.run("bash", "echo $y", "--stateful", "--session", "mix", "--no-network")
+        assert home["output"] == "7\n" and home["kernel_restored"] is False, home
+    finally:
+        b.remove_all_sessions()
+        stop_daemons(hb.state_dir)
+
+
 def edit_record(archive, out):
     """The archive with its checkpoint's record changed (another host kernel)."""
     import io
