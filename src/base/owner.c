@@ -38,16 +38,53 @@ static time_t process_started(pid_t pid, bool *ended)
     return real.tv_sec - boot.tv_sec + (time_t)(started / (unsigned long long)ticks);
 }
 
+/* What one look at pid found. */
+static rbx_owner_seen look(pid_t pid)
+{
+    rbx_owner_seen seen = {.pid = pid, .checked = time(NULL)};
+    if (kill(pid, 0) != 0) {
+        seen.state = errno == ESRCH ? RBX_OWNER_GONE : RBX_OWNER_UNKNOWN;
+        return seen;
+    }
+    seen.state = RBX_OWNER_ALIVE;
+    seen.started = process_started(pid, &seen.ended);
+    return seen;
+}
+
+static rbx_owner_state verdict(const rbx_owner_seen *seen, time_t made)
+{
+    if (seen->state != RBX_OWNER_ALIVE)
+        return seen->state;
+    /* A second of slack: start times are rounded down to clock ticks. */
+    return seen->ended || (seen->started && seen->started > made + 1) ? RBX_OWNER_GONE
+                                                                      : RBX_OWNER_ALIVE;
+}
+
 rbx_owner_state rbx_owner_state_of(pid_t pid, time_t made)
 {
     if (pid <= 0)
         return RBX_OWNER_UNKNOWN;
-    if (kill(pid, 0) != 0)
-        return errno == ESRCH ? RBX_OWNER_GONE : RBX_OWNER_UNKNOWN;
-    bool ended;
-    time_t started = process_started(pid, &ended);
-    /* A second of slack: start times are rounded down to clock ticks. */
-    return ended || (started && started > made + 1) ? RBX_OWNER_GONE : RBX_OWNER_ALIVE;
+    rbx_owner_seen seen = look(pid);
+    return verdict(&seen, made);
+}
+
+rbx_owner_state rbx_owner_state_memo(rbx_owner_memo *memo, pid_t pid, time_t made)
+{
+    if (pid <= 0)
+        return RBX_OWNER_UNKNOWN;
+    size_t i = 0;
+    while (i < memo->count && memo->seen[i].pid != pid)
+        i++;
+    /* A pid found gone may be another process's by now: what it made
+     * since it was looked at is looked at again. */
+    if (i < memo->count && made + 1 < memo->seen[i].checked)
+        return verdict(&memo->seen[i], made);
+    rbx_owner_seen seen = look(pid);
+    if (i < memo->count)
+        memo->seen[i] = seen;
+    else if (memo->count < RBX_OWNER_MEMO_MAX)
+        memo->seen[memo->count++] = seen;
+    return verdict(&seen, made);
 }
 
 pid_t rbx_owner_pid(const char *text)

@@ -365,6 +365,7 @@ static void sweep_stale(void)
      * one started may have had the same pid. */
     static atomic_bool swept_once;
     pid_t self = atomic_load(&swept_once) ? getpid() : 0;
+    rbx_owner_memo owners = {0};
     while (dir && (entry = readdir(dir))) {
         struct stat st;
         pid_t pid = strncmp(entry->d_name, "exec-", 5) ? 0 : rbx_owner_pid(entry->d_name + 5);
@@ -372,7 +373,7 @@ static void sweep_stale(void)
             fstatat(dirfd(dir), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
             !S_ISDIR(st.st_mode))
             continue;
-        rbx_owner_state owner = rbx_owner_state_of(pid, st.st_mtim.tv_sec);
+        rbx_owner_state owner = rbx_owner_state_memo(&owners, pid, st.st_mtim.tv_sec);
         if (owner == RBX_OWNER_ALIVE ||
             (owner == RBX_OWNER_UNKNOWN && now - st.st_mtim.tv_sec < STALE_AFTER_S))
             continue;

@@ -741,6 +741,7 @@ static void sweep_dir(rbx_engine *engine, int dirfd)
     /* Names first, removal after: removing while reading would skip some. */
     char(*names)[128] = NULL;
     size_t count = 0, cap = 0;
+    rbx_owner_memo owners = {0};
     struct dirent *entry;
     while ((entry = readdir(dir))) {
         struct stat st;
@@ -750,7 +751,8 @@ static void sweep_dir(rbx_engine *engine, int dirfd)
         pid_t owner = leftover_owner(entry->d_name);
         if (!owner && dirfd == engine->scratch_fd)
             owner = scratch_owner(dirfd, entry->d_name);
-        bool gone = owner ? rbx_owner_state_of(owner, st.st_ctim.tv_sec) == RBX_OWNER_GONE
+        bool gone = owner ? rbx_owner_state_memo(&owners, owner, st.st_ctim.tv_sec) ==
+                                RBX_OWNER_GONE
                           : dirfd == engine->scratch_fd &&
                                 time(NULL) - st.st_ctim.tv_sec > SCRATCH_UNOWNED_SECONDS;
         if (!gone)

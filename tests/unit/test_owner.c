@@ -52,6 +52,62 @@ static void a_reaped_process_is_gone(void **state)
     assert_int_equal(rbx_owner_state_of(child, made), RBX_OWNER_GONE);
 }
 
+/* A memo looks at each owner once: its verdict on what was made before the
+ * look stands for the rest of the sweep (here, though the owner ended
+ * since), and what was made after the look is looked at again. The child
+ * runs for three seconds first, so that something made a second after its
+ * start is older than the look by more than the second of slack. */
+static void a_memo_looks_at_an_owner_once_and_again_for_what_is_newer(void **state)
+{
+    (void)state;
+    int go[2];
+    assert_int_equal(pipe(go), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        alarm(30); /* never outlives a failed test */
+        char c;
+        (void)!read(go[0], &c, 1);
+        _exit(0);
+    }
+    sleep(3);
+    rbx_owner_memo memo = {0};
+    time_t before = time(NULL) - 3600, made = time(NULL) - 2;
+    /* Made before the child started: its pid was another's then. */
+    assert_int_equal(rbx_owner_state_memo(&memo, child, before), RBX_OWNER_GONE);
+    assert_int_equal(rbx_owner_state_memo(&memo, child, made), RBX_OWNER_ALIVE);
+    assert_int_equal(memo.count, 1);
+    assert_int_equal(write(go[1], "g", 1), 1);
+    assert_int_equal(waitpid(child, NULL, 0), child);
+    assert_int_equal(rbx_owner_state_of(child, made), RBX_OWNER_GONE);
+    /* The memo's look stands for what was made before it. */
+    assert_int_equal(rbx_owner_state_memo(&memo, child, made), RBX_OWNER_ALIVE);
+    /* What is newer than the look is looked at again. */
+    assert_int_equal(rbx_owner_state_memo(&memo, child, time(NULL)), RBX_OWNER_GONE);
+    assert_int_equal(memo.count, 1);
+    assert_int_equal(rbx_owner_state_memo(&memo, getpid(), time(NULL)), RBX_OWNER_ALIVE);
+    assert_int_equal(memo.count, 2);
+    close(go[0]);
+    close(go[1]);
+}
+
+/* Past its room, a memo still answers: by looking every time. */
+static void a_full_memo_still_answers(void **state)
+{
+    (void)state;
+    rbx_owner_memo memo = {0};
+    time_t made = time(NULL) - 2;
+    for (int i = 0; i < RBX_OWNER_MEMO_MAX; i++) {
+        pid_t child = exited_child();
+        assert_int_equal(waitpid(child, NULL, 0), child);
+        assert_int_equal(rbx_owner_state_memo(&memo, child, made), RBX_OWNER_GONE);
+    }
+    assert_int_equal(memo.count, RBX_OWNER_MEMO_MAX);
+    assert_int_equal(rbx_owner_state_memo(&memo, getpid(), time(NULL)), RBX_OWNER_ALIVE);
+    assert_int_equal(memo.count, RBX_OWNER_MEMO_MAX);
+    assert_int_equal(rbx_owner_state_memo(&memo, 0, made), RBX_OWNER_UNKNOWN);
+}
+
 static void a_pid_is_read_from_the_start_of_a_name(void **state)
 {
     (void)state;
@@ -67,6 +123,8 @@ int main(void)
         cmocka_unit_test(a_process_started_after_the_leftover_reused_its_pid),
         cmocka_unit_test(an_exited_unreaped_process_is_gone),
         cmocka_unit_test(a_reaped_process_is_gone),
+        cmocka_unit_test(a_memo_looks_at_an_owner_once_and_again_for_what_is_newer),
+        cmocka_unit_test(a_full_memo_still_answers),
         cmocka_unit_test(a_pid_is_read_from_the_start_of_a_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
