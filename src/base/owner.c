@@ -75,10 +75,14 @@ rbx_owner_state rbx_owner_state_memo(rbx_owner_memo *memo, pid_t pid, time_t mad
     size_t i = 0;
     while (i < memo->count && memo->seen[i].pid != pid)
         i++;
-    /* A pid found gone may be another process's by now: what it made
-     * since it was looked at is looked at again. */
-    if (i < memo->count && made + 1 < memo->seen[i].checked)
-        return verdict(&memo->seen[i], made);
+    /* A pid found gone (or its process ended) may be another process's by
+     * now: what it made since that look is looked at again. Any other
+     * verdict only keeps what it judges, and stands. */
+    if (i < memo->count) {
+        rbx_owner_state known = verdict(&memo->seen[i], made);
+        if (known != RBX_OWNER_GONE || made + 1 < memo->seen[i].checked)
+            return known;
+    }
     rbx_owner_seen seen = look(pid);
     if (i < memo->count)
         memo->seen[i] = seen;

@@ -22,8 +22,9 @@ rbx_owner_state rbx_owner_state_of(pid_t pid, time_t made);
  * that a sweep costs a system call or so per leftover however busy the
  * host. A memo lives for one sweep: a process's end after its look is
  * seen by the next sweep (its leftovers stay until then, never the
- * other way round). Past RBX_OWNER_MEMO_MAX owners, each further one is
- * looked at every time. */
+ * other way round), and a verdict of gone is taken again for what was
+ * made since the look (the pid may be another process's). Past
+ * RBX_OWNER_MEMO_MAX owners, each further one is looked at every time. */
 #define RBX_OWNER_MEMO_MAX 32
 typedef struct {
     pid_t pid;
