@@ -125,6 +125,10 @@ typedef struct rbx_config {
     /* The criu that checkpoints sandboxes (NULL: the one `make deps`
      * installs, else criu on the PATH; see sandbox/criu.h). */
     const char *criu;
+    /* The sessions' storage (mounted, swept) is opened by
+     * rbx_engine_open_storage, not by rbx_engine_new: for a CLI that may
+     * hand its call to another runbox and need none of it. */
+    bool storage_later;
 } rbx_config;
 
 void rbx_config_defaults(rbx_config *config);
@@ -136,6 +140,9 @@ typedef struct rbx_engine rbx_engine;
 
 /* Creates the state directory if needed. Returns NULL and fills err on failure. */
 rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err);
+/* Opens the sessions' storage of an engine made with storage_later (a
+ * no-op once open). */
+rbx_status rbx_engine_open_storage(rbx_engine *engine, rbx_error *err);
 void rbx_engine_free(rbx_engine *engine);
 /* The state directory's session storage, for `runbox storage`. */
 typedef struct rbx_storage_info {

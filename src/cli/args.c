@@ -50,10 +50,11 @@ int cli_engine_error(const rbx_error *err)
     }
 }
 
-rbx_engine *cli_engine(const cli_globals *globals, int *exit_code)
+static rbx_engine *make_engine(const cli_globals *globals, bool storage_later, int *exit_code)
 {
     rbx_config config;
     rbx_config_defaults(&config);
+    config.storage_later = storage_later;
     config.state_dir = globals->state_dir;
     config.policy_file = globals->policy_file;
     config.install_network_host = globals->install_network_host;
@@ -91,6 +92,16 @@ rbx_engine *cli_engine(const cli_globals *globals, int *exit_code)
     if (!engine)
         *exit_code = cli_engine_error(&err);
     return engine;
+}
+
+rbx_engine *cli_engine(const cli_globals *globals, int *exit_code)
+{
+    return make_engine(globals, false, exit_code);
+}
+
+rbx_engine *cli_engine_storage_later(const cli_globals *globals, int *exit_code)
+{
+    return make_engine(globals, true, exit_code);
 }
 
 int cli_parse_size(const char *text, uint64_t *bytes)

@@ -76,6 +76,10 @@ int cli_print_json(json_t *value);
 /* Maps an engine error to an exit code after printing it. */
 int cli_engine_error(const rbx_error *err);
 rbx_engine *cli_engine(const cli_globals *globals, int *exit_code);
+/* The engine without its sessions' storage, opened by
+ * rbx_engine_open_storage where the command needs it: `run` hands most
+ * calls to a server or daemon, which need none of it from the CLI. */
+rbx_engine *cli_engine_storage_later(const cli_globals *globals, int *exit_code);
 /* Long-lived commands (serve, mcp, daemon) keep prepared sandboxes; a pool
  * that cannot start is said on stderr, and executions start cold. */
 void cli_start_pool(rbx_engine *engine, const char *command);

@@ -486,6 +486,9 @@ static bool kernel_elsewhere(rbx_engine *engine, const rbx_request *request, jso
     const char *status = json_string_value(json_object_get(error, "status"));
     if (!request->stateful || !request->session_id || !status || strcmp(status, "busy"))
         return false;
+    rbx_error err;
+    if (rbx_engine_open_storage(engine, &err) != RBX_OK)
+        return false;
     int holder = cli_kernel_holder(engine, request->session_id, request->language);
     return holder && holder != pid;
 }
@@ -549,7 +552,7 @@ int cli_run(cli_globals *globals, int argc, char **argv)
         free_options(&opts);
         return rc;
     }
-    rbx_engine *engine = cli_engine(globals, &rc);
+    rbx_engine *engine = cli_engine_storage_later(globals, &rc);
     if (!engine) {
         free_options(&opts);
         return rc;
@@ -603,7 +606,8 @@ int cli_run(cli_globals *globals, int argc, char **argv)
     request.cancel_fd = cancel_pipe();
     rbx_result result;
     rbx_error err = {0};
-    if (rbx_execute(engine, &request, on_output, &opts.mode, &result, &err) != RBX_OK) {
+    if (rbx_engine_open_storage(engine, &err) != RBX_OK ||
+        rbx_execute(engine, &request, on_output, &opts.mode, &result, &err) != RBX_OK) {
         rc = cli_engine_error(&err);
         goto done;
     }

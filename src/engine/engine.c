@@ -232,6 +232,7 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
         engine->config.image = config->image;
         engine->config.images_allowed = config->images_allowed;
         engine->config.criu = config->criu;
+        engine->config.storage_later = config->storage_later;
         engine->config.pool_off = config->pool_off;
         if (config->pool_max)
             engine->config.pool_max = config->pool_max;
@@ -302,14 +303,10 @@ rbx_engine *rbx_engine_new(const rbx_config *config, rbx_error *err)
         rbx_engine_free(engine);
         return NULL;
     }
-    if (rbx_storage_open(engine, err) != RBX_OK ||
-        rbx_migrate_old_sessions(engine, err) != RBX_OK) {
+    if (!engine->config.storage_later && rbx_engine_open_storage(engine, err) != RBX_OK) {
         rbx_engine_free(engine);
         return NULL;
     }
-    /* What a killed runbox left half done (a session on its way in or out,
-     * scratch space) goes first: two directory listings, usually empty. */
-    rbx_storage_sweep(engine);
     return engine;
 
 fail_cwd:
@@ -337,6 +334,22 @@ void rbx_engine_free(rbx_engine *engine)
     free(engine->egress);
     pthread_mutex_destroy(&engine->running_lock);
     free(engine);
+}
+
+rbx_status rbx_engine_open_storage(rbx_engine *engine, rbx_error *err)
+{
+    if (engine->storage_open)
+        return RBX_OK;
+    rbx_status status = rbx_storage_open(engine, err);
+    if (status == RBX_OK)
+        status = rbx_migrate_old_sessions(engine, err);
+    if (status != RBX_OK)
+        return status;
+    engine->storage_open = true;
+    /* What a killed runbox left half done (a session on its way in or out,
+     * scratch space) goes first: two directory listings, usually empty. */
+    rbx_storage_sweep(engine);
+    return RBX_OK;
 }
 
 void rbx_engine_recover(rbx_engine *engine)

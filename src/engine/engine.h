@@ -19,6 +19,7 @@ struct rbx_engine {
     int scratch_fd;       /* its .scratch/, executions' scratch space */
     int trash_fd;         /* <state>/trash, for environments */
     enum { RBX_STORAGE_PLAIN, RBX_STORAGE_BTRFS } storage;
+    bool storage_open; /* rbx_engine_open_storage has run (config.storage_later) */
     char storage_detail[400]; /* for runbox check */
     bool is_root;
     char images_dir[4200]; /* the image store (images/images.h) */
