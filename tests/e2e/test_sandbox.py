@@ -40,11 +40,17 @@ kernel_too = pytest.mark.kernel_too
 
 
 class KernelRunbox(Runbox):
-    """runbox.run() as a stateful call, in the session the case names or in one of its own."""
+    """runbox.run() as a stateful call, in the session the case names or in one of its own.
+    Its own has a name no other case's has: the cases that look for a session's processes
+    find them by that name across the machine, where other workers' cases run at once."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.session = f"adversary-{uuid.uuid4().hex[:12]}"
 
     def run(self, language, code, *args, env=None, timeout=120):
         if "--session" not in args:
-            args = (*args, "--session", "adversary")
+            args = (*args, "--session", self.session)
         return super().run(language, code, "--stateful", *args, env=env, timeout=timeout)
 
     def popen(self, *args, env=None):
@@ -66,7 +72,7 @@ class RestoredKernelRunbox(KernelRunbox):
         options (with the session) and the environment the call must use."""
         options = list(options)
         if "--session" not in options:
-            options += ["--session", "adversary"]
+            options += ["--session", self.session]
         env = {**HIBERNATE_SOON, **(env or {})}
         warm = Runbox.run(self, language, self.WARM[language], "--stateful", *options, env=env)
         assert warm["success"], warm
@@ -652,7 +658,7 @@ def test_each_sandbox_has_a_boot_id_of_its_own_which_it_cannot_undo(runbox):
 def mount_table_and_server_pids(runbox, code):
     """The output of code (bash) in a sandbox, and the pids of the runbox processes that
     served it (the CLI and any daemon of the state directory)."""
-    args = ("--session", "adversary") if isinstance(runbox, KernelRunbox) else ()
+    args = ("--session", runbox.session) if isinstance(runbox, KernelRunbox) else ()
     proc = runbox.popen("run", "bash", "-c", code, "--json", "--no-network", *args)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
