@@ -4,12 +4,13 @@ build, taken in turn, each sample at rest, with the CPU each server and its sand
 For the change a commit makes (build the commit before it into another directory):
 
     bench/ab.py --a /tmp/before/build-bench/runbox --b build-bench/runbox [--runs 200]
-                [--language bash] [--code 'echo hi'] [--network] [--cold]
+                [--language bash] [--code 'echo hi'] [--network] [--cold | --daemon]
 
 Prints the median latency and the CPU per execution of each, and b's over a's. The CPU is
 the servers' clock ticks (10 ms) added up over every sample: read it over a few hundred.
 With --cold, each sample is a cold `runbox run` instead (no daemon), and its CPU that of the
-CLI and its sandbox (the children's usage)."""
+CLI and its sandbox (the children's usage). With --daemon, each sample is `runbox run` handed to
+a running daemon, each build's own on its own state directory, and its CPU the CLI's alone."""
 import argparse
 import os
 import resource
@@ -32,8 +33,10 @@ def main():
     parser.add_argument("--network", action="store_true")
     parser.add_argument("--cold", action="store_true",
                         help="cold `runbox run` samples instead of a server's")
+    parser.add_argument("--daemon", action="store_true",
+                        help="`runbox run` samples through each build's running daemon")
     args = parser.parse_args()
-    if args.cold:
+    if args.cold or args.daemon:
         return cold(args)
     with tempfile.TemporaryDirectory(prefix="runbox-ab-") as work:
         servers = {name: Server(os.path.abspath(path), os.path.join(work, f"{name}-state"))
@@ -80,13 +83,15 @@ def main():
 
 
 def cold(args):
-    """Cold `runbox run` samples of each build, in turn, each after the machine settled."""
+    """`runbox run` samples of each build, in turn, each after the machine settled: cold, or
+    through the build's daemon (started by the warm-up, which it outlives: --daemon)."""
     samples = {"a": [], "b": []}
     cpu = {"a": 0.0, "b": 0.0}
     with tempfile.TemporaryDirectory(prefix="runbox-ab-") as work:
         def one(name):
             runbox = os.path.abspath(getattr(args, name))
-            env = {"PATH": "/usr/bin:/bin", "RUNBOX_USE_DAEMON": "never",
+            env = {"PATH": "/usr/bin:/bin",
+                   "RUNBOX_USE_DAEMON": "always" if args.daemon else "never",
                    "RUNBOX_STATE_DIR": os.path.join(work, f"{name}-state")}
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
@@ -115,7 +120,7 @@ def cold(args):
     medians = {name: statistics.median(values) for name, values in samples.items()}
     for name in samples:
         print(f"{name}: median {medians[name]:.2f} ms, CPU {cpu[name] / args.runs:.2f} ms per "
-              "execution (the CLI and its sandbox)")
+              "execution " + ("(the CLI)" if args.daemon else "(the CLI and its sandbox)"))
     print(f"b over a: latency {medians['b'] / medians['a']:.3f} x, CPU "
           f"{cpu['b'] / max(cpu['a'], 0.01):.3f} x")
 
