@@ -6,6 +6,7 @@ server holds at most --max-kernels kernels. The kernel has numpy and pandas impo
 import json
 import os
 import random
+import threading
 import time
 
 import statistics
@@ -15,6 +16,9 @@ from common import Server, execute, summary
 SETUP = ("import numpy as np, pandas as pd\n"
          "frame = pd.DataFrame(np.arange(1_310_720, dtype='float64').reshape(-1, 8))\n"
          "print(frame.memory_usage(deep=True).sum())")
+
+
+KERNEL_IDLE_S = 1
 
 
 def _call(server, conn, session, code):
@@ -32,7 +36,11 @@ def _kernel(server, session):
     return kernels[0] if kernels else None
 
 
-def _wait_hibernated(server, session, seconds=60):
+def _wait_hibernated(server, session, seconds=60, quiet_s=0):
+    """The session's kernel entry once it is hibernated. Asks first after quiet_s: each look
+    (GET /v1/sessions/ID) commits the storage to count the session's files, which writes back
+    (and compresses) a checkpoint's images in the middle of its making."""
+    time.sleep(quiet_s)
     deadline = time.time() + seconds
     while time.time() < deadline:
         k = _kernel(server, session)
@@ -50,14 +58,15 @@ def _kernel_rss_bytes(server, session):
 
 def checkpoint_and_restore(runbox, work, runs):
     state = os.path.join(work, "hibernation-state")
-    server = Server(runbox, state, global_args=("--kernel-idle", "1", "--pool", "0"))
+    server = Server(runbox, state, global_args=("--kernel-idle", str(KERNEL_IDLE_S), "--pool",
+                                                "0"))
     try:
         conn = server.connection()
         _call(server, conn, "h", SETUP)
         resident = _kernel_rss_bytes(server, "h")
         checkpoint_ms, restore_ms, first_call_ms, sizes = [], [], [], []
         for _ in range(runs):
-            k = _wait_hibernated(server, "h")
+            k = _wait_hibernated(server, "h", quiet_s=KERNEL_IDLE_S + 1)
             checkpoint_ms.append(k["checkpoint_ms"])
             sizes.append(k["checkpoint_bytes"])
             elapsed, result = _call(server, conn, "h", "print(len(frame))")
@@ -83,45 +92,141 @@ def _available_bytes():
     return 0
 
 
-def many_sessions(runbox, work, sessions, live):
+def _stored_bytes(path):
+    """What the filesystem under path has in use (the sessions' own storage: runbox's btrfs)."""
+    st = os.statvfs(path)
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+def _helpers_rss_kb(server_pid):
+    """The resident memory of the server's own helpers (criu, during a checkpoint or a
+    restore): its descendants that are not in a sandbox's memory cgroup."""
+    parent, total = {}, 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parent[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    for pid in parent:
+        p, seen = parent.get(pid), 0
+        while p and p != server_pid and seen < 64:
+            p, seen = parent.get(p), seen + 1
+        if p != server_pid:
+            continue
+        try:
+            with open(f"/proc/{pid}/cgroup") as f:
+                if "/runbox/" in f.read():
+                    continue
+            with open(f"/proc/{pid}/status") as f:
+                total += next((int(line.split()[1]) for line in f
+                               if line.startswith("VmRSS:")), 0)
+        except OSError:
+            pass
+    return total
+
+
+def _in_turn(server, work_items, concurrency, call):
+    """call(conn, item) for every item, from concurrency clients of their own (each a
+    keep-alive connection), items taken in the given order; the first failure is raised."""
+    items, lock, failures = list(work_items), threading.Lock(), []
+
+    def client():
+        conn = server.connection()
+        while not failures:
+            with lock:
+                if not items:
+                    return
+                item = items.pop(0)
+            try:
+                call(conn, item)
+            except Exception as e:  # noqa: BLE001 -- reported below, whatever it was
+                failures.append(e)
+
+    threads = [threading.Thread(target=client) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if failures:
+        raise failures[0]
+
+
+def many_sessions(runbox, work, sessions, live, concurrency=1):
     """sessions sessions, each defines its own variable; then each is asked for it, in random
     order, with at most live kernels at a time: every answer must be its own. The node's memory
     (what the host has no longer available, from before the server started) must stay under
-    live kernels' worth plus the server."""
+    live kernels' worth plus the server. A live kernel's worth is measured two ways: its cgroup's
+    memory, and what the node had no longer available once the first `live` kernels were up,
+    over their number (the second also counts what the host's kernel holds for a sandbox outside
+    its cgroup: its namespaces, page tables, its sockets)."""
     state = os.path.join(work, "hibernation-many-state")
     before = _available_bytes()
     server = Server(runbox, state, global_args=("--max-kernels", str(live), "--pool", "0"))
     try:
-        conn = server.connection()
-        start = time.perf_counter()
-        kernel_bytes, node_peak = 0, 0
-        for i in range(sessions):
+        lock = threading.Lock()
+        seen = {"kernel_bytes": 0, "node_peak": 0, "node_per_kernel": 0, "wrong": 0,
+                "restored": 0, "peak_rss": server.rss_kb(), "calls": 0, "peak_tree": 0}
+
+        def sample():
+            with lock:
+                seen["calls"] += 1
+                if seen["calls"] % 10 == 0:
+                    seen["node_peak"] = max(seen["node_peak"], before - _available_bytes())
+                    rss = server.rss_kb()
+                    seen["peak_rss"] = max(seen["peak_rss"], rss)
+                    seen["peak_tree"] = max(seen["peak_tree"], rss + _helpers_rss_kb(
+                        server.proc.pid))
+
+        def define(conn, i):
             _call(server, conn, f"m{i}", f"mine = {i}")
             if i == 0:
-                kernel_bytes = _kernel_rss_bytes(server, "m0")
-            if i % 10 == 0:
-                node_peak = max(node_peak, before - _available_bytes())
+                seen["kernel_bytes"] = _kernel_rss_bytes(server, "m0")
+            sample()
+
+        sessions_dir = os.path.join(state, "sessions")
+        stored_before = _stored_bytes(sessions_dir)
+        start = time.perf_counter()
+        # The first `live` kernels one by one: no hibernation yet, so what the node lost is
+        # theirs and the server's.
+        _in_turn(server, range(min(live, sessions)), 1, define)
+        seen["node_per_kernel"] = max(0, before - _available_bytes() - server.rss_kb() * 1024) \
+            / max(1, min(live, sessions))
+        _in_turn(server, range(min(live, sessions), sessions), concurrency, define)
         define_s = time.perf_counter() - start
+        os.sync()  # what the storage holds once written back (compressed there) and committed
+        stored = _stored_bytes(sessions_dir) - stored_before
         order = list(range(sessions))
         random.Random(34).shuffle(order)
-        wrong, restored, peak_rss = 0, 0, server.rss_kb()
-        start = time.perf_counter()
-        for n, i in enumerate(order):
+
+        def answer(conn, i):
             _, result = _call(server, conn, f"m{i}", "print(mine)")
-            wrong += result["output"] != f"{i}\n"
-            restored += result["kernel_restored"]
-            peak_rss = max(peak_rss, server.rss_kb())
-            if n % 10 == 0:
-                node_peak = max(node_peak, before - _available_bytes())
+            with lock:
+                seen["wrong"] += result["output"] != f"{i}\n"
+                seen["restored"] += result["kernel_restored"]
+            sample()
+
+        start = time.perf_counter()
+        _in_turn(server, order, concurrency, answer)
         answer_s = time.perf_counter() - start
-        bound = live * kernel_bytes + peak_rss * 1024
-        return {"sessions": sessions, "live_kernels_max": live, "wrong_answers": wrong,
-                "restored": restored, "define_s": round(define_s, 1),
-                "answer_s": round(answer_s, 1),
+        peak_rss = seen["peak_rss"]
+        bound = live * seen["kernel_bytes"] + peak_rss * 1024
+        node_bound = live * seen["node_per_kernel"] + peak_rss * 1024
+        tree_bound = live * seen["kernel_bytes"] + seen["peak_tree"] * 1024
+        return {"sessions": sessions, "live_kernels_max": live, "concurrency": concurrency,
+                "wrong_answers": seen["wrong"], "restored": seen["restored"],
+                "define_s": round(define_s, 1), "answer_s": round(answer_s, 1),
                 "per_answer_ms": round(answer_s * 1000 / sessions, 1),
-                "server_peak_rss_kb": peak_rss, "kernel_mb": round(kernel_bytes / 2**20, 1),
-                "node_memory_peak_mb": round(node_peak / 2**20, 1),
-                "node_memory_bound_mb": round(bound / 2**20, 1)}
+                "server_peak_rss_kb": peak_rss,
+                "kernel_mb": round(seen["kernel_bytes"] / 2**20, 2),
+                "kernel_node_mb": round(seen["node_per_kernel"] / 2**20, 2),
+                "node_memory_peak_mb": round(seen["node_peak"] / 2**20, 1),
+                "node_memory_bound_mb": round(bound / 2**20, 1),
+                "node_memory_node_bound_mb": round(node_bound / 2**20, 1),
+                "server_and_helpers_peak_kb": seen["peak_tree"],
+                "stored_per_session_kb": round(stored / max(1, sessions) / 1024, 1),
+                "node_memory_tree_bound_mb": round(tree_bound / 2**20, 1)}
     finally:
         server.stop()
 
@@ -205,7 +310,8 @@ def run(runbox, work, runs):
     results["moved"] = moved_to_another_node(runbox, work, min(runs, 10))
     results["many"] = many_sessions(runbox, work, sessions=int(os.environ.get(
         "RBX_BENCH_HIBERNATION_SESSIONS", "300")), live=int(os.environ.get(
-            "RBX_BENCH_HIBERNATION_LIVE", "10")))
+            "RBX_BENCH_HIBERNATION_LIVE", "10")), concurrency=int(os.environ.get(
+                "RBX_BENCH_HIBERNATION_CONCURRENCY", "1")))
     return results
 
 

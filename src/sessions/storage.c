@@ -483,6 +483,19 @@ int rbx_storage_make_capped(rbx_engine *engine, int dirfd, const char *name, uin
     return limited_subvolume(engine, dirfd, name, bytes ? bytes : 1, false);
 }
 
+int rbx_storage_compress(rbx_engine *engine, int dirfd, const char *name)
+{
+    if (engine->storage != RBX_STORAGE_BTRFS)
+        return 0;
+    int dir = open_dir_at(dirfd, name);
+    int rc = dir >= 0 ? rbx_btrfs_compress(dir) : -1;
+    int saved = errno;
+    if (dir >= 0)
+        close(dir);
+    errno = saved;
+    return rc;
+}
+
 int rbx_storage_cap_work(rbx_engine *engine, int session_dirfd, uint64_t taken)
 {
     if (!rbx_storage_capped(engine))

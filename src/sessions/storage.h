@@ -31,6 +31,10 @@ int rbx_storage_make_capped(rbx_engine *engine, int dirfd, const char *name, uin
 int rbx_storage_cap_work(rbx_engine *engine, int session_dirfd, uint64_t taken);
 /* Whether the storage caps sizes at all (btrfs). */
 bool rbx_storage_capped(const rbx_engine *engine);
+/* Has what is written below dirfd's entry name compressed by the storage
+ * where it can (btrfs: zstd, as the filesystem writes it back); elsewhere
+ * nothing changes. 0, or -1 with errno. */
+int rbx_storage_compress(rbx_engine *engine, int dirfd, const char *name);
 
 /* Removes name below dirfd and everything in it, subvolumes included,
  * never following a link. Returns 0 or -1 with errno. */

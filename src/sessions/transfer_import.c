@@ -527,7 +527,7 @@ static rbx_status part_path(importer *m, struct archive_entry *entry, const char
 }
 
 /* The slot of language's checkpoint, its directory made on its first
- * member: images/ capped as a hibernating kernel's, and a scratch space
+ * member: images/ capped and compressed as a hibernating kernel's, and a scratch space
  * for its /tmp where this storage has them. -1: refused (err set). */
 static int part_slot(importer *m, const char *language)
 {
@@ -544,6 +544,7 @@ static int part_slot(importer *m, const char *language)
     if (mkdirat(m->session, name, 0700) != 0 ||
         (dir = openat(m->session, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
         rbx_storage_make_capped(m->engine, dir, "images", m->engine->config.disk_cap_bytes) != 0 ||
+        rbx_storage_compress(m->engine, dir, "images") != 0 ||
         fchmodat(dir, "images", 0711, 0) != 0) {
         rbx_fail(m->err, RBX_ESYSTEM, "cannot place the %s kernel's checkpoint: %s", language,
                  strerror(errno));

@@ -9,6 +9,7 @@ another runbox process than the checkpoint."""
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import time
@@ -202,6 +203,33 @@ def test_a_checkpoint_takes_its_room_in_the_sessions_disk_cap(hb):
     assert woke(stateful(hb, "python", "print(x)", "capped", "--no-network",
                          env={"RUNBOX_KERNEL_IDLE": "600"}))["output"] == "42\n"
     assert allocate(hb, "capped", DISK_CAP - taken + slack)
+
+
+def storage_kind(runbox):
+    """The filesystem the runbox's sessions are on (btrfs for its own capped storage)."""
+    return subprocess.run(["stat", "-f", "-c", "%T", os.path.join(runbox.state_dir, "sessions")],
+                          capture_output=True, text=True).stdout.strip()
+
+
+def test_a_checkpoint_is_compressed_by_the_storage(hb):
+    """On btrfs storage a kernel's images are written compressed (zstd): what decides how many
+    sessions can sleep on a node's disk. Every extent of the memory image must be encoded
+    (bench/hibernation.py measures what they take)."""
+    stateful(hb, "python", "x = 42", "squeezed", "--no-network")
+    kind = storage_kind(hb)
+    if kind != "btrfs":
+        pytest.skip(f"the sessions' storage is {kind}, not btrfs: nothing compresses there")
+    wait_hibernated(hb, "squeezed", "python")
+    images = images_of(hb, "squeezed")
+    assert os.getxattr(images, "btrfs.compression") == b"zstd"
+    os.sync()
+    pages = max((n for n in os.listdir(images) if n.startswith("pages-")),
+                key=lambda n: os.path.getsize(os.path.join(images, n)))
+    path = os.path.join(images, pages)
+    extents = subprocess.run(["filefrag", "-v", path], capture_output=True, text=True,
+                             check=True).stdout
+    rows = [line for line in extents.splitlines() if re.match(r"\s*\d+:", line)]
+    assert rows and all("encoded" in line for line in rows), extents
 
 
 def test_a_session_with_no_room_for_a_checkpoint_gets_its_kernel_stopped(hb):
@@ -508,6 +536,8 @@ def test_an_exported_hibernated_kernel_wakes_on_the_node_it_is_imported_to(hb, t
     try:
         imported(b, "moved", archive)
         assert kernel_entry(b, "moved", "python")["state"] == "hibernated"
+        if storage_kind(b) == "btrfs":  # compressed there as a checkpoint made there would be
+            assert os.getxattr(images_of(b, "moved"), "btrfs.compression") == b"zstd"
         back = woke(stateful(b, "python", "x += 1\nprint(x, os.getcwd(), "
                              "open('/tmp/kept').read(), open('../notes.txt').read())", "moved",
                              "--no-network"))
