@@ -29,14 +29,14 @@ static void offer(suggestions *found, const char *value, const char *typed)
 
 static void complete_session_id(rbx_engine *engine, const char *typed, suggestions *found)
 {
-    rbx_session_info *infos;
+    rbx_session_id *ids;
     size_t count;
     rbx_error err = {0};
-    if (rbx_session_list(engine, &infos, &count, &err) != RBX_OK)
+    if (rbx_session_ids(engine, &ids, &count, &err) != RBX_OK)
         return;
     for (size_t i = 0; i < count; i++)
-        offer(found, infos[i].id, typed);
-    free(infos);
+        offer(found, ids[i], typed);
+    free(ids);
 }
 
 static void complete_path(rbx_engine *engine, const json_t *context, const char *typed,

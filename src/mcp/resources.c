@@ -93,7 +93,7 @@ static json_t *describe_file(const char *session_id, const mcp_file *file)
 
 static int by_id(const void *a, const void *b)
 {
-    return strcmp(((const rbx_session_info *)a)->id, ((const rbx_session_info *)b)->id);
+    return strcmp(*(const rbx_session_id *)a, *(const rbx_session_id *)b);
 }
 
 typedef struct listing {
@@ -138,21 +138,21 @@ void mcp_answer_resources_list(mcp_server *server, const rpc_message *request)
                  "or none for the first page)");
         return;
     }
-    rbx_session_info *infos;
+    rbx_session_id *ids;
     size_t count;
     rbx_error err = {0};
-    if (rbx_session_list(server->engine, &infos, &count, &err) != RBX_OK) {
+    if (rbx_session_ids(server->engine, &ids, &count, &err) != RBX_OK) {
         json_decref(page.resources);
         rpc_fail(server->output, request->id, RPC_INTERNAL_ERROR, "Internal error: %s",
                  err.message);
         return;
     }
     if (count)
-        qsort(infos, count, sizeof *infos, by_id);
+        qsort(ids, count, sizeof *ids, by_id);
     for (size_t i = 0; i < count && !page.full; i++)
-        if (strcmp(infos[i].id, page.after_id) >= 0)
-            add_session(server->engine, infos[i].id, &page);
-    free(infos);
+        if (strcmp(ids[i], page.after_id) >= 0)
+            add_session(server->engine, ids[i], &page);
+    free(ids);
     json_t *result = json_pack("{s:o}", "resources", page.resources);
     if (page.full) {
         json_t *last = json_array_get(page.resources, MCP_RESOURCES_PAGE - 1);

@@ -319,8 +319,9 @@ static int64_t read_created(int dir)
     return n > 0 ? strtoll(buf, NULL, 10) : 0;
 }
 
-rbx_status rbx_session_info_get(rbx_engine *engine, const char *id, rbx_session_info *info,
-                                rbx_error *err)
+/* committed: the storage was committed for this look (a listing's). */
+static rbx_status info_get(rbx_engine *engine, const char *id, bool committed,
+                           rbx_session_info *info, rbx_error *err)
 {
     if (!rbx_session_id_valid(id))
         return bad_id(err);
@@ -339,16 +340,23 @@ rbx_status rbx_session_info_get(rbx_engine *engine, const char *id, rbx_session_
     }
     rbx_lock_release(lock);
     info->created_unix = read_created(dir);
-    info->disk_bytes = rbx_storage_usage(engine, dir);
+    info->disk_bytes = committed ? rbx_storage_usage_committed(engine, dir)
+                                 : rbx_storage_usage(engine, dir);
     describe_holders(engine, dir, info->running, info);
     close(dir);
     return RBX_OK;
 }
 
-rbx_status rbx_session_list(rbx_engine *engine, rbx_session_info **infos, size_t *count,
-                            rbx_error *err)
+rbx_status rbx_session_info_get(rbx_engine *engine, const char *id, rbx_session_info *info,
+                                rbx_error *err)
 {
-    *infos = NULL;
+    return info_get(engine, id, false, info, err);
+}
+
+rbx_status rbx_session_ids(rbx_engine *engine, rbx_session_id **ids, size_t *count,
+                           rbx_error *err)
+{
+    *ids = NULL;
     *count = 0;
     int fd = openat(engine->sessions_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
@@ -365,20 +373,43 @@ rbx_status rbx_session_list(rbx_engine *engine, rbx_session_info **infos, size_t
             continue;
         if (*count == cap) {
             cap = cap ? cap * 2 : 16;
-            rbx_session_info *grown = realloc(*infos, cap * sizeof **infos);
+            rbx_session_id *grown = realloc(*ids, cap * sizeof **ids);
             if (!grown) {
                 closedir(dir);
-                free(*infos);
-                *infos = NULL;
+                free(*ids);
+                *ids = NULL;
                 *count = 0;
                 return rbx_fail(err, RBX_ESYSTEM, "out of memory listing sessions");
             }
-            *infos = grown;
+            *ids = grown;
         }
-        if (rbx_session_info_get(engine, entry->d_name, &(*infos)[*count], NULL) == RBX_OK)
-            (*count)++;
+        /* valid: at most RBX_SESSION_ID_MAX characters */
+        snprintf((*ids)[(*count)++], sizeof **ids, "%.*s", RBX_SESSION_ID_MAX, entry->d_name);
     }
     closedir(dir);
+    return RBX_OK;
+}
+
+rbx_status rbx_session_list(rbx_engine *engine, rbx_session_info **infos, size_t *count,
+                            rbx_error *err)
+{
+    *infos = NULL;
+    *count = 0;
+    rbx_session_id *ids;
+    size_t n;
+    rbx_status status = rbx_session_ids(engine, &ids, &n, err);
+    if (status != RBX_OK)
+        return status;
+    if (n && !(*infos = malloc(n * sizeof **infos))) {
+        free(ids);
+        return rbx_fail(err, RBX_ESYSTEM, "out of memory listing sessions");
+    }
+    /* One commit for all: each session's figure is its quota group's. */
+    rbx_storage_commit(engine);
+    for (size_t i = 0; i < n; i++)
+        if (info_get(engine, ids[i], true, &(*infos)[*count], NULL) == RBX_OK)
+            (*count)++;
+    free(ids);
     return RBX_OK;
 }
 

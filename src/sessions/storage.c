@@ -529,15 +529,18 @@ int rbx_storage_remove(rbx_engine *engine, int dirfd, const char *name)
     return remove_subvolumes(dirfd, name);
 }
 
-uint64_t rbx_storage_usage(rbx_engine *engine, int session_dirfd)
+void rbx_storage_commit(rbx_engine *engine)
+{
+    if (engine->storage == RBX_STORAGE_BTRFS)
+        (void)syncfs(engine->sessions_fd);
+}
+
+uint64_t rbx_storage_usage_committed(rbx_engine *engine, int session_dirfd)
 {
     uint64_t bytes = 0;
     if (engine->storage == RBX_STORAGE_BTRFS) {
         int work = open_dir_at(session_dirfd, "work");
-        /* Quota groups are brought up to date when a transaction commits:
-         * commit first (cheap when nothing is pending) so the figure counts
-         * what was just written. */
-        int rc = work >= 0 && syncfs(work) == 0 ? rbx_btrfs_usage(work, &bytes) : -1;
+        int rc = work >= 0 ? rbx_btrfs_usage(work, &bytes) : -1;
         if (work >= 0)
             close(work);
         if (rc == 0)
@@ -545,6 +548,14 @@ uint64_t rbx_storage_usage(rbx_engine *engine, int session_dirfd)
     }
     rbx_tree_usage(session_dirfd, "work", &bytes);
     return bytes;
+}
+
+uint64_t rbx_storage_usage(rbx_engine *engine, int session_dirfd)
+{
+    /* Quota groups are brought up to date when a transaction commits:
+     * commit first so the figure counts what was just written. */
+    rbx_storage_commit(engine);
+    return rbx_storage_usage_committed(engine, session_dirfd);
 }
 
 rbx_status rbx_storage_room(rbx_engine *engine, rbx_error *err)

@@ -39,8 +39,15 @@ int rbx_storage_compress(rbx_engine *engine, int dirfd, const char *name);
 /* Removes name below dirfd and everything in it, subvolumes included,
  * never following a link. Returns 0 or -1 with errno. */
 int rbx_storage_remove(rbx_engine *engine, int dirfd, const char *name);
-/* The bytes a session's files take (work/ below session_dirfd). */
+/* The bytes a session's files take (work/ below session_dirfd), counting
+ * what was just written: it commits the storage first (rbx_storage_commit). */
 uint64_t rbx_storage_usage(rbx_engine *engine, int session_dirfd);
+/* Commits the storage (btrfs counts a subvolume's bytes when its
+ * transaction commits; cheap when nothing is pending), once for the many
+ * rbx_storage_usage_committed that follow. */
+void rbx_storage_commit(rbx_engine *engine);
+/* rbx_storage_usage as of the last commit. */
+uint64_t rbx_storage_usage_committed(rbx_engine *engine, int session_dirfd);
 
 /* Refuses (RBX_ENOSPC) when the storage, or the host's disk under the
  * state directory, has too little room left for one more execution or
