@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -406,6 +407,25 @@ static int session_lock_now(rbx_engine *engine, const char *session_id)
     return fd;
 }
 
+/* The idle kernel used least recently after `after` (NULL: the least
+ * recently used of all), ties broken by address so that each is met
+ * once; NULL when none is left. Called with the registry locked. */
+static rbx_kernel *idle_after(const rbx_kernels *kernels, const rbx_kernel *after)
+{
+    rbx_kernel *next = NULL;
+    for (rbx_kernel *v = kernels->list; v; v = v->next) {
+        if (v->busy)
+            continue;
+        if (after && (v->last_used_ms < after->last_used_ms ||
+                      (v->last_used_ms == after->last_used_ms && (uintptr_t)v <= (uintptr_t)after)))
+            continue;
+        if (!next || v->last_used_ms < next->last_used_ms ||
+            (v->last_used_ms == next->last_used_ms && (uintptr_t)v < (uintptr_t)next))
+            next = v;
+    }
+    return next;
+}
+
 /* Checkpoints k (out of the registry, its session locked), else leaves
  * its tombstone; stops it either way. True when it hibernated. */
 static bool hibernate_or_bury(rbx_engine *engine, rbx_kernel *k)
@@ -518,9 +538,7 @@ static rbx_status take(rbx_engine *engine, const rbx_kernel_call *call, rbx_kern
     rbx_kernel *victim = NULL;
     int victim_lock = -1;
     if (kernels->count >= max_kernels(engine)) {
-        for (rbx_kernel *v = kernels->list; v; v = v->next)
-            if (!v->busy && (!victim || v->last_used_ms < victim->last_used_ms))
-                victim = v;
+        victim = idle_after(kernels, NULL);
         if (!victim) {
             size_t count = kernels->count;
             pthread_mutex_unlock(&kernels->lock);
@@ -529,10 +547,19 @@ static rbx_status take(rbx_engine *engine, const rbx_kernel_call *call, rbx_kern
                             "try again when one is done, or raise --max-kernels",
                             count);
         }
-        /* The least recently used makes room: hibernated where it can be
-         * (its session not in use), else stopped. */
-        if (rbx_hibernation_known_enabled(engine))
-            victim_lock = session_lock_now(engine, victim->session_id);
+        /* The least recently used idle kernel whose session is not in use
+         * makes room: hibernated where it can be, else stopped. A session
+         * in use has a call on its way to its kernel, which would find it
+         * stopped and its state lost; so the next is tried, and the least
+         * recently used is stopped only when every idle kernel's session
+         * is in use. */
+        for (rbx_kernel *v = victim; v && victim_lock < 0; v = idle_after(kernels, v))
+            if ((victim_lock = session_lock_now(engine, v->session_id)) >= 0)
+                victim = v;
+        if (victim_lock >= 0 && !rbx_hibernation_known_enabled(engine)) {
+            rbx_lock_release(victim_lock);
+            victim_lock = -1;
+        }
         if (victim_lock < 0)
             bury(victim);
         unlink_kernel(kernels, victim);

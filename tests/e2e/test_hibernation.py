@@ -404,6 +404,32 @@ def test_the_kernel_cap_hibernates_the_least_recently_used(hb):
     assert kernel_entry(hb, "second", "python")["state"] == "hibernated"  # its turn
 
 
+def test_the_kernel_cap_passes_over_a_kernel_whose_session_is_in_use(hb):
+    """The least recently used kernel's session is busy (a one-off in it holds the session, as
+    a call on its way to that kernel does): making room must take the next kernel, not stop the
+    first with its state; with two clients a node's answers were lost so (bench, 10,000
+    sessions)."""
+    env = {"RUNBOX_MAX_KERNELS": "2", "RUNBOX_KERNEL_IDLE": "600"}
+    stateful(hb, "python", "v = 'a'", "a", "--no-network", env=env)
+    stateful(hb, "python", "v = 'c'", "c", "--no-network", env=env)  # "a" is the oldest now
+    started = os.path.join(hb.state_dir, "sessions", "a", "work", "started")
+    busy = hb.popen("run", "bash", "-c", "touch started; sleep 4", "--session", "a",
+                    "--no-network", env={**IDLE, **env})
+    try:
+        deadline = time.time() + 60
+        while not os.path.exists(started) and time.time() < deadline:
+            time.sleep(0.05)
+        assert os.path.exists(started), busy.stderr.read() if busy.poll() is not None else ""
+        stateful(hb, "python", "v = 'b'", "b", "--no-network", env=env)  # needs room
+        assert kernel_entry(hb, "c", "python")["state"] == "hibernated"
+    finally:
+        busy.wait(60)
+    assert busy.returncode == 0, busy.stderr.read()
+    kept = stateful(hb, "python", "print(v)", "a", "--no-network", env=env)
+    assert kept["output"] == "a\n" and kept["kernel_restarted"] is False, kept
+    assert kept["kernel_restored"] is False, kept  # it never slept
+
+
 def test_memory_pressure_hibernates_idle_kernels_least_recently_used_first(hb):
     """--hibernate-below: while the host's available memory is below the floor (here always:
     64 TiB), idle kernels hibernate one a second, the least recently used first, though their
