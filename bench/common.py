@@ -41,7 +41,7 @@ def free_port():
 class Server:
     """runbox serve on a free loopback port, with one keep-alive client."""
 
-    def __init__(self, runbox, state_dir, e2b=False, global_args=(), serve_args=()):
+    def __init__(self, runbox, state_dir, e2b=False, global_args=(), serve_args=(), log=None):
         self.port = free_port()
         extra = []
         if e2b:  # E2B's protocol on a second port
@@ -51,7 +51,8 @@ class Server:
                                       "--listen",
                                       f"127.0.0.1:{self.port}", "--max-running", "16",
                                       "--max-queue", "256", *extra, *serve_args],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                     stdout=log or subprocess.DEVNULL,
+                                     stderr=log or subprocess.DEVNULL)
         deadline = time.time() + 10
         while time.time() < deadline:
             try:

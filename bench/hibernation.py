@@ -10,6 +10,7 @@ import threading
 import time
 
 import statistics
+import sys
 
 from common import Server, execute, summary
 
@@ -163,15 +164,22 @@ def many_sessions(runbox, work, sessions, live, concurrency=1):
     its cgroup: its namespaces, page tables, its sockets)."""
     state = os.path.join(work, "hibernation-many-state")
     before = _available_bytes()
-    server = Server(runbox, state, global_args=("--max-kernels", str(live), "--pool", "0"))
+    # The server's log beside its state: what stopped a kernel, where one did.
+    log = open(os.path.join(work, "hibernation-many-server.log"), "wb")
+    server = Server(runbox, state, global_args=("--max-kernels", str(live), "--pool", "0"),
+                    log=log)
     try:
         lock = threading.Lock()
         seen = {"kernel_bytes": 0, "node_peak": 0, "node_per_kernel": 0, "wrong": 0,
-                "restored": 0, "peak_rss": server.rss_kb(), "calls": 0, "peak_tree": 0}
+                "restored": 0, "peak_rss": server.rss_kb(), "calls": 0, "peak_tree": 0,
+                "why": {}}
 
         def sample():
             with lock:
                 seen["calls"] += 1
+                if seen["calls"] % 1000 == 0:  # a long run says where it is
+                    print(f"hibernation: {seen['calls']} calls of {2 * sessions}",
+                          file=sys.stderr, flush=True)
                 if seen["calls"] % 10 == 0:
                     seen["node_peak"] = max(seen["node_peak"], before - _available_bytes())
                     rss = server.rss_kb()
@@ -201,10 +209,16 @@ def many_sessions(runbox, work, sessions, live, concurrency=1):
         random.Random(34).shuffle(order)
 
         def answer(conn, i):
-            _, result = _call(server, conn, f"m{i}", "print(mine)")
+            # Not _call: an answer that is not its own is counted, with why, and the run goes on.
+            _, result = execute(server, conn, {"language": "python", "code": "print(mine)",
+                                               "session_id": f"m{i}", "stateful": True,
+                                               "network": False})
             with lock:
-                seen["wrong"] += result["output"] != f"{i}\n"
-                seen["restored"] += result["kernel_restored"]
+                if result["output"] != f"{i}\n":
+                    seen["wrong"] += 1
+                    why = result.get("restart_reason") or result.get("error", "")[-200:]
+                    seen["why"][why] = seen["why"].get(why, 0) + 1
+                seen["restored"] += bool(result.get("kernel_restored"))
             sample()
 
         start = time.perf_counter()
@@ -215,7 +229,8 @@ def many_sessions(runbox, work, sessions, live, concurrency=1):
         node_bound = live * seen["node_per_kernel"] + peak_rss * 1024
         tree_bound = live * seen["kernel_bytes"] + seen["peak_tree"] * 1024
         return {"sessions": sessions, "live_kernels_max": live, "concurrency": concurrency,
-                "wrong_answers": seen["wrong"], "restored": seen["restored"],
+                "wrong_answers": seen["wrong"], "wrong_why": seen["why"],
+                "restored": seen["restored"],
                 "define_s": round(define_s, 1), "answer_s": round(answer_s, 1),
                 "per_answer_ms": round(answer_s * 1000 / sessions, 1),
                 "server_peak_rss_kb": peak_rss,
@@ -229,6 +244,7 @@ def many_sessions(runbox, work, sessions, live, concurrency=1):
                 "node_memory_tree_bound_mb": round(tree_bound / 2**20, 1)}
     finally:
         server.stop()
+        log.close()
 
 
 def _move(server_from, server_to, session, into):
