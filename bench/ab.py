@@ -4,13 +4,15 @@ build, taken in turn, each sample at rest, with the CPU each server and its sand
 For the change a commit makes (build the commit before it into another directory):
 
     bench/ab.py --a /tmp/before/build-bench/runbox --b build-bench/runbox [--runs 200]
-                [--language bash] [--code 'echo hi'] [--network] [--cold | --daemon]
+                [--language bash] [--code 'echo hi'] [--network] [--cold | --daemon | --version]
 
 Prints the median latency and the CPU per execution of each, and b's over a's. The CPU is
 the servers' clock ticks (10 ms) added up over every sample: read it over a few hundred.
 With --cold, each sample is a cold `runbox run` instead (no daemon), and its CPU that of the
 CLI and its sandbox (the children's usage). With --daemon, each sample is `runbox run` handed to
-a running daemon, each build's own on its own state directory, and its CPU the CLI's alone."""
+a running daemon, each build's own on its own state directory, and its CPU the CLI's alone.
+With --version, each sample is `runbox --version`, in turn with `/bin/true`: the CLI's start,
+and each build's over /bin/true."""
 import argparse
 import os
 import resource
@@ -35,7 +37,11 @@ def main():
                         help="cold `runbox run` samples instead of a server's")
     parser.add_argument("--daemon", action="store_true",
                         help="`runbox run` samples through each build's running daemon")
+    parser.add_argument("--version", action="store_true",
+                        help="`runbox --version` samples, against /bin/true")
     args = parser.parse_args()
+    if args.version:
+        return version(args)
     if args.cold or args.daemon:
         return cold(args)
     with tempfile.TemporaryDirectory(prefix="runbox-ab-") as work:
@@ -80,6 +86,22 @@ def main():
     a, b = summary(samples["a"])["median_ms"], summary(samples["b"])["median_ms"]
     print(f"b over a: latency {b / a:.3f} x, CPU "
           f"{(cpu['b'] / args.runs) / max(cpu['a'] / args.runs, 0.01):.3f} x")
+
+
+def version(args):
+    """The CLI's start: `runbox --version` of each build and /bin/true, in turn."""
+    commands = {"true": ["/bin/true"], "a": [args.a, "--version"], "b": [args.b, "--version"]}
+    samples = {name: [] for name in commands}
+    for _ in range(args.runs):
+        for name, command in commands.items():
+            start = time.perf_counter()
+            subprocess.run(command, stdout=subprocess.DEVNULL, check=True)
+            samples[name].append((time.perf_counter() - start) * 1000)
+    median = {name: statistics.median(values) for name, values in samples.items()}
+    for name in commands:
+        print(f"{name}: {summary(samples[name])}")
+    for name in ("a", "b"):
+        print(f"{name} over /bin/true: +{median[name] - median['true']:.3f} ms")
 
 
 def cold(args):
