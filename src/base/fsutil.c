@@ -25,7 +25,10 @@
  * by its filesystem instead). */
 #define COUNT_MAX_DEPTH 256
 
-typedef int (*visit_fn)(int dirfd, const char *name, const struct stat *st, void *user);
+/* whole is false for a directory whose entries were not walked (deeper
+ * than COUNT_MAX_DEPTH). */
+typedef int (*visit_fn)(int dirfd, const char *name, const struct stat *st, bool whole,
+                        void *user);
 
 static int walk(int topfd, DIR *dir, int depth, visit_fn leave, void *user, unsigned *flattened);
 
@@ -73,7 +76,7 @@ static int walk_entry(int topfd, int dirfd, const char *name, int depth, visit_f
         return errno == ENOENT ? 0 : -1;
     if (S_ISDIR(st.st_mode)) {
         if (depth >= COUNT_MAX_DEPTH && !flattened)
-            return leave(dirfd, name, &st, user); /* counting: deeper is not counted */
+            return leave(dirfd, name, &st, false, user); /* counting: deeper is not counted */
         if (depth >= WALK_MAX_DEPTH && flattened && topfd != dirfd) {
             /* Move the subtree up next to the top; a later pass of the top
              * walks it, with none of this walk's descriptors still open. */
@@ -89,7 +92,7 @@ static int walk_entry(int topfd, int dirfd, const char *name, int depth, visit_f
         if (rc != 0)
             return rc;
     }
-    return leave(dirfd, name, &st, user);
+    return leave(dirfd, name, &st, true, user);
 }
 
 /* One descriptor per level: the directory stream's own. */
@@ -109,18 +112,22 @@ static int walk(int topfd, DIR *dir, int depth, visit_fn leave, void *user, unsi
     }
 }
 
-static int remove_one(int dirfd, const char *name, const struct stat *st, void *user)
+static int remove_one(int dirfd, const char *name, const struct stat *st, bool whole,
+                      void *user)
 {
+    (void)whole;
     (void)user;
     if (unlinkat(dirfd, name, S_ISDIR(st->st_mode) ? AT_REMOVEDIR : 0) != 0 && errno != ENOENT)
         return -1;
     return 0;
 }
 
-static int count_one(int dirfd, const char *name, const struct stat *st, void *user)
+static int count_one(int dirfd, const char *name, const struct stat *st, bool whole,
+                     void *user)
 {
     (void)dirfd;
     (void)name;
+    (void)whole;
     *(uint64_t *)user += (uint64_t)st->st_blocks * 512;
     return 0;
 }
@@ -134,7 +141,7 @@ static int walk_tree(int parent, const char *name, visit_fn leave, void *user, b
     if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
         return errno == ENOENT ? 0 : -1;
     if (!S_ISDIR(st.st_mode))
-        return leave(parent, name, &st, user);
+        return leave(parent, name, &st, true, user);
     DIR *top = open_dir_at(parent, name, repeat);
     if (!top)
         return -1;
@@ -150,7 +157,7 @@ static int walk_tree(int parent, const char *name, visit_fn leave, void *user, b
     closedir(top);
     if (rc != 0)
         return rc;
-    return leave(parent, name, &st, user);
+    return leave(parent, name, &st, true, user);
 }
 
 int rbx_remove_tree(int dirfd, const char *name)
@@ -162,6 +169,34 @@ int rbx_tree_usage(int dirfd, const char *name, uint64_t *bytes)
 {
     *bytes = 0;
     return walk_tree(dirfd, name, count_one, bytes, false);
+}
+
+struct change_search {
+    time_t since;
+    size_t left;
+    bool changed;
+};
+
+static int look_for_change(int dirfd, const char *name, const struct stat *st, bool whole,
+                           void *user)
+{
+    (void)dirfd;
+    (void)name;
+    struct change_search *search = user;
+    /* ctime: the kernel sets it on every change (a write, a removal in a
+     * directory, a utime), and nothing in a sandbox can set it back. */
+    if (!whole || search->left == 0 || st->st_ctim.tv_sec >= search->since) {
+        search->changed = true;
+        return -1; /* stops the walk */
+    }
+    search->left--;
+    return 0;
+}
+
+bool rbx_tree_unchanged_since(int dirfd, const char *name, time_t since, size_t entries_max)
+{
+    struct change_search search = {since, entries_max, false};
+    return walk_tree(dirfd, name, look_for_change, &search, false) == 0 && !search.changed;
 }
 
 int rbx_open_regular(int dirfd, const char *path, int flags)

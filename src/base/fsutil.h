@@ -15,6 +15,10 @@
 int rbx_remove_tree(int dirfd, const char *name);
 /* Adds up the allocated bytes of the tree at name inside dirfd. */
 int rbx_tree_usage(int dirfd, const char *name, uint64_t *bytes);
+/* Whether the tree at name inside dirfd was seen whole, at most entries_max
+ * entries (itself counted) no deeper than counting goes, and nothing in
+ * it changed (its ctime) at or after since. false where unsure. */
+bool rbx_tree_unchanged_since(int dirfd, const char *name, time_t since, size_t entries_max);
 /* Gives the directory name below dirfd back to runbox's user (0700), for a
  * removal that must enter a directory the sandbox locked (mode 000). Never
  * through a link: sandboxed code may swap one in after the open that found

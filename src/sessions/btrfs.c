@@ -11,8 +11,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 #include <sys/statfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 /* BTRFS_QUOTA_CTL_ENABLE_SIMPLE_QUOTA: Linux 6.7's uapi, absent from older headers. */

@@ -40,7 +40,9 @@ int rbx_storage_compress(rbx_engine *engine, int dirfd, const char *name);
  * never following a link. Returns 0 or -1 with errno. */
 int rbx_storage_remove(rbx_engine *engine, int dirfd, const char *name);
 /* The bytes a session's files take (work/ below session_dirfd), counting
- * what was just written: it commits the storage first (rbx_storage_commit). */
+ * what was just written: it commits the storage first (rbx_storage_commit)
+ * unless none of the session's files changed for long enough that the
+ * last commits counted them. */
 uint64_t rbx_storage_usage(rbx_engine *engine, int session_dirfd);
 /* Commits the storage (btrfs counts a subvolume's bytes when its
  * transaction commits; cheap when nothing is pending), once for the many

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <sys/resource.h>
+#include <time.h>
 
 typedef struct fixture {
     char base[64];   /* the directory the trees under test live in */
@@ -392,6 +393,53 @@ static void tree_usage_counts_files_deeper_than_64_levels(void **state)
     assert_true(bytes >= (1 << 20));
 }
 
+/* ---- rbx_tree_unchanged_since ----------------------------------------- */
+
+static void unchanged_since_sees_a_change_anywhere_in_the_tree(void **state)
+{
+    fixture *f = *state;
+    int bottom = make_chain_at(f->base_fd, "top", 5);
+    close(bottom);
+    time_t now = time(NULL);
+    /* Everything was just made: changed since a minute ago, not since the
+     * next second. */
+    assert_false(rbx_tree_unchanged_since(f->base_fd, "top", now - 60, 1000));
+    assert_true(rbx_tree_unchanged_since(f->base_fd, "top", now + 2, 1000));
+    /* A name that is not there has not changed. */
+    assert_true(rbx_tree_unchanged_since(f->base_fd, "nothing-here", now - 60, 1000));
+}
+
+static void unchanged_since_is_unsure_past_its_entries(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(mkdirat(f->base_fd, "top", 0755), 0);
+    int top = open_at(f->base_fd, "top");
+    char name[16];
+    for (int i = 0; i < 10; i++) {
+        snprintf(name, sizeof name, "f%d", i);
+        write_bytes_at(top, name, 100);
+    }
+    close(top);
+    time_t later = time(NULL) + 2;
+    /* Ten files and the top: eleven entries are enough, ten are not. */
+    assert_true(rbx_tree_unchanged_since(f->base_fd, "top", later, 11));
+    assert_false(rbx_tree_unchanged_since(f->base_fd, "top", later, 10));
+}
+
+static void unchanged_since_is_unsure_of_a_tree_deeper_than_it_looks(void **state)
+{
+    fixture *f = *state;
+    /* Deeper than counting goes (256 levels): what changed below is
+     * unseen, so the answer must not be "unchanged". */
+    int bottom = make_chain_at(f->base_fd, "top", 300);
+    close(bottom);
+    time_t later = time(NULL) + 2;
+    assert_false(rbx_tree_unchanged_since(f->base_fd, "top", later, 100000));
+    int shallow = make_chain_at(f->base_fd, "low", 200);
+    close(shallow);
+    assert_true(rbx_tree_unchanged_since(f->base_fd, "low", later, 100000));
+}
+
 /* ---- rbx_mkdir_p ------------------------------------------------------ */
 
 static void mkdir_p_creates_missing_parents(void **state)
@@ -460,6 +508,9 @@ int main(void)
         T(tree_usage_does_not_follow_links_out),
         T(tree_usage_leaves_a_deep_tree_untouched),
         T(tree_usage_counts_files_deeper_than_64_levels),
+        T(unchanged_since_sees_a_change_anywhere_in_the_tree),
+        T(unchanged_since_is_unsure_past_its_entries),
+        T(unchanged_since_is_unsure_of_a_tree_deeper_than_it_looks),
         T(mkdir_p_creates_missing_parents),
         T(mkdir_p_of_an_existing_directory_succeeds),
         T(mkdir_p_rejects_a_path_too_long),
