@@ -183,8 +183,9 @@ static int look_for_change(int dirfd, const char *name, const struct stat *st, b
     (void)dirfd;
     (void)name;
     struct change_search *search = user;
-    /* ctime: the kernel sets it on every change (a write, a removal in a
-     * directory, a utime), and nothing in a sandbox can set it back. */
+    /* ctime: the kernel sets it on a change (a write, a removal in a
+     * directory, a utime; not an fallocate within the file's size), and
+     * nothing in a sandbox can set it back. */
     if (!whole || search->left == 0 || st->st_ctim.tv_sec >= search->since) {
         search->changed = true;
         return -1; /* stops the walk */

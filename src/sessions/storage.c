@@ -587,7 +587,10 @@ uint64_t rbx_storage_usage(rbx_engine *engine, int session_dirfd)
     /* Quota groups are brought up to date when a transaction commits. A
      * commit (syncfs) writes every session's pending data, 183 ms each
      * with 10,000 sessions: made only when this session's files changed
-     * recently enough that the last commits may not have counted it. */
+     * recently enough that the last commits may not have counted it.
+     * Not seen: an fallocate within a file's size leaves its ctime, and
+     * its blocks count from the next commit (30 s at most): the figure
+     * may be that much short until then. */
     time_t settle = engine->storage == RBX_STORAGE_BTRFS ? settle_seconds() : 0;
     if (settle == 0 || !rbx_tree_unchanged_since(session_dirfd, "work", time(NULL) - settle,
                                                  SETTLED_WALK_ENTRIES_MAX))
