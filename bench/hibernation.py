@@ -85,12 +85,16 @@ def checkpoint_and_restore(runbox, work, runs):
         server.stop()
 
 
-def _available_bytes():
+def _meminfo_bytes(field):
     with open("/proc/meminfo") as f:
         for line in f:
-            if line.startswith("MemAvailable:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+def _available_bytes():
+    return _meminfo_bytes("MemAvailable")
 
 
 def _stored_bytes(path):
@@ -164,6 +168,10 @@ def many_sessions(runbox, work, sessions, live, concurrency=1):
     its cgroup: its namespaces, page tables, its sockets)."""
     state = os.path.join(work, "hibernation-many-state")
     before = _available_bytes()
+    # The host kernel's own memory that nothing can reclaim (slab): what each session's
+    # storage holds there while it sleeps (its subvolumes' roots, quota groups), which no
+    # number of live kernels bounds.
+    unreclaimable_before = _meminfo_bytes("SUnreclaim")
     # The server's log beside its state: what stopped a kernel, where one did.
     log = open(os.path.join(work, "hibernation-many-server.log"), "wb")
     server = Server(runbox, state, global_args=("--max-kernels", str(live), "--pool", "0"),
@@ -224,6 +232,7 @@ def many_sessions(runbox, work, sessions, live, concurrency=1):
         start = time.perf_counter()
         _in_turn(server, order, concurrency, answer)
         answer_s = time.perf_counter() - start
+        unreclaimable = _meminfo_bytes("SUnreclaim") - unreclaimable_before
         peak_rss = seen["peak_rss"]
         bound = live * seen["kernel_bytes"] + peak_rss * 1024
         node_bound = live * seen["node_per_kernel"] + peak_rss * 1024
@@ -241,7 +250,10 @@ def many_sessions(runbox, work, sessions, live, concurrency=1):
                 "node_memory_node_bound_mb": round(node_bound / 2**20, 1),
                 "server_and_helpers_peak_kb": seen["peak_tree"],
                 "stored_per_session_kb": round(stored / max(1, sessions) / 1024, 1),
-                "node_memory_tree_bound_mb": round(tree_bound / 2**20, 1)}
+                "node_memory_tree_bound_mb": round(tree_bound / 2**20, 1),
+                "host_unreclaimable_growth_mb": round(unreclaimable / 2**20, 1),
+                "host_unreclaimable_per_session_kb": round(
+                    unreclaimable / max(1, sessions) / 1024, 1)}
     finally:
         server.stop()
         log.close()
