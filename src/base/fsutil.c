@@ -284,6 +284,29 @@ void rbx_lock_release(int fd)
     close(fd);
 }
 
+int rbx_read_number(const char *path, long long *value)
+{
+    char text[32];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    text[n] = '\0';
+    char *end;
+    errno = 0;
+    *value = strtoll(text, &end, 10);
+    return end == text || errno ? -1 : 0;
+}
+
+uint64_t rbx_read_count(const char *path)
+{
+    long long value;
+    return path[0] && rbx_read_number(path, &value) == 0 && value > 0 ? (uint64_t)value : 0;
+}
+
 int rbx_write_all(int fd, const void *data, size_t len)
 {
     const char *p = data;

@@ -63,6 +63,11 @@ int rbx_lock_dir(int dirfd);
 void rbx_lock_release(int fd);
 /* All of len bytes to fd (retrying short writes and EINTR); -1 with errno. */
 int rbx_write_all(int fd, const void *data, size_t len);
+/* The number a small file (a sysctl, a cgroup's counter) starts with:
+ * 0, or -1 where it cannot be read or does not start with one. */
+int rbx_read_number(const char *path, long long *value);
+/* The same for a counter (a cgroup's bytes): 0 when it cannot be read. */
+uint64_t rbx_read_count(const char *path);
 
 /* The path of runbox's program NAME (runbox-net, runbox-init) beside the
  * running one, as they are built and installed; 0, or -1 with "" in path. */

@@ -870,16 +870,6 @@ size_t rbx_kernel_count(rbx_engine *engine)
 
 /* --- what other processes see ------------------------------------------------------------ */
 
-static uint64_t read_number(const char *path)
-{
-    char buf[32] = "";
-    int fd = path[0] ? open(path, O_RDONLY | O_CLOEXEC) : -1;
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    return n > 0 ? strtoull(buf, NULL, 10) : 0;
-}
-
 /* A process's resident memory, from /proc/PID/statm (0 when unknown). */
 static uint64_t resident_bytes(int pid)
 {
@@ -976,7 +966,7 @@ void rbx_kernels_describe(int session_dirfd, bool session_busy, rbx_session_info
             k->idle_s = session_busy ? 0 : (int64_t)time(NULL) - st.st_mtim.tv_sec;
             const char *memory = json_string_value(json_object_get(meta, "memory"));
             int program = (int)json_integer_value(json_object_get(meta, "program"));
-            k->memory_bytes = memory && memory[0] ? read_number(memory) : resident_bytes(program);
+            k->memory_bytes = memory && memory[0] ? rbx_read_count(memory) : resident_bytes(program);
             k->busy = session_busy;
             json_decref(meta);
         }

@@ -3,6 +3,7 @@
  * them. */
 #include "pool/pool.h"
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "egress/policy.h"
 #include "engine/engine.h"
 #include "envs/deps.h"
@@ -104,17 +105,6 @@ struct rbx_pool {
     char last_failure[256];
 };
 
-static uint64_t read_number(const char *path)
-{
-    char text[32] = "";
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    return n > 0 ? strtoull(text, NULL, 10) : 0;
-}
-
 /* What a waiting sandbox holds, read again at most once a second: the
  * manager adds up every waiting sandbox's each round, and rounds come with
  * every execution taken and every sandbox made, while a sandbox that waits
@@ -124,7 +114,7 @@ static uint64_t read_number(const char *path)
 static uint64_t memory_of(entry *e, int64_t now)
 {
     if (e->memory_file[0] && (!e->memory_at || now - e->memory_at >= MEMORY_READ_MS)) {
-        e->memory = read_number(e->memory_file);
+        e->memory = rbx_read_count(e->memory_file);
         e->memory_at = now;
     }
     return e->memory;

@@ -56,12 +56,8 @@ static size_t host_limit(const char *name, size_t fallback)
 {
     char path[96];
     snprintf(path, sizeof path, INOTIFY_LIMITS "%s", name);
-    FILE *f = fopen(path, "re");
-    long long value = 0;
-    bool read = f && fscanf(f, "%lld", &value) == 1 && value > 0;
-    if (f)
-        fclose(f);
-    return read ? (size_t)value : fallback;
+    long long value;
+    return rbx_read_number(path, &value) == 0 && value > 0 ? (size_t)value : fallback;
 }
 
 static void budget_read(void)

@@ -557,27 +557,16 @@ uint64_t rbx_storage_usage_committed(rbx_engine *engine, int session_dirfd)
 /* btrfs's commit interval, as runbox mounts the storage (its default). */
 #define BTRFS_COMMIT_S 30
 
-static long read_centisecs(const char *path)
-{
-    FILE *f = fopen(path, "re");
-    long value = -1;
-    if (f) {
-        if (fscanf(f, "%ld", &value) != 1)
-            value = -1;
-        fclose(f);
-    }
-    return value;
-}
-
 /* How long after a change to a file its quota group may still not count
  * it: written back once dirty_expire old (the flusher looks every
  * dirty_writeback), counted by the commit that follows, and as much again
  * for a host that is slow at it. 0 where writeback is not periodic. */
 static time_t settle_seconds(void)
 {
-    long expire = read_centisecs("/proc/sys/vm/dirty_expire_centisecs");
-    long every = read_centisecs("/proc/sys/vm/dirty_writeback_centisecs");
-    if (expire < 0 || every <= 0)
+    long long expire, every;
+    if (rbx_read_number("/proc/sys/vm/dirty_expire_centisecs", &expire) != 0 ||
+        rbx_read_number("/proc/sys/vm/dirty_writeback_centisecs", &every) != 0 || expire < 0 ||
+        every <= 0)
         return 0;
     return (time_t)(2 * ((expire + every) / 100 + 1 + BTRFS_COMMIT_S));
 }

@@ -440,6 +440,41 @@ static void unchanged_since_is_unsure_of_a_tree_deeper_than_it_looks(void **stat
     assert_true(rbx_tree_unchanged_since(f->base_fd, "low", later, 100000));
 }
 
+/* ---- rbx_read_number, rbx_read_count ---------------------------------- */
+
+static void read_number_reads_what_a_file_starts_with(void **state)
+{
+    fixture *f = *state;
+    static const struct {
+        const char *text;
+        int status;
+        long long value;
+    } cases[] = {
+        {"3000\n", 0, 3000},  {"-1\n", 0, -1},      {"500 1000\n", 0, 500},
+        {"", -1, 0},          {"max\n", -1, 0},      {"99999999999999999999\n", -1, 0},
+    };
+    char path[128];
+    snprintf(path, sizeof path, "%s/value", f->base);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(rbx_write_all(fd, cases[i].text, strlen(cases[i].text)), 0);
+        close(fd);
+        long long value = 0;
+        assert_int_equal(rbx_read_number(path, &value), cases[i].status);
+        if (cases[i].status == 0)
+            assert_int_equal(value, cases[i].value);
+        /* A count is never negative, and 0 where there is none. */
+        uint64_t count = cases[i].status == 0 && cases[i].value > 0 ? (uint64_t)cases[i].value : 0;
+        assert_int_equal(rbx_read_count(path), count);
+    }
+    snprintf(path, sizeof path, "%s/missing", f->base);
+    long long value;
+    assert_int_equal(rbx_read_number(path, &value), -1);
+    assert_int_equal(rbx_read_count(path), 0);
+    assert_int_equal(rbx_read_count(""), 0);
+}
+
 /* ---- rbx_mkdir_p ------------------------------------------------------ */
 
 static void mkdir_p_creates_missing_parents(void **state)
@@ -511,6 +546,7 @@ int main(void)
         T(unchanged_since_sees_a_change_anywhere_in_the_tree),
         T(unchanged_since_is_unsure_past_its_entries),
         T(unchanged_since_is_unsure_of_a_tree_deeper_than_it_looks),
+        T(read_number_reads_what_a_file_starts_with),
         T(mkdir_p_creates_missing_parents),
         T(mkdir_p_of_an_existing_directory_succeeds),
         T(mkdir_p_rejects_a_path_too_long),
