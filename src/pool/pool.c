@@ -619,11 +619,10 @@ rbx_pooled *rbx_pool_take(rbx_pool *pool, const rbx_runtime *runtime, bool netwo
     if (!e)
         pthread_cond_signal(&pool->wake); /* nothing to compete with: fill now */
     pthread_mutex_unlock(&pool->lock);
-    if (e && e->pooled.sandbox.cgroup) {
-        rbx_cgroup_stats usage = {0};
-        if (rbx_cgroup_stats_read(e->pooled.sandbox.cgroup, &usage) == 0)
-            e->pooled.cpu_usec_at_take = usage.cpu_usec;
-    }
+    /* On the execution's path: the CPU time alone, not every figure. */
+    uint64_t cpu_usec;
+    if (e && e->pooled.sandbox.cgroup && rbx_cgroup_cpu_read(e->pooled.sandbox.cgroup, &cpu_usec) == 0)
+        e->pooled.cpu_usec_at_take = cpu_usec;
     return e ? &e->pooled : NULL;
 }
 

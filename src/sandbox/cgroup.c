@@ -681,6 +681,18 @@ int rbx_cgroup_v2_dirfd(const rbx_cgroup *cg)
     return cg->dir_fd;
 }
 
+int rbx_cgroup_cpu_read(const rbx_cgroup *cg, uint64_t *cpu_usec)
+{
+    uint64_t cpu_ns = 0;
+    *cpu_usec = 0;
+    if (cg->v2)
+        return read_value(cg->h[0].path, "cpu.stat", "usage_usec", cpu_usec);
+    if (read_value(dir_with(cg, CTL_CPUACCT), "cpuacct.usage", NULL, &cpu_ns) != 0)
+        return -1;
+    *cpu_usec = cpu_ns / 1000;
+    return 0;
+}
+
 int rbx_cgroup_stats_read(const rbx_cgroup *cg, rbx_cgroup_stats *st)
 {
     const char *mem = dir_with(cg, CTL_MEMORY), *pids = dir_with(cg, CTL_PIDS);

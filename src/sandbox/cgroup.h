@@ -81,6 +81,9 @@ typedef struct rbx_cgroup_stats {
 /* Reads the figures; whatever this kernel does not provide is left 0.
  * Returns 0, or -1 with errno when a file could not be read. */
 int rbx_cgroup_stats_read(const rbx_cgroup *cg, rbx_cgroup_stats *stats);
+/* Its CPU time alone (stats' cpu_usec): one file where the stats read
+ * four, for a caller on an execution's path. 0, or -1 with errno. */
+int rbx_cgroup_cpu_read(const rbx_cgroup *cg, uint64_t *cpu_usec);
 
 /* Sets the limits again (a kernel's call may ask for others). Lowering the
  * memory limit below what is in use may fail (v1) or kill (v2). Returns 0,
