@@ -2,9 +2,10 @@
 10,000 idle sessions exist (each ran once), and after they are gone; what the host's mount
 table, loop devices and disk hold meanwhile; the prepared template namespace against building
 each sandbox's root from the host's table (RUNBOX_TEMPLATE=0), with and without 300 extra host
-mounts (a Kubernetes node has hundreds); and the one-off beside a server holding 100 live
-kernels."""
+mounts (a Kubernetes node has hundreds); the one-off beside a server holding 100 live
+kernels; and what a session's disk usage costs to ask for as its files grow."""
 import concurrent.futures
+import json
 import os
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ from common import Server, execute, summary, timed
 
 STAGES = (0, 1000, 10000)
 LIVE_KERNELS = 100
+USAGE_FILES = (0, 1000, 10000, 20000)
 
 
 def _host_figures(state_dir):
@@ -124,6 +126,58 @@ def _live_kernels(runbox, work, runs, count):
             server.stop()
 
 
+def _settle_window_s():
+    """How long after a change the storage's usage still commits first: as runbox reckons it
+    (src/sessions/storage.c, settle_seconds), from the host's writeback settings."""
+    def centisecs(name):
+        with open(f"/proc/sys/vm/{name}") as f:
+            return int(f.read())
+    return 2 * ((centisecs("dirty_expire_centisecs") +
+                 centisecs("dirty_writeback_centisecs")) // 100 + 1 + 30)
+
+
+def _usage_with_files(runbox, work, runs):
+    """GET /v1/sessions/{id} (its disk usage) for sessions of 0 to 20,000 files (100 to a
+    directory), interleaved: right after the files were written, when the storage is committed
+    first so that the figure counts them, and once they have settled, when runbox only walks
+    the session's tree to see that nothing changed recently (a walk of at most 10,000 entries:
+    a larger tree commits as a recent change does)."""
+    server = Server(runbox, os.path.join(work, "usage-state"))
+    make = ("import os\nn = {n}\nfor d in range(0, n, 100):\n"
+            "    os.makedirs(f'd{{d}}', exist_ok=True)\n"
+            "    for i in range(d, min(n, d + 100)):\n"
+            "        open(f'd{{d}}/f{{i}}', 'w').close()\nprint('made')")
+    try:
+        conn = server.connection()
+        for n in USAGE_FILES:
+            execute(server, conn, {"language": "python", "code": make.format(n=n),
+                                   "network": False, "session_id": f"usage-{n}"})
+
+        def asked(n):
+            start = time.perf_counter()
+            status, body = server.request("GET", f"/v1/sessions/usage-{n}", conn=conn)
+            took = (time.perf_counter() - start) * 1000
+            if status != 200 or "disk_bytes" not in json.loads(body):
+                raise RuntimeError(f"HTTP {status}: {body[:300]}")
+            return took
+
+        def interleaved(count):
+            samples = {n: [] for n in USAGE_FILES}
+            for _ in range(count):
+                for n in USAGE_FILES:
+                    samples[n].append(asked(n))
+            return {str(n): summary(values) for n, values in samples.items()}
+
+        # Right after the files: a few rounds only, since each commits.
+        fresh = interleaved(min(runs, 10))
+        window = _settle_window_s()
+        time.sleep(window + 5)
+        return {"files": list(USAGE_FILES), "changed_recently": fresh,
+                "settled": interleaved(runs), "settle_window_s": window}
+    finally:
+        server.stop()
+
+
 def run(runbox, work, runs):
     """The sessions grow in one state directory; every stage is measured interleaved with a
     twin state directory that never has a session (a machine's speed drifts by tens of percent
@@ -176,6 +230,7 @@ def run(runbox, work, runs):
             os.rmdir(path)
         os.rmdir(mounts_dir)
     results["live_kernels"] = _live_kernels(runbox, work, runs, LIVE_KERNELS)
+    results["usage"] = _usage_with_files(runbox, work, runs)
     return results
 
 
@@ -234,4 +289,16 @@ def markdown(results):
                   "none, interleaved, the CLI cold (no daemon): "
                   f"{live['live']['median_ms']} ms against {live['none']['median_ms']} ms, "
                   f"{live['ratio']} x."]
+    usage = s.get("usage")
+    if usage:
+        lines += ["", "A session's disk usage asked for (`GET /v1/sessions/{id}`, ms, medians, "
+                  "interleaved) as its files grow: right after they were written, when the "
+                  "storage is committed first, and once they settled "
+                  f"({usage['settle_window_s']} s later), when runbox walks the session's files "
+                  "to see that nothing changed recently (up to 10,000 entries; past that it "
+                  "commits as for a change).", "",
+                  "| files | changed recently | settled |", "|---|---|---|"]
+        for n in usage["files"]:
+            lines.append(f"| {n} | {usage['changed_recently'][str(n)]['median_ms']} | "
+                         f"{usage['settled'][str(n)]['median_ms']} |")
     return lines
