@@ -492,6 +492,12 @@ void rbx_engine_fingerprint(const rbx_engine *engine, char out[17]);
 /* Stops every execution of this engine running in the session (it ends
  * as cancelled) and kills its processes; returns how many there were. */
 size_t rbx_session_cancel(rbx_engine *engine, const char *id);
+/* E2B's pause (frozen true): stops every execution of this engine running
+ * in the session (it ends as cancelled) and freezes its processes, which
+ * keep their memory, descriptors and terminals but run nothing until
+ * thawed (false: E2B's resume); one that cannot be frozen is stopped.
+ * Returns how many processes were frozen (or thawed). */
+size_t rbx_session_freeze(rbx_engine *engine, const char *id, bool frozen);
 
 /* Processes: programs that run beside a session's executions, for as long
  * as they like (E2B's commands and terminals). Each is a sandbox of its own,
@@ -583,6 +589,8 @@ void rbx_process_unwatch(rbx_process *process, uint64_t watch);
 void rbx_process_resume(rbx_process *process, uint64_t watch);
 /* Processes running in this engine now, over all sessions. */
 size_t rbx_processes_running(rbx_engine *engine);
+/* Processes frozen now (a paused E2B sandbox's), over all sessions. */
+size_t rbx_processes_frozen(rbx_engine *engine);
 /* Input: to its stdin (when open) or its terminal; blocks while the
  * program does not read, up to a few seconds (then RBX_EBUSY). */
 rbx_status rbx_process_write(rbx_process *process, const void *data, size_t len, rbx_error *err);

@@ -134,9 +134,10 @@ static void untrack(rbx_engine *engine, rbx_running *running)
         close(running->kill_fd);
 }
 
-size_t rbx_session_cancel(rbx_engine *engine, const char *id)
+/* Cancels the session's executions: each ends as cancelled. */
+static size_t cancel_executions(rbx_engine *engine, const char *id)
 {
-    size_t n = rbx_processes_stop_session(engine, id);
+    size_t n = 0;
     uint64_t one = 1;
     pthread_mutex_lock(&engine->running_lock);
     for (rbx_running *r = engine->running; r; r = r->next)
@@ -145,6 +146,19 @@ size_t rbx_session_cancel(rbx_engine *engine, const char *id)
             n++;
     pthread_mutex_unlock(&engine->running_lock);
     return n;
+}
+
+size_t rbx_session_cancel(rbx_engine *engine, const char *id)
+{
+    size_t n = rbx_processes_stop_session(engine, id);
+    return n + cancel_executions(engine, id);
+}
+
+size_t rbx_session_freeze(rbx_engine *engine, const char *id, bool frozen)
+{
+    if (frozen)
+        (void)cancel_executions(engine, id);
+    return rbx_processes_freeze_session(engine, id, frozen);
 }
 
 static const char *limits_name(bool in_cgroup)

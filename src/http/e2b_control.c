@@ -124,8 +124,10 @@ static enum MHD_Result connect_sandbox(http_request *req, bool resume_only)
             e2b_sandbox_release(&s);
             return http_reply_engine(req, &engine_err);
         }
-        if (e2b_sandboxes_set_paused(server->sandboxes, s.id, false, end_ms, &was_paused))
+        if (e2b_sandboxes_set_paused(server->sandboxes, s.id, false, end_ms, &was_paused)) {
+            e2b_sandbox_resume(server, s.id, s.session_id);
             status = MHD_HTTP_CREATED;
+        }
     } else if (end_ms > s.end_ms) {
         e2b_sandboxes_set_end(server->sandboxes, s.id, end_ms);
     }

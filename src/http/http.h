@@ -741,12 +741,15 @@ bool e2b_create_settings(http_server *server, json_t *body, e2b_sandbox *sandbox
                          http_error *err);
 
 /* e2b_lifecycle.c: what ends or suspends a sandbox, for the control plane
- * and the reaper. Kill: its executions are cancelled, its kernels stop,
- * its session (and its contexts' sessions) removed. Pause: its executions
- * are cancelled and its kernels stopped; its files stay. Both false when
- * the sandbox is not there (pause: or was paused already, *was_paused). */
+ * and the reaper. Kill: its executions are cancelled, its kernels and
+ * processes stop, its session (and its contexts' sessions) removed. Pause:
+ * its executions are cancelled, its processes frozen and its kernels
+ * hibernated; its files stay. Both false when the sandbox is not there
+ * (pause: or was paused already, *was_paused). Resume: the sandbox, no
+ * longer paused, has its processes thawed. */
 bool e2b_sandbox_kill(http_server *server, const char *id);
 bool e2b_sandbox_pause(http_server *server, const char *id, bool *was_paused);
+void e2b_sandbox_resume(http_server *server, const char *id, const char *session_id);
 /* One thread on the server kills sandboxes whose end has passed. */
 e2b_reaper *e2b_reaper_start(http_server *server);
 void e2b_reaper_stop(e2b_reaper *reaper);

@@ -234,8 +234,12 @@ enum MHD_Result http_handle_metrics(http_request *req)
              * RBX_PROCESSES_MAX per session and the engine's cap bound them. */
             "# HELP runbox_processes_running Processes running now beside executions "
             "(E2B's commands and terminals).\n"
-            "# TYPE runbox_processes_running gauge\nrunbox_processes_running %zu\n",
-            running, queued, rbx_processes_running(server->engine));
+            "# TYPE runbox_processes_running gauge\nrunbox_processes_running %zu\n"
+            "# HELP runbox_processes_frozen Processes of paused E2B sandboxes, frozen until "
+            "resumed.\n"
+            "# TYPE runbox_processes_frozen gauge\nrunbox_processes_frozen %zu\n",
+            running, queued, rbx_processes_running(server->engine),
+            rbx_processes_frozen(server->engine));
     render_pool(server, out);
     render_connections(server, out);
     mcp_sessions_stats mcp;

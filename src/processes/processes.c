@@ -432,6 +432,7 @@ static rbx_status prepare(rbx_engine *engine, rbx_process *p, const rbx_process_
     if (p->terminal && (status = open_terminal(p, r->cols, r->rows, err)) != RBX_OK)
         return status;
     p->limits = rbx_execution_limits(engine, &q);
+    p->limits.freezable = true; /* a paused sandbox's processes are frozen */
     p->spec = (rbx_sandbox_spec){
         .interpreter = program,
         .argv = p->exec_argv,
@@ -1144,15 +1145,73 @@ static size_t stop_where(rbx_engine *engine, const char *session_id, const char 
     return n;
 }
 
+/* Registered processes, those frozen apart, counted in one look. */
+static void count(rbx_engine *engine, size_t *running, size_t *frozen)
+{
+    rbx_processes *processes = engine->processes;
+    *running = *frozen = 0;
+    if (!processes)
+        return;
+    pthread_mutex_lock(&processes->lock);
+    for (rbx_process *p = processes->list; p; p = p->next) {
+        pthread_mutex_lock(&p->lock);
+        bool is_frozen = p->life == RUNNING && rbx_cgroup_frozen(p->sandbox.cgroup);
+        pthread_mutex_unlock(&p->lock);
+        *(is_frozen ? frozen : running) += 1;
+    }
+    pthread_mutex_unlock(&processes->lock);
+}
+
 size_t rbx_processes_running(rbx_engine *engine)
+{
+    size_t running, frozen;
+    count(engine, &running, &frozen);
+    return running;
+}
+
+size_t rbx_processes_frozen(rbx_engine *engine)
+{
+    size_t running, frozen;
+    count(engine, &running, &frozen);
+    return frozen;
+}
+
+size_t rbx_processes_freeze_session(rbx_engine *engine, const char *session_id, bool frozen)
 {
     rbx_processes *processes = engine->processes;
     if (!processes)
         return 0;
+    /* Picked under the registry's lock, each with a reference; frozen
+     * outside it, since a freeze waits for every task of the sandbox. */
+    rbx_process **picked = calloc(ENGINE_PROCESSES_MAX, sizeof *picked);
+    size_t n = 0, done = 0;
     pthread_mutex_lock(&processes->lock);
-    size_t count = processes->count;
+    for (rbx_process *p = processes->list; picked && p && n < ENGINE_PROCESSES_MAX; p = p->next)
+        if (!strcmp(p->session_id, session_id)) {
+            atomic_fetch_add(&p->refs, 1);
+            picked[n++] = p;
+        }
     pthread_mutex_unlock(&processes->lock);
-    return count;
+    for (size_t i = 0; i < n; i++) {
+        rbx_process *p = picked[i];
+        pthread_mutex_lock(&p->lock);
+        while (p->life == STARTING) /* its start ends within START_WAIT_MS */
+            pthread_cond_wait(&p->changed, &p->lock);
+        if (p->life == RUNNING && !p->kill_asked) {
+            if (p->sandbox.cgroup && rbx_cgroup_freeze(p->sandbox.cgroup, frozen) == 0) {
+                done++;
+            } else if (frozen) {
+                p->kill_asked = true;
+                p->why_end = "the sandbox was paused, and this host cannot freeze its processes "
+                             "(no cgroup freezer): stopped";
+                rbx_sandbox_kill(&p->sandbox);
+            }
+        }
+        pthread_mutex_unlock(&p->lock);
+        process_unref(p);
+    }
+    free(picked);
+    return done;
 }
 
 size_t rbx_processes_stop_session(rbx_engine *engine, const char *session_id)

@@ -30,6 +30,13 @@ void rbx_processes_free(rbx_engine *engine);
 /* Kills this engine's processes of the session and waits for their end;
  * returns how many there were. */
 size_t rbx_processes_stop_session(rbx_engine *engine, const char *session_id);
+/* Freezes (frozen true) or thaws this engine's running processes of the
+ * session: a paused E2B sandbox's keep their memory, descriptors and
+ * terminals but run no instruction until thawed, and cannot tell. One that
+ * is starting is frozen once it runs. One that cannot be frozen (a host
+ * without a freezer) is stopped, its end saying why. Returns how many were
+ * frozen (or thawed). */
+size_t rbx_processes_freeze_session(rbx_engine *engine, const char *session_id, bool frozen);
 /* Takes the session's processes.lock exclusively (*lock_fd, for the
  * caller to close once the session is gone), so that no process starts in
  * it meanwhile; false when another runbox process has processes there. */

@@ -29,13 +29,15 @@
 #include <unistd.h>
 
 /* The controllers used. cpuacct (CPU time) exists only on v1; v2 has it
- * built in. No freezer: killing the sandbox's init ends its PID namespace,
- * so no process of an execution can outrun the kill, and a fourth v1
- * hierarchy would cost every execution a mkdir, a join and an rmdir. */
-enum { CTL_MEMORY = 1, CTL_PIDS = 2, CTL_CPU = 4, CTL_CPUACCT = 8 };
-#define CTL_COUNT 4
+ * built in. The v1 freezer only for cgroups made freezable (a paused E2B
+ * sandbox's processes): killing the sandbox's init ends its PID namespace,
+ * so no process of an execution can outrun the kill, and one more v1
+ * hierarchy would cost every execution a mkdir, a join and an rmdir. v2
+ * freezes any cgroup (cgroup.freeze), with no controller. */
+enum { CTL_MEMORY = 1, CTL_PIDS = 2, CTL_CPU = 4, CTL_CPUACCT = 8, CTL_FREEZER = 16 };
+#define CTL_COUNT 5
 _Static_assert(RBX_CGROUP_MAX_FDS >= CTL_COUNT, "one fd per hierarchy, at most one per controller");
-static const char *const ctl_names[CTL_COUNT] = {"memory", "pids", "cpu", "cpuacct"};
+static const char *const ctl_names[CTL_COUNT] = {"memory", "pids", "cpu", "cpuacct", "freezer"};
 
 #define DESTROY_ROUNDS 500 /* times 10 ms */
 
@@ -62,6 +64,7 @@ struct rbx_cgroup {
         int procs_fd;
     } h[CTL_COUNT];
     int dir_fd; /* v2 only */
+    bool frozen;              /* rbx_cgroup_freeze made it so */
     bool limited;             /* set_limits has run */
     rbx_cgroup_limits limits; /* what it set, field by field (0: never set) */
 };
@@ -293,6 +296,7 @@ static void check_usable(void)
     s->memory = all & CTL_MEMORY;
     s->pids = all & CTL_PIDS;
     s->cpu = all & CTL_CPU;
+    s->freezer = s->mode == RBX_CGROUP_V2 || (all & CTL_FREEZER);
     note("; executions go in runbox/exec-* below each");
 }
 
@@ -314,6 +318,15 @@ static void run_probe(void)
         note("cgroup v2");
     } else if (v1 & CTL_MEMORY) {
         probe.pub.mode = RBX_CGROUP_V1;
+        /* A hierarchy of the freezer alone goes last: the first is every
+         * cgroup's (the sweep lists it), which a freezer's is not. */
+        for (size_t i = 0; i + 1 < probe.n; i++)
+            if (probe.h[i].ctls == CTL_FREEZER) {
+                hierarchy freezer = probe.h[i];
+                memmove(&probe.h[i], &probe.h[i + 1], (probe.n - i - 1) * sizeof probe.h[0]);
+                probe.h[probe.n - 1] = freezer;
+                break;
+            }
         note("cgroup v1");
         if (v2[0])
             note(" (hybrid: the cgroup2 at %s has no memory controller)", v2);
@@ -382,6 +395,12 @@ static void sweep_stale(void)
             if (snprintf(path, sizeof path, "%s/runbox/%s", probe.h[i].base, entry->d_name) >=
                 (int)sizeof path)
                 continue;
+            /* A paused sandbox's, frozen when its runbox was killed: its
+             * tasks die only once thawed (v1), killed first. */
+            if (probe.h[i].ctls & CTL_FREEZER) {
+                kill_listed(path, entry->d_name);
+                (void)write_at(path, "freezer.state", "THAWED");
+            }
             for (int tries = 0; rmdir(path) != 0 && errno == EBUSY && tries < 50; tries++) {
                 kill_listed(path, entry->d_name);
                 nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
@@ -621,7 +640,8 @@ int rbx_cgroup_create(const rbx_cgroup_limits *limits, rbx_cgroup **out, char *w
     bool cpu = limits->cpu_weight || limits->cpu_quota_us;
     unsigned v2_ctls = probe.h[0].ctls & (cpu ? ~0u : ~(unsigned)CTL_CPU);
     for (size_t i = 0; i < cg->n; i++)
-        if (make_dir(cg, i, v2_ctls, why, why_size) != 0)
+        if ((limits->freezable || probe.h[i].ctls != CTL_FREEZER) &&
+            make_dir(cg, i, v2_ctls, why, why_size) != 0)
             goto fail;
     if (set_limits(cg, limits, why, why_size) != 0)
         goto fail;
@@ -664,7 +684,8 @@ int rbx_cgroup_enter_fds(const rbx_cgroup *cg, int *fds, size_t max)
 {
     size_t n = 0;
     for (size_t i = 0; i < cg->n && n < max; i++)
-        fds[n++] = cg->h[i].procs_fd;
+        if (cg->h[i].procs_fd >= 0)
+            fds[n++] = cg->h[i].procs_fd;
     return (int)n;
 }
 
@@ -716,6 +737,51 @@ int rbx_cgroup_stats_read(const rbx_cgroup *cg, rbx_cgroup_stats *st)
     return r ? -1 : 0;
 }
 
+/* --- freezing ------------------------------------------------------------------------------ */
+
+#define FREEZE_WAIT_ROUNDS 200 /* times 5 ms */
+
+/* Whether the freezer says what was asked: v2's cgroup.events "frozen N",
+ * v1's freezer.state (FREEZING until every task is). */
+static bool freeze_done(const rbx_cgroup *cg, const char *dir, bool frozen)
+{
+    uint64_t value;
+    char state[32];
+    if (cg->v2)
+        return read_value(dir, "cgroup.events", "frozen", &value) == 0 && value == frozen;
+    if (read_at(dir, "freezer.state", state, sizeof state) < 0)
+        return false;
+    return strncmp(state, frozen ? "FROZEN" : "THAWED", 6) == 0;
+}
+
+int rbx_cgroup_freeze(rbx_cgroup *cg, bool frozen)
+{
+    const char *dir = cg->v2 ? cg->h[0].path : dir_with(cg, CTL_FREEZER);
+    if (!dir || !dir[0]) {
+        errno = ENOTSUP;
+        return -1;
+    }
+    if (cg->v2 ? write_at(dir, "cgroup.freeze", frozen ? "1" : "0")
+               : write_at(dir, "freezer.state", frozen ? "FROZEN" : "THAWED"))
+        return -1;
+    cg->frozen = frozen;
+    for (int round = 0; round < FREEZE_WAIT_ROUNDS; round++) {
+        if (freeze_done(cg, dir, frozen))
+            return 0;
+        /* v1 retries a task it could not freeze yet only when asked again. */
+        if (!cg->v2 && frozen)
+            (void)write_at(dir, "freezer.state", "FROZEN");
+        nanosleep(&(struct timespec){.tv_nsec = 5 * 1000 * 1000}, NULL);
+    }
+    errno = ETIMEDOUT;
+    return -1;
+}
+
+bool rbx_cgroup_frozen(const rbx_cgroup *cg)
+{
+    return cg && cg->frozen;
+}
+
 /* Whether /proc/<pid>/cgroup shows the process in cgroup name. The name is
  * 64 random bits, so no other cgroup's path ends with it. */
 static bool in_cgroup(int pid, const char *name)
@@ -753,6 +819,15 @@ static void kill_listed(const char *dir, const char *name)
  * the kills, then thaws so that the killed processes can exit. */
 static void kill_round(const rbx_cgroup *cg)
 {
+    /* v1's frozen tasks die only once thawed; v2's die frozen. */
+    const char *freezer = cg->v2 ? NULL : dir_with(cg, CTL_FREEZER);
+    if (freezer) {
+        for (size_t i = 0; i < cg->n; i++)
+            if (cg->h[i].path[0])
+                kill_listed(cg->h[i].path, cg->name);
+        (void)write_at(freezer, "freezer.state", "THAWED");
+        return;
+    }
     if (cg->v2 && write_at(cg->h[0].path, "cgroup.kill", "1") == 0)
         return;
     if (cg->v2)

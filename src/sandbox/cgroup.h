@@ -1,6 +1,7 @@
 /* Per-execution cgroups: a memory, process-count and CPU-share limit for
  * everything an execution starts, the OOM verdict and usage figures after
- * it, and a kill that reaches every process of it. Works with cgroup v2 and
+ * it, a kill that reaches every process of it, and (made freezable) a
+ * freeze of every process of it. Works with cgroup v2 and
  * with cgroup v1 (including hybrid hosts), detected at run time.
  *
  * Only directories named runbox/exec-<random> are ever created or removed,
@@ -23,6 +24,9 @@ typedef struct rbx_cgroup_limits {
      * this much more is allowed for what the interpreter reserves and never
      * uses (V8's code range). A cgroup counts memory used, and ignores it. */
     uint64_t reserved_bytes;
+    /* Made to be frozen (rbx_cgroup_freeze): v1 gives it a cgroup in the
+     * freezer hierarchy too, which an execution's cgroup does without. */
+    bool freezable;
 } rbx_cgroup_limits;
 
 /* The CFS bandwidth period: a quota of N cores is N x this per period. */
@@ -33,6 +37,7 @@ typedef enum { RBX_CGROUP_NONE, RBX_CGROUP_V1, RBX_CGROUP_V2 } rbx_cgroup_mode;
 typedef struct rbx_cgroup_support {
     rbx_cgroup_mode mode; /* NONE when cgroups cannot be created (detail says why) */
     bool memory, pids, cpu;
+    bool freezer; /* v2's cgroup.freeze, or a v1 freezer hierarchy */
     char detail[512]; /* for `runbox check` */
 } rbx_cgroup_support;
 
@@ -94,6 +99,14 @@ int rbx_cgroup_update(rbx_cgroup *cg, const rbx_cgroup_limits *limits, char *why
 int rbx_cgroup_memory_file(const rbx_cgroup *cg, char *path, size_t size);
 /* How many times the OOM killer acted in the cgroup so far. */
 uint64_t rbx_cgroup_oom_kills(const rbx_cgroup *cg);
+
+/* Freezes every process in the cgroup (none runs, none can start another,
+ * none can tell) or thaws them, and waits until that is done (about a
+ * second at most). The cgroup must have been made freezable. Returns 0,
+ * or -1 with errno (ENOTSUP: no freezer for it; ETIMEDOUT). */
+int rbx_cgroup_freeze(rbx_cgroup *cg, bool frozen);
+/* Whether it is frozen now (as this process made it). */
+bool rbx_cgroup_frozen(const rbx_cgroup *cg);
 
 /* Kills every process still in the cgroup, waits (up to about 5 s) until it
  * is empty, removes the directories created for it and frees cg. Never

@@ -1067,6 +1067,9 @@ void rbx_sandbox_kill(rbx_sandbox *sandbox)
 {
     if (sandbox->pidfd >= 0)
         syscall(SYS_pidfd_send_signal, sandbox->pidfd, SIGKILL, NULL, 0);
+    /* A frozen init dies only once thawed (v1): the kill is pending now. */
+    if (rbx_cgroup_frozen(sandbox->cgroup))
+        (void)rbx_cgroup_freeze(sandbox->cgroup, false);
 }
 
 bool rbx_sandbox_reap(rbx_sandbox *sandbox, rbx_exit_report *report)

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 
@@ -361,6 +362,144 @@ def test_pause_then_connect_keeps_files_and_variables(server):
     assert execution.logs.stdout == ["on disk\n"] and execution.text == "in memory", execution
     assert execution.logs.stderr == [] and execution.execution_count == 2, execution
     resumed.kill()
+
+
+def metric(server, name):
+    text = server.request("GET", "/metrics").body.decode()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics:\n{text}")
+
+
+def counted(server, sbx):
+    """The counter the case's command writes, read on the host: a paused sandbox serves no
+    files. None while the command rewrites it."""
+    path = os.path.join(server.state_dir, "sessions", f"e2b-{sbx.sandbox_id}", "work", "count")
+    try:
+        with open(path) as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def count_reaching(server, sbx, at_least, seconds=15):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = counted(server, sbx)
+        if value is not None and value >= at_least:
+            return value
+        time.sleep(0.05)
+    return counted(server, sbx)
+
+
+COUNTER = "i=0; while true; do echo $i > count.new; mv count.new count; i=$((i+1)); sleep 0.05; done"
+
+
+def test_pause_freezes_commands_and_terminals_and_connect_thaws_them(server):
+    """pause() freezes the sandbox's commands and terminals, where E2B's microVMs keep them:
+    while it is paused they run nothing (a counter stands still), and after connect() the same
+    processes go on from where they were (the counter goes on from its value, a shell still has
+    the variable set before the pause)."""
+    from e2b.sandbox.commands.command_handle import PtySize
+    sbx = Sandbox.create()
+    ticker = sbx.commands.run(COUNTER, background=True)
+    terminal = sbx.pty.create(size=PtySize(cols=80, rows=24))
+    sbx.pty.send_stdin(terminal.pid, b"kept=shell-$((6*7))\n")
+    assert count_reaching(server, sbx, 20) >= 20
+    assert sbx.pause() is True
+    assert metric(server, "runbox_processes_frozen") == 2
+    assert metric(server, "runbox_processes_running") == 0
+    frozen = counted(server, sbx)
+    time.sleep(1.5)  # 30 more counts, had it run
+    assert counted(server, sbx) == frozen
+    resumed = Sandbox.connect(sbx.sandbox_id)
+    assert metric(server, "runbox_processes_frozen") == 0
+    assert metric(server, "runbox_processes_running") == 2
+    assert {p.pid for p in resumed.commands.list()} == {ticker.pid, terminal.pid}
+    # The same process: on from its value, not from 0 (a new one would be below it for a second).
+    went_on = count_reaching(server, sbx, frozen + 1, seconds=5)
+    assert went_on is not None and frozen < went_on < frozen + 60, (frozen, went_on)
+    chunks = []
+    shell = resumed.pty.connect(terminal.pid)
+    reader = threading.Thread(target=lambda: _quietly(shell, chunks.append), daemon=True)
+    reader.start()
+    resumed.pty.send_stdin(terminal.pid, b"echo got-$kept\n")
+    deadline = time.monotonic() + 15
+    while b"got-shell-42" not in b"".join(chunks) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert b"got-shell-42" in b"".join(chunks), b"".join(chunks)
+    assert resumed.commands.kill(ticker.pid) is True
+    assert resumed.pty.kill(terminal.pid) is True
+    reader.join(15)
+    assert metric(server, "runbox_processes_running") == 0
+    resumed.kill()
+
+
+def _quietly(handle, on_pty):
+    try:
+        handle.wait(on_pty=on_pty)
+    except Exception:  # noqa: BLE001 - its end (killed) is the case's, not the reader's
+        pass
+
+
+def host_pids_with(marker):
+    """Host pids whose command line is marker (the shell that started them holds it too)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if pid.isdigit() and f.read().replace(b"\0", b" ").strip() == marker.encode():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.serial
+def test_a_paused_sandboxs_frozen_processes_die_with_it(server):
+    """Killing a paused sandbox ends its frozen processes (a frozen process holds a kill until
+    it is thawed on cgroup v1): nothing of it is left on the host."""
+    marker = f"sleep {31000 + int.from_bytes(os.urandom(2), 'big') % 9000}"
+    sbx = Sandbox.create()
+    sbx.commands.run(f"{marker} & {marker}", background=True)
+    deadline = time.monotonic() + 15
+    while len(host_pids_with(marker)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(host_pids_with(marker)) == 2
+    assert sbx.pause() is True
+    assert metric(server, "runbox_processes_frozen") == 1
+    assert len(host_pids_with(marker)) == 2  # frozen, not ended
+    assert Sandbox.kill(sbx.sandbox_id) is True
+    deadline = time.monotonic() + 10
+    while host_pids_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert host_pids_with(marker) == []
+    assert metric(server, "runbox_processes_frozen") == 0
+
+
+@pytest.mark.serial
+def test_a_killed_servers_frozen_processes_go_with_the_next_runbox(start_e2b, e2b_env):
+    """A server killed outright while a sandbox is paused leaves its processes frozen: on cgroup
+    v1 a frozen process holds even the kill that comes with its runbox's death. The next runbox
+    on the host sweeps them: killed, then thawed so that they can die."""
+    first = e2b_env(start_e2b())
+    marker = f"sleep {31000 + int.from_bytes(os.urandom(2), 'big') % 9000}"
+    sbx = Sandbox.create()
+    sbx.commands.run(f"{marker} & {marker}", background=True)
+    deadline = time.monotonic() + 15
+    while len(host_pids_with(marker)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(host_pids_with(marker)) == 2
+    assert sbx.pause() is True
+    first.proc.kill()
+    first.proc.wait()
+    first.expected_exit = -9
+    start_e2b()  # sweeps what gone runboxes left as it starts
+    deadline = time.monotonic() + 10
+    while host_pids_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert host_pids_with(marker) == []
 
 
 def test_pause_without_hibernation_tells_that_variables_are_gone(start_e2b, e2b_env):

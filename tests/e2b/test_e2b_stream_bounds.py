@@ -187,10 +187,10 @@ def test_metrics_count_the_processes_beside_executions(own_server):
     assert wait_for_metric(own_server, "runbox_processes_running", 0) == 0
 
 
-def test_a_paused_sandbox_keeps_no_process_and_starts_none(own_server):
-    """Pause and Start race: a Start either registers before pause kills what is there, or is
+def test_a_paused_sandbox_runs_no_process_and_starts_none(own_server):
+    """Pause and Start race: a Start either registers before pause freezes what is there, or is
     refused. Pause returns in time (it waited forever for a process registered behind its kill)
-    and nothing runs after it."""
+    and nothing runs after it: what it froze is frozen, and goes with the sandbox."""
     box = Box(own_server)
     stop = threading.Event()
 
@@ -217,8 +217,12 @@ def test_a_paused_sandbox_keeps_no_process_and_starts_none(own_server):
         for thread in threads:
             thread.join(30)
         assert metric(own_server, "runbox_processes_running") == 0
+        frozen = metric(own_server, "runbox_processes_frozen")
         status, data = box.rpc("Start", {"process": {"cmd": "/bin/true"}}, stream=True)
         assert status == 200 and stream_error(data) == "unavailable", data  # "was not found"
+        assert metric(own_server, "runbox_processes_frozen") == frozen
     finally:
         stop.set()
         box.kill()
+    assert wait_for_metric(own_server, "runbox_processes_frozen", 0) == 0
+    assert metric(own_server, "runbox_processes_running") == 0

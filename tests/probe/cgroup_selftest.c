@@ -4,7 +4,8 @@
  *
  * As root: a 64 MiB limit that gets a 256 MiB program OOM-killed, a 32-pid
  * limit that makes forks fail with EAGAIN, a destroy that kills the
- * processes left and removes the directories. Before a child may test a
+ * processes left and removes the directories, and a freezable cgroup
+ * frozen, thawed and destroyed while frozen. Before a child may test a
  * limit, the limit is read back from the cgroup the child is really in (its
  * /proc/<pid>/cgroup); if it is not in place the test is skipped, so a
  * broken module cannot hurt the host. Unprivileged: expects a clean refusal.
@@ -23,6 +24,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <stdint.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -298,6 +300,66 @@ static void test_pids(void)
     all_gone(dirs, n);
 }
 
+/* Counts in shared memory as fast as it can, in a child of its own too. */
+static volatile uint64_t *counters;
+
+static void counter(int up)
+{
+    alarm(60);
+    if (fork() == 0) {
+        alarm(60);
+        for (;;)
+            counters[1]++;
+    }
+    (void)!write(up, "c", 1);
+    for (;;)
+        counters[0]++;
+}
+
+static bool counting(size_t i, int ms)
+{
+    uint64_t before = counters[i];
+    usleep((useconds_t)ms * 1000);
+    return counters[i] != before;
+}
+
+/* A freezable cgroup: frozen, nothing in it runs (the child nor its own
+ * child); thawed, both run again; destroyed while frozen, both die. */
+static void test_freeze(void)
+{
+    printf("freeze: a freezable cgroup's processes stop and go on, and die frozen\n");
+    counters = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    rbx_cgroup_limits limits = {.memory_bytes = 64 * MIB, .freezable = true};
+    rbx_cgroup *cg = NULL;
+    char why[1024], c;
+    if (counters == MAP_FAILED || rbx_cgroup_create(&limits, &cg, why, sizeof why) != 0) {
+        check(false, "a freezable cgroup is made");
+        printf("  why: %s\n", why);
+        return;
+    }
+    int up, go;
+    pid_t child = start_child(cg, counter, &up, &go);
+    char dirs[MAX_DIRS][PATH_MAX];
+    size_t n = runbox_dirs(child, dirs, (char[MAX_DIRS][64]){{0}}, MAX_DIRS);
+    (void)!write(go, "g", 1);
+    check(read(up, &c, 1) == 1 && counting(0, 50) && counting(1, 50), "both count at first");
+    check(rbx_cgroup_freeze(cg, true) == 0 && rbx_cgroup_frozen(cg), "frozen");
+    check(!counting(0, 200) && !counting(1, 200), "frozen, neither counts");
+    check(rbx_cgroup_freeze(cg, false) == 0 && !rbx_cgroup_frozen(cg), "thawed");
+    check(counting(0, 50) && counting(1, 50), "thawed, both count again");
+    check(rbx_cgroup_freeze(cg, true) == 0, "frozen again");
+    rbx_cgroup_destroy(cg);
+    int status = 0;
+    check(waitpid(child, &status, 0) == child && WIFSIGNALED(status), "destroyed frozen: it died");
+    uint64_t last = counters[1];
+    usleep(100 * 1000);
+    check(counters[1] == last, "... and its child too");
+    all_gone(dirs, n);
+    close(up);
+    close(go);
+    munmap((void *)counters, 4096);
+}
+
 /* Leaves no empty runbox/ behind on a test machine (the module keeps it). */
 static void remove_parents(void)
 {
@@ -332,6 +394,10 @@ int main(void)
         test_pids();
     else
         printf("SKIP pids: no pids controller\n");
+    if (s->freezer)
+        test_freeze();
+    else
+        printf("SKIP freeze: no freezer\n");
     remove_parents();
     printf("%s\n", failures ? "FAILED" : "all passed");
     return failures ? 1 : 0;
