@@ -456,10 +456,9 @@ def host_pids_with(marker):
     return found
 
 
-@pytest.mark.serial
-def test_a_paused_sandboxs_frozen_processes_die_with_it(server):
-    """Killing a paused sandbox ends its frozen processes (a frozen process holds a kill until
-    it is thawed on cgroup v1): nothing of it is left on the host."""
+def sandbox_sleeping_twice():
+    """A new sandbox whose command started two sleeps of a length no other program on the host
+    sleeps for, both seen on the host; and their command line."""
     marker = f"sleep {31000 + int.from_bytes(os.urandom(2), 'big') % 9000}"
     sbx = Sandbox.create()
     sbx.commands.run(f"{marker} & {marker}", background=True)
@@ -467,6 +466,14 @@ def test_a_paused_sandboxs_frozen_processes_die_with_it(server):
     while len(host_pids_with(marker)) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(host_pids_with(marker)) == 2
+    return sbx, marker
+
+
+@pytest.mark.serial
+def test_a_paused_sandboxs_frozen_processes_die_with_it(server):
+    """Killing a paused sandbox ends its frozen processes (a frozen process holds a kill until
+    it is thawed on cgroup v1): nothing of it is left on the host."""
+    sbx, marker = sandbox_sleeping_twice()
     assert sbx.pause() is True
     assert metric(server, "runbox_processes_frozen") == 1
     assert len(host_pids_with(marker)) == 2  # frozen, not ended
@@ -484,13 +491,7 @@ def test_a_killed_servers_frozen_processes_go_with_the_next_runbox(start_e2b, e2
     v1 a frozen process holds even the kill that comes with its runbox's death. The next runbox
     on the host sweeps them: killed, then thawed so that they can die."""
     first = e2b_env(start_e2b())
-    marker = f"sleep {31000 + int.from_bytes(os.urandom(2), 'big') % 9000}"
-    sbx = Sandbox.create()
-    sbx.commands.run(f"{marker} & {marker}", background=True)
-    deadline = time.monotonic() + 15
-    while len(host_pids_with(marker)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(host_pids_with(marker)) == 2
+    sbx, marker = sandbox_sleeping_twice()
     assert sbx.pause() is True
     first.proc.kill()
     first.proc.wait()
