@@ -53,6 +53,24 @@ for _ in range(runs):
     samples["sdk_commands_run_echo"].append((time.perf_counter() - start) * 1000)
     assert result.stdout == "hi\\n", result
 sbx.kill()
+# Pause and connect of a sandbox running no command, and of one running four (frozen by the
+# pause, thawed by the connect), in turn.
+for name in ("no_commands", "4_commands"):
+    samples[f"sdk_pause_{name}"], samples[f"sdk_connect_{name}"] = [], []
+boxes = {"no_commands": Sandbox.create(), "4_commands": Sandbox.create()}
+for _ in range(4):
+    boxes["4_commands"].commands.run("sleep 600", background=True)
+for _ in range(max(5, creates)):
+    for name, box in boxes.items():
+        start = time.perf_counter()
+        assert box.pause() is True
+        samples[f"sdk_pause_{name}"].append((time.perf_counter() - start) * 1000)
+        start = time.perf_counter()
+        box = boxes[name] = Sandbox.connect(box.sandbox_id)
+        samples[f"sdk_connect_{name}"].append((time.perf_counter() - start) * 1000)
+assert len(boxes["4_commands"].commands.list()) == 4
+for box in boxes.values():
+    box.kill()
 print(json.dumps(samples))
 """
 
@@ -190,6 +208,16 @@ def markdown(results):
             if s:
                 lines.append(f"| {name} | {s['median_ms']} | {s['p90_ms']} | {s['p99_ms']} | "
                              f"{s.get('ratio_to_runbox_api', '')} |")
+        pauses = [n for n in ("sdk_pause_no_commands", "sdk_connect_no_commands",
+                              "sdk_pause_4_commands", "sdk_connect_4_commands") if n in sandboxes]
+        if pauses:
+            lines += ["", "`pause()` and `Sandbox.connect()` of a sandbox that runs no command and "
+                      "of one that runs four (`sleep 600` in the background: frozen by the pause, "
+                      "thawed by the connect), in turn:", "",
+                      "| variant | median | p90 | p99 |", "|---|---|---|---|"]
+            for name in pauses:
+                s = sandboxes[name]
+                lines.append(f"| {name} | {s['median_ms']} | {s['p90_ms']} | {s['p99_ms']} |")
         if sandboxes.get("e2b_sandbox_error"):
             lines += ["", f"The SDK run failed: `{sandboxes['e2b_sandbox_error']}`"]
     return lines

@@ -158,6 +158,22 @@ static void check_checkpoints(rbx_engine *engine, rbx_check_item *items, size_t 
     add(items, max, n, "checkpoints", criu.ok, false, "%s", criu.detail);
 }
 
+/* Whether a paused E2B sandbox's commands and terminals can be frozen
+ * (and thawed by its resume), or are stopped at the pause. Not essential. */
+static void check_freezer(rbx_check_item *items, size_t max, size_t *n)
+{
+    const rbx_cgroup_support *s = rbx_cgroup_probe();
+    if (s->freezer)
+        add(items, max, n, "freezer", true, false,
+            "%s: a paused E2B sandbox's commands and terminals are frozen, and go on when it "
+            "resumes",
+            s->mode == RBX_CGROUP_V2 ? "cgroup v2's cgroup.freeze" : "a cgroup v1 freezer");
+    else
+        add(items, max, n, "freezer", false, false,
+            "no cgroup freezer%s: a paused E2B sandbox's commands and terminals are stopped",
+            s->mode == RBX_CGROUP_V1 ? " (no cgroup v1 freezer hierarchy is mounted)" : "");
+}
+
 /* One real execution proves namespaces, the new root, seccomp and the
  * interpreter together. */
 static void check_end_to_end(rbx_engine *engine, rbx_check_item *items, size_t max, size_t *n)
@@ -310,6 +326,7 @@ size_t rbx_check(rbx_engine *engine, rbx_check_item *items, size_t max)
     check_egress(engine, items, max, &n);
     check_pool(engine, items, max, &n);
     check_checkpoints(engine, items, max, &n);
+    check_freezer(items, max, &n);
     add(items, max, &n, "policy", true, false,
         engine->policy ? "%zu deny rules from %s (a convenience: isolation is the boundary)"
                        : "no deny rules%.0zu%.0s",

@@ -500,3 +500,18 @@ def test_runbox_check_runs_each_language_in_the_sandbox_and_says_its_version(run
     for language, version in versions.items():
         assert version and checks[language]["ok"], checks[language]
         assert f" {version} runs in the sandbox" in checks[language]["detail"], checks[language]
+
+
+def test_runbox_check_says_whether_a_paused_sandboxs_processes_can_be_frozen(runbox):
+    """Where runbox makes cgroups and the host has a freezer (cgroup v2, or a v1 freezer
+    hierarchy) a paused E2B sandbox's commands are frozen; elsewhere (an ordinary user on cgroup
+    v1 makes none) the check says that a pause stops them."""
+    checks = {c["name"]: c for c in json.loads(runbox.cli("check", "--json").stdout)["checks"]}
+    v2 = os.path.exists("/sys/fs/cgroup/cgroup.controllers")
+    v1_freezer = os.path.exists("/sys/fs/cgroup/freezer/tasks")
+    if checks["cgroups"]["ok"] and (v2 or v1_freezer):
+        assert checks["freezer"]["ok"], checks["freezer"]
+        assert "are frozen, and go on when it resumes" in checks["freezer"]["detail"]
+    else:
+        assert not checks["freezer"]["ok"], checks["freezer"]
+        assert "are stopped" in checks["freezer"]["detail"], checks["freezer"]
