@@ -543,6 +543,9 @@ typedef enum rbx_process_event_kind {
     RBX_PROCESS_STDERR,
     RBX_PROCESS_TERMINAL, /* what the terminal showed */
     RBX_PROCESS_END,      /* the last event */
+    /* Its sandbox paused: frozen until resumed, when it goes on and its
+     * output with it (a watch that ends here can be made again then). */
+    RBX_PROCESS_FROZEN,
 } rbx_process_event_kind;
 
 typedef struct rbx_process_event {

@@ -159,6 +159,7 @@ typedef struct watch {
     pending *head, *tail;
     size_t bytes;  /* as sent, charged to the sandbox's budget */
     bool ended;    /* the end event is queued: the last one */
+    bool frozen;   /* the sandbox paused: the stream ends once what is queued went */
     bool overflow; /* out of memory: the engine dropped us */
     bool holding;  /* we asked the engine to hold the output */
     e2b_stream *stream;
@@ -218,6 +219,13 @@ static size_t wire_bytes(const rbx_process_event *event)
 static int on_event(void *user, const rbx_process_event *event)
 {
     watch *w = user;
+    if (event->kind == RBX_PROCESS_FROZEN) {
+        pthread_mutex_lock(&w->lock);
+        w->frozen = true;
+        pthread_cond_signal(&w->news);
+        pthread_mutex_unlock(&w->lock);
+        return 0;
+    }
     json_t *message = event_json(event);
     pending *item = calloc(1, sizeof *item);
     pthread_mutex_lock(&w->lock);
@@ -293,7 +301,7 @@ static void *pump(void *arg)
     json_t *start = json_pack("{s:{s:{s:I}}}", "event", "start", "pid",
                               (json_int_t)rbx_process_pid(w->process));
     bool open = e2b_stream_send(w->stream, start);
-    bool finished = false, overflow = false, stopping = false;
+    bool finished = false, overflow = false, stopping = false, frozen = false;
     while (open && !finished && !stopping) {
         pthread_mutex_lock(&w->lock);
         /* Held, the client caught up and the sandbox's budget has room:
@@ -306,7 +314,7 @@ static void *pump(void *arg)
         if (resume)
             rbx_process_resume(w->process, w->id);
         pthread_mutex_lock(&w->lock);
-        while (!w->head && !w->overflow && !e2b_stream_client_gone(w->stream) &&
+        while (!w->head && !w->overflow && !w->frozen && !e2b_stream_client_gone(w->stream) &&
                !(stopping = atomic_load(&w->server->draining))) {
             bool holding = w->holding; /* then look at the budget again soon */
             http_cond_wait_ms(&w->news, &w->lock, holding ? HOLD_LOOK_MS : 1000);
@@ -323,12 +331,13 @@ static void *pump(void *arg)
             e2b_stream_charge(w->stream, item->bytes, false);
         }
         overflow = !item && w->overflow;
-        finished = overflow || (item && !w->head && w->ended);
+        frozen = !item && !overflow && w->frozen;
+        finished = overflow || frozen || (item && !w->head && w->ended);
         pthread_mutex_unlock(&w->lock);
         if (item) {
             open = e2b_stream_send(w->stream, item->message);
             free(item);
-        } else if (!overflow && !stopping) {
+        } else if (!overflow && !stopping && !frozen) {
             open = !e2b_stream_client_gone(w->stream);
         }
     }
@@ -343,7 +352,12 @@ static void *pump(void *arg)
     else if (stopping)
         http_error_set(&err, 503, "unavailable",
                        "runbox is stopping: its sandboxes' processes end with it");
-    e2b_stream_end(w->stream, overflow || stopping ? &err : NULL);
+    else if (frozen)
+        http_error_set(&err, 503, "unavailable",
+                       "the sandbox was paused: process %u is frozen until it resumes, then "
+                       "Connect to it again",
+                       (unsigned)rbx_process_pid(w->process));
+    e2b_stream_end(w->stream, overflow || stopping || frozen ? &err : NULL);
     watch_free(w);
     return NULL;
 }

@@ -1200,6 +1200,9 @@ size_t rbx_processes_freeze_session(rbx_engine *engine, const char *session_id, 
         if (p->life == RUNNING && !p->kill_asked) {
             if (p->sandbox.cgroup && rbx_cgroup_freeze(p->sandbox.cgroup, frozen) == 0) {
                 done++;
+                rbx_process_event event = {.kind = RBX_PROCESS_FROZEN};
+                if (frozen)
+                    deliver(p, &event);
             } else if (frozen) {
                 p->kill_asked = true;
                 p->why_end = "the sandbox was paused, and this host cannot freeze its processes "

@@ -739,7 +739,7 @@ int rbx_cgroup_stats_read(const rbx_cgroup *cg, rbx_cgroup_stats *st)
 
 /* --- freezing ------------------------------------------------------------------------------ */
 
-#define FREEZE_WAIT_ROUNDS 200 /* times 5 ms */
+#define FREEZE_WAIT_ROUNDS 1000 /* times 1 ms: a sleeping task freezes within one */
 
 /* Whether the freezer says what was asked: v2's cgroup.events "frozen N",
  * v1's freezer.state (FREEZING until every task is). */
@@ -771,7 +771,7 @@ int rbx_cgroup_freeze(rbx_cgroup *cg, bool frozen)
         /* v1 retries a task it could not freeze yet only when asked again. */
         if (!cg->v2 && frozen)
             (void)write_at(dir, "freezer.state", "FROZEN");
-        nanosleep(&(struct timespec){.tv_nsec = 5 * 1000 * 1000}, NULL);
+        nanosleep(&(struct timespec){.tv_nsec = 1000 * 1000}, NULL);
     }
     errno = ETIMEDOUT;
     return -1;

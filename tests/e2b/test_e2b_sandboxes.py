@@ -410,6 +410,10 @@ def test_pause_freezes_commands_and_terminals_and_connect_thaws_them(server):
     assert sbx.pause() is True
     assert metric(server, "runbox_processes_frozen") == 2
     assert metric(server, "runbox_processes_running") == 0
+    # Its stream ended, saying why, as a paused microVM's connections drop.
+    with pytest.raises(Exception) as ended:
+        ticker.wait()
+    assert "the sandbox was paused" in str(ended.value), ended.value
     frozen = counted(server, sbx)
     time.sleep(1.5)  # 30 more counts, had it run
     assert counted(server, sbx) == frozen
