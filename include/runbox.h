@@ -590,10 +590,9 @@ rbx_status rbx_process_watch(rbx_process *process, rbx_process_fn on_event, void
 void rbx_process_unwatch(rbx_process *process, uint64_t watch);
 /* The watch that held the output (RBX_PROCESS_HOLD) takes it again. */
 void rbx_process_resume(rbx_process *process, uint64_t watch);
-/* Processes running in this engine now, over all sessions. */
-size_t rbx_processes_running(rbx_engine *engine);
-/* Processes frozen now (a paused E2B sandbox's), over all sessions. */
-size_t rbx_processes_frozen(rbx_engine *engine);
+/* Processes of this engine now, over all sessions: those running, and
+ * those frozen (a paused E2B sandbox's), counted in one look. */
+void rbx_processes_count(rbx_engine *engine, size_t *running, size_t *frozen);
 /* Input: to its stdin (when open) or its terminal; blocks while the
  * program does not read, up to a few seconds (then RBX_EBUSY). */
 rbx_status rbx_process_write(rbx_process *process, const void *data, size_t len, rbx_error *err);

@@ -28,8 +28,10 @@
 /* A producer that waits this long for a client that takes nothing ends
  * the stream (and its connection): a client that stopped reading. */
 #define STREAM_STALL_US ((int64_t)E2B_STREAM_STALL_S * 1000000)
-/* How long the streams of a sandbox that goes have to give their clients
- * the end (a process's end event, a watch's error) before they are cut. */
+/* How long the streams of a sandbox that goes (or pauses) have to give
+ * their clients the end (a process's end event or word that it froze, a
+ * watch's error) before they are cut. */
+#define STREAM_END_GRACE_US ((int64_t)1000000)
 /* Keepalive-Ping-Interval is in seconds; E2B's SDKs send 50. */
 #define KEEPALIVE_MAX_S 3600
 
@@ -312,9 +314,9 @@ bool e2b_stream_join(e2b_stream *stream, const char *sandbox)
     return g != NULL;
 }
 
-void e2b_streams_end_sandbox(const char *sandbox, int grace_ms)
+void e2b_streams_end_sandbox(const char *sandbox)
 {
-    int64_t deadline = http_now_us() + (int64_t)grace_ms * 1000;
+    int64_t deadline = http_now_us() + STREAM_END_GRACE_US;
     for (;;) {
         bool late = http_now_us() >= deadline, left = false;
         pthread_mutex_lock(&groups_lock);

@@ -11,9 +11,6 @@
 /* How long a kill waits for the session's executions to end once
  * cancelled, before leaving its files for the engine's garbage collection. */
 #define KILL_WAIT_S 10.0
-/* How long a killed or paused sandbox's streams may take to give their
- * clients their ends (its processes' ends, or word that they froze). */
-#define STREAM_GRACE_MS 1000
 #define REAPER_TICK_MS 1000
 
 /* Its executions cancelled (they end as cancelled, and their clients see
@@ -58,7 +55,7 @@ bool e2b_sandbox_kill(http_server *server, const char *id)
     e2b_sandboxes_bury(server->sandboxes, removed.session_id);
     remove_session(server, removed.session_id);
     /* Its processes have ended: their streams' last events are queued. */
-    e2b_streams_end_sandbox(id, STREAM_GRACE_MS);
+    e2b_streams_end_sandbox(id);
     e2b_sandbox_release(&removed);
     return true;
 }
@@ -98,7 +95,7 @@ bool e2b_sandbox_pause(http_server *server, const char *id, bool *was_paused)
     if (paused) {
         e2b_watchers_sandbox_gone(id);
         hibernate_kernels(server, id, s.session_id);
-        e2b_streams_end_sandbox(id, STREAM_GRACE_MS);
+        e2b_streams_end_sandbox(id);
     }
     e2b_sandbox_release(&s);
     return paused;

@@ -801,10 +801,10 @@ void e2b_stream_charge(e2b_stream *stream, size_t bytes, bool charge);
 bool e2b_stream_over_budget(e2b_stream *stream);
 /* What one sandbox's streams hold now, in bytes. */
 size_t e2b_streams_held(const char *sandbox);
-/* The sandbox went (or paused): waits up to grace_ms for its streams to
- * give their clients their ends, then ends those left, read or not (their
- * producers' sends fail and their connections close). */
-void e2b_streams_end_sandbox(const char *sandbox, int grace_ms);
+/* The sandbox went (or paused): waits (a second at most) for its streams
+ * to give their clients their ends, then ends those left, read or not
+ * (their producers' sends fail and their connections close). */
+void e2b_streams_end_sandbox(const char *sandbox);
 bool e2b_stream_client_gone(e2b_stream *stream);
 /* The end-of-stream frame: {} or the error (err NULL: success). The
  * producer calls it exactly once; the stream is no longer its own after. */

@@ -216,6 +216,8 @@ enum MHD_Result http_handle_metrics(http_request *req)
     http_server *server = req->server;
     unsigned running, queued;
     http_admission_counts(&server->admission, &running, &queued);
+    size_t processes, frozen;
+    rbx_processes_count(server->engine, &processes, &frozen);
     char *data = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&data, &len);
@@ -238,8 +240,7 @@ enum MHD_Result http_handle_metrics(http_request *req)
             "# HELP runbox_processes_frozen Processes of paused E2B sandboxes, frozen until "
             "resumed.\n"
             "# TYPE runbox_processes_frozen gauge\nrunbox_processes_frozen %zu\n",
-            running, queued, rbx_processes_running(server->engine),
-            rbx_processes_frozen(server->engine));
+            running, queued, processes, frozen);
     render_pool(server, out);
     render_connections(server, out);
     mcp_sessions_stats mcp;

@@ -1145,8 +1145,7 @@ static size_t stop_where(rbx_engine *engine, const char *session_id, const char 
     return n;
 }
 
-/* Registered processes, those frozen apart, counted in one look. */
-static void count(rbx_engine *engine, size_t *running, size_t *frozen)
+void rbx_processes_count(rbx_engine *engine, size_t *running, size_t *frozen)
 {
     rbx_processes *processes = engine->processes;
     *running = *frozen = 0;
@@ -1160,20 +1159,6 @@ static void count(rbx_engine *engine, size_t *running, size_t *frozen)
         *(is_frozen ? frozen : running) += 1;
     }
     pthread_mutex_unlock(&processes->lock);
-}
-
-size_t rbx_processes_running(rbx_engine *engine)
-{
-    size_t running, frozen;
-    count(engine, &running, &frozen);
-    return running;
-}
-
-size_t rbx_processes_frozen(rbx_engine *engine)
-{
-    size_t running, frozen;
-    count(engine, &running, &frozen);
-    return frozen;
 }
 
 size_t rbx_processes_freeze_session(rbx_engine *engine, const char *session_id, bool frozen)

@@ -717,19 +717,17 @@ int rbx_cgroup_cpu_read(const rbx_cgroup *cg, uint64_t *cpu_usec)
 int rbx_cgroup_stats_read(const rbx_cgroup *cg, rbx_cgroup_stats *st)
 {
     const char *mem = dir_with(cg, CTL_MEMORY), *pids = dir_with(cg, CTL_PIDS);
-    uint64_t kills, cpu_ns;
+    uint64_t kills;
     int r = 0;
     memset(st, 0, sizeof *st);
     if (cg->v2) {
         r |= read_value(mem, "memory.events", "oom_kill", &kills);
         r |= read_value(mem, "memory.peak", NULL, &st->peak_memory_bytes);
-        r |= read_value(cg->h[0].path, "cpu.stat", "usage_usec", &st->cpu_usec);
     } else {
         r |= read_value(mem, "memory.oom_control", "oom_kill", &kills);
         r |= read_value(mem, "memory.max_usage_in_bytes", NULL, &st->peak_memory_bytes);
-        r |= read_value(dir_with(cg, CTL_CPUACCT), "cpuacct.usage", NULL, &cpu_ns);
-        st->cpu_usec = cpu_ns / 1000;
     }
+    r |= rbx_cgroup_cpu_read(cg, &st->cpu_usec);
     r |= read_value(pids, "pids.peak", NULL, &st->pids_peak_or_current);
     if (!st->pids_peak_or_current)
         r |= read_value(pids, "pids.current", NULL, &st->pids_peak_or_current);
