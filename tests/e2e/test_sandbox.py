@@ -913,8 +913,15 @@ def outside_host():
         pytest.skip("creating a test host needs root and iproute2")
     name = f"rbxt{os.getpid() % 100000}"
     host_if, ns_if = f"{name}h", f"{name}n"
-    octet = 100 + os.getpid() % 100
-    subnet_host, subnet_ns = f"10.{octet}.77.1", f"10.{octet}.77.2"
+    # A /24 that no route of the host's uses: concurrent workers' pids differ, and a test host
+    # left by a run that was killed before its teardown must not take this one's traffic.
+    routes = subprocess.run(["ip", "-4", "route"], capture_output=True, text=True).stdout
+    pid = os.getpid()
+    for tries in range(250):
+        subnet = f"10.{100 + pid % 100}.{(pid // 100 + tries) % 250}"
+        if f"{subnet}.0/24" not in routes:
+            break
+    subnet_host, subnet_ns = f"{subnet}.1", f"{subnet}.2"
     cmds = [["ip", "netns", "add", name],
             ["ip", "link", "add", host_if, "type", "veth", "peer", "name", ns_if],
             ["ip", "link", "set", ns_if, "netns", name],
