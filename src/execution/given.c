@@ -82,7 +82,7 @@ void rbx_execution_env_free(char **envp)
 /* The bootstrap's input (runtime.c): with envp, the environment's entries
  * (a prepared sandbox's program started before it was known), then an
  * empty entry and the code. Returns a malloc'ed buffer and its length. */
-char *rbx_code_payload(const rbx_request *request, char *const *envp, size_t *len)
+static char *delimited_payload(const rbx_request *request, char *const *envp, size_t *len)
 {
     size_t size = request->code_len + 1;
     for (char *const *e = envp; e && *e; e++)
@@ -100,6 +100,51 @@ char *rbx_code_payload(const rbx_request *request, char *const *envp, size_t *le
     memcpy(payload + at, request->code, request->code_len);
     *len = size;
     return payload;
+}
+
+/* Counted: "%010zu%010zu" (the exports' length, the code's), the exports
+ * ("export 'NAME=VALUE'" lines, a quote inside written '\''), the code.
+ * Bash reads a socket a byte at a time up to a delimiter (it cannot give
+ * back what it read past one), but a count it reads in blocks: an
+ * execution's 200 bytes of environment were 200 system calls. */
+#define COUNT_DIGITS 10
+static char *counted_payload(const rbx_request *request, char *const *envp, size_t *len)
+{
+    size_t script = 0;
+    for (char *const *e = envp; e && *e; e++) {
+        script += sizeof "export ''\n" - 1;
+        for (const char *c = *e; *c; c++)
+            script += *c == '\'' ? 4 : 1;
+    }
+    size_t size = 2 * COUNT_DIGITS + script + request->code_len;
+    char *payload = malloc(size + 1);
+    if (!payload || script >= 10000000000ULL || request->code_len >= 10000000000ULL) {
+        free(payload);
+        return NULL;
+    }
+    size_t at = (size_t)snprintf(payload, size + 1, "%010zu%010zu", script, request->code_len);
+    for (char *const *e = envp; e && *e; e++) {
+        memcpy(payload + at, "export '", 8);
+        at += 8;
+        for (const char *c = *e; *c; c++) {
+            if (*c == '\'') {
+                memcpy(payload + at, "'\\''", 4);
+                at += 4;
+            } else {
+                payload[at++] = *c;
+            }
+        }
+        memcpy(payload + at, "'\n", 2);
+        at += 2;
+    }
+    memcpy(payload + at, request->code, request->code_len);
+    *len = size;
+    return payload;
+}
+
+char *rbx_code_payload(const rbx_request *request, char *const *envp, bool counted, size_t *len)
+{
+    return counted ? counted_payload(request, envp, len) : delimited_payload(request, envp, len);
 }
 
 void rbx_execution_egress_result(rbx_sandbox *sandbox, rbx_result *result, rbx_trace *trace)

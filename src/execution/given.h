@@ -10,8 +10,10 @@
 char **rbx_execution_env(const rbx_request *request, const rbx_session *session, const char *extra);
 void rbx_execution_env_free(char **envp);
 /* What a bootstrap reads on fd 3 (runtime.c): envp's entries (NULL: none,
- * the cold start's case), an empty entry, then the code. malloc'ed. */
-char *rbx_code_payload(const rbx_request *request, char *const *envp, size_t *len);
+ * the cold start's case), an empty entry, then the code; counted, the two
+ * parts' lengths first and the entries as a script of exports instead.
+ * malloc'ed. */
+char *rbx_code_payload(const rbx_request *request, char *const *envp, bool counted, size_t *len);
 /* Whether the request's code may reach outside hosts. */
 bool rbx_execution_wants_network(const rbx_engine *engine, const rbx_request *request);
 /* The result's egress_denied fields, from what the sandbox's policy refused. */

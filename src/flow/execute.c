@@ -39,10 +39,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int code_memfd(const rbx_request *request)
+static int code_memfd(const rbx_request *request, bool counted)
 {
     size_t len;
-    char *payload = rbx_code_payload(request, NULL, &len);
+    char *payload = rbx_code_payload(request, NULL, counted, &len);
     int fd = payload ? memfd_create("runbox-code", MFD_CLOEXEC) : -1;
     size_t done = 0;
     while (fd >= 0 && done < len) {
@@ -374,7 +374,7 @@ static rbx_status watch_sandbox(const execution *x, rbx_sandbox *sandbox, rbx_wa
 static rbx_status run_in_sandbox(const execution *x, rbx_result *result, rbx_error *err)
 {
     char **envp = rbx_execution_env(x->request, x->session, NULL);
-    int code_fd = code_memfd(x->request);
+    int code_fd = code_memfd(x->request, x->runtime->payload_counted);
     rbx_watch *watch = calloc(1, sizeof *watch);
     rbx_capture out, errc;
     rbx_capture_init(&out, x->engine->config.output_cap_bytes);
@@ -505,7 +505,7 @@ static bool hand_over(const execution *x, rbx_pooled *pooled, rbx_error *err)
         return false;
     char **envp = rbx_execution_env(x->request, x->session, NULL);
     size_t len = 0;
-    char *payload = envp ? rbx_code_payload(x->request, envp, &len) : NULL;
+    char *payload = envp ? rbx_code_payload(x->request, envp, x->runtime->payload_counted, &len) : NULL;
     rbx_execution_env_free(envp);
     if (!payload)
         return false;

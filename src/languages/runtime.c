@@ -7,7 +7,8 @@
  * execution.
  *
  * What fd 3 carries (rbx_code_payload): the execution's environment as
- * "NAME=VALUE\0" entries, an empty entry, then the code. A cold start has
+ * "NAME=VALUE\0" entries, an empty entry, then the code (bash's is counted
+ * instead, see bash_bootstrap). A cold start has
  * its environment from execve already and sends no entries; a prepared
  * sandbox's interpreter (pool/pool.h) started before its execution was known,
  * so its bootstrap takes the environment from there, and steps into its
@@ -184,13 +185,18 @@ static const char javascript_bootstrap[] =
  * without running any of it, with bash's own messages and line numbers,
  * which go straight to the report after an "S" (no subshell: a fork less).
  * "SR" means it parsed; the code then runs with eval on line 1, so $LINENO
- * matches the code's lines. */
+ * matches the code's lines. Its payload is counted (rbx_code_payload):
+ * read -N takes a socket in blocks where a delimiter takes it a byte at a
+ * time, and counts bytes only in the C locale (LC_ALL for that read). The
+ * counts are kept where no exported variable can reach them: $1 and $2. */
 static const char bash_bootstrap[] =
     "[ -S /dev/fd/3 ] && printf W >&3; "
-    "while IFS= read -r -d '' -u 3 __rbx_code && [ -n \"$__rbx_code\" ]; do "
-    "[ -n \"${__rbx_warm-}\" ] || { builtin cd -- " RBX_SANDBOX_HOME "; unset OLDPWD; "
-    "export OLDPWD; __rbx_warm=1; }; export \"$__rbx_code\"; done; unset __rbx_warm; "
-    "read -r -d '' -u 3 __rbx_code; exec 3<&-; printf S >&4; "
+    "IFS= LC_ALL=C read -r -N 20 -u 3 __rbx_code; "
+    "set -- \"$((10#${__rbx_code:0:10}))\" \"$((10#${__rbx_code:10:10}))\"; __rbx_code=; "
+    "if (($1)); then IFS= LC_ALL=C read -r -N \"$1\" -u 3 __rbx_code; "
+    "builtin cd -- " RBX_SANDBOX_HOME "; unset OLDPWD; export OLDPWD; eval \"$__rbx_code\"; "
+    "__rbx_code=; fi; "
+    "(($2)) && IFS= LC_ALL=C read -r -N \"$2\" -u 3 __rbx_code; set --; exec 3<&-; printf S >&4; "
     "{ source /dev/stdin <<<\"__rbx_check() { ${__rbx_code}\"$'\\n}'; } 2>&4 || exit 2; "
     "unset -f __rbx_check; printf R >&4; exec 4>&-; eval \"unset __rbx_code; $__rbx_code\"";
 
@@ -275,6 +281,7 @@ static const rbx_runtime runtimes[] = {
         .version_code = "echo \"$BASH_VERSION\"",
         .needs = "bash 4 or newer",
         .argv = {"bash", "--norc", "--noprofile", "-c", bash_bootstrap, "bash"},
+        .payload_counted = true,
         .classify = rbx_classify_bash,
         /* Interactive: SIGINT stops the command that runs and the shell
          * goes on to the next, as at a prompt. */

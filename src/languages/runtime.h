@@ -53,6 +53,9 @@ typedef struct rbx_runtime {
      * outputs come there as display events, one JSON line each
      * (execution/shown.h), as a kernel's do on its channel. */
     bool results_channel;
+    /* fd 3 carries the counted payload (execution/given.h), not the
+     * delimited one: the bootstrap reads it in blocks. */
+    bool payload_counted;
     /* Names the failure of a program that exited non-zero, from its stderr:
      * returns an error_type and sets *exception to the language's own error
      * name (malloc'ed) or NULL. */

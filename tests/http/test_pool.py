@@ -155,6 +155,51 @@ def test_a_prepared_sandbox_shows_the_program_exactly_what_a_cold_start_does(
             server.cleanup()
 
 
+# Values a shell would act on, names the bootstrap uses itself (__rbx_code is the code's, which
+# the environment must not replace, and is gone before the code runs), and code that is long (a
+# prepared sandbox's bash reads it from a socket, in blocks: bash_bootstrap in runtime.c) and not
+# ASCII (counted in bytes whatever the locale).
+HOSTILE_ENV = {
+    "QUOTED": "it's 'quoted' \\'\"",
+    "SUBSTITUTED": "$(echo ran) `echo ran` ${HOME}",
+    "LINES": "one\ntwo\n\nexport INJECTED=1\n'",
+    "__rbx_code": "echo replaced",
+    "__rbx_env": "0",
+}
+LONG_CODE = ("# " + "é€" * 30000 + "\n") + """
+for name in QUOTED SUBSTITUTED LINES __rbx_code __rbx_env INJECTED; do
+  printf '%s=[%s]\\n' "$name" "${!name-unset}"
+done
+echo "args=$# pwd=$PWD"
+echo "é€"
+"""
+
+
+def test_hostile_environment_values_and_long_code_reach_bash_as_given_cold_and_prepared(
+        tmp_path):
+    seen = {**HOSTILE_ENV, "__rbx_code": "unset"}
+    expected = "".join(f"{name}=[{value}]\n" for name, value in seen.items()) + \
+        "INJECTED=[unset]\nargs=0 pwd=/home/user\né€\n"
+    cold_dir, warm_dir = tmp_path / "cold", tmp_path / "warm"
+    cold_dir.mkdir()
+    warm_dir.mkdir()
+    cold = Server(cold_dir, global_args=("--pool", "0"))
+    warm = Server(warm_dir)
+    try:
+        request = dict(language="bash", code=LONG_CODE, network=False, env=HOSTILE_ENV)
+        cold_result = cold.execute(**request)
+        warm_result = pooled_run(warm, **request)
+        assert cold_result["pooled"] is False
+        for result in (cold_result, warm_result):
+            assert result["success"], result
+            assert result["output"] == expected
+            assert result["error"] == ""
+    finally:
+        for server in (cold, warm):
+            server.stop()
+            server.cleanup()
+
+
 MARK = "rbx-pool-marker"
 LEAVE_MARKERS = f"""
 for place in /home/user /tmp /dev/shm; do
