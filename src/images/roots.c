@@ -13,6 +13,7 @@
 #include "languages/runtime.h"
 #include "runbox.h"
 #include "sandbox/mount.h"
+#include "sandbox/plan_cache.h"
 #include "sandbox/template.h"
 #include "sandbox/template_pin.h"
 
@@ -97,22 +98,40 @@ static rbx_root *root_new(rbx_engine *engine, const rbx_image_place *place, rbx_
     return root;
 }
 
+/* The plan as made here: where each system path is, and the mount points
+ * of every runtime's environment. */
+static void plan_make(rbx_root *root)
+{
+    rbx_root_plan_build(root->plan, NULL, 0, root->home_size_mb, root->tree[0] ? root->tree : NULL);
+    for (size_t i = 0; i < rbx_runtime_count(); i++) {
+        const rbx_runtime *runtime = rbx_runtime_find(rbx_runtime_name(i));
+        if (runtime->env_run_at)
+            rbx_root_plan_add_point(root->plan, runtime->env_run_at);
+        if (runtime->env_inside)
+            rbx_root_plan_add_point(root->plan, runtime->env_inside);
+    }
+}
+
 const rbx_root_plan *rbx_root_plan_of(const rbx_root *root)
 {
     /* Built once, then only read: the lock orders the first build before
      * every reader. (The root is shared and const to its users; its plan is
-     * what it always was, found late.) */
+     * what it always was, found late.) As root, the one the last process
+     * made from the same inputs is taken (plan_cache.h), where the
+     * namespaces are pinned. */
     rbx_root *mutable = (rbx_root *)root;
     pthread_mutex_lock(&mutable->plan_lock);
     if (!mutable->plan_built) {
-        rbx_root_plan_build(mutable->plan, NULL, 0, mutable->home_size_mb,
-                            mutable->tree[0] ? mutable->tree : NULL);
-        for (size_t i = 0; i < rbx_runtime_count(); i++) {
-            const rbx_runtime *runtime = rbx_runtime_find(rbx_runtime_name(i));
-            if (runtime->env_run_at)
-                rbx_root_plan_add_point(mutable->plan, runtime->env_run_at);
-            if (runtime->env_inside)
-                rbx_root_plan_add_point(mutable->plan, runtime->env_inside);
+        const char *dir = root->template ? root->template->pin_dir : "";
+        char name[RBX_PLAN_CACHE_NAME_MAX];
+        time_t stamp = dir[0] ? rbx_template_host_stamp() : 0;
+        if (dir[0])
+            rbx_plan_cache_name(name, stamp, root->tree[0] ? root->tree : NULL,
+                                root->home_size_mb);
+        if (!dir[0] || !rbx_plan_cache_load(dir, name, mutable->plan)) {
+            plan_make(mutable);
+            if (dir[0])
+                rbx_plan_cache_store(dir, name, stamp, mutable->plan);
         }
         mutable->plan_built = true;
     }

@@ -32,6 +32,9 @@ typedef struct rbx_template {
  * installed). Returns the namespace's fd, or -1 with t->why. Call with the
  * engine's lock held. */
 int rbx_template_ready(rbx_template *t, const rbx_root_plan *plan);
+/* What the host's system paths look like now (their latest change, in
+ * seconds): a namespace, or a plan, made before it is made again. */
+time_t rbx_template_host_stamp(void);
 void rbx_template_free(rbx_template *t);
 
 /* Parent side: the request's host directories as detached mounts, with

@@ -77,6 +77,33 @@ def test_runs_share_one_pinned_prepared_namespace_and_unmount_takes_it(runbox):
 
 
 @root_only
+def test_runs_take_the_plan_the_first_kept_and_refuse_a_planted_one(runbox):
+    """A CLI run takes its root's plan from the state directory (plan_cache.h) instead of
+    finding every system path again: the entry the first run kept is read, not rewritten, by
+    the next; one that is not a plan this build wrote (planted, cut short) is refused and
+    made anew, and the run goes on as before."""
+    templates = os.path.join(runbox.state_dir, "templates")
+    plans = lambda: sorted(n for n in os.listdir(templates) if n.startswith("plan-"))
+    assert runbox.run("bash", "echo one", "--no-network")["output"] == "one\n"
+    [name] = plans()
+    path = os.path.join(templates, name)
+    kept = os.stat(path)
+    assert kept.st_mode & 0o777 == 0o600 and kept.st_size > 50_000
+    assert runbox.run("bash", "echo two", "--no-network")["output"] == "two\n"
+    assert plans() == [name] and os.stat(path).st_ino == kept.st_ino
+    good = open(path, "rb").read()
+    for planted in (b"\0" * len(good), good[:-1], good[:64] + b"\xff" * (len(good) - 64)):
+        os.unlink(path)
+        with open(path, "wb") as f:
+            f.write(planted)
+        os.chmod(path, 0o600)
+        planted_ino = os.stat(path).st_ino
+        result = runbox.run("bash", "echo three; ls /usr/bin/bash", "--no-network")
+        assert result["output"] == "three\n/usr/bin/bash\n", result
+        assert os.stat(path).st_ino != planted_ino and open(path, "rb").read() == good
+
+
+@root_only
 def test_an_idle_session_costs_the_host_at_most_64_kib(runbox):
     image = os.path.join(runbox.state_dir, "sessions.img")
     runbox.run("bash", "true", "--session", "warm", "--no-network")
