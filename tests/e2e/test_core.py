@@ -1,9 +1,12 @@
 """Core: running code in sessions through the `runbox` CLI, end to end."""
 import json
 import os
+import pathlib
 import resource
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -500,6 +503,49 @@ def test_runbox_check_runs_each_language_in_the_sandbox_and_says_its_version(run
     for language, version in versions.items():
         assert version and checks[language]["ok"], checks[language]
         assert f" {version} runs in the sandbox" in checks[language]["detail"], checks[language]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting cgroup hierarchies takes root")
+def test_cgroups_away_from_their_usual_places_are_found_through_the_mount_table(runbox):
+    """runbox finds the host's cgroups where the usual layouts put them (/sys/fs/cgroup) without
+    reading the mount table, whose length grows with the host's mounts; where they are not, it
+    reads the table. Here, in a mount namespace of the test's own, every cgroup hierarchy of the
+    host is mounted again below a directory of the test's and /sys/fs/cgroup is left an empty
+    tmpfs: runbox check finds them there, with the limits it proves enforced as before."""
+    # short: the check's detail, which lists every hierarchy's path, has a bounded length
+    tmp_path = pathlib.Path(tempfile.mkdtemp(prefix="cg", dir="/tmp"))
+    def check(prefix=()):
+        proc = subprocess.run([*prefix, runbox.bin, "check", "--json"], capture_output=True,
+                              text=True, env=runbox.env(), timeout=120)
+        assert proc.stdout, proc.stderr
+        return {c["name"]: c for c in json.loads(proc.stdout)["checks"]}["cgroups"]
+
+    usual = check()
+    moves = []
+    for line in open("/proc/self/mountinfo"):
+        kind, _, options = line.partition(" - ")[2].split()[:3]
+        wanted = [o for o in options.split(",") if o not in ("rw", "ro")]
+        if kind not in ("cgroup", "cgroup2") or any(o.startswith("name=") for o in wanted):
+            continue
+        place = tmp_path / f"h{len(moves)}"
+        place.mkdir()
+        moves.append(f"mount -t {kind} -o {','.join(wanted) or 'defaults'} {kind} {place}")
+    assert moves, "this host has no cgroup mounts"
+    remove_places = lambda: shutil.rmtree(tmp_path, ignore_errors=True)  # empty mount points
+    script = ("set -e; mount --make-rprivate /; " + "; ".join(moves) +
+              "; umount -R -l /sys/fs/cgroup; mount -t tmpfs none /sys/fs/cgroup; exec \"$@\"")
+    try:
+        moved = check(("/usr/bin/unshare", "-m", "/bin/sh", "-c", script, "sh"))
+    finally:
+        remove_places()
+    assert moved["ok"] == usual["ok"], (usual, moved)
+    if usual["ok"]:
+        assert str(tmp_path / "h") in moved["detail"] and "/sys/fs/cgroup/" not in moved["detail"]
+        # the same controllers, the same limits proven
+        assert moved["detail"].split(" (")[0] == usual["detail"].split(" (")[0], (usual, moved)
+        for controller in ("memory", "pids", "cpu", "cpuacct", "freezer"):
+            has = lambda d: f" {controller};" in d or f" {controller} " in d
+            assert has(moved["detail"]) == has(usual["detail"]), (controller, usual, moved)
 
 
 def test_runbox_check_says_whether_a_paused_sandboxs_processes_can_be_frozen(runbox):
