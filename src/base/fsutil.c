@@ -325,6 +325,24 @@ int rbx_write_all(int fd, const void *data, size_t len)
     return 0;
 }
 
+int rbx_read_all(int fd, void *data, size_t len)
+{
+    char *p = data;
+    while (len) {
+        ssize_t n = read(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0)
+                errno = EIO;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
 /* Copying is only done to migrate sessions, whose trees are not live. A
  * deeper tree than this is cut there (its deeper levels are left out):
  * one descriptor is open per level. */

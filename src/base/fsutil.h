@@ -63,6 +63,9 @@ int rbx_lock_dir(int dirfd);
 void rbx_lock_release(int fd);
 /* All of len bytes to fd (retrying short writes and EINTR); -1 with errno. */
 int rbx_write_all(int fd, const void *data, size_t len);
+/* All of len bytes from fd (retrying short reads and EINTR); -1 with errno,
+ * EIO when the file ends first. */
+int rbx_read_all(int fd, void *data, size_t len);
 /* The number a small file (a sysctl, a cgroup's counter) starts with:
  * 0, or -1 where it cannot be read or does not start with one. */
 int rbx_read_number(const char *path, long long *value);

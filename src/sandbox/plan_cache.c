@@ -88,20 +88,6 @@ static bool plan_sound(const rbx_root_plan *p)
     return true;
 }
 
-static bool read_whole(int fd, void *buf, size_t len)
-{
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = read(fd, (char *)buf + done, len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        done += (size_t)n;
-    }
-    return true;
-}
-
 bool rbx_plan_cache_load(const char *dir, const char *name, rbx_root_plan *plan)
 {
     char path[4400];
@@ -115,25 +101,11 @@ bool rbx_plan_cache_load(const char *dir, const char *name, rbx_root_plan *plan)
     header_fill(&want);
     bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
               !(st.st_mode & (S_IWGRP | S_IWOTH)) &&
-              (uint64_t)st.st_size == sizeof h + sizeof *plan && read_whole(fd, &h, sizeof h) &&
-              !memcmp(&h, &want, sizeof h) && read_whole(fd, plan, sizeof *plan) &&
+              (uint64_t)st.st_size == sizeof h + sizeof *plan && rbx_read_all(fd, &h, sizeof h) == 0 &&
+              !memcmp(&h, &want, sizeof h) && rbx_read_all(fd, plan, sizeof *plan) == 0 &&
               plan_sound(plan);
     close(fd);
     return ok;
-}
-
-static bool write_whole(int fd, const void *buf, size_t len)
-{
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = write(fd, (const char *)buf + done, len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        done += (size_t)n;
-    }
-    return true;
 }
 
 /* Entries (and half-written ones) of other stamps than keep's. */
@@ -166,7 +138,7 @@ void rbx_plan_cache_store(const char *dir, const char *name, time_t stamp,
         return;
     entry_header h;
     header_fill(&h);
-    bool ok = write_whole(fd, &h, sizeof h) && write_whole(fd, plan, sizeof *plan);
+    bool ok = rbx_write_all(fd, &h, sizeof h) == 0 && rbx_write_all(fd, plan, sizeof *plan) == 0;
     ok = close(fd) == 0 && ok;
     if (!ok || rename(part, path) != 0) {
         (void)unlink(part);

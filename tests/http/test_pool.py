@@ -3,6 +3,7 @@ started and waiting, and serves one-off executions from it. Each serves one exec
 destroyed; what a program sees is what a cold start shows it; a burst larger than the pool falls
 back to cold starts; killing the server leaves nothing of the pool behind."""
 import concurrent.futures
+import contextlib
 import json
 import os
 import re
@@ -116,6 +117,22 @@ def without_session_id(result, language, session_id):
     return text.replace(result["session_id"], "<session>") if session_id is None else text
 
 
+@contextlib.contextmanager
+def cold_and_prepared(tmp_path):
+    """Two servers: one that starts every execution cold (--pool 0), one with its pool."""
+    cold_dir, warm_dir = tmp_path / "cold", tmp_path / "warm"
+    cold_dir.mkdir()
+    warm_dir.mkdir()
+    cold = Server(cold_dir, global_args=("--pool", "0"))
+    warm = Server(warm_dir)
+    try:
+        yield cold, warm
+    finally:
+        for server in (cold, warm):
+            server.stop()
+            server.cleanup()
+
+
 @pytest.mark.parametrize("language", ["python", "javascript", "bash"])
 @pytest.mark.parametrize("session_id", [None, "pool-named"])
 def test_a_prepared_sandbox_shows_the_program_exactly_what_a_cold_start_does(
@@ -123,12 +140,7 @@ def test_a_prepared_sandbox_shows_the_program_exactly_what_a_cold_start_does(
     """Field by field: argv, environment (the request's own variable and the session's id
     included), cwd, umask, limits, descriptors, credentials, capabilities, seccomp, PIDs,
     interpreter state, mounts, the home's files."""
-    cold_dir, warm_dir = tmp_path / "cold", tmp_path / "warm"
-    cold_dir.mkdir()
-    warm_dir.mkdir()
-    cold = Server(cold_dir, global_args=("--pool", "0"))
-    warm = Server(warm_dir)
-    try:
+    with cold_and_prepared(tmp_path) as (cold, warm):
         request = dict(language=language, code=PROBES[language], network=False,
                        env={"RUNBOX_TEST_VALUE": "a b=c"}, memory_mb=300)
         if session_id:
@@ -149,10 +161,6 @@ def test_a_prepared_sandbox_shows_the_program_exactly_what_a_cold_start_does(
                 assert warm_view[key] == cold_view[key], key
         assert warm_view == cold_view
         assert warm_result["error"] == cold_result["error"] == ""
-    finally:
-        for server in (cold, warm):
-            server.stop()
-            server.cleanup()
 
 
 # Values a shell would act on, names the bootstrap uses itself (__rbx_code is the code's, which
@@ -180,12 +188,7 @@ def test_hostile_environment_values_and_long_code_reach_bash_as_given_cold_and_p
     seen = {**HOSTILE_ENV, "__rbx_code": "unset"}
     expected = "".join(f"{name}=[{value}]\n" for name, value in seen.items()) + \
         "INJECTED=[unset]\nargs=0 pwd=/home/user\né€\n"
-    cold_dir, warm_dir = tmp_path / "cold", tmp_path / "warm"
-    cold_dir.mkdir()
-    warm_dir.mkdir()
-    cold = Server(cold_dir, global_args=("--pool", "0"))
-    warm = Server(warm_dir)
-    try:
+    with cold_and_prepared(tmp_path) as (cold, warm):
         request = dict(language="bash", code=LONG_CODE, network=False, env=HOSTILE_ENV)
         cold_result = cold.execute(**request)
         warm_result = pooled_run(warm, **request)
@@ -194,10 +197,6 @@ def test_hostile_environment_values_and_long_code_reach_bash_as_given_cold_and_p
             assert result["success"], result
             assert result["output"] == expected
             assert result["error"] == ""
-    finally:
-        for server in (cold, warm):
-            server.stop()
-            server.cleanup()
 
 
 MARK = "rbx-pool-marker"
