@@ -89,8 +89,9 @@ export async function launch() {
 }
 
 // A fresh tab (its own sessionStorage) on the playground. Errors of the
-// page's own code are collected: a test fails on any.
-export async function openPage(browser, server) {
+// page's own code are collected: a test fails on any. beforeGoto(page) runs
+// before the page loads (to route its requests).
+export async function openPage(browser, server, { beforeGoto } = {}) {
   const context = await browser.newContext({ viewport: { width: 1200, height: 800 }, acceptDownloads: true });
   const page = await context.newPage();
   const errors = [];
@@ -98,6 +99,7 @@ export async function openPage(browser, server) {
   page.on('console', (message) => {
     if (message.type() === 'error' && /Content.Security.Policy|Refused to/i.test(message.text())) errors.push(message.text());
   });
+  if (beforeGoto) await beforeGoto(page);
   await page.goto(`${server.url}/`);
   return { page, context, errors };
 }

@@ -26,6 +26,29 @@ after(async () => {
   assert.deepEqual(mounts, [], 'the server left mounts behind');
 });
 
+test('a request answered 401 after the token was given is sent again with it, not asked again', async () => {
+  // The page's first requests all go without a token; one of them (the first
+  // /metrics) is held back so that its 401 comes after the token was given,
+  // as a slow server's does.
+  let held = false;
+  const { page, context, errors } = await openPage(browser, server, {
+    beforeGoto: (p) => p.route('**/metrics', async (route) => {
+      if (!held) {
+        held = true;
+        await new Promise((resolve) => setTimeout(resolve, 1500));
+      }
+      await route.continue();
+    }),
+  });
+  await giveToken(page, TOKEN);
+  await page.locator('#token-dialog').waitFor({ state: 'hidden', timeout: 5000 });
+  await page.locator('[data-metric="runbox_executions_running"]').waitFor({ timeout: 10000 });
+  assert.equal(held, true, 'the first /metrics was not held back');
+  assert.equal(await page.locator('#token-dialog').isVisible(), false, 'the page asked for the token again');
+  await context.close();
+  assert.deepEqual(errors, []);
+});
+
 test('the page and its two files are served without a token, with a CSP', async () => {
   const page = await fetch(`${server.url}/`);
   assert.equal(page.status, 200);

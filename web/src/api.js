@@ -37,7 +37,9 @@ function setBehind(inert) {
 // Shows the form and resolves when a token was given. A refused token is
 // forgotten at once, so that no later request sends it again.
 function askToken(sent) {
-  if (sent && sent !== token()) return Promise.resolve(); // another request was answered already
+  // A token given (or refused) since this request was sent: it goes again
+  // with the token there is now, or asks with the others.
+  if (sent !== token()) return Promise.resolve();
   if (asking) return asking;
   const refused = sent !== '';
   if (refused) sessionStorage.removeItem(TOKEN_KEY);
