@@ -213,8 +213,11 @@ def storage_kind(runbox):
 
 def test_a_checkpoint_is_compressed_by_the_storage(hb):
     """On btrfs storage a kernel's images are written compressed (zstd): what decides how many
-    sessions can sleep on a node's disk. Every extent of the memory image must be encoded
-    (bench/hibernation.py measures what they take)."""
+    sessions can sleep on a node's disk. Nine tenths of the memory image's blocks at least must
+    be in encoded extents (bench/hibernation.py measures what they take): btrfs keeps a chunk
+    that compression would not shrink as it is, and a process's memory holds some (its random
+    seeds, hashes), so an image of all encoded extents is usual but not certain (the CI run at
+    542f89c had one extent that was not, the first time)."""
     stateful(hb, "python", "x = 42", "squeezed", "--no-network")
     kind = storage_kind(hb)
     if kind != "btrfs":
@@ -228,8 +231,10 @@ def test_a_checkpoint_is_compressed_by_the_storage(hb):
     path = os.path.join(images, pages)
     extents = subprocess.run(["filefrag", "-v", path], capture_output=True, text=True,
                              check=True).stdout
-    rows = [line for line in extents.splitlines() if re.match(r"\s*\d+:", line)]
-    assert rows and all("encoded" in line for line in rows), extents
+    rows = [line.split(":") for line in extents.splitlines() if re.match(r"\s*\d+:", line)]
+    blocks = sum(int(row[3]) for row in rows)
+    encoded = sum(int(row[3]) for row in rows if "encoded" in row[-1])
+    assert rows and encoded >= 0.9 * blocks, extents
 
 
 def test_a_session_with_no_room_for_a_checkpoint_gets_its_kernel_stopped(hb):
