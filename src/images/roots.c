@@ -131,7 +131,7 @@ const rbx_root_plan *rbx_root_plan_of(const rbx_root *root)
         if (!dir[0] || !rbx_plan_cache_load(dir, name, mutable->plan)) {
             plan_make(mutable);
             if (dir[0])
-                rbx_plan_cache_store(dir, name, stamp, mutable->plan);
+                rbx_plan_cache_store(dir, name, mutable->plan);
         }
         mutable->plan_built = true;
     }

@@ -36,10 +36,9 @@ static void header_fill(entry_header *h)
 void rbx_plan_cache_name(char out[RBX_PLAN_CACHE_NAME_MAX], time_t stamp, const char *tree,
                          size_t home_size_mb)
 {
-    uint64_t key = RBX_DIGEST_START;
     const char *t = tree ? tree : "";
-    key = rbx_digest_add(key, t, strlen(t) + 1);
-    key = rbx_digest_add(key, &home_size_mb, sizeof home_size_mb);
+    uint64_t root = rbx_digest_add(RBX_DIGEST_START, t, strlen(t) + 1);
+    uint64_t key = rbx_digest_add(RBX_DIGEST_START, &home_size_mb, sizeof home_size_mb);
     entry_header h;
     header_fill(&h);
     key = rbx_digest_add(key, &h, sizeof h);
@@ -57,8 +56,8 @@ void rbx_plan_cache_name(char out[RBX_PLAN_CACHE_NAME_MAX], time_t stamp, const 
         key = rbx_digest_add(key, u.release, strlen(u.release));
         key = rbx_digest_add(key, u.version, strlen(u.version));
     }
-    snprintf(out, RBX_PLAN_CACHE_NAME_MAX, PREFIX "%lld-%016llx", (long long)stamp,
-             (unsigned long long)key);
+    snprintf(out, RBX_PLAN_CACHE_NAME_MAX, PREFIX "%lld-%016llx-%016llx", (long long)stamp,
+             (unsigned long long)root, (unsigned long long)key);
 }
 
 static bool terminated(const char *text, size_t size)
@@ -108,24 +107,32 @@ bool rbx_plan_cache_load(const char *dir, const char *name, rbx_root_plan *plan)
     return ok;
 }
 
-/* Entries (and half-written ones) of other stamps than keep's. */
-static void remove_others(const char *dir, const char *keep)
+/* Entries (and half-written ones) of other stamps than kept's, and the
+ * ones kept replaces: of its root, made by another build (an upgrade that
+ * left the system paths as they were). */
+static void remove_others(const char *dir, const char *kept)
 {
     DIR *d = opendir(dir);
     if (!d)
         return;
+    size_t stamp_len = (size_t)(strchr(kept + strlen(PREFIX), '-') - kept + 1);
+    size_t root_len = (size_t)(strrchr(kept, '-') - kept + 1);
     int dfd = dirfd(d);
     struct dirent *e;
     while ((e = readdir(d))) {
         const char *n = e->d_name[0] == '.' ? e->d_name + 1 : e->d_name;
-        if (!strncmp(n, PREFIX, strlen(PREFIX)) && strncmp(n, keep, strlen(keep)))
+        if (strncmp(n, PREFIX, strlen(PREFIX)))
+            continue;
+        bool other_stamp = strncmp(n, kept, stamp_len) != 0;
+        bool replaced = !strncmp(n, kept, root_len) && strcmp(e->d_name, kept) != 0 &&
+                        e->d_name[0] != '.';
+        if (other_stamp || replaced)
             (void)unlinkat(dfd, e->d_name, 0);
     }
     closedir(d);
 }
 
-void rbx_plan_cache_store(const char *dir, const char *name, time_t stamp,
-                          const rbx_root_plan *plan)
+void rbx_plan_cache_store(const char *dir, const char *name, const rbx_root_plan *plan)
 {
     char path[4400], part[4450];
     if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path ||
@@ -144,7 +151,5 @@ void rbx_plan_cache_store(const char *dir, const char *name, time_t stamp,
         (void)unlink(part);
         return;
     }
-    char keep[40];
-    snprintf(keep, sizeof keep, PREFIX "%lld-", (long long)stamp);
-    remove_others(dir, keep);
+    remove_others(dir, name);
 }

@@ -16,9 +16,10 @@
 
 #define RBX_PLAN_CACHE_NAME_MAX 64
 
-/* The entry's name: "plan-<stamp>-<key>", key a digest of the plan's
- * inputs: the image's tree (NULL: the host's), the home's size, this
- * build, runbox-init's file and the kernel (which /proc entries exist). */
+/* The entry's name: "plan-<stamp>-<root>-<key>", root a digest of the
+ * image's tree (NULL: the host's), key one of the plan's other inputs: the
+ * home's size, this build, runbox-init's file and the kernel (which /proc
+ * entries exist). */
 void rbx_plan_cache_name(char out[RBX_PLAN_CACHE_NAME_MAX], time_t stamp, const char *tree,
                          size_t home_size_mb);
 
@@ -28,10 +29,10 @@ void rbx_plan_cache_name(char out[RBX_PLAN_CACHE_NAME_MAX], time_t stamp, const 
 bool rbx_plan_cache_load(const char *dir, const char *name, rbx_root_plan *plan);
 
 /* Keeps plan as dir/name (written whole, then renamed into place), and
- * removes the entries of other stamps: the host's system paths changed
- * since they were made. Best effort: a failure only costs the next
- * process the plan's making. */
-void rbx_plan_cache_store(const char *dir, const char *name, time_t stamp,
-                          const rbx_root_plan *plan);
+ * removes the entries of other stamps (the host's system paths changed
+ * since they were made) and the others of its root (another build's):
+ * one entry a root. Best effort: a failure only costs the next process
+ * the plan's making. */
+void rbx_plan_cache_store(const char *dir, const char *name, const rbx_root_plan *plan);
 
 #endif

@@ -153,7 +153,14 @@ static void pin_name(char *out, size_t size, time_t stamp, const rbx_root_plan *
         for (size_t j = 0; j < sizeof parts / sizeof parts[0]; j++)
             hash = (hash ^ parts[j]) * 1099511628211ull;
     }
-    snprintf(out, size, "mnt-%lld-%016llx", (long long)stamp, (unsigned long long)hash);
+    /* The root's own part of the name: an image's tree, or "" for the
+     * host's. Pins of one root and one stamp differ only by the build that
+     * made them (its version, its runbox-init). */
+    uint64_t root = 1469598103934665603ull;
+    for (const char *c = plan->tree; *c; c++)
+        root = (root ^ (unsigned char)*c) * 1099511628211ull;
+    snprintf(out, size, "mnt-%lld-%016llx-%016llx", (long long)stamp, (unsigned long long)root,
+             (unsigned long long)hash);
 }
 
 /* The pinned namespace, else one built here (and pinned, when it can be:
@@ -175,6 +182,11 @@ static int pinned_or_built(rbx_template *t, const rbx_root_plan *plan, time_t st
             /* Built for system paths that are gone: nobody needs those. */
             snprintf(stamp_prefix, sizeof stamp_prefix, "mnt-%lld-", (long long)stamp);
             rbx_template_unpin(t->pin_dir, stamp_prefix);
+            /* Built by another build of runbox for this root (an upgrade
+             * that left the system paths as they were): one pin a root,
+             * or the host's mount table would gain a line every upgrade.
+             * Processes of that build keep the namespace they hold. */
+            rbx_template_unpin_replaced(t->pin_dir, name, strrchr(name, '-') - name + 1);
         }
     }
     if (lock >= 0)

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <linux/nsfs.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -83,22 +84,32 @@ int rbx_template_pin(const char *dir, const char *name, int ns_fd)
     return 0;
 }
 
-void rbx_template_unpin(const char *dir, const char *keep)
+/* The pins in dir to unpin: with replaced NULL, every one whose name does
+ * not start with keep (all with keep NULL); else every one whose name
+ * starts with replaced's first same bytes but is not replaced. Names
+ * first, removal after: removing while reading may skip some. */
+static size_t pins_to_go(const char *dir, const char *keep, const char *replaced, size_t same,
+                         char names[64][256])
 {
     DIR *d = opendir(dir);
     if (!d)
-        return;
-    /* Names first, removal after: removing while reading may skip some. */
-    char names[64][256];
+        return 0;
     size_t count = 0;
     struct dirent *entry;
     while ((entry = readdir(d)) && count < 64) {
-        if (strncmp(entry->d_name, PIN_PREFIX, strlen(PIN_PREFIX)) != 0 ||
-            (keep && !strncmp(entry->d_name, keep, strlen(keep))))
-            continue;
-        memcpy(names[count++], entry->d_name, strlen(entry->d_name) + 1);
+        const char *n = entry->d_name;
+        bool goes = replaced ? !strncmp(n, replaced, same) && strcmp(n, replaced) != 0
+                             : !strncmp(n, PIN_PREFIX, strlen(PIN_PREFIX)) &&
+                                   !(keep && !strncmp(n, keep, strlen(keep)));
+        if (goes && strlen(n) < 256)
+            memcpy(names[count++], n, strlen(n) + 1);
     }
     closedir(d);
+    return count;
+}
+
+static void unpin_named(const char *dir, char names[64][256], size_t count)
+{
     char path[4400];
     for (size_t i = 0; i < count; i++) {
         int n = snprintf(path, sizeof path, "%s/%s", dir, names[i]);
@@ -107,6 +118,20 @@ void rbx_template_unpin(const char *dir, const char *keep)
         (void)umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW);
         (void)unlink(path);
     }
+}
+
+void rbx_template_unpin_replaced(const char *dir, const char *name, size_t same_prefix)
+{
+    char names[64][256];
+    size_t count = pins_to_go(dir, NULL, name, same_prefix, names);
+    unpin_named(dir, names, count);
+}
+
+void rbx_template_unpin(const char *dir, const char *keep)
+{
+    char names[64][256];
+    size_t count = pins_to_go(dir, keep, NULL, 0, names);
+    unpin_named(dir, names, count);
     if (!keep)
         (void)umount2(dir, MNT_DETACH | UMOUNT_NOFOLLOW); /* EINVAL where it is not a mount */
 }

@@ -9,6 +9,8 @@
 #ifndef RBX_TEMPLATE_PIN_H
 #define RBX_TEMPLATE_PIN_H
 
+#include <stddef.h>
+
 /* The pinned namespace named name in dir, opened; -1 when there is none
  * (or what is there is not a mount namespace). */
 int rbx_template_pin_open(const char *dir, const char *name);
@@ -24,5 +26,9 @@ int rbx_template_pin(const char *dir, const char *name, int ns_fd);
  * of them when keep is NULL); with keep NULL the directory's own private
  * mount goes too. Processes that hold one keep it. */
 void rbx_template_unpin(const char *dir, const char *keep);
+
+/* Unpins every namespace in dir whose name starts with the first
+ * same_prefix bytes of name, but name itself: those it replaces. */
+void rbx_template_unpin_replaced(const char *dir, const char *name, size_t same_prefix);
 
 #endif

@@ -77,6 +77,35 @@ def test_runs_share_one_pinned_prepared_namespace_and_unmount_takes_it(runbox):
 
 
 @root_only
+def test_another_build_replaces_a_roots_pin_and_plan_instead_of_adding_its_own(runbox, tmp_path):
+    """Two builds of runbox on one state directory (an upgrade that leaves the host's system
+    paths as they were), here two copies of the same one, whose runbox-init files differ: the
+    second's prepared namespace and plan replace the first's for that root, so the host's mount
+    table holds one pin per root and state directory however many upgrades there were. Another
+    root (the host's /usr beside the image) keeps its own."""
+    templates = os.path.join(runbox.state_dir, "templates")
+    pins = lambda: [line for line in mount_lines() if f"{templates}/" in line]
+    plans = lambda: sorted(n for n in os.listdir(templates) if n.startswith("plan-"))
+    builds = []
+    for name in ("first", "second"):
+        place = tmp_path / name
+        place.mkdir()
+        for program in ("runbox", "runbox-init", "runbox-net"):
+            shutil.copy2(os.path.join(os.path.dirname(runbox.bin), program), place / program)
+        build = Runbox(runbox.state_dir)
+        build.bin = str(place / "runbox")
+        builds.append(build)
+    for build in builds + builds[:1]:
+        result = build.run("bash", "echo hi", "--no-network")
+        assert result["output"] == "hi\n", result
+        assert len(pins()) == 1, pins()
+        assert len(plans()) == 1, plans()
+    if result["image"] != "host":  # an image's root, then the host's beside it
+        assert builds[1].run("bash", "echo host", "--no-network", "--image", "host")["success"]
+        assert len(pins()) == 2 and len(plans()) == 2, (pins(), plans())
+
+
+@root_only
 def test_runs_take_the_plan_the_first_kept_and_refuse_a_planted_one(runbox):
     """A CLI run takes its root's plan from the state directory (plan_cache.h) instead of
     finding every system path again: the entry the first run kept is read, not rewritten, by

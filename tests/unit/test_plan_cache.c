@@ -1,7 +1,8 @@
 /* Unit tests of plan_cache.c: a kept plan comes back as it was written, and
  * anything else found under its name (cut short, from another build, with
  * a count or a path out of bounds, a link, writable by others) is refused,
- * never used. Entries of other stamps go when a new one is kept. */
+ * never used. Entries of other stamps, and another build's of the same
+ * root, go when a new one is kept. */
 #include "unit_util.h"
 
 #include "sandbox/plan_cache.h"
@@ -67,7 +68,7 @@ static void a_kept_plan_comes_back_byte_for_byte(void **state)
 {
     fixture *f = *state;
     assert_false(rbx_plan_cache_load(f->dir, f->name, f->read));
-    rbx_plan_cache_store(f->dir, f->name, 1000, f->plan);
+    rbx_plan_cache_store(f->dir, f->name, f->plan);
     assert_true(rbx_plan_cache_load(f->dir, f->name, f->read));
     assert_memory_equal(f->read, f->plan, sizeof *f->plan);
     struct stat st;
@@ -93,10 +94,10 @@ static void the_name_follows_every_input(void **state)
 static void a_short_or_long_entry_is_refused(void **state)
 {
     fixture *f = *state;
-    rbx_plan_cache_store(f->dir, f->name, 1000, f->plan);
+    rbx_plan_cache_store(f->dir, f->name, f->plan);
     assert_int_equal(truncate(f->path, sizeof(rbx_root_plan)), 0);
     assert_false(rbx_plan_cache_load(f->dir, f->name, f->read));
-    rbx_plan_cache_store(f->dir, f->name, 1000, f->plan);
+    rbx_plan_cache_store(f->dir, f->name, f->plan);
     int fd = open(f->path, O_WRONLY | O_APPEND);
     assert_true(fd >= 0);
     assert_int_equal(write(fd, "x", 1), 1);
@@ -107,7 +108,7 @@ static void a_short_or_long_entry_is_refused(void **state)
 static void another_builds_header_is_refused(void **state)
 {
     fixture *f = *state;
-    rbx_plan_cache_store(f->dir, f->name, 1000, f->plan);
+    rbx_plan_cache_store(f->dir, f->name, f->plan);
     int fd = open(f->path, O_WRONLY);
     assert_true(fd >= 0);
     assert_int_equal(pwrite(fd, "X", 1, 0), 1);
@@ -119,12 +120,12 @@ static void counts_and_paths_out_of_bounds_are_refused(void **state)
 {
     fixture *f = *state;
     size_t too_many = RBX_ROOT_MAX_STEPS + 1;
-    rbx_plan_cache_store(f->dir, f->name, 1000, f->plan);
+    rbx_plan_cache_store(f->dir, f->name, f->plan);
     edit_plan_at(f, offsetof(rbx_root_plan, count), &too_many, sizeof too_many);
     assert_false(rbx_plan_cache_load(f->dir, f->name, f->read));
 
     /* a step's path with no end within its field */
-    rbx_plan_cache_store(f->dir, f->name, 1000, f->plan);
+    rbx_plan_cache_store(f->dir, f->name, f->plan);
     char fill[RBX_ROOT_PATH_MAX];
     memset(fill, 'a', sizeof fill);
     edit_plan_at(f, offsetof(rbx_root_plan, steps) + offsetof(rbx_root_step, host), fill,
@@ -132,18 +133,18 @@ static void counts_and_paths_out_of_bounds_are_refused(void **state)
     assert_false(rbx_plan_cache_load(f->dir, f->name, f->read));
 
     /* a step that would mount somewhere not absolute */
-    rbx_plan_cache_store(f->dir, f->name, 1000, f->plan);
+    rbx_plan_cache_store(f->dir, f->name, f->plan);
     edit_plan_at(f, offsetof(rbx_root_plan, steps) + offsetof(rbx_root_step, inside), "etc", 4);
     assert_false(rbx_plan_cache_load(f->dir, f->name, f->read));
 
     /* a kind no builder knows */
-    rbx_plan_cache_store(f->dir, f->name, 1000, f->plan);
+    rbx_plan_cache_store(f->dir, f->name, f->plan);
     int kind = 77;
     edit_plan_at(f, offsetof(rbx_root_plan, steps) + offsetof(rbx_root_step, kind), &kind,
                  sizeof kind);
     assert_false(rbx_plan_cache_load(f->dir, f->name, f->read));
 
-    rbx_plan_cache_store(f->dir, f->name, 1000, f->plan);
+    rbx_plan_cache_store(f->dir, f->name, f->plan);
     assert_true(rbx_plan_cache_load(f->dir, f->name, f->read));
 }
 
@@ -152,13 +153,13 @@ static void a_link_or_an_entry_others_may_write_is_refused(void **state)
     fixture *f = *state;
     char real[260];
     snprintf(real, sizeof real, "%s/elsewhere", f->dir);
-    rbx_plan_cache_store(f->dir, f->name, 1000, f->plan);
+    rbx_plan_cache_store(f->dir, f->name, f->plan);
     assert_int_equal(rename(f->path, real), 0);
     assert_int_equal(symlink(real, f->path), 0);
     assert_false(rbx_plan_cache_load(f->dir, f->name, f->read));
     assert_int_equal(unlink(f->path), 0);
 
-    rbx_plan_cache_store(f->dir, f->name, 1000, f->plan);
+    rbx_plan_cache_store(f->dir, f->name, f->plan);
     assert_int_equal(chmod(f->path, 0622), 0);
     assert_false(rbx_plan_cache_load(f->dir, f->name, f->read));
     assert_int_equal(chmod(f->path, 0600), 0);
@@ -175,20 +176,39 @@ static void keeping_one_removes_the_entries_of_other_stamps(void **state)
     rbx_plan_cache_name(old, 999, NULL, 64);
     rbx_plan_cache_name(same, 1000, "/srv/image", 64);
     rbx_plan_cache_name(newer, 1001, NULL, 64);
-    rbx_plan_cache_store(f->dir, old, 999, f->plan);
+    rbx_plan_cache_store(f->dir, old, f->plan);
     int dir = open_dir_fd(f->dir);
     write_file_at(dir, ".plan-999-0000000000000000.77", "half", 4);
     write_file_at(dir, "unrelated", "x", 1);
-    rbx_plan_cache_store(f->dir, same, 1000, f->plan);
-    rbx_plan_cache_store(f->dir, f->name, 1000, f->plan);
+    rbx_plan_cache_store(f->dir, same, f->plan);
+    rbx_plan_cache_store(f->dir, f->name, f->plan);
     assert_int_equal(faccessat(dir, old, F_OK, AT_SYMLINK_NOFOLLOW), -1);
     assert_int_equal(faccessat(dir, ".plan-999-0000000000000000.77", F_OK, 0), -1);
     assert_int_equal(faccessat(dir, same, F_OK, 0), 0);
     assert_int_equal(faccessat(dir, "unrelated", F_OK, 0), 0);
-    rbx_plan_cache_store(f->dir, newer, 1001, f->plan);
+    rbx_plan_cache_store(f->dir, newer, f->plan);
     assert_int_equal(faccessat(dir, same, F_OK, 0), -1);
     assert_int_equal(faccessat(dir, f->name, F_OK, 0), -1);
     assert_true(rbx_plan_cache_load(f->dir, newer, f->read));
+    close(dir);
+}
+
+static void keeping_one_removes_another_builds_entry_of_its_root(void **state)
+{
+    fixture *f = *state;
+    char older[RBX_PLAN_CACHE_NAME_MAX], other_root[RBX_PLAN_CACHE_NAME_MAX];
+    /* The same stamp and root, another key: what another build kept. */
+    snprintf(older, sizeof older, "%s", f->name);
+    memset(strrchr(older, '-') + 1, '0', 16);
+    assert_string_not_equal(older, f->name);
+    rbx_plan_cache_name(other_root, 1000, "/srv/image", 64);
+    rbx_plan_cache_store(f->dir, older, f->plan);
+    rbx_plan_cache_store(f->dir, other_root, f->plan);
+    rbx_plan_cache_store(f->dir, f->name, f->plan);
+    int dir = open_dir_fd(f->dir);
+    assert_int_equal(faccessat(dir, older, F_OK, 0), -1);
+    assert_int_equal(faccessat(dir, other_root, F_OK, 0), 0);
+    assert_int_equal(faccessat(dir, f->name, F_OK, 0), 0);
     close(dir);
 }
 
@@ -204,6 +224,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_link_or_an_entry_others_may_write_is_refused, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(keeping_one_removes_the_entries_of_other_stamps, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(keeping_one_removes_another_builds_entry_of_its_root, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
