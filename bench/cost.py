@@ -5,8 +5,10 @@ plain keep-alive http.client, network off and on; the wait of a network-on progr
 (runbox-net starts on it); CPU per execution against the namespaces' floor (bench/floor.c: one
 spawn in the same fresh namespaces, nothing else); throughput at concurrency 8 against bare spawns
 and against floor spawns (the ceiling the floor allows); a stateful `print('hi')` against a bare
-Jupyter kernel (ipykernel driven by jupyter_client; bench/jupyter_probe.py). Latency variants are
-interleaved, each sample after the machine settled (see common.SETTLE_S)."""
+Jupyter kernel (ipykernel driven by jupyter_client; bench/jupyter_probe.py); and, as root, a cold
+`runbox run` in a mount namespace with 2,000 more mounts against one with the host's own (a busy
+container host has thousands: what grows with them is paid by every cold run). Latency variants
+are interleaved, each sample after the machine settled (see common.SETTLE_S)."""
 import json
 import os
 import resource
@@ -81,6 +83,39 @@ def _first_frame_wait(runbox, env, runs):
     return summary(waits)
 
 
+HOST_MOUNTS = 2000
+# A mount namespace of its own, with count more tmpfs mounts (none: the host's own), held open
+# by a sleeping shell; runs enter it with nsenter, so both variants pay the same nsenter.
+HOLD_MOUNTS = ("mount --make-rprivate / && d=$(mktemp -d) && i=0 && "
+               "while [ $i -lt $1 ]; do mkdir $d/m$i && mount -t tmpfs -o size=4k rbx $d/m$i "
+               "&& i=$((i+1)); done && echo ready && exec sleep 3600")
+
+
+def _host_mounts(runbox, env, runs):
+    holders = {}
+    try:
+        for name, count in (("host_mounts", 0), ("host_plus_2000_mounts", HOST_MOUNTS)):
+            proc = subprocess.Popen(["unshare", "-m", "sh", "-c", HOLD_MOUNTS, "sh", str(count)],
+                                    stdout=subprocess.PIPE, text=True)
+            if proc.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"could not make {count} mounts in a mount namespace")
+            holders[name] = proc
+        cli = [runbox, "run", "bash", "-c", "echo hi", "--json", "--no-network"]
+        variants = {name: (lambda pid=proc.pid: timed(["nsenter", "-m", "-t", str(pid), *cli],
+                                                      env=env)[0])
+                    for name, proc in holders.items()}
+        lines = {name: len(open(f"/proc/{proc.pid}/mountinfo").readlines())
+                 for name, proc in holders.items()}
+        result = _interleaved(variants, runs)
+        for name in result:
+            result[name]["mount_table_lines"] = lines[name]
+        return result
+    finally:
+        for proc in holders.values():
+            proc.kill()
+            proc.wait()
+
+
 def _interleaved(variants, runs):
     for run in variants.values():  # warm-up, not counted
         run()
@@ -138,6 +173,8 @@ def run(runbox, work, runs, bwrap_command):
             variants["jupyter_kernel"] = jupyter
         latency = _interleaved(variants, runs)
         latency["first_frame_wait"] = _first_frame_wait(runbox, cold_env, runs)
+        if os.geteuid() == 0:
+            results["host_mounts"] = _host_mounts(runbox, cold_env, runs)
         cpu = {
             "bare": _children_cpu_ms(lambda: timed(ECHO, env=env_bare), 100),
             "floor": _children_cpu_ms(lambda: timed([floor, *ECHO], env=env_bare), 100),
@@ -235,4 +272,11 @@ def markdown(results):
     lines += ["", "CPU per `echo hi` (ms, user + system, its processes included): " +
               ", ".join(f"{k} {v}" for k, v in cpu.items()) + ". Throughput at concurrency 8 "
               "(executions/s): " + ", ".join(f"{k} {v}" for k, v in tp.items()) + "."]
+    hm = r.get("host_mounts")
+    if hm:
+        few, many = hm["host_mounts"], hm["host_plus_2000_mounts"]
+        lines += ["", f"A cold `runbox run` (through nsenter) in a mount namespace of "
+                  f"{many['mount_table_lines']} mounts: {many['median_ms']} ms, against "
+                  f"{few['median_ms']} ms in one of the host's {few['mount_table_lines']}: "
+                  f"{round(many['median_ms'] / few['median_ms'], 3)} x."]
     return lines
