@@ -108,6 +108,7 @@ static char *delimited_payload(const rbx_request *request, char *const *envp, si
  * back what it read past one), but a count it reads in blocks: an
  * execution's 200 bytes of environment were 200 system calls. */
 #define COUNT_DIGITS 10
+#define COUNT_MAX 10000000000ULL /* 10^COUNT_DIGITS */
 static char *counted_payload(const rbx_request *request, char *const *envp, size_t *len)
 {
     size_t script = 0;
@@ -116,12 +117,12 @@ static char *counted_payload(const rbx_request *request, char *const *envp, size
         for (const char *c = *e; *c; c++)
             script += *c == '\'' ? 4 : 1;
     }
+    if (script >= COUNT_MAX || request->code_len >= COUNT_MAX)
+        return NULL;
     size_t size = 2 * COUNT_DIGITS + script + request->code_len;
     char *payload = malloc(size + 1);
-    if (!payload || script >= 10000000000ULL || request->code_len >= 10000000000ULL) {
-        free(payload);
+    if (!payload)
         return NULL;
-    }
     size_t at = (size_t)snprintf(payload, size + 1, "%010zu%010zu", script, request->code_len);
     for (char *const *e = envp; e && *e; e++) {
         memcpy(payload + at, "export '", 8);

@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "base/fsutil.h"
 #include "runbox.h"
+#include "sandbox/template_pin.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -107,27 +108,22 @@ bool rbx_plan_cache_load(const char *dir, const char *name, rbx_root_plan *plan)
     return ok;
 }
 
-/* Entries (and half-written ones) of other stamps than kept's, and the
- * ones kept replaces: of its root, made by another build (an upgrade that
- * left the system paths as they were). */
+/* The entries kept replaces (rbx_template_name_replaced), half-written
+ * ones of another stamp too. */
 static void remove_others(const char *dir, const char *kept)
 {
     DIR *d = opendir(dir);
     if (!d)
         return;
-    size_t stamp_len = (size_t)(strchr(kept + strlen(PREFIX), '-') - kept + 1);
-    size_t root_len = (size_t)(strrchr(kept, '-') - kept + 1);
     int dfd = dirfd(d);
     struct dirent *e;
     while ((e = readdir(d))) {
-        const char *n = e->d_name[0] == '.' ? e->d_name + 1 : e->d_name;
-        if (strncmp(n, PREFIX, strlen(PREFIX)))
-            continue;
-        bool other_stamp = strncmp(n, kept, stamp_len) != 0;
-        bool replaced = !strncmp(n, kept, root_len) && strcmp(e->d_name, kept) != 0 &&
-                        e->d_name[0] != '.';
-        if (other_stamp || replaced)
-            (void)unlinkat(dfd, e->d_name, 0);
+        const char *n = e->d_name;
+        bool part = n[0] == '.';
+        if (!strncmp(n + part, PREFIX, strlen(PREFIX)) &&
+            (part ? strncmp(n + 1, kept, (size_t)(strchr(kept + strlen(PREFIX), '-') - kept)) != 0
+                  : rbx_template_name_replaced(n, kept)))
+            (void)unlinkat(dfd, n, 0);
     }
     closedir(d);
 }

@@ -128,20 +128,18 @@ static int build(const rbx_root_plan *plan, char *why, size_t why_size)
  * were 65 us of every cold `runbox run`. */
 static void pin_name(char *out, size_t size, time_t stamp, const rbx_root_plan *plan)
 {
-    uint64_t hash = 1469598103934665603ull;
+    uint64_t hash = RBX_DIGEST_START;
     const unsigned char *bytes = (const unsigned char *)plan;
     size_t at = 0;
     for (; at + sizeof(uint64_t) <= sizeof *plan; at += sizeof(uint64_t)) {
         uint64_t word;
         memcpy(&word, bytes + at, sizeof word);
-        hash = (hash ^ word) * 1099511628211ull;
+        hash = (hash ^ word) * 1099511628211ull; /* FNV-1a's prime, a word a step */
     }
-    for (; at < sizeof *plan; at++)
-        hash = (hash ^ bytes[at]) * 1099511628211ull;
-    const char *version = RBX_VERSION;
-    for (const char *c = version; *c; c++)
-        hash = (hash ^ (unsigned char)*c) * 1099511628211ull;
-    hash = (hash ^ TEMPLATE_LAYOUT) * 1099511628211ull;
+    hash = rbx_digest_add(hash, bytes + at, sizeof *plan - at);
+    hash = rbx_digest_add(hash, RBX_VERSION, strlen(RBX_VERSION));
+    const int layout = TEMPLATE_LAYOUT;
+    hash = rbx_digest_add(hash, &layout, sizeof layout);
     /* The programs it holds copies of (runbox-init): a new build of one
      * is a new namespace. */
     for (size_t i = 0; i < plan->count; i++) {
@@ -150,15 +148,12 @@ static void pin_name(char *out, size_t size, time_t stamp, const rbx_root_plan *
             continue;
         const uint64_t parts[] = {(uint64_t)st.st_ino, (uint64_t)st.st_size,
                                   (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec};
-        for (size_t j = 0; j < sizeof parts / sizeof parts[0]; j++)
-            hash = (hash ^ parts[j]) * 1099511628211ull;
+        hash = rbx_digest_add(hash, parts, sizeof parts);
     }
     /* The root's own part of the name: an image's tree, or "" for the
      * host's. Pins of one root and one stamp differ only by the build that
      * made them (its version, its runbox-init). */
-    uint64_t root = 1469598103934665603ull;
-    for (const char *c = plan->tree; *c; c++)
-        root = (root ^ (unsigned char)*c) * 1099511628211ull;
+    uint64_t root = rbx_digest_add(RBX_DIGEST_START, plan->tree, strlen(plan->tree));
     snprintf(out, size, "mnt-%lld-%016llx-%016llx", (long long)stamp, (unsigned long long)root,
              (unsigned long long)hash);
 }
@@ -169,7 +164,7 @@ static int pinned_or_built(rbx_template *t, const rbx_root_plan *plan, time_t st
 {
     if (!t->pin_dir[0])
         return build(plan, t->why, sizeof t->why);
-    char name[96], stamp_prefix[40];
+    char name[96];
     pin_name(name, sizeof name, stamp, plan);
     int ns = rbx_template_pin_open(t->pin_dir, name);
     if (ns >= 0)
@@ -178,16 +173,11 @@ static int pinned_or_built(rbx_template *t, const rbx_root_plan *plan, time_t st
     ns = rbx_template_pin_open(t->pin_dir, name); /* another built it meanwhile */
     if (ns < 0) {
         ns = build(plan, t->why, sizeof t->why);
-        if (ns >= 0 && lock >= 0 && rbx_template_pin(t->pin_dir, name, ns) == 0) {
-            /* Built for system paths that are gone: nobody needs those. */
-            snprintf(stamp_prefix, sizeof stamp_prefix, "mnt-%lld-", (long long)stamp);
-            rbx_template_unpin(t->pin_dir, stamp_prefix);
-            /* Built by another build of runbox for this root (an upgrade
-             * that left the system paths as they were): one pin a root,
-             * or the host's mount table would gain a line every upgrade.
-             * Processes of that build keep the namespace they hold. */
-            rbx_template_unpin_replaced(t->pin_dir, name, strrchr(name, '-') - name + 1);
-        }
+        /* The pins it replaces go: built for system paths that are gone,
+         * or by another build for this root (one pin a root, or the host's
+         * mount table would gain a line every upgrade). */
+        if (ns >= 0 && lock >= 0 && rbx_template_pin(t->pin_dir, name, ns) == 0)
+            rbx_template_unpin(t->pin_dir, name);
     }
     if (lock >= 0)
         rbx_lock_release(lock);

@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <linux/nsfs.h>
 #include <sched.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -84,32 +83,41 @@ int rbx_template_pin(const char *dir, const char *name, int ns_fd)
     return 0;
 }
 
-/* The pins in dir to unpin: with replaced NULL, every one whose name does
- * not start with keep (all with keep NULL); else every one whose name
- * starts with replaced's first same bytes but is not replaced. Names
- * first, removal after: removing while reading may skip some. */
-static size_t pins_to_go(const char *dir, const char *keep, const char *replaced, size_t same,
-                         char names[64][256])
+/* Where the name's stamp and root parts end (past their '-'), or 0. */
+static size_t part_end(const char *name, int parts)
+{
+    const char *at = name;
+    for (int i = 0; i < parts + 1; i++)
+        if (!(at = strchr(at, '-')) || !*++at)
+            return 0;
+    return (size_t)(at - name);
+}
+
+bool rbx_template_name_replaced(const char *name, const char *kept)
+{
+    size_t stamp = part_end(kept, 1), root = part_end(kept, 2);
+    if (!stamp || !root || strcmp(name, kept) == 0)
+        return false;
+    return strncmp(name, kept, stamp) != 0 || strncmp(name, kept, root) == 0 ||
+           strchr(name + stamp, '-') == NULL; /* "mnt-<stamp>-<hash>": before roots were named */
+}
+
+void rbx_template_unpin(const char *dir, const char *kept)
 {
     DIR *d = opendir(dir);
     if (!d)
-        return 0;
+        return;
+    /* Names first, removal after: removing while reading may skip some. */
+    char names[64][256];
     size_t count = 0;
     struct dirent *entry;
     while ((entry = readdir(d)) && count < 64) {
         const char *n = entry->d_name;
-        bool goes = replaced ? !strncmp(n, replaced, same) && strcmp(n, replaced) != 0
-                             : !strncmp(n, PIN_PREFIX, strlen(PIN_PREFIX)) &&
-                                   !(keep && !strncmp(n, keep, strlen(keep)));
-        if (goes && strlen(n) < 256)
+        if (!strncmp(n, PIN_PREFIX, strlen(PIN_PREFIX)) && strlen(n) < sizeof names[0] &&
+            (!kept || rbx_template_name_replaced(n, kept)))
             memcpy(names[count++], n, strlen(n) + 1);
     }
     closedir(d);
-    return count;
-}
-
-static void unpin_named(const char *dir, char names[64][256], size_t count)
-{
     char path[4400];
     for (size_t i = 0; i < count; i++) {
         int n = snprintf(path, sizeof path, "%s/%s", dir, names[i]);
@@ -118,20 +126,6 @@ static void unpin_named(const char *dir, char names[64][256], size_t count)
         (void)umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW);
         (void)unlink(path);
     }
-}
-
-void rbx_template_unpin_replaced(const char *dir, const char *name, size_t same_prefix)
-{
-    char names[64][256];
-    size_t count = pins_to_go(dir, NULL, name, same_prefix, names);
-    unpin_named(dir, names, count);
-}
-
-void rbx_template_unpin(const char *dir, const char *keep)
-{
-    char names[64][256];
-    size_t count = pins_to_go(dir, keep, NULL, 0, names);
-    unpin_named(dir, names, count);
-    if (!keep)
+    if (!kept)
         (void)umount2(dir, MNT_DETACH | UMOUNT_NOFOLLOW); /* EINVAL where it is not a mount */
 }

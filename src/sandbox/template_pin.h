@@ -9,7 +9,7 @@
 #ifndef RBX_TEMPLATE_PIN_H
 #define RBX_TEMPLATE_PIN_H
 
-#include <stddef.h>
+#include <stdbool.h>
 
 /* The pinned namespace named name in dir, opened; -1 when there is none
  * (or what is there is not a mount namespace). */
@@ -22,13 +22,16 @@ int rbx_template_pin_lock(const char *dir);
 /* Pins ns_fd as dir/name. Returns 0, or -1 with errno. */
 int rbx_template_pin(const char *dir, const char *name, int ns_fd);
 
-/* Unpins every namespace in dir whose name does not start with keep (all
- * of them when keep is NULL); with keep NULL the directory's own private
- * mount goes too. Processes that hold one keep it. */
-void rbx_template_unpin(const char *dir, const char *keep);
+/* Unpins the namespaces in dir that kept (a pin's name) replaces
+ * (rbx_template_name_replaced); with kept NULL every one, and the
+ * directory's own private mount. Processes that hold one keep it. */
+void rbx_template_unpin(const char *dir, const char *kept);
 
-/* Unpins every namespace in dir whose name starts with the first
- * same_prefix bytes of name, but name itself: those it replaces. */
-void rbx_template_unpin_replaced(const char *dir, const char *name, size_t same_prefix);
+/* Whether the entry name ("<kind>-<stamp>-<root>-<build>", a pin's or a
+ * kept plan's) is one that kept, of the same kind, replaces: of another
+ * stamp (the host's system paths changed since), or another build's of
+ * kept's root (an upgrade that left them as they were), or in an older
+ * form of name. */
+bool rbx_template_name_replaced(const char *name, const char *kept);
 
 #endif

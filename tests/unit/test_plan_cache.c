@@ -6,6 +6,7 @@
 #include "unit_util.h"
 
 #include "sandbox/plan_cache.h"
+#include "sandbox/template_pin.h"
 
 #include <stddef.h>
 #include <sys/stat.h>
@@ -212,6 +213,18 @@ static void keeping_one_removes_another_builds_entry_of_its_root(void **state)
     close(dir);
 }
 
+static void a_name_replaces_other_stamps_its_roots_other_builds_and_the_old_form(void **state)
+{
+    (void)state;
+    const char *kept = "mnt-1000-00000000000000aa-00000000000000bb";
+    assert_false(rbx_template_name_replaced(kept, kept));
+    assert_true(rbx_template_name_replaced("mnt-999-00000000000000aa-00000000000000bb", kept));
+    assert_true(rbx_template_name_replaced("mnt-1000-00000000000000aa-00000000000000cc", kept));
+    assert_false(rbx_template_name_replaced("mnt-1000-00000000000000dd-00000000000000cc", kept));
+    assert_true(rbx_template_name_replaced("mnt-1000-00000000000000ee", kept)); /* older form */
+    assert_false(rbx_template_name_replaced("mnt-1000-00000000000000dd-0", "mnt-bad"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,6 +240,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(keeping_one_removes_another_builds_entry_of_its_root, setup,
                                         teardown),
+        cmocka_unit_test(a_name_replaces_other_stamps_its_roots_other_builds_and_the_old_form),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
