@@ -48,11 +48,15 @@ def test_metrics_count_executions_by_language_and_outcome(server):
 
 def test_the_access_log_has_one_json_line_per_request(server):
     secret_code = "print('do-not-log-this-body')"
-    server.execute(language="python", code=secret_code)
-    server.request("GET", "/v1/nothing")
-    server.request("GET", "/healthz")
     def requests_of(lines):
         return [line for line in lines if line.get("event") == "request"]
+    # A request's line is written once its connection is done with it, which can come after
+    # the client has its answer (under ASan, after the next request's): each is awaited.
+    server.execute(language="python", code=secret_code)
+    server.wait_log(lambda lines: len(requests_of(lines)) >= 1)
+    server.request("GET", "/v1/nothing")
+    server.wait_log(lambda lines: len(requests_of(lines)) >= 2)
+    server.request("GET", "/healthz")
     requests = requests_of(server.wait_log(lambda lines: len(requests_of(lines)) >= 3))
     assert [(r["method"], r["path"], r["status"]) for r in requests] == [
         ("POST", "/v1/execute", 200), ("GET", "/v1/nothing", 404), ("GET", "/healthz", 200)]
