@@ -473,12 +473,14 @@ static int attach_tree(int tree, const char *at)
  * space and the binds. Then a user namespace of the owner's, mapping every
  * id to itself (written by the parent), as its root, with a mount
  * namespace of its own there: the restored tree's namespaces are made
- * below it. Not a cgroup namespace: one made here would not be the
- * tree's user namespace's, and criu refuses such a tree when it is
- * checkpointed again; criu does not restore the tree's own without
- * managing cgroups, which it cannot do here. So a restored kernel's
- * /proc/self/cgroup shows its cgroup's path on the host (it has no
- * cgroup file system and no capability to mount one). */
+ * below it. And a cgroup namespace, made after the kernel's new cgroup
+ * was joined, so that the tree sees that cgroup as its root, as a new
+ * sandbox does: criu restores a tree's own cgroup namespace only when it
+ * manages cgroups, which it cannot do in a user namespace, so the tree
+ * keeps the restorer's. That namespace belongs to the restorer's user
+ * namespace, an ancestor of the tree's: the tree has no capability over
+ * it (a new sandbox's root could mount a cgroup file system in its own),
+ * and criu checkpoints the tree again with it. */
 static int restore_failed(restore_child *c, const char *step)
 {
     /* System calls only: the decimal errno by hand. */
@@ -535,7 +537,7 @@ static int restore_setup(void *arg)
     if (write(c->from_child, "u", 1) != 1 || read(c->to_child, &go, 1) != 1)
         return -1;
     if (syscall(SYS_setresgid, 0, 0, 0) != 0 || syscall(SYS_setresuid, 0, 0, 0) != 0 ||
-        unshare(CLONE_NEWNS) != 0)
+        unshare(CLONE_NEWNS) != 0 || unshare(CLONE_NEWCGROUP) != 0)
         return restore_failed(c, "become the restorer");
     for (size_t i = 0; i < 3; i++)
         if (fcntl(c->keep[i], F_SETFD, 0) != 0)

@@ -95,7 +95,7 @@ def test_a_kernel_sleeps_and_wakes_again_and_again(hb):
 
 
 # What a sandbox's program can see and do of its confinement: the same in a restored kernel
-# as in a fresh one (its cgroup's path aside: see src/sandbox/checkpoint.c).
+# as in a fresh one, down to the cgroups it sees (its own as the root of each).
 PROBE = r"""
 import ctypes, errno, os, socket
 libc = ctypes.CDLL(None, use_errno=True)
@@ -125,6 +125,7 @@ seen = {
     'pids': sorted(int(p) for p in os.listdir('/proc') if p.isdigit())[:2],
     'mounts': sorted(l.split()[4] for l in open('/proc/self/mountinfo')),
     'limits': open('/proc/self/limits').read(),
+    'cgroup': open('/proc/self/cgroup').read(),
     'fds': sorted(os.listdir('/proc/self/fd')),
 }
 print(json.dumps(seen, sort_keys=True))
@@ -140,6 +141,7 @@ def test_a_restored_kernel_is_confined_as_a_fresh_one(hb, network):
     wait_hibernated(hb, "woken", "python")
     restored = json.loads(woke(stateful(hb, "python", PROBE, "woken", network))["output"])
     assert restored == fresh
+    assert {line.split(":", 2)[2] for line in restored["cgroup"].split()} == {"/"}, restored
     assert fresh["status"]["CapEff"] == "0000000000000000" and fresh["status"]["NoNewPrivs"] == "1"
     assert fresh["unshare_user"] == "EPERM" and fresh["kill_init"] == "EPERM"
     hb.cli("sessions", "rm", "fresh", "--wait", "30", env={"RUNBOX_KERNEL_IDLE": "600"})

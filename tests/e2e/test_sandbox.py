@@ -97,12 +97,8 @@ class RestoredKernelRunbox(KernelRunbox):
 def pytest_generate_tests(metafunc):
     marker = metafunc.definition.get_closest_marker("kernel_too")
     if marker and "runbox" in metafunc.fixturenames:
-        # kernel_too(restored="why"): a known gap of restored kernels, which must stay one
-        gap = marker.kwargs.get("restored")
-        restored = pytest.param("restored", marks=pytest.mark.xfail(strict=True, reason=gap)) \
-            if gap else "restored"
         # The pooled pass changes only one-off runs: kernels there are the default pass's.
-        kinds = ["fresh", "kernel"] + ([] if POOLED else [restored])
+        kinds = ["fresh", "kernel"] + ([] if POOLED else ["restored"])
         metafunc.parametrize("runbox", kinds, indirect=True)
 
 
@@ -1157,9 +1153,7 @@ def test_cgroups_left_by_a_killed_runbox_are_swept_and_live_ones_kept(runbox):
         assert existing(owned) == owned
 
 
-@pytest.mark.kernel_too(restored="criu restores the tree without its cgroup namespace: a "
-                                  "restored kernel reads its cgroup's path on the host "
-                                  "(docs/hibernation-notes.md)")
+@kernel_too
 def test_the_cgroup_namespace_shows_the_execution_its_own_cgroup_as_root(runbox):
     """Nothing of the host's cgroup tree, runbox's name for the execution included, shows."""
     result = runbox.run("bash", "cat /proc/self/cgroup", "--no-network")
