@@ -15,6 +15,11 @@
 # namespaces). runbox looks for it there before criu on the PATH
 # (src/sandbox/criu.c); RUNBOX_CRIU names another. To take a newer Debian 13
 # criu (a security update), remove $(RBX_CRIU_DIR) and run `make criu` again.
+# criu saves a network namespace's iptables rules with the host's
+# iptables-save where the kernel has iptables (Debian's kernels; the
+# package does not depend on it).
+DEBIAN_PACKAGES += iptables
+
 RBX_CRIU_DIR ?= /var/lib/runbox/criu
 RBX_CRIU_SUITE ?= trixie
 RBX_CRIU_MIRROR ?= http://deb.debian.org/debian

@@ -106,7 +106,14 @@ static int run_criu(const char *criu, char *const *argv, child_setup setup, void
             _exit(126);
         if (setup && setup(arg) != 0)
             _exit(125);
-        execv(criu, argv);
+        /* criu runs the host's tools by name (iptables-save for a network
+         * namespace, where the kernel has iptables; ip; tar), most of them
+         * in sbin, which the PATH of the runbox that started this one, a
+         * user's shell's, may lack. */
+        static char *const env[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
+                                    "/sbin:/bin",
+                                    "LC_ALL=C", NULL};
+        execve(criu, argv, env);
         _exit(127);
     }
     int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);

@@ -1,5 +1,6 @@
 /* Which criu runbox uses and whether it works here (criu.h). */
 #include "sandbox/criu.h"
+#include "sandbox/criu_kernel.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -201,6 +202,12 @@ void rbx_criu_probe(const char *named, bool is_root, rbx_criu_support *out)
         const char *first = status < 0 ? why : line;
         snprintf(out->detail, sizeof out->detail, "`%.120s check` (criu %s) fails: %.200s",
                  out->path, out->version, *first ? first : "(it says nothing)");
+        return;
+    }
+    char gap[200];
+    if (rbx_criu_kernel_gap(gap, sizeof gap)) {
+        snprintf(out->detail, sizeof out->detail, "criu %s at %.100s passes `criu check`, but %.200s",
+                 out->version, out->path, gap);
         return;
     }
     out->ok = true;

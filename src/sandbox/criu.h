@@ -24,7 +24,8 @@ typedef struct rbx_criu_support {
 
 /* Finds criu (named: that one only; NULL: the default places), asks its
  * version and runs `criu check` (as root; each within a few seconds, so a
- * criu that hangs cannot hang the caller). */
+ * criu that hangs cannot hang the caller), then asks the kernel for what
+ * a checkpoint needs that `criu check` does not ask for (criu_kernel.h). */
 void rbx_criu_probe(const char *named, bool is_root, rbx_criu_support *out);
 
 #endif

@@ -14,9 +14,11 @@ set -euo pipefail
 # stand-in for an outside host; virtio-rng: entropy for getrandom at boot;
 # btrfs: the sessions' storage; overlay: /usr in the prepared namespace;
 # nf_tables, nft_reject_inet and nft_objref: the egress policy's rules in
-# each sandbox.
+# each sandbox. unix_diag, tcp_diag, udp_diag (and netlink_diag, af_packet_diag,
+# which criu asks for too): the socket diagnostics criu reads a tree's
+# sockets with when hibernation checkpoints a kernel.
 MODULES="virtio_pci virtio_blk virtio_rng 9pnet_virtio 9p crc32c_generic ext4 loop tun veth btrfs overlay
-         nf_tables nft_reject_inet nft_objref"
+         nf_tables nft_reject_inet nft_objref unix_diag tcp_diag udp_diag netlink_diag af_packet_diag nf_conntrack_netlink"
 
 kernel_root=$1
 output=$2

@@ -52,9 +52,18 @@ BUILD=/run/rbx/build
 mkfs.ext4 -q -F -E nodiscard,lazy_itable_init=1 -O ^has_journal /dev/vda &&
     mount -o noatime /dev/vda /tmp && chmod 1777 /tmp ||
     echo "rbx-vm: no scratch disk: /tmp stays on the read-only root" | tee "$RESULTS/setup.log"
+# The host's criu (make deps unpacks it into /var/lib/runbox/criu) stays in
+# reach under the tmpfs that takes /var/lib/runbox: hibernation on cgroup v2.
+criu_bind=
+if [ -x /var/lib/runbox/criu/criu ]; then
+    mkdir -p /run/rbx/criu && mount --bind /var/lib/runbox/criu /run/rbx/criu && criu_bind=1
+fi
 for dir in /var/tmp /var/lib/runbox /var/cache /root; do
     mount -t tmpfs -o mode=755 tmpfs "$dir"
 done
+if [ -n "$criu_bind" ]; then
+    mkdir -p /var/lib/runbox/criu && mount --bind /run/rbx/criu /var/lib/runbox/criu
+fi
 chmod 1777 /var/tmp
 hostname rbx-cgroup2-vm
 # A host always holds some file lock; the e2e suite checks that the sandbox
@@ -79,7 +88,7 @@ selftest() {
 }
 
 cd "$REPO" || poweroff_now
-step environment python3 tests/cgroup2/guest_checks.py "$BUILD/runbox"
+step environment env RBX_VM_MODULES="$(param rbx_modules)" python3 tests/cgroup2/guest_checks.py "$BUILD/runbox"
 step cgroup_selftest selftest
 mapfile -t pytest_args <"$RESULTS/pytest-args"
 step e2e env RUNBOX_BIN="$BUILD/runbox" PYTHONPATH="$REPO/tests/cgroup2" \

@@ -111,6 +111,35 @@ def the_execution_cgroup_has_the_limits(state):
           "its cgroup is removed after it")
 
 
+def runbox_check_says_when_a_checkpoint_would_fail(state):
+    """criu's dump reads a kernel's sockets through unix_diag: without it the dump fails though
+    `criu check` passes. Here, where modules are files the guest's init loaded, runbox check
+    must name it when it is unloaded, and say checkpoints work again once it is back."""
+    def line():
+        checks = {c["name"]: c for c in json.loads(runbox("check", "--json", state=state).stdout)
+                  ["checks"]}
+        return checks["checkpoints"]
+    before = line()
+    if not before["ok"]:
+        print(f"  (checkpoints do not work here: {before['detail']})")
+        return
+    module = glob.glob(os.path.join(os.environ.get("RBX_VM_MODULES", "/nonexistent"),
+                                    "kernel/net/unix/unix_diag.ko"))
+    unloaded = module and subprocess.run(["busybox", "rmmod", "unix_diag"],
+                                         capture_output=True, text=True)
+    if not unloaded or unloaded.returncode != 0:
+        check(False, "unix_diag is unloaded for the check", unloaded.stderr if unloaded else
+              f"no unix_diag.ko below RBX_VM_MODULES ({os.environ.get('RBX_VM_MODULES')})")
+        return
+    try:
+        without = line()
+        check(not without["ok"] and "unix_diag" in without["detail"],
+              "runbox check: no checkpoints without unix_diag, and it names the module", without)
+    finally:
+        subprocess.run(["busybox", "insmod", module[0]], check=True)
+    check(line()["ok"], "runbox check: checkpoints again with unix_diag")
+
+
 if __name__ == "__main__":
     RUNBOX = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
@@ -120,6 +149,7 @@ if __name__ == "__main__":
             runbox_check_says_v2(state)
             an_execution_is_accounted_by_cgroup_v2(state)
             the_execution_cgroup_has_the_limits(state)
+            runbox_check_says_when_a_checkpoint_would_fail(state)
         finally:
             # The state directory's storage and prepared namespace are mounts: they go first.
             subprocess.run([RUNBOX, "--state-dir", state, "storage", "unmount"],

@@ -78,6 +78,8 @@ trap 'rm -f "$work/scratch.img"' EXIT
 
 append="console=ttyS0 loglevel=3 panic=-1 cgroup_no_v1=all systemd.unified_cgroup_hierarchy=1"
 append+=" rbx_guest=$here/guest.sh rbx_repo=$repo rbx_build=$build rbx_guest_timeout=$guest_timeout"
+# The guest's kernel modules, on the shared root: a check unloads one and loads it again.
+append+=" rbx_modules=$(ls -d "$kernel_dir"/lib/modules/* | head -n 1)"
 
 echo "run-vm: booting $(basename "$kernel_dir") ($accel, timeout ${vm_timeout}s): pytest ${pytest_args[*]}"
 start=$(date +%s)

@@ -90,7 +90,7 @@ def ci_plan():
          [stage("cgroup2", "test-cgroup2",
                 "cgroup.c's v2 half (limits, OOM events, cgroup.kill, delegation) on a pure v2 "
                 "host: Debian's kernel in qemu (TCG here)",
-                "the 29 e2e cases whose outcome rests on the cgroup code "
+                "the 31 e2e cases whose outcome rests on the cgroup code (hibernation among them) "
                 "(tests/cgroup2/cases.txt; moved: the rest of e2e ran there too, and runs the "
                 "same code as here; all of it in `make test-cgroup2-full`)"),
           stage("fuzz", "fuzz-ci",
