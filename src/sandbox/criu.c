@@ -206,8 +206,9 @@ void rbx_criu_probe(const char *named, bool is_root, rbx_criu_support *out)
     }
     char gap[200];
     if (rbx_criu_kernel_gap(gap, sizeof gap)) {
-        snprintf(out->detail, sizeof out->detail, "criu %s at %.100s passes `criu check`, but %.200s",
-                 out->version, out->path, gap);
+        snprintf(out->detail, sizeof out->detail,
+                 "criu %s at %.100s passes `criu check`, but %.200s", out->version, out->path,
+                 gap);
         return;
     }
     out->ok = true;

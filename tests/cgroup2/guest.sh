@@ -46,6 +46,10 @@ mount --bind "$(param rbx_repo)" /run/rbx/repo && mount --bind "$(param rbx_buil
 }
 REPO=/run/rbx/repo
 BUILD=/run/rbx/build
+# This kernel's modules, for a check that unloads one and loads it again.
+MODULES=
+mkdir -p /run/rbx/modules
+mount --bind "$(param rbx_modules)" /run/rbx/modules && MODULES=/run/rbx/modules
 
 # /tmp (pytest's and runbox's state directories, so runbox's session images)
 # on a real disk, as on a host; the rest of what is written goes to tmpfs.
@@ -88,7 +92,7 @@ selftest() {
 }
 
 cd "$REPO" || poweroff_now
-step environment env RBX_VM_MODULES="$(param rbx_modules)" python3 tests/cgroup2/guest_checks.py "$BUILD/runbox"
+step environment env RBX_VM_MODULES="$MODULES" python3 tests/cgroup2/guest_checks.py "$BUILD/runbox"
 step cgroup_selftest selftest
 mapfile -t pytest_args <"$RESULTS/pytest-args"
 step e2e env RUNBOX_BIN="$BUILD/runbox" PYTHONPATH="$REPO/tests/cgroup2" \
