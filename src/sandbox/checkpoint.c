@@ -485,9 +485,8 @@ static int attach_tree(int tree, const char *at)
  * sandbox does: criu restores a tree's own cgroup namespace only when it
  * manages cgroups, which it cannot do in a user namespace, so the tree
  * keeps the restorer's. That namespace belongs to the restorer's user
- * namespace, an ancestor of the tree's: the tree has no capability over
- * it (a new sandbox's root could mount a cgroup file system in its own),
- * and criu checkpoints the tree again with it. */
+ * namespace, an ancestor of the tree's, where the tree has no
+ * capability; criu checkpoints the tree again with it. */
 static int restore_failed(restore_child *c, const char *step)
 {
     /* System calls only: the decimal errno by hand. */

@@ -37,8 +37,7 @@ static void header_fill(entry_header *h)
 void rbx_plan_cache_name(char out[RBX_PLAN_CACHE_NAME_MAX], time_t stamp, const char *tree,
                          size_t home_size_mb)
 {
-    const char *t = tree ? tree : "";
-    uint64_t root = rbx_digest_add(RBX_DIGEST_START, t, strlen(t) + 1);
+    uint64_t root = rbx_template_root_digest(tree);
     uint64_t key = rbx_digest_add(RBX_DIGEST_START, &home_size_mb, sizeof home_size_mb);
     entry_header h;
     header_fill(&h);
@@ -108,8 +107,8 @@ bool rbx_plan_cache_load(const char *dir, const char *name, rbx_root_plan *plan)
     return ok;
 }
 
-/* The entries kept replaces (rbx_template_name_replaced), half-written
- * ones of another stamp too. */
+/* The entries kept replaces (rbx_template_name_replaced), whole or
+ * half-written (".<name>.<pid>"). */
 static void remove_others(const char *dir, const char *kept)
 {
     DIR *d = opendir(dir);
@@ -118,12 +117,9 @@ static void remove_others(const char *dir, const char *kept)
     int dfd = dirfd(d);
     struct dirent *e;
     while ((e = readdir(d))) {
-        const char *n = e->d_name;
-        bool part = n[0] == '.';
-        if (!strncmp(n + part, PREFIX, strlen(PREFIX)) &&
-            (part ? strncmp(n + 1, kept, (size_t)(strchr(kept + strlen(PREFIX), '-') - kept)) != 0
-                  : rbx_template_name_replaced(n, kept)))
-            (void)unlinkat(dfd, n, 0);
+        const char *n = e->d_name + (e->d_name[0] == '.');
+        if (!strncmp(n, PREFIX, strlen(PREFIX)) && rbx_template_name_replaced(n, kept))
+            (void)unlinkat(dfd, e->d_name, 0);
     }
     closedir(d);
 }

@@ -153,7 +153,7 @@ static void pin_name(char *out, size_t size, time_t stamp, const rbx_root_plan *
     /* The root's own part of the name: an image's tree, or "" for the
      * host's. Pins of one root and one stamp differ only by the build that
      * made them (its version, its runbox-init). */
-    uint64_t root = rbx_digest_add(RBX_DIGEST_START, plan->tree, strlen(plan->tree));
+    uint64_t root = rbx_template_root_digest(plan->tree);
     snprintf(out, size, "mnt-%lld-%016llx-%016llx", (long long)stamp, (unsigned long long)root,
              (unsigned long long)hash);
 }

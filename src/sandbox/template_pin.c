@@ -1,5 +1,6 @@
 /* Pinned prepared namespaces (see template_pin.h). */
 #include "sandbox/template_pin.h"
+#include "base/error.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -81,6 +82,11 @@ int rbx_template_pin(const char *dir, const char *name, int ns_fd)
         return -1;
     }
     return 0;
+}
+
+uint64_t rbx_template_root_digest(const char *tree)
+{
+    return tree ? rbx_digest_add(RBX_DIGEST_START, tree, strlen(tree)) : RBX_DIGEST_START;
 }
 
 /* Where the name's stamp and root parts end (past their '-'), or 0. */

@@ -10,6 +10,7 @@
 #define RBX_TEMPLATE_PIN_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* The pinned namespace named name in dir, opened; -1 when there is none
  * (or what is there is not a mount namespace). */
@@ -26,6 +27,10 @@ int rbx_template_pin(const char *dir, const char *name, int ns_fd);
  * (rbx_template_name_replaced); with kept NULL every one, and the
  * directory's own private mount. Processes that hold one keep it. */
 void rbx_template_unpin(const char *dir, const char *kept);
+
+/* The <root> part of a pin's or a kept plan's name: a digest of the
+ * image's tree (NULL or "": the host's paths). */
+uint64_t rbx_template_root_digest(const char *tree);
 
 /* Whether the entry name ("<kind>-<stamp>-<root>-<build>", a pin's or a
  * kept plan's) is one that kept, of the same kind, replaces: of another

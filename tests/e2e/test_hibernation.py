@@ -117,6 +117,7 @@ seen = {
     'hostname': socket.gethostname(),
     'unshare_user': call('unshare', 0x10000000),
     'mount_tmpfs': call('mount', b'none', b'/mnt', b'tmpfs', 0, None),
+    'mount_cgroup': call('mount', b'none', b'/mnt', b'cgroup2', 0, None),
     'write_usr': attempt(lambda: open('/usr/runbox-probe', 'w')),
     'init_environ': attempt(lambda: open('/proc/1/environ').read()),
     'kill_init': attempt(lambda: os.kill(1, 9)),
@@ -144,6 +145,7 @@ def test_a_restored_kernel_is_confined_as_a_fresh_one(hb, network):
     assert {line.split(":", 2)[2] for line in restored["cgroup"].split()} == {"/"}, restored
     assert fresh["status"]["CapEff"] == "0000000000000000" and fresh["status"]["NoNewPrivs"] == "1"
     assert fresh["unshare_user"] == "EPERM" and fresh["kill_init"] == "EPERM"
+    assert fresh["mount_cgroup"] == "EPERM", fresh
     hb.cli("sessions", "rm", "fresh", "--wait", "30", env={"RUNBOX_KERNEL_IDLE": "600"})
 
 
