@@ -64,7 +64,7 @@ test-default: build mcp-sdk mcp-python-sdk e2b-sdk default-image
 ASAN_E2E = tests/e2e/test_core.py tests/e2e/test_storage.py tests/e2e/test_stateful.py \
 	   tests/e2e/test_deps.py tests/e2e/test_images.py tests/e2e/test_image_import.py \
 	   tests/e2e/test_egress_cli.py tests/e2e/test_one_off_plots.py tests/e2e/test_checkpoints.py \
-	   tests/e2e/test_hibernation.py
+	   tests/e2e/test_hibernation.py tests/e2e/test_daemon_closing.py
 test-asan: asan mcp-sdk mcp-python-sdk e2b-sdk default-image
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure
 	$(call two_passes,$(ON_IMAGE_ENV) $(ASAN_ENV),$(PYTEST_Q),$(ASAN_E2E) tests/http tests/client)

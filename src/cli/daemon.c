@@ -92,8 +92,12 @@ int cli_daemon(cli_globals *globals, int argc, char **argv)
      * signal's flag is seen within the second. */
     while (!stopping && !local_server_stop_asked(server, 1000)) {
         int64_t since;
+        /* Closed in one step with the last look at its connections: a CLI
+         * that connects after it is told so and starts the next daemon,
+         * where one taken in between would lose its call. A kernel starts
+         * only in a call, so none can start once no connection is left. */
         if (local_server_idle(server, &since) && rbx_kernel_count(engine) == 0 &&
-            now_ms() - since > linger_ms)
+            now_ms() - since > linger_ms && local_server_close_if_idle(server, since))
             break;
     }
     char path[4200];

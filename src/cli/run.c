@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char run_usage[] =
@@ -420,12 +421,25 @@ static void note_remote_end(const rbx_request *request, json_t *result)
 /* Returned by exchange when nothing of the run was done there (the
  * process declined it, configured otherwise, or could not be sent it). */
 #define RUN_HERE (-1)
+/* Returned by exchange when the process was closing (a daemon gone idle,
+ * a server stopping) and read nothing of the call: connecting again
+ * reaches the process that takes its place. */
+#define RUN_AGAIN (-2)
+/* How often, 10 ms apart, a call goes to a process that says it closes:
+ * its socket goes with it a moment later. */
+#define CLOSING_TRIES 300
+
+static bool of_type(json_t *event, const char *type)
+{
+    return !strcmp(json_string_value(json_object_get(event, "type")) ?: "", type);
+}
 
 /* Sends the run over fd (closed here, whatever happens) with the CLI's
  * configuration, and renders what comes back; an error answer is left in
- * *error for the caller. */
+ * *error for the caller. who names the process, for the case where it
+ * ends the connection without a result. */
 static int exchange(int fd, const rbx_request *request, const char *config, enum output_mode mode,
-                    json_t **error)
+                    const char *who, json_t **error)
 {
     *error = NULL;
     json_t *body = request_json(request);
@@ -442,23 +456,31 @@ static int exchange(int fd, const rbx_request *request, const char *config, enum
         return EXIT_SYSTEM;
     }
     if (cli_local_send(fd, message) != 0) {
+        /* A closing process answers without reading: its answer may be
+         * here although the call could not be sent. */
+        json_t *answer = cli_local_read(in);
+        int rc = of_type(answer, "closing") ? RUN_AGAIN : RUN_HERE;
+        json_decref(answer);
         fclose(in);
-        return RUN_HERE;
+        return rc;
     }
     int rc = EXIT_SYSTEM;
+    bool answered = false;
     json_t *event;
-    while ((event = cli_local_read(in))) {
+    while (!answered && (event = cli_local_read(in))) {
         const char *type = json_string_value(json_object_get(event, "type"));
         const char *data = json_string_value(json_object_get(event, "data"));
-        bool last = type && (!strcmp(type, "result") || !strcmp(type, "error") ||
-                             !strcmp(type, "declined"));
+        answered = type && (!strcmp(type, "result") || !strcmp(type, "error") ||
+                            !strcmp(type, "declined") || !strcmp(type, "closing"));
         if (type && !strcmp(type, "declined")) {
             rc = RUN_HERE;
+        } else if (type && !strcmp(type, "closing")) {
+            rc = RUN_AGAIN;
         } else if (type && !strcmp(type, "error")) {
             *error = json_incref(event);
         } else if (mode == MODE_STREAM) {
             rc = cli_print_json(json_incref(event));
-        } else if (last) {
+        } else if (answered) {
             json_object_del(event, "type");
             rc = mode == MODE_JSON ? cli_print_json(json_incref(event))
                                    : (int)json_integer_value(json_object_get(event, "exit_code"));
@@ -470,10 +492,13 @@ static int exchange(int fd, const rbx_request *request, const char *config, enum
             (void)write_all(!strcmp(type, "stdout") ? stdout : stderr, data, strlen(data));
         }
         json_decref(event);
-        if (last)
-            break;
     }
     fclose(in);
+    if (!answered) {
+        /* It stopped or failed mid-call: what of the call ran is unknown. */
+        fprintf(stderr, "runbox: %s ended the connection before the call's result\n", who);
+        rc = EXIT_SYSTEM;
+    }
     return rc;
 }
 
@@ -493,21 +518,21 @@ static bool kernel_elsewhere(rbx_engine *engine, const rbx_request *request, jso
     return holder && holder != pid;
 }
 
-/* The run in another runbox process configured as this CLI is: runbox
- * serve when it runs configured alike (it holds the kernels of sessions
- * HTTP uses too), else this configuration's daemon, when it runs or start
- * says to start it (always for a stateful call). A one-off run that
- * neither takes returns RUN_HERE. */
-static int run_remote(const cli_globals *globals, rbx_engine *engine, const rbx_request *request,
-                      enum output_mode mode, bool start)
+/* One try of run_remote (below): RUN_AGAIN when the process that answered
+ * was closing. */
+static int run_remote_once(const cli_globals *globals, rbx_engine *engine,
+                           const rbx_request *request, enum output_mode mode, bool start)
 {
     const char *state_dir = rbx_engine_config(engine)->state_dir;
-    char config[17], why[600];
+    char config[17], why[600], who[4200];
     rbx_engine_fingerprint(engine, config);
     json_t *error = NULL;
     int fd = cli_serve_connect(state_dir);
     int pid = fd >= 0 ? cli_local_peer_pid(fd) : 0;
-    int rc = fd >= 0 ? exchange(fd, request, config, mode, &error) : RUN_HERE;
+    snprintf(who, sizeof who, "runbox serve (pid %d; see its log)", pid);
+    int rc = fd >= 0 ? exchange(fd, request, config, mode, who, &error) : RUN_HERE;
+    if (rc == RUN_AGAIN)
+        return rc;
     /* The session's kernel in the daemon of this configuration (started
      * before the server was): the call is its. */
     bool to_daemon = rc == RUN_HERE || (error && kernel_elsewhere(engine, request, error, pid));
@@ -515,7 +540,9 @@ static int run_remote(const cli_globals *globals, rbx_engine *engine, const rbx_
                                               sizeof why)) >= 0) {
         json_decref(error);
         pid = cli_local_peer_pid(fd);
-        rc = exchange(fd, request, config, mode, &error);
+        snprintf(who, sizeof who, "the runbox daemon (pid %d; see %s/daemon.log)", pid,
+                 state_dir);
+        rc = exchange(fd, request, config, mode, who, &error);
         if (rc == RUN_HERE && request->stateful) {
             fprintf(stderr, "runbox: the runbox daemon of this configuration did not take the "
                             "call (see %s/daemon.log)\n",
@@ -535,6 +562,31 @@ static int run_remote(const cli_globals *globals, rbx_engine *engine, const rbx_
         json_decref(error);
     }
     return rc;
+}
+
+/* The run in another runbox process configured as this CLI is: runbox
+ * serve when it runs configured alike (it holds the kernels of sessions
+ * HTTP uses too), else this configuration's daemon, when it runs or start
+ * says to start it (always for a stateful call). A one-off run that
+ * neither takes returns RUN_HERE. A process that was closing as the call
+ * came (a daemon's last moment once idle) read nothing of it: the call
+ * goes again, to the process in its place. */
+static int run_remote(const cli_globals *globals, rbx_engine *engine, const rbx_request *request,
+                      enum output_mode mode, bool start)
+{
+    for (int tries = 1;; tries++) {
+        int rc = run_remote_once(globals, engine, request, mode, start);
+        if (rc != RUN_AGAIN)
+            return rc;
+        if (tries == CLOSING_TRIES) {
+            fprintf(stderr, "runbox: every runbox process of %s that was asked said it is "
+                            "closing (see %s/daemon.log)\n",
+                    rbx_engine_config(engine)->state_dir, rbx_engine_config(engine)->state_dir);
+            return EXIT_SYSTEM;
+        }
+        struct timespec pause = {.tv_nsec = 10 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
 }
 
 int cli_run(cli_globals *globals, int argc, char **argv)

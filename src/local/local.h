@@ -26,6 +26,9 @@
  *       can say which of its own differ)
  *   {"op": "stop"} -> {"type": "stopping"}: a daemon exits (its kernels go);
  *       runbox serve refuses (stop it as a server)
+ * A process that is closing (a daemon gone idle, a server stopping)
+ * answers any connection it did not take before with {"type": "closing"},
+ * having read nothing of it: the client connects again.
  * Errors: {"type": "error", "status": "invalid" | "not_found" | "busy" |
  * "system" | "no_space", "message": ...}. The client hanging up cancels
  * its execution. */
@@ -63,7 +66,12 @@ void local_server_set_options(local_server *server, json_t *options);
 bool local_server_stop_asked(local_server *server, int wait_ms);
 /* Connections served now, and when the last one ended (monotonic ms). */
 bool local_server_idle(local_server *server, int64_t *since_ms);
-/* Stops accepting, cancels what runs, waits for its connections. */
+/* Takes no call any more, if none was served since since_ms (as
+ * local_server_idle said it) and none is now; then every connection is
+ * answered "closing". Whether it closes. */
+bool local_server_close_if_idle(local_server *server, int64_t since_ms);
+/* Stops accepting (a connection not yet taken is answered "closing"),
+ * cancels what runs, waits for its connections. */
 void local_server_stop(local_server *server);
 
 /* Code that is not UTF-8 on the socket: "code_bytes" in the request, a

@@ -30,6 +30,8 @@ struct local_server {
     size_t active;
     int64_t idle_since_ms;
     bool stoppable, stop_asked;
+    /* No call is taken any more: each connection is answered "closing". */
+    bool closing;
     json_t *options; /* what "ping" answers as "options", or NULL */
 };
 
@@ -431,9 +433,22 @@ static bool trusted(int fd)
     return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == geteuid();
 }
 
+/* A connection that came while the server closes: the caller tries again
+ * (and reaches the process that takes this one's place). */
+static void answer_closing(int fd)
+{
+    send_json(fd, json_pack("{s:s}", "type", "closing"));
+    close(fd);
+}
+
 static void take(local_server *server, int fd)
 {
     pthread_mutex_lock(&server->lock);
+    if (server->closing) {
+        pthread_mutex_unlock(&server->lock);
+        answer_closing(fd);
+        return;
+    }
     size_t slot = 0;
     while (slot < MAX_CLIENTS && server->clients[slot] >= 0)
         slot++;
@@ -536,6 +551,16 @@ void local_server_set_options(local_server *server, json_t *options)
     pthread_mutex_unlock(&server->lock);
 }
 
+bool local_server_close_if_idle(local_server *server, int64_t since_ms)
+{
+    pthread_mutex_lock(&server->lock);
+    if (server->active == 0 && server->idle_since_ms == since_ms)
+        server->closing = true;
+    bool closing = server->closing;
+    pthread_mutex_unlock(&server->lock);
+    return closing;
+}
+
 bool local_server_idle(local_server *server, int64_t *since_ms)
 {
     pthread_mutex_lock(&server->lock);
@@ -549,8 +574,18 @@ void local_server_stop(local_server *server)
 {
     if (!server)
         return;
+    pthread_mutex_lock(&server->lock);
+    server->closing = true;
+    pthread_mutex_unlock(&server->lock);
     (void)!write(server->stop[1], "x", 1);
     pthread_join(server->thread, NULL);
+    /* Connections not yet accepted are answered, not dropped: each one's
+     * client may have sent a call, and an end without an answer would
+     * leave it guessing whether the call ran. */
+    int flags = fcntl(server->listen_fd, F_GETFL);
+    if (flags >= 0 && fcntl(server->listen_fd, F_SETFL, flags | O_NONBLOCK) == 0)
+        for (int fd; (fd = accept4(server->listen_fd, NULL, NULL, SOCK_CLOEXEC)) >= 0;)
+            answer_closing(fd);
     /* What runs is cancelled: its client's socket becomes readable. */
     pthread_mutex_lock(&server->lock);
     for (size_t i = 0; i < MAX_CLIENTS; i++)
