@@ -147,6 +147,13 @@ static void log_listening(const http_server *server, int listen_fd, const char *
     http_log_emit(line);
 }
 
+static void unlink_local_socket(rbx_engine *engine)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" LOCAL_SOCKET, rbx_engine_config(engine)->state_dir);
+    unlink(path);
+}
+
 /* The state directory's local socket, so that the CLI's stateful calls
  * reach this server's kernels; a runbox daemon that serves it already
  * keeps it (its kernels and this server's are apart). */
@@ -223,6 +230,7 @@ static int serve(const cli_globals *globals, http_server *server,
     cli_start_pool(server->engine, "serve");
     local_server *local = serve_local(server->engine);
     int signal_fd = shutdown_pipe();
+    bool unlinked = false;
     if (signal_fd >= 0 && http_server_start(server, listen_fd, e2b_fd) == 0) {
         log_listening(server, listen_fd, "runbox");
         if (e2b_fd >= 0)
@@ -230,7 +238,19 @@ static int serve(const cli_globals *globals, http_server *server,
         struct pollfd wake = {.fd = signal_fd, .events = POLLIN};
         while (poll(&wake, 1, -1) < 0 && errno == EINTR)
             continue;
+        /* The CLI's calls on the local socket stop as HTTP's do: none is
+         * taken from now on (a CLI goes to its configuration's daemon, or
+         * runs a one-off run itself), and those running have the grace
+         * period to finish, alongside HTTP's. */
+        int64_t grace_end_ms = (http_now_us() + (int64_t)(server->options.grace_s * 1e6)) / 1000;
+        if (local) {
+            unlink_local_socket(server->engine);
+            local_server_close(local);
+            unlinked = true;
+        }
         http_server_shutdown(server);
+        if (local && !local_server_wait_idle(local, grace_end_ms))
+            http_log_emit(http_log_event("local_grace_over_cancelling"));
     } else {
         fprintf(stderr, "runbox: cannot start the HTTP server on %s\n", server->options.listen);
         rc = EXIT_SYSTEM;
@@ -241,10 +261,9 @@ static int serve(const cli_globals *globals, http_server *server,
         shutdown_write_fd = -1;
     }
     if (local) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/" LOCAL_SOCKET,
-                 rbx_engine_config(server->engine)->state_dir);
-        unlink(path);
+        /* Once only: another server may hold the name since. */
+        if (!unlinked)
+            unlink_local_socket(server->engine);
         local_server_stop(local);
     }
     e2b_sandboxes_free(server->sandboxes);

@@ -70,6 +70,11 @@ bool local_server_idle(local_server *server, int64_t *since_ms);
  * local_server_idle said it) and none is now; then every connection is
  * answered "closing". Whether it closes. */
 bool local_server_close_if_idle(local_server *server, int64_t since_ms);
+/* Takes no new call: each connection from now on is answered "closing". */
+void local_server_close(local_server *server);
+/* Waits until no connection is served, or until until_ms (monotonic);
+ * whether none is. */
+bool local_server_wait_idle(local_server *server, int64_t until_ms);
 /* Stops accepting (a connection not yet taken is answered "closing"),
  * cancels what runs, waits for its connections. */
 void local_server_stop(local_server *server);

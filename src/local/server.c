@@ -561,6 +561,33 @@ bool local_server_close_if_idle(local_server *server, int64_t since_ms)
     return closing;
 }
 
+void local_server_close(local_server *server)
+{
+    pthread_mutex_lock(&server->lock);
+    server->closing = true;
+    pthread_mutex_unlock(&server->lock);
+}
+
+bool local_server_wait_idle(local_server *server, int64_t until_ms)
+{
+    pthread_mutex_lock(&server->lock);
+    int64_t left;
+    while (server->active > 0 && (left = until_ms - now_ms()) > 0) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        int64_t step = left < 100 ? left : 100;
+        until.tv_nsec += (long)step * 1000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&server->changed, &server->lock, &until);
+    }
+    bool idle = server->active == 0;
+    pthread_mutex_unlock(&server->lock);
+    return idle;
+}
+
 bool local_server_idle(local_server *server, int64_t *since_ms)
 {
     pthread_mutex_lock(&server->lock);
@@ -574,9 +601,7 @@ void local_server_stop(local_server *server)
 {
     if (!server)
         return;
-    pthread_mutex_lock(&server->lock);
-    server->closing = true;
-    pthread_mutex_unlock(&server->lock);
+    local_server_close(server);
     (void)!write(server->stop[1], "x", 1);
     pthread_join(server->thread, NULL);
     /* Connections not yet accepted are answered, not dropped: each one's

@@ -1,4 +1,4 @@
-"""A daemon's end loses no call, and a call that is lost is never silent.
+"""A daemon's or a server's end loses no call, and a call that is lost is never silent.
 
 A `runbox daemon` exits once it has had no kernel and no connection for a while. A CLI that
 connected in its last moment used to get the connection closed without a word: `runbox run`
@@ -11,17 +11,19 @@ middle of a call is named in a clear error.
 These cases put a stand-in at the daemon's socket, which closes on cue (the real daemon's last
 moment is milliseconds wide): the CLI's side is what they test. The daemon's side, that it
 never closes while it holds a connection and answers those waiting with "closing", is the unit
-test test_local_server."""
+test test_local_server. A `runbox serve` that is stopped lets the CLI's calls it runs finish
+within its grace period, as it does HTTP's, and takes no new one."""
 import json
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 
 import pytest
 
-from conftest import daemons
+from conftest import RUNBOX, Runbox, daemons
 
 ENV = {"RUNBOX_POOL": "0"}
 
@@ -139,3 +141,40 @@ def test_a_daemon_that_only_ever_says_closing_gets_a_clear_error_not_a_hang(runb
     stand_in.answer = lambda conn, seen: False
     socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).connect(daemon_socket)
     stand_in.join()
+
+
+def test_a_cli_call_running_in_runbox_serve_finishes_when_the_server_is_stopped(tmp_path):
+    """SIGTERM gives HTTP's executions the grace period to finish: the CLI's calls on the
+    state directory's socket get it too (they were cut at once, the CLI exiting 1), and a call
+    that comes after the signal is not taken there (the CLI's one-off run runs itself)."""
+    state = str(tmp_path / "state")
+    box = Runbox(state)
+    server = subprocess.Popen([RUNBOX, "serve", "--listen", "127.0.0.1:0", "--state-dir", state],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=box.env(ENV))
+    try:
+        deadline = time.time() + 30
+        while not os.path.exists(os.path.join(state, "runbox.sock")) and time.time() < deadline:
+            time.sleep(0.05)
+        assert os.path.exists(os.path.join(state, "runbox.sock")), server.stderr.read1(4096)
+        call = box.popen("run", "bash", "-c", "echo started; sleep 2; echo finished",
+                         "--stateful", "--session", "in-flight", "--no-network", env=ENV)
+        assert call.stdout.readline() == b"started\n"  # running in the server
+        server.send_signal(signal.SIGTERM)
+        deadline = time.time() + 10
+        while os.path.exists(os.path.join(state, "runbox.sock")) and time.time() < deadline:
+            time.sleep(0.02)
+        after = box.cli("run", "bash", "-c", "echo elsewhere", "--no-network", env=ENV)
+        assert after.returncode == 0 and after.stdout == b"elsewhere\n", after
+        out, err = call.communicate(timeout=60)
+        assert call.returncode == 0, err
+        assert out == b"finished\n", (out, err)
+        assert server.wait(timeout=60) == 0
+        events = [json.loads(line).get("event") for line in server.stderr.read().splitlines()
+                  if line.startswith(b"{")]
+        assert events[-1] == "stopped" and "local_grace_over_cancelling" not in events, events
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        stop_daemons(state)
+        box.remove_all_sessions()

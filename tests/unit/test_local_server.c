@@ -156,6 +156,31 @@ static void test_connections_waiting_when_it_stops_are_answered_closing(void **s
         assert_string_equal(answer(waiting[i], NULL, type, sizeof type), "closing");
 }
 
+static int64_t monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* runbox serve's stop: no new call, those running have until the end of
+ * the grace period. */
+static void test_closed_it_waits_for_the_calls_it_holds_until_the_deadline(void **state)
+{
+    fixture *f = *state;
+    int held = connect_to(f);
+    wait_active(f, true);
+    local_server_close(f->server);
+    char type[64];
+    assert_string_equal(answer(connect_to(f), NULL, type, sizeof type), "closing");
+    int64_t start = monotonic_ms();
+    assert_false(local_server_wait_idle(f->server, start + 200));
+    assert_true(monotonic_ms() - start >= 200);
+    /* The held one is still served, and once it ends the wait does. */
+    assert_string_equal(answer(held, "{\"op\": \"ping\"}\n", type, sizeof type), "pong");
+    assert_true(local_server_wait_idle(f->server, monotonic_ms() + 10000));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -167,6 +192,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_connections_waiting_when_it_stops_are_answered_closing, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_closed_it_waits_for_the_calls_it_holds_until_the_deadline, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
