@@ -1183,6 +1183,7 @@ size_t rbx_processes_freeze_session(rbx_engine *engine, const char *session_id, 
         while (p->life == STARTING) /* its start ends within START_WAIT_MS */
             pthread_cond_wait(&p->changed, &p->lock);
         if (p->life == RUNNING && !p->kill_asked) {
+            errno = ENOTSUP;
             if (p->sandbox.cgroup && rbx_cgroup_freeze(p->sandbox.cgroup, frozen) == 0) {
                 done++;
                 rbx_process_event event = {.kind = RBX_PROCESS_FROZEN};
@@ -1190,8 +1191,11 @@ size_t rbx_processes_freeze_session(rbx_engine *engine, const char *session_id, 
                     deliver(p, &event);
             } else if (frozen) {
                 p->kill_asked = true;
-                p->why_end = "the sandbox was paused, and this host cannot freeze its processes "
-                             "(no cgroup freezer): stopped";
+                p->why_end = errno == ETIMEDOUT
+                                 ? "the sandbox was paused, and not every process of this one "
+                                   "froze within 10 seconds: stopped"
+                                 : "the sandbox was paused, and this host cannot freeze its "
+                                   "processes (no cgroup freezer): stopped";
                 rbx_sandbox_kill(&p->sandbox);
             }
         }

@@ -812,7 +812,11 @@ int rbx_cgroup_stats_read(const rbx_cgroup *cg, rbx_cgroup_stats *st)
 
 /* --- freezing ------------------------------------------------------------------------------ */
 
-#define FREEZE_WAIT_ROUNDS 1000 /* times 1 ms: a sleeping task freezes within one */
+/* How long a freeze may take: a sleeping task freezes within a
+ * millisecond, but one that must first be given a CPU on a loaded host,
+ * or finish a system call that sleeps uninterruptibly, takes longer; a
+ * pause must not stop a sandbox's processes for being slow to freeze. */
+#define FREEZE_WAIT_MS 10000
 
 /* Whether the freezer says what was asked: v2's cgroup.events "frozen N",
  * v1's freezer.state (FREEZING until every task is). */
@@ -838,14 +842,20 @@ int rbx_cgroup_freeze(rbx_cgroup *cg, bool frozen)
                : write_at(dir, "freezer.state", frozen ? "FROZEN" : "THAWED"))
         return -1;
     cg->frozen = frozen;
-    for (int round = 0; round < FREEZE_WAIT_ROUNDS; round++) {
+    /* Looked at each millisecond at first, then less often. */
+    long pause_us = 1000;
+    for (long waited_us = 0; waited_us < FREEZE_WAIT_MS * 1000L; waited_us += pause_us) {
         if (freeze_done(cg, dir, frozen))
             return 0;
         /* v1 retries a task it could not freeze yet only when asked again. */
         if (!cg->v2 && frozen)
             (void)write_at(dir, "freezer.state", "FROZEN");
-        nanosleep(&(struct timespec){.tv_nsec = 1000 * 1000}, NULL);
+        if (waited_us >= 100 * 1000)
+            pause_us = 10 * 1000;
+        nanosleep(&(struct timespec){.tv_nsec = pause_us * 1000}, NULL);
     }
+    if (freeze_done(cg, dir, frozen))
+        return 0;
     errno = ETIMEDOUT;
     return -1;
 }

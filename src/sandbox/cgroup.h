@@ -101,9 +101,10 @@ int rbx_cgroup_memory_file(const rbx_cgroup *cg, char *path, size_t size);
 uint64_t rbx_cgroup_oom_kills(const rbx_cgroup *cg);
 
 /* Freezes every process in the cgroup (none runs, none can start another,
- * none can tell) or thaws them, and waits until that is done (about a
- * second at most). The cgroup must have been made freezable. Returns 0,
- * or -1 with errno (ENOTSUP: no freezer for it; ETIMEDOUT). */
+ * none can tell) or thaws them, and waits until that is done (ten seconds
+ * at most). The cgroup must have been made freezable. Returns 0, or -1
+ * with errno (ENOTSUP: no freezer for it; ETIMEDOUT: it asked, and some
+ * process was not frozen or thawed in time). */
 int rbx_cgroup_freeze(rbx_cgroup *cg, bool frozen);
 /* Whether it is frozen now (as this process made it). */
 bool rbx_cgroup_frozen(const rbx_cgroup *cg);

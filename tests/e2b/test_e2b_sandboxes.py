@@ -408,12 +408,14 @@ def test_pause_freezes_commands_and_terminals_and_connect_thaws_them(server):
     sbx.pty.send_stdin(terminal.pid, b"kept=shell-$((6*7))\n")
     assert count_reaching(server, sbx, 20) >= 20
     assert sbx.pause() is True
-    assert metric(server, "runbox_processes_frozen") == 2
-    assert metric(server, "runbox_processes_running") == 0
-    # Its stream ended, saying why, as a paused microVM's connections drop.
+    # Its stream ended, saying why, as a paused microVM's connections drop: frozen, not
+    # stopped (a process that could not be frozen ends, and its end says why).
     with pytest.raises(Exception) as ended:
         ticker.wait()
-    assert "the sandbox was paused" in str(ended.value), ended.value
+    assert "the sandbox was paused: process" in str(ended.value), ended.value
+    assert "is frozen until it resumes" in str(ended.value), ended.value
+    assert metric(server, "runbox_processes_frozen") == 2
+    assert metric(server, "runbox_processes_running") == 0
     frozen = counted(server, sbx)
     time.sleep(1.5)  # 30 more counts, had it run
     assert counted(server, sbx) == frozen
