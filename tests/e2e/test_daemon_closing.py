@@ -62,6 +62,19 @@ def daemon_socket(runbox):
     stop_daemons(runbox.state_dir)
 
 
+class ShortAddress:
+    """A socket's path as an address short enough for AF_UNIX (107 bytes; a test's state
+    directory can be longer, as runbox's own sockets are reached): through a descriptor of its
+    directory, open while the object lives."""
+
+    def __init__(self, path):
+        self.dir_fd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)
+        self.address = f"/proc/self/fd/{self.dir_fd}/{os.path.basename(path)}"
+
+    def close(self):
+        os.close(self.dir_fd)
+
+
 class StandIn:
     """A process at the daemon's socket: answer(conn) serves each connection until it
     returns False; then the socket is unlinked, as a closing daemon's is."""
@@ -69,7 +82,11 @@ class StandIn:
     def __init__(self, path, answer):
         self.path, self.answer, self.seen = path, answer, []
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(path)
+        short = ShortAddress(path)
+        try:
+            self.sock.bind(short.address)
+        finally:
+            short.close()
         self.sock.listen(64)
         self.thread = threading.Thread(target=self.serve, daemon=True)
         self.thread.start()
@@ -139,7 +156,10 @@ def test_a_daemon_that_only_ever_says_closing_gets_a_clear_error_not_a_hang(runb
     assert b"said it is closing" in proc.stderr, proc.stderr
     # The stand-in goes: one more connection ends its loop.
     stand_in.answer = lambda conn, seen: False
-    socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).connect(daemon_socket)
+    short = ShortAddress(daemon_socket)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as last:
+        last.connect(short.address)
+    short.close()
     stand_in.join()
 
 
