@@ -417,7 +417,10 @@ static void *client_thread(void *arg)
     server->clients[c->slot] = -1;
     close(c->fd);
     server->active--;
-    server->idle_since_ms = now_ms();
+    /* Never the same twice: local_server_close_if_idle tells by it that a
+     * connection came and went, however quickly. */
+    int64_t now = now_ms();
+    server->idle_since_ms = now > server->idle_since_ms ? now : server->idle_since_ms + 1;
     pthread_cond_broadcast(&server->changed);
     pthread_mutex_unlock(&server->lock);
     free(c);
