@@ -120,7 +120,8 @@ void cli_local_sockets_free(char **names);
  * answer; NULL when nobody serves it or it said nothing. */
 json_t *cli_local_ask(const char *state_dir, const char *name, json_t *message);
 /* Asks the daemon at the socket name to stop: its pid when it said it
- * stops, else 0 (nobody serves name, or runbox serve, which refuses). */
+ * stops or is closing already, else 0 (nobody serves name, or runbox
+ * serve, which refuses). */
 pid_t cli_local_ask_stop(const char *state_dir, const char *name);
 /* Whether pid has gone, waiting at most timeout_ms: a daemon stops its
  * kernels after it stops listening, so its socket's end says too little. */

@@ -220,8 +220,9 @@ pid_t cli_local_ask_stop(const char *state_dir, const char *name)
 {
     pid_t pid;
     json_t *answer = ask_peer(state_dir, name, json_pack("{s:s}", "op", "stop"), &pid);
-    bool stopping =
-        !strcmp(json_string_value(json_object_get(answer, "type")) ?: "", "stopping");
+    /* One that was closing already is going all the same: waited for too. */
+    const char *type = json_string_value(json_object_get(answer, "type")) ?: "";
+    bool stopping = !strcmp(type, "stopping") || !strcmp(type, "closing");
     json_decref(answer);
     return stopping ? pid : 0;
 }

@@ -76,9 +76,8 @@ def test_unread_process_streams_hold_the_sandboxs_budget_and_not_more(own_server
         served = 'runbox_connections{state="served"}'
         assert metric(own_server, served) >= 24
         deadline = time.monotonic() + 100  # a held stream stalls once its process resumes
-        while metric(own_server, served) > 4 and time.monotonic() < deadline:
-            time.sleep(1)
-        assert metric(own_server, served) <= 4, "a stream nobody reads stayed open"
+        open_now = served_settled(own_server, served, 4, deadline, pause=1)
+        assert open_now <= 4, f"a stream nobody reads stayed open ({open_now} connections)"
         assert set(pids) <= {p.pid for p in box.sandbox.commands.list()}
         for sock in socks:
             sock.close()
@@ -144,9 +143,8 @@ def test_killing_a_sandbox_ends_its_unread_streams_and_frees_their_places(start_
     # Nobody reads the 9 streams, yet they end: their connections close within seconds.
     served = 'runbox_connections{state="served"}'
     deadline = time.monotonic() + 20  # a second's grace, then cut; slack for a loaded host
-    while metric(own_server, served) > 1 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert metric(own_server, served) <= 1, "a stream of a killed sandbox stayed open"
+    open_now = served_settled(own_server, served, 1, deadline, pause=0.2)
+    assert open_now <= 1, f"a stream of a killed sandbox stayed open ({open_now} connections)"
     # Every place is free again: 8 sandboxes open their full share of the server's 64.
     boxes, socks = [], []
     try:
@@ -162,6 +160,18 @@ def test_killing_a_sandbox_ends_its_unread_streams_and_frees_their_places(start_
             sock.close()
         for other in boxes:
             other.kill()
+
+def served_settled(server, served, at_most, deadline, pause):
+    """The connections served, read until at most at_most or the deadline: the last reading.
+    Each reading is a connection of its own, and the one before it may still be counted for a
+    moment after its answer came (its end is the server's to see): so the value that ended the
+    wait is the one that counts, never a reading after it."""
+    value = metric(server, served)
+    while value > at_most and time.monotonic() < deadline:
+        time.sleep(pause)
+        value = metric(server, served)
+    return value
+
 
 def wait_for_metric(server, name, value, seconds=15):
     """The metric once it reads value, or what it reads after seconds."""

@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -198,3 +199,36 @@ def test_a_cli_call_running_in_runbox_serve_finishes_when_the_server_is_stopped(
             server.wait()
         stop_daemons(state)
         box.remove_all_sessions()
+
+
+GOING_DAEMON = """
+import os, socket, sys, time
+directory, name = sys.argv[1], sys.argv[2]
+fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+sock.bind(f"/proc/self/fd/{fd}/{name}")
+sock.listen(8)
+print("ready", flush=True)
+conn, _ = sock.accept()
+conn.sendall(b'{"type": "closing"}\\n')
+conn.close()
+time.sleep(1.5)  # its last kernel's teardown
+os.unlink(os.path.join(directory, name))
+"""
+
+
+def test_storage_unmount_waits_for_a_daemon_that_was_closing_already(runbox, daemon_socket):
+    """`storage unmount` asks every daemon to stop and waits until each has gone, since each
+    holds the storage until its end: one that answers that it is closing already (it was
+    going, idle, when asked) is going too, and is waited for as one that said it stops."""
+    going = subprocess.Popen([sys.executable, "-c", GOING_DAEMON, runbox.state_dir,
+                              os.path.basename(daemon_socket)], stdout=subprocess.PIPE)
+    try:
+        assert going.stdout.readline() == b"ready\n"
+        proc = runbox.cli("storage", "unmount")
+        assert proc.returncode == 0, proc.stderr
+        assert going.poll() == 0, "storage unmount returned while the daemon was still there"
+    finally:
+        if going.poll() is None:
+            going.kill()
+        going.wait()
