@@ -205,7 +205,11 @@ static json_t *ask_peer(const char *state_dir, const char *name, json_t *message
         return NULL;
     }
     *peer = cli_local_peer_pid(fd);
-    json_t *answer = cli_local_send(fd, message) == 0 ? cli_local_read(in) : NULL;
+    /* Read even when the peer hung up before the message was sent: a
+     * process that is closing answers without reading. */
+    errno = 0;
+    bool sent = cli_local_send(fd, message) == 0;
+    json_t *answer = sent || errno == EPIPE || errno == ECONNRESET ? cli_local_read(in) : NULL;
     fclose(in);
     return answer;
 }

@@ -455,10 +455,12 @@ static int exchange(int fd, const rbx_request *request, const char *config, enum
         close(fd);
         return EXIT_SYSTEM;
     }
+    errno = 0;
     if (cli_local_send(fd, message) != 0) {
         /* A closing process answers without reading: its answer may be
          * here although the call could not be sent. */
-        json_t *answer = cli_local_read(in);
+        bool hung_up = errno == EPIPE || errno == ECONNRESET;
+        json_t *answer = hung_up ? cli_local_read(in) : NULL;
         int rc = of_type(answer, "closing") ? RUN_AGAIN : RUN_HERE;
         json_decref(answer);
         fclose(in);
