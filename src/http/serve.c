@@ -230,7 +230,6 @@ static int serve(const cli_globals *globals, http_server *server,
     cli_start_pool(server->engine, "serve");
     local_server *local = serve_local(server->engine);
     int signal_fd = shutdown_pipe();
-    bool unlinked = false;
     if (signal_fd >= 0 && http_server_start(server, listen_fd, e2b_fd) == 0) {
         log_listening(server, listen_fd, "runbox");
         if (e2b_fd >= 0)
@@ -246,7 +245,6 @@ static int serve(const cli_globals *globals, http_server *server,
         if (local) {
             unlink_local_socket(server->engine);
             local_server_close(local);
-            unlinked = true;
         }
         http_server_shutdown(server);
         if (local && !local_server_wait_idle(local, grace_end_ms))
@@ -254,18 +252,17 @@ static int serve(const cli_globals *globals, http_server *server,
     } else {
         fprintf(stderr, "runbox: cannot start the HTTP server on %s\n", server->options.listen);
         rc = EXIT_SYSTEM;
+        if (local)
+            unlink_local_socket(server->engine);
     }
     if (signal_fd >= 0) {
         close(signal_fd);
         close(shutdown_write_fd);
         shutdown_write_fd = -1;
     }
-    if (local) {
-        /* Once only: another server may hold the name since. */
-        if (!unlinked)
-            unlink_local_socket(server->engine);
-        local_server_stop(local);
-    }
+    /* Its name was unlinked above, once only: another server may hold it
+     * since. */
+    local_server_stop(local);
     e2b_sandboxes_free(server->sandboxes);
     e2b_contexts_free(server->contexts);
     rbx_engine_free(server->engine);

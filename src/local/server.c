@@ -502,16 +502,16 @@ static void *accept_loop(void *arg)
     return NULL;
 }
 
+/* The monotonic clock's time at_ms (now_ms's scale), for the condition's
+ * timed waits. */
+static struct timespec monotonic_at(int64_t at_ms)
+{
+    return (struct timespec){.tv_sec = at_ms / 1000, .tv_nsec = (long)(at_ms % 1000) * 1000000};
+}
+
 bool local_server_stop_asked(local_server *server, int wait_ms)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += wait_ms / 1000;
-    until.tv_nsec += (long)(wait_ms % 1000) * 1000000;
-    if (until.tv_nsec >= 1000000000) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000;
-    }
+    struct timespec until = monotonic_at(now_ms() + wait_ms);
     pthread_mutex_lock(&server->lock);
     while (!server->stop_asked &&
            pthread_cond_timedwait(&server->changed, &server->lock, &until) == 0)
@@ -573,19 +573,12 @@ void local_server_close(local_server *server)
 
 bool local_server_wait_idle(local_server *server, int64_t until_ms)
 {
+    /* Each connection's end broadcasts the condition. */
+    struct timespec until = monotonic_at(until_ms);
     pthread_mutex_lock(&server->lock);
-    int64_t left;
-    while (server->active > 0 && (left = until_ms - now_ms()) > 0) {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        int64_t step = left < 100 ? left : 100;
-        until.tv_nsec += (long)step * 1000000;
-        if (until.tv_nsec >= 1000000000) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&server->changed, &server->lock, &until);
-    }
+    while (server->active > 0 &&
+           pthread_cond_timedwait(&server->changed, &server->lock, &until) == 0)
+        ;
     bool idle = server->active == 0;
     pthread_mutex_unlock(&server->lock);
     return idle;
