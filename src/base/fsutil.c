@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Deeper trees are flattened rather than walked with one fd per level, so a
@@ -305,6 +308,27 @@ uint64_t rbx_read_count(const char *path)
 {
     long long value;
     return path[0] && rbx_read_number(path, &value) == 0 && value > 0 ? (uint64_t)value : 0;
+}
+
+ssize_t rbx_write_nosignal(int fd, const void *data, size_t len)
+{
+    sigset_t pipe_only, old, pending;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    /* One already pending (another write of this thread's, or the
+     * process's) is left for whoever it is for. */
+    bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+    ssize_t n = write(fd, data, len);
+    int error = errno;
+    if (n < 0 && error == EPIPE && !was_pending) {
+        static const struct timespec now = {0};
+        while (sigtimedwait(&pipe_only, NULL, &now) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = error;
+    return n;
 }
 
 int rbx_write_all(int fd, const void *data, size_t len)

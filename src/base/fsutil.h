@@ -63,6 +63,11 @@ int rbx_lock_dir(int dirfd);
 void rbx_lock_release(int fd);
 /* All of len bytes to fd (retrying short writes and EINTR); -1 with errno. */
 int rbx_write_all(int fd, const void *data, size_t len);
+/* One write(2) to a pipe whose reader may be gone: EPIPE then, never
+ * SIGPIPE (runbox keeps the default action, which its sandboxes inherit).
+ * The signal is blocked in the calling thread for the write, and one the
+ * write raised is taken before it is unblocked. */
+ssize_t rbx_write_nosignal(int fd, const void *data, size_t len);
 /* All of len bytes from fd (retrying short reads and EINTR); -1 with errno,
  * EIO when the file ends first. */
 int rbx_read_all(int fd, void *data, size_t len);

@@ -27,7 +27,6 @@
 #include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -946,8 +945,7 @@ rbx_status rbx_process_write(rbx_process *p, const void *data, size_t len, rbx_e
     int64_t deadline = rbx_now_ms() + WRITE_WAIT_MS;
     const char *at = data;
     while (status == RBX_OK && len) {
-        ssize_t n = p->terminal ? write(p->input_fd, at, len)
-                                : send(p->input_fd, at, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = rbx_write_nosignal(p->input_fd, at, len); /* both non-blocking */
         if (n > 0) {
             at += n;
             len -= (size_t)n;

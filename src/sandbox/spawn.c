@@ -657,13 +657,14 @@ static rbx_status open_channels(channels *c, bool with_stdin, int stdin_from, rb
             return rbx_fail(err, RBX_ESYSTEM, "cannot pass the kernel's channel: %s",
                             strerror(errno));
     } else if (with_stdin) {
-        /* A socket, so that writing to a program that stopped reading gives
-         * EPIPE without raising SIGPIPE in the caller (MSG_NOSIGNAL). */
-        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, c->in) != 0)
-            return rbx_fail(err, RBX_ESYSTEM, "cannot create the stdin socket: %s",
+        /* A pipe, which a checkpoint can carry (a socketpair's half it
+         * cannot: docs/hibernation-notes.md), written without blocking
+         * and without SIGPIPE (rbx_write_nosignal). As large as the
+         * output's, where the host allows. */
+        if (pipe2(c->in, O_CLOEXEC) != 0 || fcntl(c->in[1], F_SETFL, O_NONBLOCK) != 0)
+            return rbx_fail(err, RBX_ESYSTEM, "cannot create the stdin pipe: %s",
                             strerror(errno));
-        shutdown(c->in[0], SHUT_WR);
-        shutdown(c->in[1], SHUT_RD);
+        (void)fcntl(c->in[1], F_SETPIPE_SZ, 1 << 20);
     } else if ((c->in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
         return rbx_fail(err, RBX_ESYSTEM, "cannot open /dev/null: %s", strerror(errno));
     }

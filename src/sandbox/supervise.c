@@ -4,6 +4,7 @@
  * init has exited and both output pipes are closed, which means no process
  * of the execution is left. */
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "base/trace.h"
 #include "runbox.h"
 #include "sandbox/output.h"
@@ -13,7 +14,6 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #define READ_CHUNK (256 * 1024)
@@ -68,8 +68,7 @@ static int read_report(rbx_watch *watch, int *fd)
 
 static void feed_stdin(rbx_watch *watch, int *fd, size_t *sent)
 {
-    ssize_t n =
-        send(*fd, watch->stdin_data + *sent, watch->stdin_len - *sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = rbx_write_nosignal(*fd, watch->stdin_data + *sent, watch->stdin_len - *sent);
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
         return;
     if (n < 0) {

@@ -142,6 +142,59 @@ static void stdin_is_a_stream_until_closed(void **state)
     rbx_process_free(p);
 }
 
+/* More than the stdin pipe holds goes in one call: it waits for the program to read. */
+static void input_larger_than_the_pipe_reaches_the_program(void **state)
+{
+    fixture *f = *state;
+    seen s = {0};
+    rbx_process *p = start(f, "wc -c", true, 0, 0, &s);
+    size_t len = 3u << 20;
+    char *data = malloc(len);
+    assert_non_null(data);
+    memset(data, 'x', len);
+    rbx_error err;
+    assert_int_equal(rbx_process_write(p, data, len, &err), RBX_OK);
+    free(data);
+    assert_int_equal(rbx_process_close_stdin(p, &err), RBX_OK);
+    assert_true(rbx_process_wait(p, 20));
+    assert_string_equal(s.out, "3145728\n");
+    rbx_process_free(p);
+}
+
+static bool output_has(seen *s, const char *text, double timeout_s)
+{
+    for (int i = 0; i < (int)(timeout_s * 100); i++) {
+        pthread_mutex_lock(&s->lock);
+        bool has = strstr(s->out, text) != NULL;
+        pthread_mutex_unlock(&s->lock);
+        if (has)
+            return true;
+        usleep(10000);
+    }
+    return false;
+}
+
+/* A program that closed its stdin: writing to it is an error for the
+ * caller, not a SIGPIPE that would end the server (whose action for it is
+ * the default, as this test's is). */
+static void input_to_a_program_that_closed_stdin_is_an_error_not_a_signal(void **state)
+{
+    fixture *f = *state;
+    seen s = {0};
+    signal(SIGPIPE, SIG_DFL);
+    rbx_process *p = start(f, "exec 0<&-; echo closed; sleep 30", true, 0, 0, &s);
+    assert_true(output_has(&s, "closed", 20));
+    rbx_error err;
+    assert_int_equal(rbx_process_write(p, "x", 1, &err), RBX_EINVAL);
+    assert_non_null(strstr(err.message, "does not take input any more"));
+    sigset_t pending;
+    assert_int_equal(sigpending(&pending), 0);
+    assert_false(sigismember(&pending, SIGPIPE)); /* taken, not left to arrive later */
+    assert_int_equal(rbx_process_signal(p, SIGKILL, &err), RBX_OK);
+    assert_true(rbx_process_wait(p, 20));
+    rbx_process_free(p);
+}
+
 static void without_stdin_input_is_refused(void **state)
 {
     fixture *f = *state;
@@ -366,6 +419,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(a_process_streams_its_output_and_exit_code, setup, teardown),
         cmocka_unit_test_setup_teardown(stdin_is_a_stream_until_closed, setup, teardown),
+        cmocka_unit_test_setup_teardown(input_larger_than_the_pipe_reaches_the_program, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            input_to_a_program_that_closed_stdin_is_an_error_not_a_signal, setup, teardown),
         cmocka_unit_test_setup_teardown(without_stdin_input_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(sigterm_reaches_the_program, setup, teardown),
         cmocka_unit_test_setup_teardown(a_terminal_has_its_size_and_takes_input, setup, teardown),
