@@ -492,12 +492,13 @@ void rbx_engine_fingerprint(const rbx_engine *engine, char out[17]);
 /* Stops every execution of this engine running in the session (it ends
  * as cancelled) and kills its processes; returns how many there were. */
 size_t rbx_session_cancel(rbx_engine *engine, const char *id);
-/* E2B's pause (frozen true): stops every execution of this engine running
- * in the session (it ends as cancelled) and freezes its processes, which
+/* E2B's pause (paused true): stops every execution of this engine running
+ * in the session (it ends as cancelled) and pauses its processes: to disk
+ * where they can be checkpointed, else frozen in memory; either way they
  * keep their memory, descriptors and terminals but run nothing until
- * thawed (false: E2B's resume); one that cannot be frozen is stopped.
- * Returns how many processes were frozen (or thawed). */
-size_t rbx_session_freeze(rbx_engine *engine, const char *id, bool frozen);
+ * resumed (false: E2B's resume); one that can be neither is stopped.
+ * Returns how many processes were paused (or resumed). */
+size_t rbx_session_pause(rbx_engine *engine, const char *id, bool paused);
 
 /* Processes: programs that run beside a session's executions, for as long
  * as they like (E2B's commands and terminals). Each is a sandbox of its own,
@@ -558,6 +559,8 @@ typedef struct rbx_process_event {
     int signal;     /* the signal that ended it, or 0 */
     bool killed;    /* its sandbox was killed: by a signal asked for, or its session went */
     const char *error; /* why it ended other than by itself, or NULL */
+    /* RBX_PROCESS_FROZEN: paused to disk (hibernated), not in memory. */
+    bool on_disk;
 } rbx_process_event;
 
 /* Called on the process's own thread, in order, for every event after the
@@ -590,9 +593,11 @@ rbx_status rbx_process_watch(rbx_process *process, rbx_process_fn on_event, void
 void rbx_process_unwatch(rbx_process *process, uint64_t watch);
 /* The watch that held the output (RBX_PROCESS_HOLD) takes it again. */
 void rbx_process_resume(rbx_process *process, uint64_t watch);
-/* Processes of this engine now, over all sessions: those running, and
- * those frozen (a paused E2B sandbox's), counted in one look. */
-void rbx_processes_count(rbx_engine *engine, size_t *running, size_t *frozen);
+/* Processes of this engine now, over all sessions: those running, those
+ * frozen and those hibernated to disk (a paused E2B sandbox's), counted
+ * in one look. */
+void rbx_processes_count(rbx_engine *engine, size_t *running, size_t *frozen,
+                         size_t *hibernated);
 /* Input: to its stdin (when open) or its terminal; blocks while the
  * program does not read, up to a few seconds (then RBX_EBUSY). */
 rbx_status rbx_process_write(rbx_process *process, const void *data, size_t len, rbx_error *err);

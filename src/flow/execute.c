@@ -154,11 +154,11 @@ size_t rbx_session_cancel(rbx_engine *engine, const char *id)
     return n + cancel_executions(engine, id);
 }
 
-size_t rbx_session_freeze(rbx_engine *engine, const char *id, bool frozen)
+size_t rbx_session_pause(rbx_engine *engine, const char *id, bool paused)
 {
-    if (frozen)
+    if (paused)
         (void)cancel_executions(engine, id);
-    return rbx_processes_freeze_session(engine, id, frozen);
+    return rbx_processes_pause_session(engine, id, paused);
 }
 
 static const char *limits_name(bool in_cgroup)

@@ -60,14 +60,15 @@ bool e2b_sandbox_kill(http_server *server, const char *id)
     return true;
 }
 
-/* Its executions cancelled and its processes frozen (a resumed sandbox's
- * commands and terminals go on where they were), then its kernels
+/* Its executions cancelled and its processes paused, to disk or frozen
+ * (a resumed sandbox's commands and terminals go on where they were),
+ * then its kernels
  * hibernated: its next run_code finds its variables (issue 34). Where one
  * cannot be, it is stopped as a kill would. */
 static void hibernate_session(http_server *server, const char *session_id)
 {
     http_executions_cancel_session(server, session_id);
-    (void)rbx_session_freeze(server->engine, session_id, true);
+    (void)rbx_session_pause(server->engine, session_id, true);
     size_t hibernated = 0;
     rbx_session_hibernate(server->engine, session_id, &hibernated);
 }
@@ -83,7 +84,7 @@ static void hibernate_kernels(http_server *server, const char *id, const char *s
 }
 
 /* Paused first, so that no new request reaches it; then its executions
- * stop, its processes freeze, its kernels hibernate, and its streams end. */
+ * stop, its processes and kernels hibernate, and its streams end. */
 bool e2b_sandbox_pause(http_server *server, const char *id, bool *was_paused)
 {
     e2b_sandbox s;
@@ -101,15 +102,15 @@ bool e2b_sandbox_pause(http_server *server, const char *id, bool *was_paused)
     return paused;
 }
 
-/* Its processes thawed, in each of its sessions: they run on from where
- * the pause froze them. */
+/* Its processes restored or thawed, in each of its sessions: they run on
+ * from where the pause left them. */
 void e2b_sandbox_resume(http_server *server, const char *id, const char *session_id)
 {
-    (void)rbx_session_freeze(server->engine, session_id, false);
+    (void)rbx_session_pause(server->engine, session_id, false);
     size_t count = 0;
     e2b_name *sessions = e2b_contexts_sessions(server->contexts, id, &count);
     for (size_t i = 0; i < count; i++)
-        (void)rbx_session_freeze(server->engine, sessions[i].text, false);
+        (void)rbx_session_pause(server->engine, sessions[i].text, false);
     free(sessions);
 }
 

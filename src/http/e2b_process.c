@@ -160,6 +160,7 @@ typedef struct watch {
     size_t bytes;  /* as sent, charged to the sandbox's budget */
     bool ended;    /* the end event is queued: the last one */
     bool frozen;   /* the sandbox paused: the stream ends once what is queued went */
+    bool on_disk;  /* ... and the process went to disk, not frozen in memory */
     bool overflow; /* out of memory: the engine dropped us */
     bool holding;  /* we asked the engine to hold the output */
     e2b_stream *stream;
@@ -222,6 +223,7 @@ static int on_event(void *user, const rbx_process_event *event)
     if (event->kind == RBX_PROCESS_FROZEN) {
         pthread_mutex_lock(&w->lock);
         w->frozen = true;
+        w->on_disk = event->on_disk;
         pthread_cond_signal(&w->news);
         pthread_mutex_unlock(&w->lock);
         return 0;
@@ -354,9 +356,10 @@ static void *pump(void *arg)
                        "runbox is stopping: its sandboxes' processes end with it");
     else if (frozen)
         http_error_set(&err, 503, "unavailable",
-                       "the sandbox was paused: process %u is frozen until it resumes, then "
+                       "the sandbox was paused: process %u is %s until it resumes, then "
                        "Connect to it again",
-                       (unsigned)rbx_process_pid(w->process));
+                       (unsigned)rbx_process_pid(w->process),
+                       w->on_disk ? "on disk" : "frozen");
     e2b_stream_end(w->stream, overflow || stopping || frozen ? &err : NULL);
     watch_free(w);
     return NULL;

@@ -216,8 +216,8 @@ enum MHD_Result http_handle_metrics(http_request *req)
     http_server *server = req->server;
     unsigned running, queued;
     http_admission_counts(&server->admission, &running, &queued);
-    size_t processes, frozen;
-    rbx_processes_count(server->engine, &processes, &frozen);
+    size_t processes, frozen, hibernated;
+    rbx_processes_count(server->engine, &processes, &frozen, &hibernated);
     char *data = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&data, &len);
@@ -239,8 +239,11 @@ enum MHD_Result http_handle_metrics(http_request *req)
             "# TYPE runbox_processes_running gauge\nrunbox_processes_running %zu\n"
             "# HELP runbox_processes_frozen Processes of paused E2B sandboxes, frozen until "
             "resumed.\n"
-            "# TYPE runbox_processes_frozen gauge\nrunbox_processes_frozen %zu\n",
-            running, queued, processes, frozen);
+            "# TYPE runbox_processes_frozen gauge\nrunbox_processes_frozen %zu\n"
+            "# HELP runbox_processes_hibernated Processes of paused E2B sandboxes, on disk "
+            "until resumed (their memory freed).\n"
+            "# TYPE runbox_processes_hibernated gauge\nrunbox_processes_hibernated %zu\n",
+            running, queued, processes, frozen, hibernated);
     render_pool(server, out);
     render_connections(server, out);
     mcp_sessions_stats mcp;

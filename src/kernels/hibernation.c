@@ -129,6 +129,49 @@ static uint64_t checkpoint_room(rbx_engine *engine, int session, const char *nam
     return taken < cap ? cap - taken : 0;
 }
 
+/* The images live in the session's disk cap: they get the room its files
+ * and other checkpoints leave (criu's write fails beyond it), and the
+ * files' cap shrinks by what they take. They are compressed by the
+ * storage as it writes them back, off the checkpoint's path: a Python
+ * kernel's memory image takes a quarter of its size so, which is what
+ * decides how many sessions can sleep on a node's disk. */
+rbx_status rbx_checkpoint_dir_make(rbx_engine *engine, int session, const char *name, int *dir,
+                                   rbx_error *err)
+{
+    *dir = -1;
+    (void)rbx_storage_remove(engine, session, name);
+    uint64_t room = checkpoint_room(engine, session, name);
+    if (room < CHECKPOINT_ROOM_MIN)
+        return rbx_fail(err, RBX_ENOSPC,
+                        "the session's files leave %llu KB of its disk cap of %llu MB, too "
+                        "little for a checkpoint",
+                        (unsigned long long)(room >> 10),
+                        (unsigned long long)(engine->config.disk_cap_bytes >> 20));
+    if (mkdirat(session, name, 0700) != 0 ||
+        (*dir = openat(session, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+        rbx_storage_make_capped(engine, *dir, "images", room) != 0 ||
+        rbx_storage_compress(engine, *dir, "images") != 0 ||
+        fchmodat(*dir, "images", 0711, 0) != 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot make a checkpoint's directory: %s",
+                        strerror(errno));
+    return RBX_OK;
+}
+
+void rbx_checkpoint_dir_remove(rbx_engine *engine, const char *session_id, const char *name)
+{
+    int session = open_session(engine, session_id);
+    if (session < 0)
+        return;
+    if (rbx_storage_remove(engine, session, name) == 0)
+        settle_cap(engine, session);
+    close(session);
+}
+
+void rbx_checkpoint_dir_settle(rbx_engine *engine, int session)
+{
+    settle_cap(engine, session);
+}
+
 void rbx_hibernation_forget(rbx_engine *engine, const char *session_id, const char *language)
 {
     int session = open_session(engine, session_id);
@@ -306,32 +349,10 @@ rbx_status rbx_kernel_hibernate(rbx_engine *engine, rbx_kernel *k, uint64_t *byt
         return rbx_fail(err, RBX_ESYSTEM, "cannot open session %s: %s", k->session_id,
                         strerror(errno));
     dir_name(name, sizeof name, k->runtime->name);
-    (void)rbx_storage_remove(engine, session, name);
     int dir = -1;
-    rbx_status status = RBX_OK;
-    /* The images live in the session's disk cap: they get the room its
-     * files and other checkpoints leave (criu's write fails beyond it),
-     * and the files' cap shrinks by what they take. They are compressed
-     * by the storage as it writes them back, off the checkpoint's path: a
-     * Python kernel's memory image takes a quarter of its size so, which
-     * is what decides how many sessions can sleep on a node's disk. */
-    uint64_t room = checkpoint_room(engine, session, name);
-    if (room < CHECKPOINT_ROOM_MIN) {
-        status = rbx_fail(err, RBX_ENOSPC,
-                          "the session's files leave %llu KB of its disk cap of %llu MB, too "
-                          "little for the kernel's checkpoint",
-                          (unsigned long long)(room >> 10),
-                          (unsigned long long)(engine->config.disk_cap_bytes >> 20));
+    rbx_status status = rbx_checkpoint_dir_make(engine, session, name, &dir, err);
+    if (status != RBX_OK)
         goto out;
-    }
-    if (mkdirat(session, name, 0700) != 0 ||
-        (dir = openat(session, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
-        rbx_storage_make_capped(engine, dir, "images", room) != 0 ||
-        rbx_storage_compress(engine, dir, "images") != 0 || fchmodat(dir, "images", 0711, 0) != 0) {
-        status = rbx_fail(err, RBX_ESYSTEM, "cannot make the kernel's checkpoint directory: %s",
-                          strerror(errno));
-        goto out;
-    }
     snprintf(images, sizeof images, "%s/%s/%s/images", engine->sessions_dir, k->session_id, name);
     /* The scratch space first (its /tmp stays mounted in the tree): a
      * checkpoint that fails puts it back. */
@@ -342,8 +363,10 @@ rbx_status rbx_kernel_hibernate(rbx_engine *engine, rbx_kernel *k, uint64_t *byt
         goto out;
     }
     rbx_checkpoint *cp = calloc(1, sizeof *cp);
-    status = cp ? rbx_sandbox_checkpoint(&k->box.sandbox, k->box.channel_in_init, criu_of(engine),
-                                         images, cp, err)
+    rbx_checkpoint_outside outside = {.channel_fd = k->box.channel_in_init, .stdin_fd = -1,
+                                      .master_fd = -1};
+    status = cp ? rbx_sandbox_checkpoint(&k->box.sandbox, &outside, criu_of(engine), images, cp,
+                                         err)
                 : rbx_fail(err, RBX_ESYSTEM, "out of memory");
     char digest[65] = "";
     if (status == RBX_OK && images_digest(dir, images_max(k), digest, bytes) != 0)

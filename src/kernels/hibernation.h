@@ -42,6 +42,17 @@ rbx_status rbx_kernel_hibernate(rbx_engine *engine, rbx_kernel *k, uint64_t *byt
  * says why in why (the call then reports kernel_restarted). */
 void rbx_kernel_wake_prepare(rbx_engine *engine, rbx_kernel *k, char *why, size_t why_size);
 
+/* A checkpoint's directory in a session (session an open directory):
+ * <name>/images made anew, capped at the room the session's files and
+ * other checkpoints ("hibernated-*") leave under its disk cap, *dir open
+ * on <name>. ENOSPC where that room is too small. */
+rbx_status rbx_checkpoint_dir_make(rbx_engine *engine, int session, const char *name, int *dir,
+                                   rbx_error *err);
+/* Once a checkpoint is written: the session's files are capped beside it. */
+void rbx_checkpoint_dir_settle(rbx_engine *engine, int session);
+/* Removes a checkpoint's directory, and gives its room back to the files. */
+void rbx_checkpoint_dir_remove(rbx_engine *engine, const char *session_id, const char *name);
+
 /* The criu this engine checkpoints with ("" where none works). */
 const char *rbx_kernel_criu(rbx_engine *engine);
 

@@ -8,7 +8,9 @@
 #include "engine/engine.h"
 #include "execution/given.h"
 #include "images/roots.h"
+#include "kernels/hibernation.h"
 #include "runbox.h"
+#include "sandbox/checkpoint.h"
 #include "sandbox/mount.h"
 #include "sandbox/net.h"
 #include "sandbox/sandbox.h"
@@ -58,7 +60,9 @@ typedef struct watcher {
     struct watcher *next;
 } watcher;
 
-typedef enum life { STARTING, RUNNING, ENDED } life;
+/* HIBERNATED: its sandbox paused to disk (a checkpoint in its session),
+ * nothing of it running; its thread waits to restore it or end it. */
+typedef enum life { STARTING, RUNNING, HIBERNATED, ENDED } life;
 
 struct rbx_process {
     rbx_engine *engine;
@@ -81,6 +85,14 @@ struct rbx_process {
     int resume_fd; /* an eventfd: a hold ended, the pump looks again */
     bool kill_asked;     /* SIGKILL asked for, or its session goes */
     const char *why_end; /* runbox's word on an end it caused */
+    char end_said[400];  /* ... when it is made of words found then */
+    /* A pause asks the thread to hibernate the process (it answers by
+     * clearing hibernate_asked, hibernated or not), a resume to wake it. */
+    bool hibernate_asked, wake_asked;
+    rbx_error hibernate_err; /* why the last one did not */
+    rbx_checkpoint *checkpoint; /* while hibernated */
+    struct termios tty_mode;    /* a hibernated terminal's, for the new one */
+    struct winsize tty_size;
 
     /* Input: one writer at a time; the descriptors live until the end, and
      * are closed by the process's thread under this lock. */
@@ -567,7 +579,10 @@ static void pump(rbx_process *p)
          * is left in the pipes (a pipe's worth) goes out anyway. */
         pthread_mutex_lock(&p->lock);
         bool held = p->holds > 0 && init_alive;
+        bool leave = p->hibernate_asked && init_alive; /* its thread checkpoints it */
         pthread_mutex_unlock(&p->lock);
+        if (leave)
+            break;
         struct pollfd fds[4] = {{.fd = held ? -1 : *out, .events = POLLIN},
                                 {.fd = held ? -1 : *err, .events = POLLIN},
                                 {.fd = init_alive ? p->sandbox.pidfd : -1, .events = POLLIN},
@@ -656,6 +671,211 @@ static void started(rbx_process *p, rbx_status status, const rbx_error *err)
     pthread_mutex_unlock(&p->lock);
 }
 
+/* --- hibernation (a paused sandbox's, issue 34) ------------------------------------------- */
+
+static void checkpoint_name(const rbx_process *p, char *name, size_t size)
+{
+    snprintf(name, size, "hibernated-process-%u", (unsigned)p->pid);
+}
+
+static void images_path(const rbx_process *p, char *path, size_t size)
+{
+    char name[48];
+    checkpoint_name(p, name, sizeof name);
+    snprintf(path, size, "%s/%s/%s/images", p->engine->sessions_dir, p->session_id, name);
+}
+
+/* Whether this process's sandbox can go to disk; else why. Asks for the
+ * prepared namespace, which a restore builds its root from. */
+static bool dump_possible(rbx_process *p, char *why, size_t why_size)
+{
+    if (!rbx_hibernation_enabled(p->engine)) {
+        snprintf(why, why_size, "this runbox does not hibernate (root, criu and --hibernate on)");
+        return false;
+    }
+    p->spec.template_ns = rbx_root_template_ns(p->root);
+    bool possible = rbx_checkpoint_possible(&p->sandbox, &p->spec, why, why_size);
+    if (p->spec.template_ns >= 0)
+        close(p->spec.template_ns);
+    p->spec.template_ns = -1;
+    return possible;
+}
+
+/* Dumps the running sandbox into <session>/hibernated-process-<pid>/,
+ * in the session's disk cap, which ends its tree (on the process's
+ * thread, its pump left). On failure the tree runs on, its network back. */
+static rbx_status dump(rbx_process *p, rbx_error *err)
+{
+    rbx_engine *engine = p->engine;
+    char why[256], name[48], images[4600];
+    if (!dump_possible(p, why, sizeof why))
+        return rbx_fail(err, RBX_EINVAL, "the process cannot be checkpointed: %s", why);
+    int session = openat(engine->sessions_fd, p->session_id,
+                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (session < 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot open session %s: %s", p->session_id,
+                        strerror(errno));
+    checkpoint_name(p, name, sizeof name);
+    int dir = -1;
+    rbx_status status = rbx_checkpoint_dir_make(engine, session, name, &dir, err);
+    if (status == RBX_OK && !(p->checkpoint = calloc(1, sizeof *p->checkpoint)))
+        status = rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    if (status == RBX_OK && p->terminal &&
+        (tcgetattr(p->master, &p->tty_mode) != 0 || ioctl(p->master, TIOCGWINSZ, &p->tty_size)))
+        status = rbx_fail(err, RBX_ESYSTEM, "cannot read the terminal's settings: %s",
+                          strerror(errno));
+    if (status == RBX_OK) {
+        images_path(p, images, sizeof images);
+        /* No input goes in while criu reads the pipe's. */
+        pthread_mutex_lock(&p->write_lock);
+        rbx_checkpoint_outside outside = {.channel_fd = -1,
+                                          .stdin_fd = p->terminal ? -1 : p->input_fd,
+                                          .master_fd = p->terminal ? p->master : -1};
+        status = rbx_sandbox_checkpoint(&p->sandbox, &outside, rbx_kernel_criu(engine), images,
+                                        p->checkpoint, err);
+        pthread_mutex_unlock(&p->write_lock);
+    }
+    if (dir >= 0)
+        close(dir);
+    if (status == RBX_OK)
+        rbx_checkpoint_dir_settle(engine, session);
+    close(session);
+    if (status != RBX_OK) {
+        rbx_error back;
+        if (p->network && rbx_sandbox_network_back(&p->spec, &p->sandbox, &back) != RBX_OK)
+            fprintf(stderr, "runbox: process %u keeps running without its network: %s\n",
+                    (unsigned)p->pid, back.message);
+        free(p->checkpoint);
+        p->checkpoint = NULL;
+        rbx_checkpoint_dir_remove(engine, p->session_id, name);
+    }
+    return status;
+}
+
+/* What the dumped tree left in its output pipes goes out before the
+ * pause's word; then nothing of the old sandbox is held. */
+static void let_go(rbx_process *p)
+{
+    char *buf = malloc(READ_CHUNK);
+    int *out = p->terminal ? &p->master : &p->sandbox.stdout_fd;
+    (void)fcntl(*out, F_SETFL, O_NONBLOCK);
+    if (p->sandbox.stderr_fd >= 0)
+        (void)fcntl(p->sandbox.stderr_fd, F_SETFL, O_NONBLOCK);
+    while (buf && *out >= 0 && read_output(p, out, p->terminal ? RBX_PROCESS_TERMINAL
+                                                               : RBX_PROCESS_STDOUT, buf) &&
+           *out >= 0) {
+        struct pollfd fd = {.fd = *out, .events = POLLIN};
+        if (poll(&fd, 1, 0) <= 0 || !(fd.revents & POLLIN))
+            break;
+    }
+    while (buf && p->sandbox.stderr_fd >= 0 &&
+           read_output(p, &p->sandbox.stderr_fd, RBX_PROCESS_STDERR, buf)) {
+        struct pollfd fd = {.fd = p->sandbox.stderr_fd, .events = POLLIN};
+        if (poll(&fd, 1, 0) <= 0 || !(fd.revents & POLLIN))
+            break;
+    }
+    free(buf);
+    (void)rbx_sandbox_reap(&p->sandbox, NULL);
+    pthread_mutex_lock(&p->write_lock);
+    close_fd(&p->input_fd);
+    rbx_sandbox_close(&p->sandbox);
+    close_fd(&p->master);
+    pthread_mutex_unlock(&p->write_lock);
+    close_fd(&p->program_pidfd);
+}
+
+/* Puts the hibernated tree back in a fresh sandbox (a new terminal with
+ * the old one's settings), as its start did: this thread is its parent. */
+static rbx_status restore(rbx_process *p, rbx_error *err)
+{
+    char images[4600];
+    images_path(p, images, sizeof images);
+    if (p->terminal) {
+        rbx_status status = open_terminal(p, p->tty_size.ws_col, p->tty_size.ws_row, err);
+        if (status != RBX_OK)
+            return status;
+        (void)tcsetattr(p->master, TCSANOW, &p->tty_mode);
+        p->spec.terminal_fd = p->slave;
+    }
+    p->spec.template_ns = rbx_root_template_ns(p->root);
+    rbx_status status =
+        p->spec.template_ns < 0
+            ? rbx_fail(err, RBX_ESYSTEM, "the image's prepared namespace is gone")
+            : rbx_sandbox_restore(&p->spec, p->checkpoint, rbx_kernel_criu(p->engine), images,
+                                  &p->sandbox, err);
+    if (p->spec.template_ns >= 0)
+        close(p->spec.template_ns);
+    p->spec.template_ns = -1;
+    close_fd(&p->slave);
+    p->spec.terminal_fd = -1;
+    if (status != RBX_OK)
+        return status;
+    pid_t program = rbx_sandbox_program(&p->sandbox);
+    p->program_pidfd = program > 0 ? (int)syscall(SYS_pidfd_open, program, 0) : -1;
+    pthread_mutex_lock(&p->write_lock);
+    if (p->terminal)
+        p->input_fd = fcntl(p->master, F_DUPFD_CLOEXEC, 3);
+    else if (p->sandbox.stdin_fd >= 0)
+        p->input_fd = fcntl(p->sandbox.stdin_fd, F_DUPFD_CLOEXEC, 3);
+    close_fd(&p->sandbox.stdin_fd);
+    pthread_mutex_unlock(&p->write_lock);
+    return RBX_OK;
+}
+
+/* After its pump: where a pause asked, the process goes to disk and its
+ * thread waits here for the resume (true: it runs again, pump on) or for
+ * its end (false: as a killed process's). A process that cannot go to
+ * disk runs on, for the pause to freeze (true). False at once where no
+ * hibernation was asked: its sandbox ended. */
+static bool hibernation(rbx_process *p)
+{
+    pthread_mutex_lock(&p->lock);
+    bool asked = p->hibernate_asked;
+    pthread_mutex_unlock(&p->lock);
+    if (!asked)
+        return false;
+    rbx_error err = {0};
+    rbx_status status = dump(p, &err);
+    if (status == RBX_OK)
+        let_go(p);
+    pthread_mutex_lock(&p->lock);
+    p->hibernate_asked = false;
+    p->hibernate_err = err;
+    if (status == RBX_OK) {
+        p->life = HIBERNATED;
+        rbx_process_event event = {.kind = RBX_PROCESS_FROZEN, .on_disk = true};
+        deliver(p, &event);
+    }
+    pthread_cond_broadcast(&p->changed);
+    if (status != RBX_OK) {
+        pthread_mutex_unlock(&p->lock);
+        return true;
+    }
+    while (!p->wake_asked && !p->kill_asked)
+        pthread_cond_wait(&p->changed, &p->lock);
+    bool wake = !p->kill_asked;
+    pthread_mutex_unlock(&p->lock);
+    if (wake && (status = restore(p, &err)) != RBX_OK)
+        snprintf(p->end_said, sizeof p->end_said,
+                 "the sandbox was resumed, and this process could not be restored: %.300s",
+                 err.message);
+    char name[48];
+    checkpoint_name(p, name, sizeof name);
+    rbx_checkpoint_dir_remove(p->engine, p->session_id, name);
+    free(p->checkpoint);
+    p->checkpoint = NULL;
+    bool running = wake && status == RBX_OK;
+    pthread_mutex_lock(&p->lock);
+    p->wake_asked = false;
+    if (running) /* else it stays HIBERNATED until its end is told */
+        p->life = RUNNING;
+    if (running && p->kill_asked) /* its session went as it woke */
+        rbx_sandbox_kill(&p->sandbox);
+    pthread_cond_broadcast(&p->changed);
+    pthread_mutex_unlock(&p->lock);
+    return running;
+}
+
 /* The process's thread: starts its sandbox (which dies with this thread
  * if runbox does), tells the starter, pumps its output, and reports its
  * end. It holds a reference of its own until it is done. */
@@ -689,11 +909,15 @@ static void *life_of(void *arg)
     started(p, status, status == RBX_OK ? NULL : &err);
     rbx_process_event end;
     if (status == RBX_OK) {
-        pump(p);
+        do
+            pump(p);
+        while (hibernation(p));
         rbx_exit_report report;
         bool reported = rbx_sandbox_reap(&p->sandbox, &report);
         pthread_mutex_lock(&p->lock);
         fill_end(p, reported, &report, &end);
+        if (p->end_said[0])
+            end.error = p->end_said;
         deliver(p, &end);
         p->life = ENDED;
         pthread_cond_broadcast(&p->changed);
@@ -864,9 +1088,9 @@ rbx_status rbx_process_find(rbx_engine *engine, const char *session_id, uint32_t
     }
     if (*process) {
         pthread_mutex_lock(&(*process)->lock);
-        bool running = (*process)->life == RUNNING;
+        bool alive = (*process)->life == RUNNING || (*process)->life == HIBERNATED;
         pthread_mutex_unlock(&(*process)->lock);
-        if (running)
+        if (alive)
             return RBX_OK;
         process_unref(*process);
         *process = NULL;
@@ -874,8 +1098,14 @@ rbx_status rbx_process_find(rbx_engine *engine, const char *session_id, uint32_t
     return rbx_fail(err, RBX_ENOENT, "process with pid %u not found", (unsigned)pid);
 }
 
+/* Why it is not running (p->life is not RUNNING). */
 static rbx_status ended(const rbx_process *p, rbx_error *err)
 {
+    if (p->life == HIBERNATED)
+        return rbx_fail(err, RBX_EBUSY,
+                        "process with pid %u is hibernated with its paused sandbox: resume the "
+                        "sandbox first",
+                        (unsigned)p->pid);
     return rbx_fail(err, RBX_ENOENT, "process with pid %u has ended", (unsigned)p->pid);
 }
 
@@ -932,12 +1162,21 @@ static bool is_running(rbx_process *p)
     return running;
 }
 
+/* ended()'s answer, under p->lock. */
+static rbx_status not_running(rbx_process *p, rbx_error *err)
+{
+    pthread_mutex_lock(&p->lock);
+    rbx_status status = ended(p, err);
+    pthread_mutex_unlock(&p->lock);
+    return status;
+}
+
 rbx_status rbx_process_write(rbx_process *p, const void *data, size_t len, rbx_error *err)
 {
     rbx_status status = RBX_OK;
     pthread_mutex_lock(&p->write_lock);
     if (!is_running(p))
-        status = ended(p, err);
+        status = not_running(p, err);
     else if (p->input_fd < 0)
         status = rbx_fail(err, RBX_EINVAL,
                           p->stdin_open ? "the process's stdin is closed"
@@ -974,7 +1213,7 @@ rbx_status rbx_process_close_stdin(rbx_process *p, rbx_error *err)
     rbx_status status = RBX_OK;
     pthread_mutex_lock(&p->write_lock);
     if (!is_running(p))
-        status = ended(p, err);
+        status = not_running(p, err);
     else if (p->terminal)
         status = rbx_fail(err, RBX_EINVAL,
                           "the process has a terminal, not a stdin to close: send ^D (0x04)");
@@ -994,7 +1233,10 @@ rbx_status rbx_process_signal(rbx_process *p, int sig, rbx_error *err)
                         sig);
     rbx_status status = RBX_OK;
     pthread_mutex_lock(&p->lock);
-    if (p->life != RUNNING) {
+    if (p->life == HIBERNATED && sig == SIGKILL) {
+        p->kill_asked = true; /* its thread forgets the checkpoint and tells its end */
+        pthread_cond_broadcast(&p->changed);
+    } else if (p->life != RUNNING) {
         status = ended(p, err);
     } else if (sig == SIGKILL || p->program_pidfd < 0) {
         /* Every process of it: killing init ends its PID namespace. */
@@ -1022,7 +1264,7 @@ rbx_status rbx_process_resize(rbx_process *p, uint16_t cols, uint16_t rows, rbx_
     pthread_mutex_lock(&p->write_lock);
     struct winsize size = {.ws_row = rows, .ws_col = cols};
     if (!is_running(p))
-        status = ended(p, err);
+        status = not_running(p, err);
     else if (!p->terminal || p->input_fd < 0)
         status = rbx_fail(err, RBX_EINVAL, "process %u has no terminal to resize", (unsigned)p->pid);
     else if (ioctl(p->input_fd, TIOCSWINSZ, &size) != 0) /* the kernel sends SIGWINCH */
@@ -1072,11 +1314,11 @@ rbx_status rbx_process_list(rbx_engine *engine, const char *session_id, rbx_proc
         if (strcmp(p->session_id, session_id))
             continue;
         pthread_mutex_lock(&p->lock);
-        bool running = p->life == RUNNING;
+        bool alive = p->life == RUNNING || p->life == HIBERNATED;
         pthread_mutex_unlock(&p->lock);
-        if (running && !(ok = info_copy(&list[n], &p->info)))
+        if (alive && !(ok = info_copy(&list[n], &p->info)))
             break;
-        n += running;
+        n += alive;
     }
     pthread_mutex_unlock(&processes->lock);
     if (!ok) {
@@ -1123,6 +1365,7 @@ static size_t stop_where(rbx_engine *engine, const char *session_id, const char 
         p->why_end = why;
         if (p->life == RUNNING)
             rbx_sandbox_kill(&p->sandbox);
+        pthread_cond_broadcast(&p->changed); /* a hibernated one's thread ends it */
         pthread_mutex_unlock(&p->lock);
         n++;
     }
@@ -1143,29 +1386,77 @@ static size_t stop_where(rbx_engine *engine, const char *session_id, const char 
     return n;
 }
 
-void rbx_processes_count(rbx_engine *engine, size_t *running, size_t *frozen)
+void rbx_processes_count(rbx_engine *engine, size_t *running, size_t *frozen,
+                         size_t *hibernated)
 {
     rbx_processes *processes = engine->processes;
-    *running = *frozen = 0;
+    *running = *frozen = *hibernated = 0;
     if (!processes)
         return;
     pthread_mutex_lock(&processes->lock);
     for (rbx_process *p = processes->list; p; p = p->next) {
         pthread_mutex_lock(&p->lock);
+        bool asleep = p->life == HIBERNATED;
         bool is_frozen = p->life == RUNNING && rbx_cgroup_frozen(p->sandbox.cgroup);
         pthread_mutex_unlock(&p->lock);
-        *(is_frozen ? frozen : running) += 1;
+        *(asleep ? hibernated : is_frozen ? frozen : running) += 1;
     }
     pthread_mutex_unlock(&processes->lock);
 }
 
-size_t rbx_processes_freeze_session(rbx_engine *engine, const char *session_id, bool frozen)
+/* A pause's part for one running process (p->lock held): to disk where
+ * it can go (its thread does it), else frozen in memory, else stopped. */
+static bool pause_one(rbx_process *p)
+{
+    p->hibernate_asked = true;
+    uint64_t one = 1;
+    (void)!write(p->resume_fd, &one, sizeof one); /* its pump leaves */
+    while (p->hibernate_asked)
+        pthread_cond_wait(&p->changed, &p->lock);
+    if (p->life == HIBERNATED)
+        return true;
+    if (p->life != RUNNING)
+        return false;
+    if (p->hibernate_err.status != RBX_OK && p->hibernate_err.status != RBX_EINVAL)
+        fprintf(stderr, "runbox: process %u of session %s stays in memory: %s\n",
+                (unsigned)p->pid, p->session_id, p->hibernate_err.message);
+    errno = ENOTSUP;
+    if (p->sandbox.cgroup && rbx_cgroup_freeze(p->sandbox.cgroup, true) == 0) {
+        rbx_process_event event = {.kind = RBX_PROCESS_FROZEN};
+        deliver(p, &event);
+        return true;
+    }
+    p->kill_asked = true;
+    p->why_end = errno == ETIMEDOUT ? "the sandbox was paused, and not every process of this one "
+                                      "froze within 10 seconds: stopped"
+                                    : "the sandbox was paused, and this host can neither "
+                                      "checkpoint nor freeze its processes: stopped";
+    rbx_sandbox_kill(&p->sandbox);
+    return false;
+}
+
+/* A resume's part for one (p->lock held): restored, or thawed. */
+static bool resume_one(rbx_process *p)
+{
+    if (p->life == HIBERNATED) {
+        p->wake_asked = true;
+        pthread_cond_broadcast(&p->changed);
+        while (p->life == HIBERNATED)
+            pthread_cond_wait(&p->changed, &p->lock);
+        return p->life == RUNNING;
+    }
+    return p->life == RUNNING && p->sandbox.cgroup &&
+           rbx_cgroup_freeze(p->sandbox.cgroup, false) == 0;
+}
+
+size_t rbx_processes_pause_session(rbx_engine *engine, const char *session_id, bool paused)
 {
     rbx_processes *processes = engine->processes;
     if (!processes)
         return 0;
-    /* Picked under the registry's lock, each with a reference; frozen
-     * outside it, since a freeze waits for every task of the sandbox. */
+    /* Picked under the registry's lock, each with a reference; paused
+     * outside it, since a checkpoint or a freeze waits for every task of
+     * the sandbox. */
     rbx_process **picked = calloc(ENGINE_PROCESSES_MAX, sizeof *picked);
     size_t n = 0, done = 0;
     pthread_mutex_lock(&processes->lock);
@@ -1180,23 +1471,8 @@ size_t rbx_processes_freeze_session(rbx_engine *engine, const char *session_id, 
         pthread_mutex_lock(&p->lock);
         while (p->life == STARTING) /* its start ends within START_WAIT_MS */
             pthread_cond_wait(&p->changed, &p->lock);
-        if (p->life == RUNNING && !p->kill_asked) {
-            errno = ENOTSUP;
-            if (p->sandbox.cgroup && rbx_cgroup_freeze(p->sandbox.cgroup, frozen) == 0) {
-                done++;
-                rbx_process_event event = {.kind = RBX_PROCESS_FROZEN};
-                if (frozen)
-                    deliver(p, &event);
-            } else if (frozen) {
-                p->kill_asked = true;
-                p->why_end = errno == ETIMEDOUT
-                                 ? "the sandbox was paused, and not every process of this one "
-                                   "froze within 10 seconds: stopped"
-                                 : "the sandbox was paused, and this host cannot freeze its "
-                                   "processes (no cgroup freezer): stopped";
-                rbx_sandbox_kill(&p->sandbox);
-            }
-        }
+        if (!p->kill_asked)
+            done += paused ? p->life == RUNNING && pause_one(p) : resume_one(p);
         pthread_mutex_unlock(&p->lock);
         process_unref(p);
     }

@@ -30,13 +30,17 @@ void rbx_processes_free(rbx_engine *engine);
 /* Kills this engine's processes of the session and waits for their end;
  * returns how many there were. */
 size_t rbx_processes_stop_session(rbx_engine *engine, const char *session_id);
-/* Freezes (frozen true) or thaws this engine's running processes of the
- * session: a paused E2B sandbox's keep their memory, descriptors and
- * terminals but run no instruction until thawed, and cannot tell. One that
- * is starting is frozen once it runs. One that cannot be frozen (a host
- * without a freezer) is stopped, its end saying why. Returns how many were
- * frozen (or thawed). */
-size_t rbx_processes_freeze_session(rbx_engine *engine, const char *session_id, bool frozen);
+/* Pauses (paused true) or resumes this engine's running processes of the
+ * session: a paused E2B sandbox's go to disk where they can (criu, as a
+ * hibernated kernel: <session>/hibernated-process-<pid>/, in the
+ * session's disk cap), their memory freed, else are frozen in memory;
+ * either way they keep their memory, descriptors and terminals but run no
+ * instruction until resumed, and cannot tell (a restored terminal is a new
+ * one, with the old one's settings and size). One that is starting is
+ * paused once it runs. One that can be neither is stopped, its end saying
+ * why; one that cannot be restored ends so too. Returns how many were
+ * paused (or resumed). */
+size_t rbx_processes_pause_session(rbx_engine *engine, const char *session_id, bool paused);
 /* Takes the session's processes.lock exclusively (*lock_fd, for the
  * caller to close once the session is gone), so that no process starts in
  * it meanwhile; false when another runbox process has processes there. */

@@ -38,6 +38,9 @@
 #define CRIU_WAIT_MS 120000
 #define CRIU_ARGS 32 + 2 * RBX_CHECKPOINT_MOUNTS
 #define PATH_SIZE 4400
+/* What a restore hands to the tree: stdout, stderr, the exit report, stdin
+ * and a terminal at most. */
+#define RESTORE_KEPT 5
 
 bool rbx_checkpoint_possible(const rbx_sandbox *sandbox, const rbx_sandbox_spec *spec, char *why,
                              size_t why_size)
@@ -45,8 +48,10 @@ bool rbx_checkpoint_possible(const rbx_sandbox *sandbox, const rbx_sandbox_spec 
     const char *no = NULL;
     if (!spec->is_root)
         no = "runbox is not root (criu must be)";
-    else if (!sandbox->channel_inside)
+    else if (!sandbox->channel_inside && !spec->bare)
         no = "its init did not make the kernel's channel (no runbox-init in its root)";
+    else if (spec->bare && !sandbox->init_executed)
+        no = "its init is a copy of runbox, not runbox-init (none in its root)";
     else if (spec->network == RBX_NET_HOST)
         no = "it shares the host's network";
     else if (spec->template_ns < 0)
@@ -317,6 +322,14 @@ static rbx_status attach_network(const rbx_sandbox_spec *spec, rbx_sandbox *sand
     return rbx_net_helper_start(tap, &sandbox->net, err);
 }
 
+rbx_status rbx_sandbox_network_back(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
+                                    rbx_error *err)
+{
+    if (spec->network != RBX_NET_OUTSIDE || sandbox->net.link)
+        return RBX_OK; /* none, or never taken down */
+    return attach_network(spec, sandbox, err);
+}
+
 /* --- the checkpoint ----------------------------------------------------------------------- */
 
 static int pipe_inode(int fd, unsigned long long *ino)
@@ -387,15 +400,36 @@ static int dump_setup(void *arg)
     return (int)syscall(SYS_setresuid, c->owner, c->owner, -1);
 }
 
-rbx_status rbx_sandbox_checkpoint(rbx_sandbox *sandbox, int channel_fd, const char *criu,
-                                  const char *dir, rbx_checkpoint *out, rbx_error *err)
+/* The slave of the terminal whose master is master_fd: criu's name for it. */
+static int tty_of(int master_fd, unsigned long long *rdev, unsigned long long *dev)
 {
-    *out = (rbx_checkpoint){.channel_fd = channel_fd};
+    int slave = ioctl(master_fd, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    struct stat st;
+    int rc = slave >= 0 ? fstat(slave, &st) : -1;
+    if (slave >= 0)
+        close(slave);
+    if (rc != 0)
+        return -1;
+    *rdev = (unsigned long long)st.st_rdev;
+    *dev = (unsigned long long)st.st_dev;
+    return 0;
+}
+
+rbx_status rbx_sandbox_checkpoint(rbx_sandbox *sandbox, const rbx_checkpoint_outside *outside,
+                                  const char *criu, const char *dir, rbx_checkpoint *out,
+                                  rbx_error *err)
+{
+    *out = (rbx_checkpoint){.channel_fd = outside->channel_fd};
     pid_t init = sandbox->pid;
-    if (pipe_inode(sandbox->stdout_fd, &out->stdout_pipe) ||
-        pipe_inode(sandbox->stderr_fd, &out->stderr_pipe) ||
-        pipe_inode(sandbox->status_fd, &out->status_pipe))
-        return rbx_fail(err, RBX_ESYSTEM, "the kernel's output is not a pipe");
+    bool terminal = outside->master_fd >= 0;
+    if ((!terminal && (pipe_inode(sandbox->stdout_fd, &out->stdout_pipe) ||
+                       pipe_inode(sandbox->stderr_fd, &out->stderr_pipe))) ||
+        pipe_inode(sandbox->status_fd, &out->status_pipe) ||
+        (outside->stdin_fd >= 0 && pipe_inode(outside->stdin_fd, &out->stdin_pipe)))
+        return rbx_fail(err, RBX_ESYSTEM, "the sandbox's input or output is not a pipe");
+    if (terminal && tty_of(outside->master_fd, &out->tty_rdev, &out->tty_dev) != 0)
+        return rbx_fail(err, RBX_ESYSTEM, "cannot find the sandbox's terminal: %s",
+                        strerror(errno));
     if (find_external_mounts(init, out) != 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot read the kernel's mounts: %s", strerror(errno));
     if (detach_network(sandbox) != 0)
@@ -405,7 +439,7 @@ rbx_status rbx_sandbox_checkpoint(rbx_sandbox *sandbox, int channel_fd, const ch
     if (namespace_owner(init, &c.owner) != 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot read the kernel's user namespace: %s",
                         strerror(errno));
-    char pid_text[16], keys[RBX_CHECKPOINT_MOUNTS][RBX_ROOT_PATH_MAX + 40];
+    char pid_text[16], keys[RBX_CHECKPOINT_MOUNTS][RBX_ROOT_PATH_MAX + 40], tty_key[64];
     snprintf(pid_text, sizeof pid_text, "%d", (int)init);
     char *argv[CRIU_ARGS];
     size_t n = 0;
@@ -427,6 +461,11 @@ rbx_status rbx_sandbox_checkpoint(rbx_sandbox *sandbox, int channel_fd, const ch
         snprintf(keys[i], sizeof keys[i], "mnt[%s]:m%zu", out->mounts[i].inside, i);
         argv[n++] = "--external";
         argv[n++] = keys[i];
+    }
+    if (terminal) {
+        snprintf(tty_key, sizeof tty_key, "tty[%llx:%llx]", out->tty_rdev, out->tty_dev);
+        argv[n++] = "--external";
+        argv[n++] = tty_key;
     }
     argv[n] = NULL;
     int rc = run_criu(criu, argv, dump_setup, &c, NULL);
@@ -459,7 +498,8 @@ typedef struct restore_child {
     uid_t owner;
     int to_child, from_child; /* the uid map handshake: the child's ends */
     int child_said, tell_child; /* ... and the parent's */
-    int keep[3];              /* the new pipes' ends criu hands to the tree */
+    int keep[RESTORE_KEPT];   /* the new pipes' ends (and terminal) criu hands to the tree */
+    size_t kept;
     char why[160];            /* the child's failure, as it said it */
 } restore_child;
 
@@ -545,9 +585,9 @@ static int restore_setup(void *arg)
     if (syscall(SYS_setresgid, 0, 0, 0) != 0 || syscall(SYS_setresuid, 0, 0, 0) != 0 ||
         unshare(CLONE_NEWNS) != 0 || unshare(CLONE_NEWCGROUP) != 0)
         return restore_failed(c, "become the restorer");
-    for (size_t i = 0; i < 3; i++)
+    for (size_t i = 0; i < c->kept; i++)
         if (fcntl(c->keep[i], F_SETFD, 0) != 0)
-            return restore_failed(c, "pass the kernel's pipes");
+            return restore_failed(c, "pass the sandbox's pipes");
     return 0;
 }
 
@@ -620,7 +660,7 @@ rbx_status rbx_sandbox_restore(const rbx_sandbox_spec *spec, const rbx_checkpoin
 {
     *sandbox = (rbx_sandbox){.pid = -1, .pidfd = -1, .stdin_fd = -1, .stdout_fd = -1,
                              .stderr_fd = -1, .report_fd = -1, .status_fd = -1};
-    int out[2] = {-1, -1}, errs[2] = {-1, -1}, status[2] = {-1, -1};
+    int out[2] = {-1, -1}, errs[2] = {-1, -1}, status[2] = {-1, -1}, in[2] = {-1, -1};
     int down[2] = {-1, -1}, up[2] = {-1, -1};
     restore_child *c = calloc(1, sizeof *c);
     rbx_root_request request = spec->root_request;
@@ -632,12 +672,21 @@ rbx_status rbx_sandbox_restore(const rbx_sandbox_spec *spec, const rbx_checkpoin
     rbx_status result = RBX_OK;
     if (!c)
         return rbx_fail(err, RBX_ESYSTEM, "out of memory");
-    if (pipe2(out, O_CLOEXEC) || pipe2(errs, O_CLOEXEC) || pipe2(status, O_CLOEXEC) ||
-        pipe2(down, O_CLOEXEC) || pipe2(up, O_CLOEXEC)) {
+    if ((cp->stdout_pipe && pipe2(out, O_CLOEXEC)) || (cp->stderr_pipe && pipe2(errs, O_CLOEXEC)) ||
+        pipe2(status, O_CLOEXEC) || (cp->stdin_pipe && pipe2(in, O_CLOEXEC)) ||
+        pipe2(down, O_CLOEXEC) || pipe2(up, O_CLOEXEC) ||
+        (in[1] >= 0 && fcntl(in[1], F_SETFL, O_NONBLOCK) != 0)) {
         result = rbx_fail(err, RBX_ESYSTEM, "cannot create pipes: %s", strerror(errno));
         goto out;
     }
-    (void)fcntl(out[1], F_SETPIPE_SZ, 1 << 20);
+    if (cp->tty_rdev && spec->terminal_fd < 0) {
+        result = rbx_fail(err, RBX_EINVAL, "the sandbox had a terminal and is given none");
+        goto out;
+    }
+    if (out[1] >= 0)
+        (void)fcntl(out[1], F_SETPIPE_SZ, 1 << 20);
+    if (in[1] >= 0) /* as a started sandbox's (spawn.c) */
+        (void)fcntl(in[1], F_SETPIPE_SZ, 1 << 20);
     if (rbx_cgroup_probe()->mode != RBX_CGROUP_NONE &&
         rbx_cgroup_create(&spec->limits, &sandbox->cgroup, why, sizeof why) != 0) {
         result = rbx_fail(err, RBX_ESYSTEM, "cannot create the kernel's cgroup: %s", why);
@@ -675,15 +724,33 @@ rbx_status rbx_sandbox_restore(const rbx_sandbox_spec *spec, const rbx_checkpoin
     c->from_child = up[1];
     c->child_said = up[0];
     c->tell_child = down[1];
-    c->keep[0] = out[1];
-    c->keep[1] = errs[1];
-    c->keep[2] = status[1];
+    /* The tree's ends of new pipes (and the new terminal) in place of the
+     * ones it had, each named as criu saw the old one. */
+    char inherit[RESTORE_KEPT][96];
+    const struct {
+        unsigned long long id;
+        int fd;
+    } given[RESTORE_KEPT] = {{cp->stdout_pipe, out[1]},
+                             {cp->stderr_pipe, errs[1]},
+                             {cp->status_pipe, status[1]},
+                             {cp->stdin_pipe, in[0]},
+                             {cp->tty_rdev, cp->tty_rdev ? spec->terminal_fd : -1}};
+    for (size_t i = 0; i < RESTORE_KEPT; i++) {
+        if (!given[i].id)
+            continue;
+        if (i == RESTORE_KEPT - 1)
+            snprintf(inherit[c->kept], sizeof inherit[0], "fd[%d]:tty[%llx:%llx]", given[i].fd,
+                     cp->tty_rdev, cp->tty_dev);
+        else
+            snprintf(inherit[c->kept], sizeof inherit[0], "fd[%d]:pipe:[%llu]", given[i].fd,
+                     given[i].id);
+        c->keep[c->kept++] = given[i].fd;
+    }
 
     char root_arg[PATH_SIZE], pid_file[PATH_SIZE];
-    char keys[RBX_CHECKPOINT_MOUNTS][PATH_SIZE + 40], inherit[3][96];
+    char keys[RBX_CHECKPOINT_MOUNTS][PATH_SIZE + 40];
     snprintf(root_arg, sizeof root_arg, "%s", c->root_path);
     snprintf(pid_file, sizeof pid_file, "%s/restored.pid", dir);
-    unsigned long long pipes[3] = {cp->stdout_pipe, cp->stderr_pipe, cp->status_pipe};
     char *argv[CRIU_ARGS];
     size_t n = 0;
     argv[n++] = "criu";
@@ -708,8 +775,7 @@ rbx_status rbx_sandbox_restore(const rbx_sandbox_spec *spec, const rbx_checkpoin
         argv[n++] = "--external";
         argv[n++] = keys[i];
     }
-    for (size_t i = 0; i < 3; i++) {
-        snprintf(inherit[i], sizeof inherit[i], "fd[%d]:pipe:[%llu]", c->keep[i], pipes[i]);
+    for (size_t i = 0; i < c->kept; i++) {
         argv[n++] = "--inherit-fd";
         argv[n++] = inherit[i];
     }
@@ -744,8 +810,10 @@ rbx_status rbx_sandbox_restore(const rbx_sandbox_spec *spec, const rbx_checkpoin
     sandbox->stdout_fd = out[0];
     sandbox->stderr_fd = errs[0];
     sandbox->status_fd = status[0];
-    out[0] = errs[0] = status[0] = -1;
-    sandbox->channel_inside = true;
+    sandbox->stdin_fd = in[1];
+    out[0] = errs[0] = status[0] = in[1] = -1;
+    sandbox->channel_inside = cp->channel_fd >= 0;
+    sandbox->init_executed = true;
     if (spec->network == RBX_NET_OUTSIDE && attach_network(spec, sandbox, err) != RBX_OK) {
         result = err->status;
         rbx_sandbox_kill(sandbox);
@@ -761,6 +829,7 @@ out:
     close_pair(out);
     close_pair(errs);
     close_pair(status);
+    close_pair(in);
     close_pair(down);
     close_pair(up);
     if (result != RBX_OK) {

@@ -42,9 +42,17 @@
 /* What a restore needs beside the directory's images: the caller keeps it
  * (as JSON) with them. */
 typedef struct rbx_checkpoint {
-    int channel_fd; /* runbox's end of the kernel's channel, a descriptor of init */
-    /* The pipes runbox reads (the tree's ends go to new pipes). */
+    /* runbox's end of the kernel's channel, a descriptor of init; -1: a
+     * command's sandbox, which has none. */
+    int channel_fd;
+    /* The pipes runbox reads (the tree's ends go to new pipes); a
+     * terminal's sandbox has no stdout or stderr pipe (0). */
     unsigned long long stdout_pipe, stderr_pipe, status_pipe;
+    /* The pipe runbox writes the program's stdin to, or 0. */
+    unsigned long long stdin_pipe;
+    /* A terminal's slave (its st_rdev and st_dev), or 0: criu takes it as
+     * an external tty, and the restore gives the tree a new one. */
+    unsigned long long tty_rdev, tty_dev;
     size_t mount_count;
     struct {
         char inside[RBX_ROOT_PATH_MAX]; /* where the sandbox sees it */
@@ -56,18 +64,35 @@ typedef struct rbx_checkpoint {
 bool rbx_checkpoint_possible(const rbx_sandbox *sandbox, const rbx_sandbox_spec *spec, char *why,
                              size_t why_size);
 
+/* What of the tree runbox holds outside it, beside the sandbox's output
+ * pipes: a kernel's channel, or a command's stdin or terminal. */
+typedef struct rbx_checkpoint_outside {
+    int channel_fd; /* see rbx_checkpoint; -1: none */
+    int stdin_fd;   /* runbox's end of the program's stdin pipe, or -1 */
+    int master_fd;  /* the terminal's master, or -1 */
+} rbx_checkpoint_outside;
+
 /* Dumps the sandbox's tree into dir (an empty directory; criu's log is
  * dir/dump.log) with criu (a path), and ends the tree: the caller then
- * reaps and closes the sandbox as after a kill. channel_fd: see above. On
- * failure err has criu's error, and the tree keeps running, without its
- * network if it had one: the caller stops it. */
-rbx_status rbx_sandbox_checkpoint(rbx_sandbox *sandbox, int channel_fd, const char *criu,
-                                  const char *dir, rbx_checkpoint *out, rbx_error *err);
+ * reaps and closes the sandbox as after a kill. On failure err has criu's
+ * error, and the tree keeps running, without its network if it had one:
+ * the caller stops it, or takes the network back (rbx_sandbox_network_back). */
+rbx_status rbx_sandbox_checkpoint(rbx_sandbox *sandbox, const rbx_checkpoint_outside *outside,
+                                  const char *criu, const char *dir, rbx_checkpoint *out,
+                                  rbx_error *err);
+
+/* After a checkpoint that failed: the network it took down, back (as a
+ * restore gives it), where the spec has one. */
+rbx_status rbx_sandbox_network_back(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
+                                    rbx_error *err);
 
 /* Restores the tree dumped in dir as a running sandbox (its driver as it
  * was), with spec's limits and root (spec->template_ns open, its request's
  * session and scratch paths the ones the tree had). The restored init is a
- * child of the calling thread, which it dies with, as a started one does. */
+ * child of the calling thread, which it dies with, as a started one does.
+ * A command's stdin comes back as a new pipe (sandbox->stdin_fd, written
+ * as a started one's is), its terminal as spec->terminal_fd: the slave of
+ * a new pseudo-terminal whose master the caller holds. */
 rbx_status rbx_sandbox_restore(const rbx_sandbox_spec *spec, const rbx_checkpoint *cp,
                                const char *criu, const char *dir, rbx_sandbox *sandbox,
                                rbx_error *err);

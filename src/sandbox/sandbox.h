@@ -71,6 +71,9 @@ typedef struct rbx_sandbox {
     /* Init made the channel (spec.channel_inside): runbox's end is
      * channel_ours_fd of init, to take with pidfd_getfd. */
     bool channel_inside;
+    /* Init executed runbox-init (with a starter): a small program a
+     * checkpoint can carry, not a copy of runbox's memory. */
+    bool init_executed;
 } rbx_sandbox;
 
 

@@ -417,15 +417,22 @@ static void default_signals(void)
     sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
-/* In a kernel's sandbox (one a checkpoint may take: hibernation), init's
- * 0 and 1, and a program's stdin that is none, become the sandbox's own
- * /dev/null rather than the host's: nothing of the host's mounts stays
- * open in it, and criu finds every file it holds in mounts of its own.
- * Other sandboxes are never checkpointed: they keep the host's, and the
- * system calls. */
+/* Whether a checkpoint may take this sandbox (hibernation): a kernel's,
+ * whose init makes its channel, or a process's (a paused E2B sandbox's
+ * command) whose init becomes runbox-init. */
+static bool may_be_checkpointed(const child_plan *plan)
+{
+    return plan->channel_ours_fd >= 0 || (plan->spec->bare && plan->starter);
+}
+
+/* In a sandbox a checkpoint may take, init's 0 and 1, and a program's
+ * stdin that is none, become the sandbox's own /dev/null rather than the
+ * host's: nothing of the host's mounts stays open in it, and criu finds
+ * every file it holds in mounts of its own. Other sandboxes are never
+ * checkpointed: they keep the host's, and the system calls. */
 static int null_of_the_sandbox(const child_plan *plan)
 {
-    if (plan->channel_ours_fd < 0)
+    if (!may_be_checkpointed(plan))
         return 0;
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null < 0)
@@ -482,9 +489,10 @@ static int sandbox_init(const child_plan *plan)
      * thread: the signal comes when the thread that cloned init ends,
      * which rbx_execute's caller outlives). */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    /* A kernel's init leads a session of its own: a checkpoint
-     * (hibernation) refuses a tree whose session leader is outside it. */
-    if (plan->channel_ours_fd >= 0)
+    /* A kernel's init, and a process's (a paused E2B sandbox's command),
+     * leads a session of its own: a checkpoint (hibernation) refuses a
+     * tree whose session leader is outside it. */
+    if (may_be_checkpointed(plan))
         setsid();
     char go;
     if (read(plan->sync_fd, &go, 1) != 1)
@@ -1000,6 +1008,7 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     init.plan = &plan;
     sandbox->pid = clone_init(&init, &sandbox->pidfd, cgroup_dirfd);
     sandbox->channel_inside = plan.channel_ours_fd >= 0;
+    sandbox->init_executed = plan.starter != NULL;
     rbx_trace_mark(spec->trace, RBX_PHASE_CLONED);
     if (sandbox->pid < 0) {
         status = rbx_fail(err, RBX_ESYSTEM,

@@ -396,11 +396,25 @@ def count_reaching(server, sbx, at_least, seconds=15):
 COUNTER = "i=0; while true; do echo $i > count.new; mv count.new count; i=$((i+1)); sleep 0.05; done"
 
 
-def test_pause_freezes_commands_and_terminals_and_connect_thaws_them(server):
-    """pause() freezes the sandbox's commands and terminals, where E2B's microVMs keep them:
-    while it is paused they run nothing (a counter stands still), and after connect() the same
-    processes go on from where they were (the counter goes on from its value, a shell still has
-    the variable set before the pause)."""
+def test_pause_freezes_commands_and_terminals_and_connect_thaws_them(start_e2b, e2b_env):
+    """Where runbox does not hibernate (here --hibernate off; elsewhere no root or no criu),
+    pause() freezes the sandbox's commands and terminals in memory, where E2B's microVMs keep
+    them: while it is paused they run nothing (a counter stands still), and after connect()
+    the same processes go on from where they were (the counter goes on from its value, a shell
+    still has the variable set before the pause)."""
+    server = e2b_env(start_e2b(env={"RUNBOX_HIBERNATE": "off"}))
+    pause_and_resume(server, "frozen")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="hibernation needs root (and criu: make deps)")
+def test_pause_puts_commands_and_terminals_on_disk_and_connect_restores_them(server):
+    """Where runbox hibernates (root, criu), pause() checkpoints the sandbox's commands and
+    terminals to disk, as its kernels: nothing of them is left running or in memory, and
+    connect() restores the same processes, which go on from where they were."""
+    pause_and_resume(server, "on disk")
+
+
+def pause_and_resume(server, how):
     from e2b.sandbox.commands.command_handle import PtySize
     sbx = Sandbox.create()
     ticker = sbx.commands.run(COUNTER, background=True)
@@ -408,19 +422,26 @@ def test_pause_freezes_commands_and_terminals_and_connect_thaws_them(server):
     sbx.pty.send_stdin(terminal.pid, b"kept=shell-$((6*7))\n")
     assert count_reaching(server, sbx, 20) >= 20
     assert sbx.pause() is True
-    # Its stream ended, saying why, as a paused microVM's connections drop: frozen, not
-    # stopped (a process that could not be frozen ends, and its end says why).
+    # Its stream ended, saying why, as a paused microVM's connections drop: paused, not
+    # stopped (a process that could be neither checkpointed nor frozen ends, saying why).
     with pytest.raises(Exception) as ended:
         ticker.wait()
     assert "the sandbox was paused: process" in str(ended.value), ended.value
-    assert "is frozen until it resumes" in str(ended.value), ended.value
-    assert metric(server, "runbox_processes_frozen") == 2
+    assert f"is {how} until it resumes" in str(ended.value), ended.value
+    paused, other = ("runbox_processes_frozen", "runbox_processes_hibernated")
+    if how == "on disk":
+        paused, other = other, paused
+        session = os.path.join(server.state_dir, "sessions", f"e2b-{sbx.sandbox_id}")
+        for pid in (ticker.pid, terminal.pid):
+            assert os.path.isdir(os.path.join(session, f"hibernated-process-{pid}", "images"))
+    assert metric(server, paused) == 2
+    assert metric(server, other) == 0
     assert metric(server, "runbox_processes_running") == 0
     frozen = counted(server, sbx)
     time.sleep(1.5)  # 30 more counts, had it run
     assert counted(server, sbx) == frozen
     resumed = Sandbox.connect(sbx.sandbox_id)
-    assert metric(server, "runbox_processes_frozen") == 0
+    assert metric(server, paused) == 0
     assert metric(server, "runbox_processes_running") == 2
     assert {p.pid for p in resumed.commands.list()} == {ticker.pid, terminal.pid}
     # The same process: on from its value, not from 0 (a new one would be below it for a second).

@@ -64,6 +64,7 @@ typedef struct seen {
     size_t out_len, err_len;
     bool ended;
     rbx_process_event end;
+    int frozen; /* the pause's word */
 } seen;
 
 static int on_event(void *user, const rbx_process_event *event)
@@ -74,6 +75,8 @@ static int on_event(void *user, const rbx_process_event *event)
         s->ended = true;
         s->end = *event;
         s->end.error = NULL;
+    } else if (event->kind == RBX_PROCESS_FROZEN) {
+        s->frozen++;
     } else if (event->kind == RBX_PROCESS_STDERR) {
         size_t n = event->len < sizeof s->err - 1 - s->err_len ? event->len
                                                                : sizeof s->err - 1 - s->err_len;
@@ -192,6 +195,144 @@ static void input_to_a_program_that_closed_stdin_is_an_error_not_a_signal(void *
     assert_false(sigismember(&pending, SIGPIPE)); /* taken, not left to arrive later */
     assert_int_equal(rbx_process_signal(p, SIGKILL, &err), RBX_OK);
     assert_true(rbx_process_wait(p, 20));
+    rbx_process_free(p);
+}
+
+/* Hibernation needs root and the criu make deps installs: elsewhere the
+ * pause freezes instead (tests/e2b covers that), and these skip. */
+static bool can_hibernate(void)
+{
+    return geteuid() == 0 && access("/var/lib/runbox/criu/criu", X_OK) == 0;
+}
+
+/* The last number in the output (a counter's). */
+static long last_number(seen *s)
+{
+    pthread_mutex_lock(&s->lock);
+    long last = -1;
+    for (char *at = s->out; *at;) {
+        char *end;
+        long n = strtol(at, &end, 10);
+        if (end != at) {
+            last = n;
+            at = end;
+        } else {
+            at++;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return last;
+}
+
+static bool session_has(fixture *f, const char *name)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/sessions/s1/%s", f->state_dir, name);
+    return access(path, F_OK) == 0;
+}
+
+/* A paused session's command goes to disk (its memory freed, nothing of it
+ * running) and comes back where it was: its counter goes on, its stdin is
+ * open, and its number is the same. */
+static void a_paused_command_goes_to_disk_and_comes_back(void **state)
+{
+    if (!can_hibernate())
+        skip();
+    fixture *f = *state;
+    seen s = {0};
+    rbx_process *p = start(f, "i=0; while :; do i=$((i+1)); echo $i; read -t 0.05 l && echo got:$l; "
+                              "done", true, 0, 0, &s);
+    uint32_t pid = rbx_process_pid(p);
+    assert_true(output_has(&s, "\n5\n", 20));
+    assert_int_equal(rbx_session_pause(f->engine, "s1", true), 1);
+    size_t running, frozen, hibernated;
+    rbx_processes_count(f->engine, &running, &frozen, &hibernated);
+    assert_int_equal(hibernated, 1);
+    assert_int_equal(running + frozen, 0);
+    assert_int_equal(s.frozen, 1);
+    char name[64];
+    snprintf(name, sizeof name, "hibernated-process-%u/images", (unsigned)pid);
+    assert_true(session_has(f, name));
+    long at_pause = last_number(&s);
+    usleep(300000);
+    assert_int_equal(last_number(&s), at_pause); /* nothing of it runs */
+    rbx_error err;
+    assert_int_equal(rbx_process_write(p, "x\n", 2, &err), RBX_EBUSY);
+    assert_int_equal(rbx_session_pause(f->engine, "s1", false), 1);
+    assert_false(session_has(f, name)); /* the checkpoint is gone once restored */
+    rbx_process *found = NULL;
+    assert_int_equal(rbx_process_find(f->engine, "s1", pid, &found, &err), RBX_OK);
+    rbx_process_free(found);
+    /* The output after the resume goes to a new watcher (the pause ended the first). */
+    seen after = {0};
+    pthread_mutex_init(&after.lock, NULL);
+    uint64_t watch;
+    assert_int_equal(rbx_process_watch(p, on_event, &after, &watch, &err), RBX_OK);
+    assert_true(output_has(&after, "\n", 20));
+    long resumed = last_number(&after);
+    assert_int_equal(rbx_process_write(p, "hello\n", 6, &err), RBX_OK);
+    assert_true(output_has(&after, "got:hello", 20));
+    assert_true(resumed > at_pause); /* went on, not started again */
+    assert_true(resumed < at_pause + 200);
+    assert_int_equal(rbx_process_signal(p, SIGKILL, &err), RBX_OK);
+    assert_true(rbx_process_wait(p, 20));
+    rbx_process_unwatch(p, watch);
+    rbx_process_free(p);
+}
+
+/* A terminal's shell keeps its variables and settings across a pause. */
+static void a_paused_terminal_comes_back_with_its_shell(void **state)
+{
+    if (!can_hibernate())
+        skip();
+    fixture *f = *state;
+    seen s = {0};
+    rbx_process *p = start(f, "exec bash --norc -i", false, 100, 30, &s);
+    rbx_error err;
+    assert_int_equal(rbx_process_write(p, "kept=41; stty -echo\n", 20, &err), RBX_OK);
+    usleep(300000);
+    assert_int_equal(rbx_session_pause(f->engine, "s1", true), 1);
+    size_t running, frozen, hibernated;
+    rbx_processes_count(f->engine, &running, &frozen, &hibernated);
+    assert_int_equal(hibernated, 1);
+    assert_int_equal(rbx_session_pause(f->engine, "s1", false), 1);
+    seen after = {0};
+    pthread_mutex_init(&after.lock, NULL);
+    uint64_t watch;
+    assert_int_equal(rbx_process_watch(p, on_event, &after, &watch, &err), RBX_OK);
+    const char *line = "echo value=$((kept+1)) size=$(stty size)\n";
+    assert_int_equal(rbx_process_write(p, line, strlen(line), &err), RBX_OK);
+    assert_true(output_has(&after, "value=42 size=30 100", 20));
+    pthread_mutex_lock(&after.lock);
+    bool echoed = strstr(after.out, "echo value") != NULL; /* stty -echo held */
+    pthread_mutex_unlock(&after.lock);
+    assert_false(echoed);
+    assert_int_equal(rbx_process_signal(p, SIGKILL, &err), RBX_OK);
+    assert_true(rbx_process_wait(p, 20));
+    rbx_process_unwatch(p, watch);
+    rbx_process_free(p);
+}
+
+/* Killed while on disk: it ends (told as killed), its checkpoint goes. */
+static void a_hibernated_command_killed_ends_and_leaves_nothing(void **state)
+{
+    if (!can_hibernate())
+        skip();
+    fixture *f = *state;
+    seen s = {0};
+    rbx_process *p = start(f, "sleep 300", false, 0, 0, &s);
+    uint32_t pid = rbx_process_pid(p);
+    usleep(200000);
+    assert_int_equal(rbx_session_pause(f->engine, "s1", true), 1);
+    char name[64];
+    snprintf(name, sizeof name, "hibernated-process-%u", (unsigned)pid);
+    assert_true(session_has(f, name));
+    rbx_error err;
+    assert_int_equal(rbx_process_signal(p, SIGKILL, &err), RBX_OK);
+    assert_true(rbx_process_wait(p, 20));
+    assert_true(s.ended);
+    assert_true(s.end.killed);
+    assert_false(session_has(f, name));
     rbx_process_free(p);
 }
 
@@ -423,6 +564,12 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(
             input_to_a_program_that_closed_stdin_is_an_error_not_a_signal, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_paused_command_goes_to_disk_and_comes_back, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_paused_terminal_comes_back_with_its_shell, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_hibernated_command_killed_ends_and_leaves_nothing,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(without_stdin_input_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(sigterm_reaches_the_program, setup, teardown),
         cmocka_unit_test_setup_teardown(a_terminal_has_its_size_and_takes_input, setup, teardown),
