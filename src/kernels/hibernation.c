@@ -202,18 +202,20 @@ static json_t *started_with(const rbx_kernel *k)
                      host.release);
 }
 
-static json_t *checkpoint_json(const rbx_checkpoint *cp)
+json_t *rbx_checkpoint_to_json(const rbx_checkpoint *cp)
 {
     json_t *mounts = json_array();
     for (size_t i = 0; i < cp->mount_count; i++)
         json_array_append_new(mounts, json_pack("{s:s, s:b}", "inside", cp->mounts[i].inside,
                                                 "dir", cp->mounts[i].is_dir));
-    return json_pack("{s:i, s:I, s:I, s:I, s:o}", "channel_fd", cp->channel_fd, "stdout",
-                     (json_int_t)cp->stdout_pipe, "stderr", (json_int_t)cp->stderr_pipe, "status",
-                     (json_int_t)cp->status_pipe, "mounts", mounts);
+    return json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "channel_fd", cp->channel_fd,
+                     "stdout", (json_int_t)cp->stdout_pipe, "stderr", (json_int_t)cp->stderr_pipe,
+                     "status", (json_int_t)cp->status_pipe, "stdin", (json_int_t)cp->stdin_pipe,
+                     "tty_rdev", (json_int_t)cp->tty_rdev, "tty_dev", (json_int_t)cp->tty_dev,
+                     "mounts", mounts);
 }
 
-static bool checkpoint_from(json_t *j, rbx_checkpoint *cp)
+bool rbx_checkpoint_from_json(json_t *j, rbx_checkpoint *cp, bool kernel)
 {
     memset(cp, 0, sizeof *cp);
     json_t *mounts = json_object_get(j, "mounts");
@@ -221,8 +223,18 @@ static bool checkpoint_from(json_t *j, rbx_checkpoint *cp)
     cp->stdout_pipe = (unsigned long long)json_integer_value(json_object_get(j, "stdout"));
     cp->stderr_pipe = (unsigned long long)json_integer_value(json_object_get(j, "stderr"));
     cp->status_pipe = (unsigned long long)json_integer_value(json_object_get(j, "status"));
-    if (!json_is_array(mounts) || json_array_size(mounts) > RBX_CHECKPOINT_MOUNTS || channel < 3 ||
-        channel > 1 << 20 || !cp->stdout_pipe || !cp->stderr_pipe || !cp->status_pipe)
+    cp->stdin_pipe = (unsigned long long)json_integer_value(json_object_get(j, "stdin"));
+    cp->tty_rdev = (unsigned long long)json_integer_value(json_object_get(j, "tty_rdev"));
+    cp->tty_dev = (unsigned long long)json_integer_value(json_object_get(j, "tty_dev"));
+    /* A kernel's: its channel and its two output pipes, no stdin or
+     * terminal. A command's: no channel; a terminal, or output pipes. */
+    bool terminal = cp->tty_rdev != 0;
+    bool shaped = kernel ? channel >= 3 && channel <= 1 << 20 && cp->stdout_pipe &&
+                               cp->stderr_pipe && !cp->stdin_pipe && !terminal
+                         : channel == -1 && terminal == !cp->stdout_pipe &&
+                               terminal == !cp->stderr_pipe && terminal == (cp->tty_dev != 0);
+    if (!json_is_array(mounts) || json_array_size(mounts) > RBX_CHECKPOINT_MOUNTS || !shaped ||
+        !cp->status_pipe)
         return false;
     cp->channel_fd = (int)channel;
     size_t i;
@@ -255,7 +267,7 @@ static int by_name(const void *a, const void *b)
 /* SHA-256 of the images (each regular file's name and bytes, in name
  * order; criu's logs and pid file aside), in hex; *bytes their size.
  * -1 for anything but plain files, or more than max bytes. */
-static int images_digest(int dir, uint64_t max, char hex[65], uint64_t *bytes)
+int rbx_checkpoint_images_digest(int dir, uint64_t max, char hex[65], uint64_t *bytes)
 {
     rbx_error ignored;
     if (rbx_nettle_load(&ignored) != RBX_OK)
@@ -323,7 +335,7 @@ static uint64_t images_max(const rbx_kernel *k)
  * digest, or the missing record, gives a fresh kernel). With thousands
  * of sessions in the storage an fsync here waited for btrfs's log: 117 ms
  * of a checkpoint's time (median, 10,000 sessions, strace). */
-static int write_record(int dir, json_t *record)
+int rbx_checkpoint_record_write(int dir, json_t *record)
 {
     char *text = json_dumps(record, JSON_COMPACT);
     int fd = text ? openat(dir, RECORD, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)
@@ -369,18 +381,18 @@ rbx_status rbx_kernel_hibernate(rbx_engine *engine, rbx_kernel *k, uint64_t *byt
                                          err)
                 : rbx_fail(err, RBX_ESYSTEM, "out of memory");
     char digest[65] = "";
-    if (status == RBX_OK && images_digest(dir, images_max(k), digest, bytes) != 0)
+    if (status == RBX_OK && rbx_checkpoint_images_digest(dir, images_max(k), digest, bytes) != 0)
         status = rbx_fail(err, RBX_ESYSTEM, "the kernel's checkpoint is larger than %llu MB",
                           (unsigned long long)(images_max(k) >> 20));
     if (status == RBX_OK) {
         /* Its session, the images' digest and what it was started with:
          * a restore checks all three (rbx_kernel_wake_prepare). */
-        json_t *record = json_pack("{s:i, s:s, s:s, s:o, s:o, s:b, s:I, s:I}", "version", 1,
-                                   "session", k->session_id, "digest", digest, "started_with",
-                                   started_with(k), "checkpoint", checkpoint_json(cp), "scratch",
-                                   stowed, "at", (json_int_t)time(NULL), "calls",
-                                   (json_int_t)k->calls);
-        if (!record || write_record(dir, record) != 0)
+        json_t *record = json_pack(
+            "{s:i, s:s, s:s, s:o, s:o, s:b, s:I, s:I}", "version", 1, "session", k->session_id,
+            "digest", digest, "started_with", started_with(k), "checkpoint",
+            rbx_checkpoint_to_json(cp), "scratch", stowed, "at", (json_int_t)time(NULL), "calls",
+            (json_int_t)k->calls);
+        if (!record || rbx_checkpoint_record_write(dir, record) != 0)
             status = rbx_fail(err, RBX_ESYSTEM, "cannot write the kernel's checkpoint record: %s",
                               strerror(errno));
         json_decref(record);
@@ -429,22 +441,18 @@ void rbx_kernel_wake_prepare(rbx_engine *engine, rbx_kernel *k, char *why, size_
                   : -1;
     json_t *record = NULL, *now = started_with(k);
     rbx_checkpoint *cp = calloc(1, sizeof *cp);
-    struct stat st;
     char digest[65];
     uint64_t bytes;
     const char *differs;
-    int fd = dir >= 0 ? openat(dir, RECORD, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
-    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-        st.st_size < RBX_CHECKPOINT_RECORD_MAX)
-        record = json_loadfd(fd, 0, NULL);
-    if (fd >= 0)
-        close(fd);
+    if (dir >= 0)
+        record = rbx_checkpoint_record_read(dir);
     if (!rbx_hibernation_enabled(engine))
         snprintf(why, why_size, "this runbox does not restore checkpoints (see runbox check)");
-    else if (!record || !cp || !checkpoint_from(json_object_get(record, "checkpoint"), cp))
+    else if (!record || !cp ||
+             !rbx_checkpoint_from_json(json_object_get(record, "checkpoint"), cp, true))
         snprintf(why, why_size, "its checkpoint is missing or damaged");
     else if (strcmp(json_string_value(json_object_get(record, "session")) ?: "", k->session_id) ||
-             images_digest(dir, images_max(k), digest, &bytes) != 0 ||
+             rbx_checkpoint_images_digest(dir, images_max(k), digest, &bytes) != 0 ||
              strcmp(digest, json_string_value(json_object_get(record, "digest")) ?: ""))
         snprintf(why, why_size, "its checkpoint does not match its record (changed, or another "
                                 "session's)");
@@ -473,6 +481,19 @@ void rbx_kernel_wake_prepare(rbx_engine *engine, rbx_kernel *k, char *why, size_
         rbx_hibernation_forget(engine, k->session_id, k->runtime->name);
 }
 
+json_t *rbx_checkpoint_record_read(int dir)
+{
+    struct stat st;
+    json_t *record = NULL;
+    int fd = openat(dir, RECORD, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+        st.st_size < RBX_CHECKPOINT_RECORD_MAX)
+        record = json_loadfd(fd, 0, NULL);
+    if (fd >= 0)
+        close(fd);
+    return record;
+}
+
 int rbx_hibernation_rebind(rbx_engine *engine, int session_dir, const char *session_id,
                            const char *language, uint64_t *bytes)
 {
@@ -491,7 +512,7 @@ int rbx_hibernation_rebind(rbx_engine *engine, int session_dir, const char *sess
     if (!json_is_object(record))
         errno = EINVAL;
     else if (json_object_set_new(record, "session", json_string(session_id)) == 0 &&
-        unlinkat(dir, RECORD, 0) == 0 && write_record(dir, record) == 0 &&
+        unlinkat(dir, RECORD, 0) == 0 && rbx_checkpoint_record_write(dir, record) == 0 &&
         rbx_tree_usage(dir, "images", bytes) == 0) {
         settle_cap(engine, session_dir);
         rc = 0;

@@ -20,7 +20,10 @@
 #include "kernels/call.h"
 #include "kernels/kernels.h"
 #include "runbox.h"
+#include "sandbox/checkpoint.h"
 #include "sessions/transfer.h"
+
+#include <jansson.h>
 
 /* Whether this engine hibernates kernels at all (root, not turned off,
  * and a criu that passes its check: probed once). */
@@ -52,6 +55,20 @@ rbx_status rbx_checkpoint_dir_make(rbx_engine *engine, int session, const char *
 void rbx_checkpoint_dir_settle(rbx_engine *engine, int session);
 /* Removes a checkpoint's directory, and gives its room back to the files. */
 void rbx_checkpoint_dir_remove(rbx_engine *engine, const char *session_id, const char *name);
+
+/* A checkpoint's record (RBX_CHECKPOINT_RECORD in its directory): what
+ * criu's images hold of the tree beside its memory, as JSON and back
+ * (false where it is not a kernel's, or a command's, as kernel says). */
+json_t *rbx_checkpoint_to_json(const rbx_checkpoint *cp);
+bool rbx_checkpoint_from_json(json_t *j, rbx_checkpoint *cp, bool kernel);
+/* Writes the record into a checkpoint's directory (0600, a new file);
+ * reads it back (NULL where it is missing, not runbox's, or too large). */
+int rbx_checkpoint_record_write(int dir, json_t *record);
+json_t *rbx_checkpoint_record_read(int dir);
+/* The SHA-256 of a checkpoint's images (dir/images: each image's name and
+ * bytes, in name order) in hex, and their size; -1 where they cannot be
+ * read or exceed max bytes. */
+int rbx_checkpoint_images_digest(int dir, uint64_t max, char hex[65], uint64_t *bytes);
 
 /* The criu this engine checkpoints with ("" where none works). */
 const char *rbx_kernel_criu(rbx_engine *engine);

@@ -2,6 +2,7 @@
  * own thread, and what callers do to a running one (input, signals, the
  * terminal's size, watching its events). */
 #include "processes/processes.h"
+#include "processes/process.h"
 #include "base/error.h"
 #include "base/fsutil.h"
 #include "egress/policy.h"
@@ -17,7 +18,9 @@
 #include "sessions/session.h"
 #include "sessions/storage.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -31,109 +34,10 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
-
-/* Processes of one engine over all sessions. */
-#define ENGINE_PROCESSES_MAX 512
-/* How long the program may take to reach its execve. */
-#define START_WAIT_MS 30000
-/* How long input may wait for a program that does not read it. */
-#define WRITE_WAIT_MS 5000
-/* Watchers of one process at once (Connect streams). */
-#define WATCHERS_MAX 16
-/* Arguments and environment of one process together. */
-#define ARGS_BYTES_MAX (256 * 1024)
-#define READ_CHUNK (16 * 1024) /* an event at most: what a held watcher may take beyond its share */
-#define LOCK_NAME "processes.lock"
-/* How long a starting process waits for a removal of its session to end. */
-#define LOCK_WAIT_MS 2000
-/* How long SIGKILL waits for the process's end (its sandbox's teardown). */
-#define KILL_WAIT_S 5
-
-typedef struct watcher {
-    uint64_t id;
-    rbx_process_fn fn;
-    void *user;
-    bool holding; /* it asked for no more output for now */
-    struct watcher *next;
-} watcher;
-
-/* HIBERNATED: its sandbox paused to disk (a checkpoint in its session),
- * nothing of it running; its thread waits to restore it or end it. */
-typedef enum life { STARTING, RUNNING, HIBERNATED, ENDED } life;
-
-struct rbx_process {
-    rbx_engine *engine;
-    atomic_int refs;
-    uint32_t pid;
-    char session_id[RBX_SESSION_ID_MAX + 1];
-    rbx_process_info info; /* what List shows: copies of the request */
-    bool terminal;
-    bool stdin_open;
-
-    pthread_mutex_t lock; /* life, watchers, the end */
-    pthread_cond_t changed;
-    life life;
-    rbx_status start_status;
-    rbx_error start_err;
-    watcher *watchers;
-    uint64_t next_watch;
-    size_t watcher_count;
-    size_t holds;  /* watchers holding the output: the pump reads none */
-    int resume_fd; /* an eventfd: a hold ended, the pump looks again */
-    bool kill_asked;     /* SIGKILL asked for, or its session goes */
-    const char *why_end; /* runbox's word on an end it caused */
-    char end_said[400];  /* ... when it is made of words found then */
-    /* A pause asks the thread to hibernate the process (it answers by
-     * clearing hibernate_asked, hibernated or not), a resume to wake it. */
-    bool hibernate_asked, wake_asked;
-    rbx_error hibernate_err; /* why the last one did not */
-    rbx_checkpoint *checkpoint; /* while hibernated */
-    struct termios tty_mode;    /* a hibernated terminal's, for the new one */
-    struct winsize tty_size;
-
-    /* Input: one writer at a time; the descriptors live until the end, and
-     * are closed by the process's thread under this lock. */
-    pthread_mutex_t write_lock;
-    int input_fd; /* stdin's socket, or the terminal's master; -1 */
-
-    /* The sandbox and what it was made from (the process's thread's). */
-    rbx_root *root;
-    rbx_sandbox sandbox;
-    int master; /* the terminal's master, or -1 */
-    int slave;  /* its slave until the sandbox has it, or -1 */
-    int program_pidfd;
-    int lock_fd; /* the shared flock on processes.lock */
-    rbx_scratch scratch;
-    rbx_egress_plan egress;
-    bool network;
-    char **envp;
-    char **exec_argv;
-    char *cwd_inside;
-    char work_path[4400];
-    rbx_sandbox_spec spec;
-    rbx_cgroup_limits limits;
-    struct rbx_process *next; /* the registry's list */
-};
-
-/* A stop in progress (stop_where's, on its stack): no process enters the
- * registry in its session meanwhile. */
-typedef struct stopping {
-    const char *session_id; /* NULL: every session */
-    struct stopping *next;
-} stopping;
-
-struct rbx_processes {
-    pthread_mutex_t lock;
-    pthread_cond_t changed; /* a process left the registry, or a thread ended */
-    rbx_process *list;
-    stopping *stops;
-    size_t count;
-    size_t threads; /* processes' threads still running */
-    uint32_t next_pid;
-};
 
 rbx_processes *rbx_processes_new(void)
 {
@@ -199,20 +103,13 @@ static bool info_copy(rbx_process_info *to, const rbx_process_info *from)
     return false;
 }
 
-static void close_fd(int *fd)
-{
-    if (*fd >= 0)
-        close(*fd);
-    *fd = -1;
-}
-
 static void release_lock(int *fd)
 {
     rbx_lock_release(*fd);
     *fd = -1;
 }
 
-static void process_unref(rbx_process *p)
+void process_unref(rbx_process *p)
 {
     if (atomic_fetch_sub(&p->refs, 1) != 1)
         return;
@@ -230,6 +127,8 @@ static void process_unref(rbx_process *p)
     close_fd(&p->input_fd);
     close_fd(&p->program_pidfd);
     close_fd(&p->resume_fd);
+    free(p->checkpoint);
+    json_decref(p->request);
     release_lock(&p->lock_fd);
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->write_lock);
@@ -262,7 +161,7 @@ static bool env_entry_valid(const char *entry)
     return true;
 }
 
-static rbx_status check_request(const rbx_engine *engine, const rbx_process_request *r,
+rbx_status process_check_request(const rbx_engine *engine, const rbx_process_request *r,
                                 rbx_error *err)
 {
     if (!rbx_session_id_valid(r->session_id))
@@ -372,21 +271,6 @@ bool rbx_processes_keep_out(int session_dirfd, int *lock_fd)
 
 /* --- the sandbox ---------------------------------------------------------------------------- */
 
-/* A pseudo-terminal: the master stays here, the slave goes to the sandbox
- * (opened through the master, not by a path in /dev/pts). */
-static rbx_status open_terminal(rbx_process *p, uint16_t cols, uint16_t rows, rbx_error *err)
-{
-    p->master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (p->master < 0 || unlockpt(p->master) != 0)
-        return rbx_fail(err, RBX_ESYSTEM, "cannot open a pseudo-terminal: %s", strerror(errno));
-    p->slave = ioctl(p->master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
-    struct winsize size = {.ws_row = rows, .ws_col = cols};
-    if (p->slave < 0 || ioctl(p->master, TIOCSWINSZ, &size) != 0)
-        return rbx_fail(err, RBX_ESYSTEM, "cannot open a pseudo-terminal: %s", strerror(errno));
-    (void)fcntl(p->master, F_SETFL, O_NONBLOCK);
-    return RBX_OK;
-}
-
 /* The program and its arguments as execve takes them: a name without a
  * '/' is looked up in the sandbox's PATH by env(1) there. */
 static char **exec_argv(const rbx_process_request *r, const char **program)
@@ -417,7 +301,7 @@ static char **exec_argv(const rbx_process_request *r, const char **program)
 /* Everything the sandbox is made from, on the caller's thread: the same
  * spec an execution's sandbox gets (kernels.c's prepare, for a bare
  * program), with the session's files as its home. */
-static rbx_status prepare(rbx_engine *engine, rbx_process *p, const rbx_process_request *r,
+rbx_status process_prepare(rbx_engine *engine, rbx_process *p, const rbx_process_request *r,
                           rbx_error *err)
 {
     rbx_request q = as_execution(r);
@@ -438,9 +322,10 @@ static rbx_status prepare(rbx_engine *engine, rbx_process *p, const rbx_process_
     if (!p->envp || !p->exec_argv || (r->cwd && !(p->cwd_inside = strdup(r->cwd))))
         return rbx_fail(err, RBX_ESYSTEM, "out of memory");
     p->network = rbx_execution_wants_network(engine, &q);
-    if (p->network && (status = rbx_egress_plan_make(&p->egress, engine->egress, &q, err)) != RBX_OK)
+    if (p->network &&
+        (status = rbx_egress_plan_make(&p->egress, engine->egress, &q, err)) != RBX_OK)
         return status;
-    if (p->terminal && (status = open_terminal(p, r->cols, r->rows, err)) != RBX_OK)
+    if (p->terminal && (status = process_open_terminal(p, r->cols, r->rows, err)) != RBX_OK)
         return status;
     p->limits = rbx_execution_limits(engine, &q);
     p->limits.freezable = true; /* a paused sandbox's processes are frozen */
@@ -529,7 +414,7 @@ static void drop_watcher(rbx_process *p, watcher **at)
 
 /* Calls every watcher (under p->lock); a watcher that asks to stop goes,
  * one that asks to hold the output holds it until it resumes. */
-static void deliver(rbx_process *p, const rbx_process_event *event)
+void process_deliver(rbx_process *p, const rbx_process_event *event)
 {
     for (watcher **at = &p->watchers; *at;) {
         watcher *w = *at;
@@ -546,7 +431,7 @@ static void deliver(rbx_process *p, const rbx_process_event *event)
 }
 
 /* Reads what is there: false at the stream's end. */
-static bool read_output(rbx_process *p, int *fd, rbx_process_event_kind kind, char *buf)
+bool process_read_output(rbx_process *p, int *fd, rbx_process_event_kind kind, char *buf)
 {
     ssize_t n = read(*fd, buf, READ_CHUNK);
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
@@ -557,7 +442,7 @@ static bool read_output(rbx_process *p, int *fd, rbx_process_event_kind kind, ch
     }
     rbx_process_event event = {.kind = kind, .data = buf, .len = (size_t)n};
     pthread_mutex_lock(&p->lock);
-    deliver(p, &event);
+    process_deliver(p, &event);
     pthread_mutex_unlock(&p->lock);
     return true;
 }
@@ -594,9 +479,10 @@ static void pump(rbx_process *p)
             break;
         }
         if (fds[0].revents)
-            read_output(p, out, p->terminal ? RBX_PROCESS_TERMINAL : RBX_PROCESS_STDOUT, buf);
+            process_read_output(p, out, p->terminal ? RBX_PROCESS_TERMINAL : RBX_PROCESS_STDOUT,
+                                buf);
         if (fds[1].revents)
-            read_output(p, err, RBX_PROCESS_STDERR, buf);
+            process_read_output(p, err, RBX_PROCESS_STDERR, buf);
         if (fds[2].revents)
             init_alive = false;
         uint64_t resumed;
@@ -628,7 +514,7 @@ static void fill_end(rbx_process *p, bool reported, const rbx_exit_report *repor
     end->error = p->why_end;
 }
 
-static void leave_registry(rbx_process *p)
+void process_leave_registry(rbx_process *p)
 {
     rbx_processes *processes = p->engine->processes;
     pthread_mutex_lock(&processes->lock);
@@ -643,7 +529,7 @@ static void leave_registry(rbx_process *p)
 }
 
 /* What the process's sandbox leaves on the host, once it is gone. */
-static void tear_down(rbx_process *p)
+void process_tear_down(rbx_process *p)
 {
     /* Writers poll the sandbox's pidfd too: closed under their lock. */
     pthread_mutex_lock(&p->write_lock);
@@ -671,86 +557,7 @@ static void started(rbx_process *p, rbx_status status, const rbx_error *err)
     pthread_mutex_unlock(&p->lock);
 }
 
-/* --- hibernation (a paused sandbox's, issue 34) ------------------------------------------- */
-
-static void checkpoint_name(const rbx_process *p, char *name, size_t size)
-{
-    snprintf(name, size, "hibernated-process-%u", (unsigned)p->pid);
-}
-
-static void images_path(const rbx_process *p, char *path, size_t size)
-{
-    char name[48];
-    checkpoint_name(p, name, sizeof name);
-    snprintf(path, size, "%s/%s/%s/images", p->engine->sessions_dir, p->session_id, name);
-}
-
-/* Whether this process's sandbox can go to disk; else why. Asks for the
- * prepared namespace, which a restore builds its root from. */
-static bool dump_possible(rbx_process *p, char *why, size_t why_size)
-{
-    if (!rbx_hibernation_enabled(p->engine)) {
-        snprintf(why, why_size, "this runbox does not hibernate (root, criu and --hibernate on)");
-        return false;
-    }
-    p->spec.template_ns = rbx_root_template_ns(p->root);
-    bool possible = rbx_checkpoint_possible(&p->sandbox, &p->spec, why, why_size);
-    if (p->spec.template_ns >= 0)
-        close(p->spec.template_ns);
-    p->spec.template_ns = -1;
-    return possible;
-}
-
-/* Dumps the running sandbox into <session>/hibernated-process-<pid>/,
- * in the session's disk cap, which ends its tree (on the process's
- * thread, its pump left). On failure the tree runs on, its network back. */
-static rbx_status dump(rbx_process *p, rbx_error *err)
-{
-    rbx_engine *engine = p->engine;
-    char why[256], name[48], images[4600];
-    if (!dump_possible(p, why, sizeof why))
-        return rbx_fail(err, RBX_EINVAL, "the process cannot be checkpointed: %s", why);
-    int session = openat(engine->sessions_fd, p->session_id,
-                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (session < 0)
-        return rbx_fail(err, RBX_ESYSTEM, "cannot open session %s: %s", p->session_id,
-                        strerror(errno));
-    checkpoint_name(p, name, sizeof name);
-    int dir = -1;
-    rbx_status status = rbx_checkpoint_dir_make(engine, session, name, &dir, err);
-    if (status == RBX_OK && !(p->checkpoint = calloc(1, sizeof *p->checkpoint)))
-        status = rbx_fail(err, RBX_ESYSTEM, "out of memory");
-    if (status == RBX_OK && p->terminal &&
-        (tcgetattr(p->master, &p->tty_mode) != 0 || ioctl(p->master, TIOCGWINSZ, &p->tty_size)))
-        status = rbx_fail(err, RBX_ESYSTEM, "cannot read the terminal's settings: %s",
-                          strerror(errno));
-    if (status == RBX_OK) {
-        images_path(p, images, sizeof images);
-        /* No input goes in while criu reads the pipe's. */
-        pthread_mutex_lock(&p->write_lock);
-        rbx_checkpoint_outside outside = {.channel_fd = -1,
-                                          .stdin_fd = p->terminal ? -1 : p->input_fd,
-                                          .master_fd = p->terminal ? p->master : -1};
-        status = rbx_sandbox_checkpoint(&p->sandbox, &outside, rbx_kernel_criu(engine), images,
-                                        p->checkpoint, err);
-        pthread_mutex_unlock(&p->write_lock);
-    }
-    if (dir >= 0)
-        close(dir);
-    if (status == RBX_OK)
-        rbx_checkpoint_dir_settle(engine, session);
-    close(session);
-    if (status != RBX_OK) {
-        rbx_error back;
-        if (p->network && rbx_sandbox_network_back(&p->spec, &p->sandbox, &back) != RBX_OK)
-            fprintf(stderr, "runbox: process %u keeps running without its network: %s\n",
-                    (unsigned)p->pid, back.message);
-        free(p->checkpoint);
-        p->checkpoint = NULL;
-        rbx_checkpoint_dir_remove(engine, p->session_id, name);
-    }
-    return status;
-}
+/* --- hibernation (a paused sandbox's, issue 34: hibernation.c) --------------------------- */
 
 /* What the dumped tree left in its output pipes goes out before the
  * pause's word; then nothing of the old sandbox is held. */
@@ -761,7 +568,7 @@ static void let_go(rbx_process *p)
     (void)fcntl(*out, F_SETFL, O_NONBLOCK);
     if (p->sandbox.stderr_fd >= 0)
         (void)fcntl(p->sandbox.stderr_fd, F_SETFL, O_NONBLOCK);
-    while (buf && *out >= 0 && read_output(p, out, p->terminal ? RBX_PROCESS_TERMINAL
+    while (buf && *out >= 0 && process_read_output(p, out, p->terminal ? RBX_PROCESS_TERMINAL
                                                                : RBX_PROCESS_STDOUT, buf) &&
            *out >= 0) {
         struct pollfd fd = {.fd = *out, .events = POLLIN};
@@ -769,7 +576,7 @@ static void let_go(rbx_process *p)
             break;
     }
     while (buf && p->sandbox.stderr_fd >= 0 &&
-           read_output(p, &p->sandbox.stderr_fd, RBX_PROCESS_STDERR, buf)) {
+           process_read_output(p, &p->sandbox.stderr_fd, RBX_PROCESS_STDERR, buf)) {
         struct pollfd fd = {.fd = p->sandbox.stderr_fd, .events = POLLIN};
         if (poll(&fd, 1, 0) <= 0 || !(fd.revents & POLLIN))
             break;
@@ -784,84 +591,27 @@ static void let_go(rbx_process *p)
     close_fd(&p->program_pidfd);
 }
 
-/* Puts the hibernated tree back in a fresh sandbox (a new terminal with
- * the old one's settings), as its start did: this thread is its parent. */
-static rbx_status restore(rbx_process *p, rbx_error *err)
-{
-    char images[4600];
-    images_path(p, images, sizeof images);
-    if (p->terminal) {
-        rbx_status status = open_terminal(p, p->tty_size.ws_col, p->tty_size.ws_row, err);
-        if (status != RBX_OK)
-            return status;
-        (void)tcsetattr(p->master, TCSANOW, &p->tty_mode);
-        p->spec.terminal_fd = p->slave;
-    }
-    p->spec.template_ns = rbx_root_template_ns(p->root);
-    rbx_status status =
-        p->spec.template_ns < 0
-            ? rbx_fail(err, RBX_ESYSTEM, "the image's prepared namespace is gone")
-            : rbx_sandbox_restore(&p->spec, p->checkpoint, rbx_kernel_criu(p->engine), images,
-                                  &p->sandbox, err);
-    if (p->spec.template_ns >= 0)
-        close(p->spec.template_ns);
-    p->spec.template_ns = -1;
-    close_fd(&p->slave);
-    p->spec.terminal_fd = -1;
-    if (status != RBX_OK)
-        return status;
-    pid_t program = rbx_sandbox_program(&p->sandbox);
-    p->program_pidfd = program > 0 ? (int)syscall(SYS_pidfd_open, program, 0) : -1;
-    pthread_mutex_lock(&p->write_lock);
-    if (p->terminal)
-        p->input_fd = fcntl(p->master, F_DUPFD_CLOEXEC, 3);
-    else if (p->sandbox.stdin_fd >= 0)
-        p->input_fd = fcntl(p->sandbox.stdin_fd, F_DUPFD_CLOEXEC, 3);
-    close_fd(&p->sandbox.stdin_fd);
-    pthread_mutex_unlock(&p->write_lock);
-    return RBX_OK;
-}
-
-/* After its pump: where a pause asked, the process goes to disk and its
- * thread waits here for the resume (true: it runs again, pump on) or for
- * its end (false: as a killed process's). A process that cannot go to
- * disk runs on, for the pause to freeze (true). False at once where no
- * hibernation was asked: its sandbox ended. */
-static bool hibernation(rbx_process *p)
+/* A hibernated process's thread, until it is woken (true: restored, it
+ * runs again) or ended (false). Its checkpoint goes either way, but for
+ * a runbox that stops (the next one restores it: adopt). */
+static bool sleep_until_woken(rbx_process *p)
 {
     pthread_mutex_lock(&p->lock);
-    bool asked = p->hibernate_asked;
-    pthread_mutex_unlock(&p->lock);
-    if (!asked)
-        return false;
-    rbx_error err = {0};
-    rbx_status status = dump(p, &err);
-    if (status == RBX_OK)
-        let_go(p);
-    pthread_mutex_lock(&p->lock);
-    p->hibernate_asked = false;
-    p->hibernate_err = err;
-    if (status == RBX_OK) {
-        p->life = HIBERNATED;
-        rbx_process_event event = {.kind = RBX_PROCESS_FROZEN, .on_disk = true};
-        deliver(p, &event);
-    }
-    pthread_cond_broadcast(&p->changed);
-    if (status != RBX_OK) {
-        pthread_mutex_unlock(&p->lock);
-        return true;
-    }
     while (!p->wake_asked && !p->kill_asked)
         pthread_cond_wait(&p->changed, &p->lock);
     bool wake = !p->kill_asked;
+    bool keep = p->kill_asked && p->keep_checkpoint;
     pthread_mutex_unlock(&p->lock);
-    if (wake && (status = restore(p, &err)) != RBX_OK)
+    rbx_error err = {0};
+    rbx_status status = wake ? process_restore(p, &err) : RBX_OK;
+    if (status != RBX_OK)
         snprintf(p->end_said, sizeof p->end_said,
                  "the sandbox was resumed, and this process could not be restored: %.300s",
                  err.message);
     char name[48];
-    checkpoint_name(p, name, sizeof name);
-    rbx_checkpoint_dir_remove(p->engine, p->session_id, name);
+    process_checkpoint_name(p, name, sizeof name);
+    if (!keep)
+        rbx_checkpoint_dir_remove(p->engine, p->session_id, name);
     free(p->checkpoint);
     p->checkpoint = NULL;
     bool running = wake && status == RBX_OK;
@@ -876,17 +626,47 @@ static bool hibernation(rbx_process *p)
     return running;
 }
 
+/* After its pump: where a pause asked, the process goes to disk and its
+ * thread sleeps until the resume (true: it runs again, pump on) or its
+ * end (false: as a killed process's). A process that cannot go to disk
+ * runs on, for the pause to freeze (true). False at once where no
+ * hibernation was asked: its sandbox ended. */
+static bool hibernation(rbx_process *p)
+{
+    pthread_mutex_lock(&p->lock);
+    bool asked = p->hibernate_asked;
+    pthread_mutex_unlock(&p->lock);
+    if (!asked)
+        return false;
+    rbx_error err = {0};
+    rbx_status status = process_dump(p, &err);
+    if (status == RBX_OK)
+        let_go(p);
+    pthread_mutex_lock(&p->lock);
+    p->hibernate_asked = false;
+    p->hibernate_err = err;
+    if (status == RBX_OK) {
+        p->life = HIBERNATED;
+        rbx_process_event event = {.kind = RBX_PROCESS_FROZEN, .on_disk = true};
+        process_deliver(p, &event);
+    }
+    pthread_cond_broadcast(&p->changed);
+    pthread_mutex_unlock(&p->lock);
+    return status != RBX_OK || sleep_until_woken(p);
+}
+
 /* The process's thread: starts its sandbox (which dies with this thread
  * if runbox does), tells the starter, pumps its output, and reports its
  * end. It holds a reference of its own until it is done. */
-static void *life_of(void *arg)
+/* Starts the sandbox, as the process's thread, and tells the starter. */
+static rbx_status begin(rbx_process *p)
 {
-    rbx_process *p = arg;
     rbx_error err = {0};
     p->spec.template_ns = rbx_root_template_ns(p->root);
     rbx_status status = rbx_sandbox_start(&p->spec, &p->sandbox, &err);
     if (p->spec.template_ns >= 0)
         close(p->spec.template_ns);
+    p->spec.template_ns = -1;
     close_fd(&p->slave); /* the sandbox has its own copies */
     if (status == RBX_OK) {
         status = await_exec(p, &err);
@@ -897,34 +677,35 @@ static void *life_of(void *arg)
             rbx_sandbox_reap(&p->sandbox, NULL);
         }
     }
-    if (status == RBX_OK) {
-        pthread_mutex_lock(&p->write_lock);
-        if (p->terminal)
-            p->input_fd = fcntl(p->master, F_DUPFD_CLOEXEC, 3);
-        else if (p->sandbox.stdin_fd >= 0)
-            p->input_fd = fcntl(p->sandbox.stdin_fd, F_DUPFD_CLOEXEC, 3);
-        close_fd(&p->sandbox.stdin_fd);
-        pthread_mutex_unlock(&p->write_lock);
-    }
+    if (status == RBX_OK)
+        process_take_input(p);
     started(p, status, status == RBX_OK ? NULL : &err);
-    rbx_process_event end;
-    if (status == RBX_OK) {
-        do
-            pump(p);
-        while (hibernation(p));
+    return status;
+}
+
+void *process_life_of(void *arg)
+{
+    rbx_process *p = arg;
+    /* One adopted from disk sleeps until its sandbox resumes. */
+    if (p->adopted || begin(p) == RBX_OK) {
+        if (!p->adopted || sleep_until_woken(p))
+            do
+                pump(p);
+            while (hibernation(p));
         rbx_exit_report report;
         bool reported = rbx_sandbox_reap(&p->sandbox, &report);
+        rbx_process_event end;
         pthread_mutex_lock(&p->lock);
         fill_end(p, reported, &report, &end);
         if (p->end_said[0])
             end.error = p->end_said;
-        deliver(p, &end);
+        process_deliver(p, &end);
         p->life = ENDED;
         pthread_cond_broadcast(&p->changed);
         pthread_mutex_unlock(&p->lock);
     }
-    tear_down(p); /* before it leaves: removal waits for that, then takes its lock */
-    leave_registry(p);
+    process_tear_down(p); /* before it leaves: removal waits for that, then takes its lock */
+    process_leave_registry(p);
     rbx_processes *processes = p->engine->processes;
     pthread_mutex_lock(&processes->lock);
     processes->threads--;
@@ -936,7 +717,7 @@ static void *life_of(void *arg)
 
 /* --- starting one --------------------------------------------------------------------------- */
 
-static rbx_process *process_new(rbx_engine *engine, const rbx_process_request *r)
+rbx_process *process_new(rbx_engine *engine, const rbx_process_request *r)
 {
     rbx_process *p = calloc(1, sizeof *p);
     if (!p)
@@ -960,8 +741,9 @@ static rbx_process *process_new(rbx_engine *engine, const rbx_process_request *r
     p->info.cwd = r->cwd ? strdup(r->cwd) : NULL;
     p->info.tag = r->tag ? strdup(r->tag) : NULL;
     p->info.terminal = p->terminal;
+    p->request = process_request_json(r);
     if (p->resume_fd < 0 || !p->info.argv || !p->info.env || (r->cwd && !p->info.cwd) ||
-        (r->tag && !p->info.tag)) {
+        (r->tag && !p->info.tag) || !p->request) {
         process_unref(p);
         return NULL;
     }
@@ -969,7 +751,9 @@ static rbx_process *process_new(rbx_engine *engine, const rbx_process_request *r
 }
 
 /* Takes a place in the registry (and a number), within the caps. */
-static rbx_status enter_registry(rbx_engine *engine, rbx_process *p, rbx_error *err)
+/* Takes a place in the registry (and a number, or the one it had: an
+ * adopted process's), within the caps. */
+rbx_status process_enter_registry(rbx_engine *engine, rbx_process *p, rbx_error *err)
 {
     rbx_processes *processes = engine->processes;
     size_t in_session = 0;
@@ -995,10 +779,19 @@ static rbx_status enter_registry(rbx_engine *engine, rbx_process *p, rbx_error *
     else if (processes->count >= ENGINE_PROCESSES_MAX)
         status = rbx_fail(err, RBX_EBUSY, "this runbox runs %d processes already, the most it may",
                           ENGINE_PROCESSES_MAX);
-    if (status == RBX_OK) {
+    if (status == RBX_OK && p->adopted) {
+        for (rbx_process *q = processes->list; q; q = q->next)
+            if (q->pid == p->pid && !strcmp(q->session_id, p->session_id))
+                status = rbx_fail(err, RBX_EBUSY, "process %u of session %s is running",
+                                  (unsigned)p->pid, p->session_id);
+        if (status == RBX_OK && processes->next_pid <= p->pid) /* none new gets its number */
+            processes->next_pid = p->pid + 1 ? p->pid + 1 : 1;
+    } else if (status == RBX_OK) {
         p->pid = processes->next_pid++;
         if (processes->next_pid == 0)
             processes->next_pid = 1;
+    }
+    if (status == RBX_OK) {
         p->info.pid = p->pid;
         p->next = processes->list;
         processes->list = p;
@@ -1009,6 +802,18 @@ static rbx_status enter_registry(rbx_engine *engine, rbx_process *p, rbx_error *
     return status;
 }
 
+/* Out of the registry again, for a process whose thread never ran. */
+static void unregister(rbx_process *p)
+{
+    rbx_processes *processes = p->engine->processes;
+    process_leave_registry(p);
+    process_tear_down(p);
+    pthread_mutex_lock(&processes->lock);
+    processes->threads--;
+    pthread_cond_broadcast(&processes->changed);
+    pthread_mutex_unlock(&processes->lock);
+}
+
 rbx_status rbx_process_start(rbx_engine *engine, const rbx_process_request *request,
                              rbx_process_fn on_event, void *user, rbx_process **process,
                              rbx_error *err)
@@ -1016,7 +821,7 @@ rbx_status rbx_process_start(rbx_engine *engine, const rbx_process_request *requ
     *process = NULL;
     if (!engine->processes)
         return rbx_fail(err, RBX_ESYSTEM, "out of memory");
-    rbx_status status = check_request(engine, request, err);
+    rbx_status status = process_check_request(engine, request, err);
     if (status != RBX_OK)
         return status;
     rbx_process *p = process_new(engine, request);
@@ -1032,24 +837,19 @@ rbx_status rbx_process_start(rbx_engine *engine, const rbx_process_request *requ
         p->watchers = first;
         p->watcher_count = 1;
     }
-    status = enter_registry(engine, p, err);
+    status = process_enter_registry(engine, p, err);
     if (status != RBX_OK) {
         process_unref(p);
         return status;
     }
-    status = prepare(engine, p, request, err);
+    status = process_prepare(engine, p, request, err);
     pthread_t thread;
     atomic_fetch_add(&p->refs, 1); /* the thread's */
-    if (status == RBX_OK && pthread_create(&thread, NULL, life_of, p) != 0)
+    if (status == RBX_OK && pthread_create(&thread, NULL, process_life_of, p) != 0)
         status = rbx_fail(err, RBX_ESYSTEM, "cannot start the process's thread");
     if (status != RBX_OK) {
         atomic_fetch_sub(&p->refs, 1);
-        leave_registry(p);
-        tear_down(p);
-        pthread_mutex_lock(&engine->processes->lock);
-        engine->processes->threads--;
-        pthread_cond_broadcast(&engine->processes->changed);
-        pthread_mutex_unlock(&engine->processes->lock);
+        unregister(p);
         process_unref(p);
         return status;
     }
@@ -1266,7 +1066,8 @@ rbx_status rbx_process_resize(rbx_process *p, uint16_t cols, uint16_t rows, rbx_
     if (!is_running(p))
         status = not_running(p, err);
     else if (!p->terminal || p->input_fd < 0)
-        status = rbx_fail(err, RBX_EINVAL, "process %u has no terminal to resize", (unsigned)p->pid);
+        status =
+            rbx_fail(err, RBX_EINVAL, "process %u has no terminal to resize", (unsigned)p->pid);
     else if (ioctl(p->input_fd, TIOCSWINSZ, &size) != 0) /* the kernel sends SIGWINCH */
         status = rbx_fail(err, RBX_ESYSTEM, "cannot resize the terminal: %s", strerror(errno));
     pthread_mutex_unlock(&p->write_lock);
@@ -1346,8 +1147,9 @@ void rbx_process_infos_free(rbx_process_info *infos, size_t count)
 /* --- ending them ------------------------------------------------------------------------------ */
 
 /* Kills the processes the filter picks (session NULL: all) and waits
- * until they have left the registry. */
-static size_t stop_where(rbx_engine *engine, const char *session_id, const char *why)
+ * until they have left the registry. keep: runbox stops, and the next
+ * one restores what is on disk (a paused sandbox's), which stays. */
+static size_t stop_where(rbx_engine *engine, const char *session_id, const char *why, bool keep)
 {
     rbx_processes *processes = engine->processes;
     if (!processes)
@@ -1362,6 +1164,7 @@ static size_t stop_where(rbx_engine *engine, const char *session_id, const char 
             continue;
         pthread_mutex_lock(&p->lock);
         p->kill_asked = true;
+        p->keep_checkpoint = keep;
         p->why_end = why;
         if (p->life == RUNNING)
             rbx_sandbox_kill(&p->sandbox);
@@ -1404,6 +1207,121 @@ void rbx_processes_count(rbx_engine *engine, size_t *running, size_t *frozen,
     pthread_mutex_unlock(&processes->lock);
 }
 
+/* --- adopting what a runbox before this one left on disk ------------------------------------ */
+
+/* Puts one process found on disk in the registry, hibernated, with its
+ * thread sleeping until the resume wakes it; else why not. */
+static rbx_status adopt(rbx_engine *engine, const char *session_id, int session, uint32_t pid,
+                        const char *name, rbx_error *err)
+{
+    int dir = openat(session, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    json_t *record = dir >= 0 ? rbx_checkpoint_record_read(dir) : NULL;
+    if (dir >= 0)
+        close(dir);
+    const char **lists[3] = {NULL, NULL, NULL};
+    rbx_process_request r;
+    rbx_status status = RBX_OK;
+    if (!process_record_request(record, session_id, pid, &r, lists))
+        status = rbx_fail(err, RBX_EINVAL, "its record is missing or damaged, or another's");
+    if (status == RBX_OK)
+        status = process_check_request(engine, &r, err);
+    rbx_process *p = status == RBX_OK ? process_new(engine, &r) : NULL;
+    if (status == RBX_OK && !p)
+        status = rbx_fail(err, RBX_ESYSTEM, "out of memory");
+    if (p) {
+        p->adopted = true;
+        p->life = HIBERNATED;
+        p->pid = pid;
+        if (!process_record_take(p, record))
+            status = rbx_fail(err, RBX_EINVAL, "its record is damaged");
+    }
+    bool registered =
+        status == RBX_OK && (status = process_enter_registry(engine, p, err)) == RBX_OK;
+    if (status == RBX_OK)
+        status = process_prepare(engine, p, &r, err);
+    if (status == RBX_OK) {
+        /* The restore makes its terminal, and takes its /tmp from the
+         * checkpoint: prepare's go. */
+        close_fd(&p->master);
+        close_fd(&p->slave);
+        rbx_scratch_remove(engine, &p->scratch);
+        json_t *then = json_object_get(record, "ran_on"), *now = process_ran_on(p);
+        if (!json_equal(then, now))
+            status = rbx_fail(err, RBX_EINVAL,
+                              "it ran on another image or host kernel than this runbox has");
+        json_decref(now);
+    }
+    pthread_t thread;
+    if (status == RBX_OK) {
+        atomic_fetch_add(&p->refs, 1); /* the thread's */
+        if (pthread_create(&thread, NULL, process_life_of, p) != 0) {
+            atomic_fetch_sub(&p->refs, 1);
+            status = rbx_fail(err, RBX_ESYSTEM, "cannot start the process's thread");
+        } else {
+            pthread_detach(thread);
+        }
+    }
+    if (status != RBX_OK && registered)
+        unregister(p);
+    if (p)
+        process_unref(p);
+    for (size_t i = 0; i < 3; i++)
+        free(lists[i]);
+    json_decref(record);
+    return status;
+}
+
+static bool registered(rbx_processes *processes, const char *session_id, uint32_t pid)
+{
+    pthread_mutex_lock(&processes->lock);
+    bool found = false;
+    for (rbx_process *q = processes->list; q && !found; q = q->next)
+        found = q->pid == pid && !strcmp(q->session_id, session_id);
+    pthread_mutex_unlock(&processes->lock);
+    return found;
+}
+
+/* A runbox before this one stopped while the session's processes were on
+ * disk (its sandbox paused): each comes back into the registry,
+ * hibernated, for the resume that follows to wake. One that cannot (its
+ * record damaged or another's, another image or host kernel) is
+ * forgotten, and said so on stderr. */
+static void adopt_session(rbx_engine *engine, const char *session_id)
+{
+    if (!rbx_hibernation_enabled(engine))
+        return;
+    int session = openat(engine->sessions_fd, session_id,
+                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = session >= 0 ? openat(session, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d && fd >= 0)
+        close(fd);
+    uint32_t found[RBX_PROCESSES_MAX];
+    size_t n = 0;
+    for (struct dirent *e; d && n < RBX_PROCESSES_MAX && (e = readdir(d));) {
+        char check[48];
+        unsigned pid;
+        if (sscanf(e->d_name, "hibernated-process-%u", &pid) == 1 && pid > 0 &&
+            snprintf(check, sizeof check, "hibernated-process-%u", pid) > 0 &&
+            !strcmp(check, e->d_name) && !registered(engine->processes, session_id, pid))
+            found[n++] = pid;
+    }
+    if (d)
+        closedir(d);
+    for (size_t i = 0; i < n; i++) {
+        char name[48];
+        snprintf(name, sizeof name, "hibernated-process-%u", (unsigned)found[i]);
+        rbx_error err = {0};
+        if (adopt(engine, session_id, session, found[i], name, &err) != RBX_OK) {
+            fprintf(stderr, "runbox: process %u of session %s is not restored: %s\n",
+                    (unsigned)found[i], session_id, err.message);
+            rbx_checkpoint_dir_remove(engine, session_id, name);
+        }
+    }
+    if (session >= 0)
+        close(session);
+}
+
 /* A pause's part for one running process (p->lock held): to disk where
  * it can go (its thread does it), else frozen in memory, else stopped. */
 static bool pause_one(rbx_process *p)
@@ -1423,7 +1341,7 @@ static bool pause_one(rbx_process *p)
     errno = ENOTSUP;
     if (p->sandbox.cgroup && rbx_cgroup_freeze(p->sandbox.cgroup, true) == 0) {
         rbx_process_event event = {.kind = RBX_PROCESS_FROZEN};
-        deliver(p, &event);
+        process_deliver(p, &event);
         return true;
     }
     p->kill_asked = true;
@@ -1454,6 +1372,8 @@ size_t rbx_processes_pause_session(rbx_engine *engine, const char *session_id, b
     rbx_processes *processes = engine->processes;
     if (!processes)
         return 0;
+    if (!paused)
+        adopt_session(engine, session_id);
     /* Picked under the registry's lock, each with a reference; paused
      * outside it, since a checkpoint or a freeze waits for every task of
      * the sandbox. */
@@ -1482,7 +1402,7 @@ size_t rbx_processes_pause_session(rbx_engine *engine, const char *session_id, b
 
 size_t rbx_processes_stop_session(rbx_engine *engine, const char *session_id)
 {
-    return stop_where(engine, session_id, "the sandbox was removed");
+    return stop_where(engine, session_id, "the sandbox was removed", false);
 }
 
 void rbx_processes_free(rbx_engine *engine)
@@ -1490,7 +1410,7 @@ void rbx_processes_free(rbx_engine *engine)
     rbx_processes *processes = engine->processes;
     if (!processes)
         return;
-    stop_where(engine, NULL, "runbox stopped");
+    stop_where(engine, NULL, "runbox stopped", true);
     pthread_mutex_lock(&processes->lock);
     while (processes->threads)
         pthread_cond_wait(&processes->changed, &processes->lock);

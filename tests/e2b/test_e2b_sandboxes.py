@@ -414,7 +414,8 @@ def test_pause_puts_commands_and_terminals_on_disk_and_connect_restores_them(ser
     pause_and_resume(server, "on disk")
 
 
-def pause_and_resume(server, how):
+def counting_with_a_shell(server):
+    """A new sandbox counting in a command, with a terminal's shell that set `kept`, paused."""
     from e2b.sandbox.commands.command_handle import PtySize
     sbx = Sandbox.create()
     ticker = sbx.commands.run(COUNTER, background=True)
@@ -422,6 +423,11 @@ def pause_and_resume(server, how):
     sbx.pty.send_stdin(terminal.pid, b"kept=shell-$((6*7))\n")
     assert count_reaching(server, sbx, 20) >= 20
     assert sbx.pause() is True
+    return sbx, ticker, terminal
+
+
+def pause_and_resume(server, how):
+    sbx, ticker, terminal = counting_with_a_shell(server)
     # Its stream ended, saying why, as a paused microVM's connections drop: paused, not
     # stopped (a process that could be neither checkpointed nor frozen ends, saying why).
     with pytest.raises(Exception) as ended:
@@ -447,20 +453,27 @@ def pause_and_resume(server, how):
     # The same process: on from its value, not from 0 (a new one would be below it for a second).
     went_on = count_reaching(server, sbx, frozen + 1, seconds=5)
     assert went_on is not None and frozen < went_on < frozen + 60, (frozen, went_on)
-    chunks = []
-    shell = resumed.pty.connect(terminal.pid)
-    reader = threading.Thread(target=lambda: _quietly(shell, chunks.append), daemon=True)
-    reader.start()
-    resumed.pty.send_stdin(terminal.pid, b"echo got-$kept\n")
-    deadline = time.monotonic() + 15
-    while b"got-shell-42" not in b"".join(chunks) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert b"got-shell-42" in b"".join(chunks), b"".join(chunks)
+    reader = shell_kept_its_variable(resumed, terminal.pid)
     assert resumed.commands.kill(ticker.pid) is True
     assert resumed.pty.kill(terminal.pid) is True
     reader.join(15)
     assert metric(server, "runbox_processes_running") == 0
     resumed.kill()
+
+
+def shell_kept_its_variable(resumed, pid):
+    """The terminal's shell, attached to again, still has `kept` of before the pause; its reader
+    (to join once the terminal is killed)."""
+    chunks = []
+    shell = resumed.pty.connect(pid)
+    reader = threading.Thread(target=lambda: _quietly(shell, chunks.append), daemon=True)
+    reader.start()
+    resumed.pty.send_stdin(pid, b"echo got-$kept\n")
+    deadline = time.monotonic() + 15
+    while b"got-shell-42" not in b"".join(chunks) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert b"got-shell-42" in b"".join(chunks), b"".join(chunks)
+    return reader
 
 
 def _quietly(handle, on_pty):
@@ -497,9 +510,10 @@ def sandbox_sleeping_twice():
 
 
 @pytest.mark.serial
-def test_a_paused_sandboxs_frozen_processes_die_with_it(server):
+def test_a_paused_sandboxs_frozen_processes_die_with_it(start_e2b, e2b_env):
     """Killing a paused sandbox ends its frozen processes (a frozen process holds a kill until
     it is thawed on cgroup v1): nothing of it is left on the host."""
+    server = e2b_env(start_e2b(env={"RUNBOX_HIBERNATE": "off"}))
     sbx, marker = sandbox_sleeping_twice()
     assert sbx.pause() is True
     assert metric(server, "runbox_processes_frozen") == 1
@@ -517,13 +531,50 @@ def test_a_killed_servers_frozen_processes_go_with_the_next_runbox(start_e2b, e2
     """A server killed outright while a sandbox is paused leaves its processes frozen: on cgroup
     v1 a frozen process holds even the kill that comes with its runbox's death. The next runbox
     on the host sweeps them: killed, then thawed so that they can die."""
-    first = e2b_env(start_e2b())
+    first = e2b_env(start_e2b(env={"RUNBOX_HIBERNATE": "off"}))
     sbx, marker = sandbox_sleeping_twice()
     assert sbx.pause() is True
+    assert len(host_pids_with(marker)) == 2  # frozen, not ended
     first.proc.kill()
     first.proc.wait()
     first.expected_exit = -9
     start_e2b()  # sweeps what gone runboxes left as it starts
+    deadline = time.monotonic() + 10
+    while host_pids_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert host_pids_with(marker) == []
+
+
+@pytest.mark.serial
+@pytest.mark.skipif(os.geteuid() != 0, reason="hibernation needs root (and criu: make deps)")
+def test_a_paused_sandboxs_processes_on_disk_go_with_it(server):
+    """A paused sandbox's processes on disk run nothing on the host; killing the sandbox
+    forgets their checkpoints."""
+    sbx, marker = sandbox_sleeping_twice()
+    assert sbx.pause() is True
+    assert metric(server, "runbox_processes_hibernated") == 1
+    assert host_pids_with(marker) == []  # on disk: nothing of them runs
+    session = os.path.join(server.state_dir, "sessions", f"e2b-{sbx.sandbox_id}")
+    assert any(name.startswith("hibernated-process-") for name in os.listdir(session))
+    assert Sandbox.kill(sbx.sandbox_id) is True
+    assert metric(server, "runbox_processes_hibernated") == 0
+    assert not os.path.exists(session)
+
+
+@pytest.mark.serial
+@pytest.mark.skipif(os.geteuid() != 0, reason="hibernation needs root (and criu: make deps)")
+def test_restored_processes_die_with_a_server_killed_outright(start_e2b, e2b_env):
+    """A process restored from disk is tied to its runbox as a started one is: a server killed
+    outright (SIGKILL, no chance to clean up) takes it along at once."""
+    first = e2b_env(start_e2b())
+    sbx, marker = sandbox_sleeping_twice()
+    assert sbx.pause() is True
+    assert host_pids_with(marker) == []
+    Sandbox.connect(sbx.sandbox_id)
+    assert len(host_pids_with(marker)) == 2  # restored
+    first.proc.kill()
+    first.proc.wait()
+    first.expected_exit = -9
     deadline = time.monotonic() + 10
     while host_pids_with(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -562,6 +613,36 @@ def test_sandboxes_outlive_a_restart_of_the_server(start_e2b, e2b_env):
     assert oct(os.stat(os.path.join(second.state_dir, "e2b-sandboxes.json")).st_mode & 0o777) \
         == "0o600"
     again.kill()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="hibernation needs root (and criu: make deps)")
+def test_paused_commands_and_terminals_outlive_a_restart_of_the_server(start_e2b, e2b_env):
+    """A paused sandbox's commands and terminals are on disk: a server that stops leaves them
+    there, and the next one on the state directory restores them when the sandbox is
+    connected to: the same pids, the counter on from its value, the shell's variable kept; a
+    command started after them in the sandbox takes a pid of its own."""
+    first = e2b_env(start_e2b())
+    sbx, ticker, terminal = counting_with_a_shell(first)
+    frozen = counted(first, sbx)
+    assert first.stop() == 0
+    session = os.path.join(first.state_dir, "sessions", f"e2b-{sbx.sandbox_id}")
+    for pid in (ticker.pid, terminal.pid):
+        assert os.path.isfile(os.path.join(session, f"hibernated-process-{pid}",
+                                           "checkpoint.json"))
+    second = e2b_env(start_e2b())
+    resumed = Sandbox.connect(sbx.sandbox_id)
+    assert {p.pid for p in resumed.commands.list()} == {ticker.pid, terminal.pid}
+    newcomer = resumed.commands.run("sleep 60", background=True)
+    assert newcomer.pid not in {ticker.pid, terminal.pid}
+    went_on = count_reaching(second, sbx, frozen + 1, seconds=10)
+    assert went_on is not None and frozen < went_on < frozen + 200, (frozen, went_on)
+    reader = shell_kept_its_variable(resumed, terminal.pid)
+    for pid in (ticker.pid, terminal.pid):  # restored: their checkpoints are gone
+        assert not os.path.exists(os.path.join(session, f"hibernated-process-{pid}"))
+    assert resumed.commands.kill(ticker.pid) is True
+    assert resumed.pty.kill(terminal.pid) is True
+    reader.join(15)
+    resumed.kill()
 
 
 def test_templates_name_the_default_image_or_an_allowed_one(server):

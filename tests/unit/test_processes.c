@@ -231,6 +231,33 @@ static bool session_has(fixture *f, const char *name)
     return access(path, F_OK) == 0;
 }
 
+/* Counts, and echoes each line of its stdin: a reader of its own (`read
+ * -t` in the counting loop would lose a line whose reading the timeout
+ * cut, as a loaded machine does), given stdin explicitly (a background
+ * job of a shell without job control reads /dev/null otherwise). */
+#define COUNTER_READING                                                                           \
+    "(while read l; do echo got:$l; done) 0<&0 & i=0; while :; do i=$((i+1)); echo $i; "       \
+    "sleep 0.05; done"
+
+/* The end of a case that watched a process again after a resume. */
+static void killed_and_freed(rbx_process *p, uint64_t watch)
+{
+    rbx_error err;
+    assert_int_equal(rbx_process_signal(p, SIGKILL, &err), RBX_OK);
+    assert_true(rbx_process_wait(p, 20));
+    rbx_process_unwatch(p, watch);
+    rbx_process_free(p);
+}
+
+/* A counter reading its stdin, seen counting, then its session paused. */
+static rbx_process *paused_counter(fixture *f, seen *s)
+{
+    rbx_process *p = start(f, COUNTER_READING, true, 0, 0, s);
+    assert_true(output_has(s, "\n5\n", 20));
+    assert_int_equal(rbx_session_pause(f->engine, "s1", true), 1);
+    return p;
+}
+
 /* A paused session's command goes to disk (its memory freed, nothing of it
  * running) and comes back where it was: its counter goes on, its stdin is
  * open, and its number is the same. */
@@ -240,11 +267,8 @@ static void a_paused_command_goes_to_disk_and_comes_back(void **state)
         skip();
     fixture *f = *state;
     seen s = {0};
-    rbx_process *p = start(f, "i=0; while :; do i=$((i+1)); echo $i; read -t 0.05 l && echo got:$l; "
-                              "done", true, 0, 0, &s);
+    rbx_process *p = paused_counter(f, &s);
     uint32_t pid = rbx_process_pid(p);
-    assert_true(output_has(&s, "\n5\n", 20));
-    assert_int_equal(rbx_session_pause(f->engine, "s1", true), 1);
     size_t running, frozen, hibernated;
     rbx_processes_count(f->engine, &running, &frozen, &hibernated);
     assert_int_equal(hibernated, 1);
@@ -274,10 +298,7 @@ static void a_paused_command_goes_to_disk_and_comes_back(void **state)
     assert_true(output_has(&after, "got:hello", 20));
     assert_true(resumed > at_pause); /* went on, not started again */
     assert_true(resumed < at_pause + 200);
-    assert_int_equal(rbx_process_signal(p, SIGKILL, &err), RBX_OK);
-    assert_true(rbx_process_wait(p, 20));
-    rbx_process_unwatch(p, watch);
-    rbx_process_free(p);
+    killed_and_freed(p, watch);
 }
 
 /* A terminal's shell keeps its variables and settings across a pause. */
@@ -307,10 +328,136 @@ static void a_paused_terminal_comes_back_with_its_shell(void **state)
     bool echoed = strstr(after.out, "echo value") != NULL; /* stty -echo held */
     pthread_mutex_unlock(&after.lock);
     assert_false(echoed);
-    assert_int_equal(rbx_process_signal(p, SIGKILL, &err), RBX_OK);
-    assert_true(rbx_process_wait(p, 20));
-    rbx_process_unwatch(p, watch);
+    killed_and_freed(p, watch);
+}
+
+static rbx_engine *engine_on(fixture *f)
+{
+    rbx_config config;
+    rbx_config_defaults(&config);
+    config.state_dir = f->state_dir;
+    config.storage = RBX_STORAGE_CHOOSE_PLAIN;
+    config.network_off = true;
+    rbx_error err = {0};
+    rbx_engine *engine = rbx_engine_new(&config, &err);
+    if (!engine)
+        fail_msg("rbx_engine_new: %s", err.message);
+    return engine;
+}
+
+/* A runbox that stops while the command is on disk leaves it there; the
+ * next one on the state directory restores it when the sandbox resumes,
+ * with its number, its counter going on and its stdin open. */
+static void a_command_on_disk_outlives_its_runbox(void **state)
+{
+    if (!can_hibernate())
+        skip();
+    fixture *f = *state;
+    seen s = {0};
+    rbx_process *p = paused_counter(f, &s);
+    uint32_t pid = rbx_process_pid(p);
+    long at_pause = last_number(&s);
     rbx_process_free(p);
+    rbx_engine_free(f->engine); /* runbox stops */
+    char name[64];
+    snprintf(name, sizeof name, "hibernated-process-%u/checkpoint.json", (unsigned)pid);
+    assert_true(session_has(f, name));
+    f->engine = engine_on(f);
+    rbx_error err;
+    rbx_process *found = NULL;
+    assert_int_equal(rbx_process_find(f->engine, "s1", pid, &found, &err), RBX_ENOENT);
+    assert_int_equal(rbx_session_pause(f->engine, "s1", false), 1);
+    assert_int_equal(rbx_process_find(f->engine, "s1", pid, &found, &err), RBX_OK);
+    seen after = {0};
+    pthread_mutex_init(&after.lock, NULL);
+    uint64_t watch;
+    assert_int_equal(rbx_process_watch(found, on_event, &after, &watch, &err), RBX_OK);
+    assert_true(output_has(&after, "\n", 20));
+    long resumed = last_number(&after);
+    assert_true(resumed > at_pause && resumed < at_pause + 200);
+    assert_int_equal(rbx_process_write(found, "again\n", 6, &err), RBX_OK);
+    assert_true(output_has(&after, "got:again", 20));
+    /* A new process does not take its number. */
+    seen other = {0};
+    rbx_process *next = start(f, "true", false, 0, 0, &other);
+    assert_true(rbx_process_pid(next) > pid);
+    assert_true(rbx_process_wait(next, 20));
+    rbx_process_free(next);
+    killed_and_freed(found, watch);
+}
+
+/* What the next runbox finds on disk is checked before it is restored:
+ * images changed after the checkpoint, a record edited to another
+ * session, or another's images swapped in are refused (the process is
+ * forgotten, its sandbox resumes without it), never restored. */
+static void a_tampered_checkpoint_is_not_restored(void **state)
+{
+    if (!can_hibernate())
+        skip();
+    fixture *f = *state;
+    rbx_error err;
+    assert_int_equal(rbx_session_create(f->engine, "s2", &err), RBX_OK);
+    seen a = {0}, b = {0}, c = {0};
+    uint32_t pids[3];
+    rbx_process *p[3] = {start(f, "sleep 300", false, 0, 0, &a),
+                         start(f, "sleep 301", false, 0, 0, &b),
+                         start(f, "sleep 302", false, 0, 0, &c)};
+    for (int i = 0; i < 3; i++)
+        pids[i] = rbx_process_pid(p[i]);
+    usleep(200000);
+    assert_int_equal(rbx_session_pause(f->engine, "s1", true), 3);
+    for (int i = 0; i < 3; i++)
+        rbx_process_free(p[i]);
+    rbx_engine_free(f->engine);
+    char path[512], other[1024];
+    /* 1: an image truncated. */
+    snprintf(path, sizeof path, "%s/sessions/s1/hibernated-process-%u/images", f->state_dir,
+             (unsigned)pids[0]);
+    DIR *d = opendir(path);
+    assert_non_null(d);
+    bool cut = false;
+    for (struct dirent *e; !cut && (e = readdir(d));)
+        if (!strncmp(e->d_name, "pages-", 6)) {
+            snprintf(other, sizeof other, "%s/%s", path, e->d_name);
+            cut = truncate(other, 4096) == 0;
+        }
+    closedir(d);
+    assert_true(cut);
+    /* 2: the record says another session. */
+    snprintf(path, sizeof path, "%s/sessions/s1/hibernated-process-%u/checkpoint.json",
+             f->state_dir, (unsigned)pids[1]);
+    FILE *in = fopen(path, "r");
+    assert_non_null(in);
+    char text[65536];
+    size_t len = fread(text, 1, sizeof text - 1, in);
+    fclose(in);
+    text[len] = 0;
+    char *at = strstr(text, "\"session\":\"s1\"");
+    assert_non_null(at);
+    at[12] = '2';
+    FILE *out = fopen(path, "w");
+    assert_non_null(out);
+    fwrite(text, 1, len, out);
+    fclose(out);
+    /* 3: the third's images swapped for the first's (another process's). */
+    snprintf(path, sizeof path, "%s/sessions/s1/hibernated-process-%u/images", f->state_dir,
+             (unsigned)pids[2]);
+    snprintf(other, sizeof other, "%s/sessions/s1/hibernated-process-%u/images", f->state_dir,
+             (unsigned)pids[1]);
+    char swap[1100];
+    snprintf(swap, sizeof swap, "%s.swap", path);
+    assert_int_equal(rename(path, swap), 0);
+    assert_int_equal(rename(other, path), 0);
+    assert_int_equal(rename(swap, other), 0);
+    f->engine = engine_on(f);
+    assert_int_equal(rbx_session_pause(f->engine, "s1", false), 0);
+    for (int i = 0; i < 3; i++) {
+        rbx_process *found = NULL;
+        assert_int_equal(rbx_process_find(f->engine, "s1", pids[i], &found, &err), RBX_ENOENT);
+        char name[64];
+        snprintf(name, sizeof name, "hibernated-process-%u", (unsigned)pids[i]);
+        assert_false(session_has(f, name)); /* forgotten */
+    }
 }
 
 /* Killed while on disk: it ends (told as killed), its checkpoint goes. */
@@ -570,6 +717,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(a_hibernated_command_killed_ends_and_leaves_nothing,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(a_command_on_disk_outlives_its_runbox, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_tampered_checkpoint_is_not_restored, setup, teardown),
         cmocka_unit_test_setup_teardown(without_stdin_input_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(sigterm_reaches_the_program, setup, teardown),
         cmocka_unit_test_setup_teardown(a_terminal_has_its_size_and_takes_input, setup, teardown),
