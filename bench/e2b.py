@@ -53,8 +53,8 @@ for _ in range(runs):
     samples["sdk_commands_run_echo"].append((time.perf_counter() - start) * 1000)
     assert result.stdout == "hi\\n", result
 sbx.kill()
-# Pause and connect of a sandbox running no command, and of one running four (frozen by the
-# pause, thawed by the connect), in turn.
+# Pause and connect of a sandbox running no command, and of one running four (to disk by the
+# pause where runbox hibernates, else frozen; restored or thawed by the connect), in turn.
 for name in ("no_commands", "4_commands"):
     samples[f"sdk_pause_{name}"], samples[f"sdk_connect_{name}"] = [], []
 boxes = {"no_commands": Sandbox.create(), "4_commands": Sandbox.create()}
@@ -73,6 +73,49 @@ for box in boxes.values():
     box.kill()
 print(json.dumps(samples))
 """
+
+
+PAUSE_SCRIPT = """
+import json, sys, time
+from e2b_code_interpreter import Sandbox
+samples = {"sdk_pause_4_commands_frozen": [], "sdk_connect_4_commands_frozen": []}
+box = Sandbox.create()
+for _ in range(4):
+    box.commands.run("sleep 600", background=True)
+for _ in range(int(sys.argv[1])):
+    start = time.perf_counter()
+    assert box.pause() is True
+    samples["sdk_pause_4_commands_frozen"].append((time.perf_counter() - start) * 1000)
+    start = time.perf_counter()
+    box = Sandbox.connect(box.sandbox_id)
+    samples["sdk_connect_4_commands_frozen"].append((time.perf_counter() - start) * 1000)
+assert len(box.commands.list()) == 4
+box.kill()
+print(json.dumps(samples))
+"""
+
+
+def _sdk_env(server):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("E2B_")}
+    url = f"http://127.0.0.1:{server.e2b_port}"
+    env.update(E2B_API_URL=url, E2B_SANDBOX_URL=url, E2B_API_KEY="bench")
+    return env
+
+
+def _frozen_pauses(runbox, work, runs):
+    """The same four commands' pause and connect on a server that does not hibernate
+    (`--hibernate off`): frozen in memory and thawed, for comparison."""
+    state = os.path.join(work, "e2b-frozen-state")
+    server = Server(runbox, state, e2b=True, global_args=("--hibernate", "off"))
+    try:
+        done = subprocess.run([SDK_PYTHON, "-c", PAUSE_SCRIPT, str(max(5, runs // 4))],
+                              env=_sdk_env(server), capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            return {"e2b_frozen_error": done.stderr[-500:]}
+        return {name: summary(values) for name, values in json.loads(done.stdout).items()}
+    finally:
+        server.stop()
+        subprocess.run([runbox, "--state-dir", state, "storage", "unmount"], capture_output=True)
 
 
 def _new_session(server, conn):
@@ -102,11 +145,8 @@ def _runbox_sandbox_variants(server, runs):
 
 
 def _sdk_sandboxes(server, runs):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("E2B_")}
-    url = f"http://127.0.0.1:{server.e2b_port}"
-    env.update(E2B_API_URL=url, E2B_SANDBOX_URL=url, E2B_API_KEY="bench")
     done = subprocess.run([SDK_PYTHON, "-c", SANDBOX_SCRIPT, str(max(5, runs // 4)), str(runs)],
-                          env=env, capture_output=True, text=True, timeout=900)
+                          env=_sdk_env(server), capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         return {"e2b_sandbox_error": done.stderr[-500:]}
     return {name: summary(values) for name, values in json.loads(done.stdout).items()}
@@ -159,6 +199,7 @@ def run(runbox, work, runs):
         if os.path.exists(SDK_PYTHON):
             sandboxes = _sdk_sandboxes(server, runs)
             sandboxes.update(_runbox_sandbox_variants(server, runs))
+            sandboxes.update(_frozen_pauses(runbox, work, runs))
             for sdk, own in (("sdk_create_to_first_run_code", "runbox_new_session_first_stateful"),
                              ("sdk_commands_run_echo", "runbox_bash_in_session")):
                 if sdk in sandboxes and own in sandboxes:
@@ -209,11 +250,14 @@ def markdown(results):
                 lines.append(f"| {name} | {s['median_ms']} | {s['p90_ms']} | {s['p99_ms']} | "
                              f"{s.get('ratio_to_runbox_api', '')} |")
         pauses = [n for n in ("sdk_pause_no_commands", "sdk_connect_no_commands",
-                              "sdk_pause_4_commands", "sdk_connect_4_commands") if n in sandboxes]
+                              "sdk_pause_4_commands", "sdk_connect_4_commands",
+                              "sdk_pause_4_commands_frozen", "sdk_connect_4_commands_frozen")
+                  if n in sandboxes]
         if pauses:
             lines += ["", "`pause()` and `Sandbox.connect()` of a sandbox that runs no command and "
-                      "of one that runs four (`sleep 600` in the background: frozen by the pause, "
-                      "thawed by the connect), in turn:", "",
+                      "of one that runs four (`sleep 600` in the background: to disk by the pause "
+                      "where runbox hibernates, restored by the connect), in turn; `_frozen`: the "
+                      "four on a server with `--hibernate off`, frozen in memory and thawed:", "",
                       "| variant | median | p90 | p99 |", "|---|---|---|---|"]
             for name in pauses:
                 s = sandboxes[name]

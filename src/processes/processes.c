@@ -1322,15 +1322,22 @@ static void adopt_session(rbx_engine *engine, const char *session_id)
         close(session);
 }
 
-/* A pause's part for one running process (p->lock held): to disk where
- * it can go (its thread does it), else frozen in memory, else stopped. */
-static bool pause_one(rbx_process *p)
+/* A pause, first for each running process (p->lock held): its thread is
+ * asked to take it to disk; all of the session's go at once. */
+static void ask_pause(rbx_process *p)
 {
     p->hibernate_asked = true;
     uint64_t one = 1;
     (void)!write(p->resume_fd, &one, sizeof one); /* its pump leaves */
-    while (p->hibernate_asked)
+}
+
+/* Then: on disk, or else frozen in memory, or else stopped. */
+static bool finish_pause(rbx_process *p)
+{
+    /* Its thread answers, or it ends (its pump had left for that). */
+    while (p->hibernate_asked && p->life == RUNNING)
         pthread_cond_wait(&p->changed, &p->lock);
+    p->hibernate_asked = false;
     if (p->life == HIBERNATED)
         return true;
     if (p->life != RUNNING)
@@ -1353,12 +1360,12 @@ static bool pause_one(rbx_process *p)
     return false;
 }
 
-/* A resume's part for one (p->lock held): restored, or thawed. */
-static bool resume_one(rbx_process *p)
+/* A resume (p->lock held): a hibernated one's thread restores it, all of
+ * the session's at once (asked first, waited for then); a frozen one
+ * thaws. */
+static bool finish_resume(rbx_process *p, bool was_hibernated)
 {
-    if (p->life == HIBERNATED) {
-        p->wake_asked = true;
-        pthread_cond_broadcast(&p->changed);
+    if (was_hibernated) {
         while (p->life == HIBERNATED)
             pthread_cond_wait(&p->changed, &p->lock);
         return p->life == RUNNING;
@@ -1378,24 +1385,43 @@ size_t rbx_processes_pause_session(rbx_engine *engine, const char *session_id, b
      * outside it, since a checkpoint or a freeze waits for every task of
      * the sandbox. */
     rbx_process **picked = calloc(ENGINE_PROCESSES_MAX, sizeof *picked);
+    bool *asked = calloc(ENGINE_PROCESSES_MAX, sizeof *asked);
     size_t n = 0, done = 0;
     pthread_mutex_lock(&processes->lock);
-    for (rbx_process *p = processes->list; picked && p && n < ENGINE_PROCESSES_MAX; p = p->next)
+    for (rbx_process *p = processes->list; picked && asked && p && n < ENGINE_PROCESSES_MAX;
+         p = p->next)
         if (!strcmp(p->session_id, session_id)) {
             atomic_fetch_add(&p->refs, 1);
             picked[n++] = p;
         }
     pthread_mutex_unlock(&processes->lock);
+    /* Each process's thread checkpoints or restores its own: asked of all
+     * first, they do it side by side. */
     for (size_t i = 0; i < n; i++) {
         rbx_process *p = picked[i];
         pthread_mutex_lock(&p->lock);
         while (p->life == STARTING) /* its start ends within START_WAIT_MS */
             pthread_cond_wait(&p->changed, &p->lock);
-        if (!p->kill_asked)
-            done += paused ? p->life == RUNNING && pause_one(p) : resume_one(p);
+        if (!p->kill_asked && paused && p->life == RUNNING) {
+            ask_pause(p);
+            asked[i] = true;
+        } else if (!p->kill_asked && !paused && p->life == HIBERNATED) {
+            p->wake_asked = true;
+            pthread_cond_broadcast(&p->changed);
+            asked[i] = true;
+        }
+        pthread_mutex_unlock(&p->lock);
+    }
+    for (size_t i = 0; i < n; i++) {
+        rbx_process *p = picked[i];
+        pthread_mutex_lock(&p->lock);
+        if (paused ? asked[i] && finish_pause(p)
+                   : (asked[i] || !p->kill_asked) && finish_resume(p, asked[i]))
+            done++;
         pthread_mutex_unlock(&p->lock);
         process_unref(p);
     }
+    free(asked);
     free(picked);
     return done;
 }

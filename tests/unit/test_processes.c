@@ -637,6 +637,57 @@ static void a_process_is_confined_as_an_execution_is(void **state)
     }
 }
 
+/* Restored from disk, a process is confined exactly as it was started:
+ * the same credentials, capabilities, seccomp, limits, hostname and root,
+ * and namespaces of its own, not the host's nor the restorer's. */
+static void a_restored_process_is_confined_as_a_started_one(void **state)
+{
+    if (!can_hibernate())
+        skip();
+    fixture *f = *state;
+    seen s = {0};
+    rbx_process *p = start(f, "while read l; do " IDENTITY "; readlink /proc/self/ns/pid "
+                              "/proc/self/ns/mnt /proc/self/ns/net /proc/self/ns/user "
+                              "/proc/self/ns/cgroup; echo END-$l; done",
+                           true, 0, 0, &s);
+    rbx_error err;
+    assert_int_equal(rbx_process_write(p, "1\n", 2, &err), RBX_OK);
+    assert_true(output_has(&s, "END-1", 20));
+    pthread_mutex_lock(&s.lock);
+    char *started = strdup(s.out);
+    pthread_mutex_unlock(&s.lock);
+    assert_non_null(started);
+    assert_non_null(strstr(started, "Seccomp:\t2"));
+    assert_non_null(strstr(started, "CapEff:\t0000000000000000"));
+    assert_int_equal(rbx_session_pause(f->engine, "s1", true), 1);
+    assert_int_equal(rbx_session_pause(f->engine, "s1", false), 1);
+    seen after = {0};
+    pthread_mutex_init(&after.lock, NULL);
+    uint64_t watch;
+    assert_int_equal(rbx_process_watch(p, on_event, &after, &watch, &err), RBX_OK);
+    assert_int_equal(rbx_process_write(p, "1\n", 2, &err), RBX_OK);
+    assert_true(output_has(&after, "END-1", 20));
+    pthread_mutex_lock(&after.lock);
+    /* The namespaces are new ones (a fresh sandbox), so their numbers
+     * differ; everything before them is the same. */
+    char *ns_then = strstr(started, "pid:["), *ns_now = strstr(after.out, "pid:[");
+    assert_non_null(ns_then);
+    assert_non_null(ns_now);
+    assert_int_equal(ns_then - started, ns_now - after.out);
+    assert_memory_equal(started, after.out, (size_t)(ns_then - started));
+    const char *names[] = {"pid", "mnt", "net", "user", "cgroup"};
+    for (size_t i = 0; i < 5; i++) {
+        char path[64], host[64] = "";
+        snprintf(path, sizeof path, "/proc/self/ns/%s", names[i]);
+        ssize_t n = readlink(path, host, sizeof host - 1);
+        assert_true(n > 0);
+        assert_null(strstr(after.out, host)); /* not the host's (nor the restorer's: a child) */
+    }
+    pthread_mutex_unlock(&after.lock);
+    free(started);
+    killed_and_freed(p, watch);
+}
+
 static void the_cap_of_processes_per_session_holds(void **state)
 {
     fixture *f = *state;
@@ -725,6 +776,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(removing_the_session_kills_its_processes, setup, teardown),
         cmocka_unit_test_setup_teardown(an_execution_runs_beside_a_process, setup, teardown),
         cmocka_unit_test_setup_teardown(a_process_is_confined_as_an_execution_is, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_restored_process_is_confined_as_a_started_one, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(the_cap_of_processes_per_session_holds, setup, teardown),
         cmocka_unit_test_setup_teardown(a_bad_request_is_refused, setup, teardown),
     };
