@@ -322,12 +322,15 @@ int rbx_checkpoint_images_digest(int dir, uint64_t max, char hex[65], uint64_t *
     return rc;
 }
 
-/* The most bytes a kernel's images may take: its memory's cap, twice, and
- * room for the rest (a checkpoint is its memory and a few small files). */
+uint64_t rbx_checkpoint_images_max(uint64_t memory_bytes)
+{
+    uint64_t memory = memory_bytes ? memory_bytes : 4ull << 30;
+    return 2 * memory + (256ull << 20);
+}
+
 static uint64_t images_max(const rbx_kernel *k)
 {
-    uint64_t memory = k->limits.memory_bytes ? k->limits.memory_bytes : 4ull << 30;
-    return 2 * memory + (256ull << 20);
+    return rbx_checkpoint_images_max(k->limits.memory_bytes);
 }
 
 /* Not fsync'ed: the images are not either, and a record that outlived a

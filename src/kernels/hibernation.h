@@ -69,6 +69,10 @@ json_t *rbx_checkpoint_record_read(int dir);
  * bytes, in name order) in hex, and their size; -1 where they cannot be
  * read or exceed max bytes. */
 int rbx_checkpoint_images_digest(int dir, uint64_t max, char hex[65], uint64_t *bytes);
+/* The most bytes a tree's images may take: its memory's cap (0: none),
+ * twice, and room for the rest (a checkpoint is its memory and a few
+ * small files). */
+uint64_t rbx_checkpoint_images_max(uint64_t memory_bytes);
 
 /* The criu this engine checkpoints with ("" where none works). */
 const char *rbx_kernel_criu(rbx_engine *engine);

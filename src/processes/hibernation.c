@@ -73,12 +73,9 @@ static bool dump_possible(rbx_process *p, char *why, size_t why_size)
     return possible;
 }
 
-/* The most bytes a process's images may take: its memory's cap, twice,
- * and room for the rest (as a kernel's). */
 static uint64_t images_max(const rbx_process *p)
 {
-    uint64_t memory = p->limits.memory_bytes ? p->limits.memory_bytes : 4ull << 30;
-    return 2 * memory + (256ull << 20);
+    return rbx_checkpoint_images_max(p->limits.memory_bytes);
 }
 
 static json_t *terminal_json(const rbx_process *p)

@@ -75,7 +75,6 @@ struct rbx_process {
     /* A pause asks the thread to hibernate the process (it answers by
      * clearing hibernate_asked, hibernated or not), a resume to wake it. */
     bool hibernate_asked, wake_asked;
-    rbx_error hibernate_err; /* why the last one did not */
     rbx_checkpoint *checkpoint; /* while hibernated */
     char digest[65];            /* its images', checked before the restore */
     bool scratch_stowed;        /* its /tmp is in the checkpoint's directory */
@@ -132,20 +131,6 @@ static inline void close_fd(int *fd)
         close(*fd);
     *fd = -1;
 }
-
-/* processes.c */
-rbx_status process_check_request(const rbx_engine *engine, const rbx_process_request *r,
-                                 rbx_error *err);
-rbx_process *process_new(rbx_engine *engine, const rbx_process_request *r);
-void process_unref(rbx_process *p);
-rbx_status process_enter_registry(rbx_engine *engine, rbx_process *p, rbx_error *err);
-void process_leave_registry(rbx_process *p);
-rbx_status process_prepare(rbx_engine *engine, rbx_process *p, const rbx_process_request *r,
-                           rbx_error *err);
-void process_tear_down(rbx_process *p);
-void process_deliver(rbx_process *p, const rbx_process_event *event);
-bool process_read_output(rbx_process *p, int *fd, rbx_process_event_kind kind, char *buf);
-void *process_life_of(void *arg);
 
 /* input.c: a pseudo-terminal of this size (p->master, p->slave); and,
  * once its sandbox runs, the program's input for writers (p->input_fd: a

@@ -109,7 +109,7 @@ static void release_lock(int *fd)
     *fd = -1;
 }
 
-void process_unref(rbx_process *p)
+static void process_unref(rbx_process *p)
 {
     if (atomic_fetch_sub(&p->refs, 1) != 1)
         return;
@@ -161,7 +161,7 @@ static bool env_entry_valid(const char *entry)
     return true;
 }
 
-rbx_status process_check_request(const rbx_engine *engine, const rbx_process_request *r,
+static rbx_status check_request(const rbx_engine *engine, const rbx_process_request *r,
                                 rbx_error *err)
 {
     if (!rbx_session_id_valid(r->session_id))
@@ -301,7 +301,7 @@ static char **exec_argv(const rbx_process_request *r, const char **program)
 /* Everything the sandbox is made from, on the caller's thread: the same
  * spec an execution's sandbox gets (kernels.c's prepare, for a bare
  * program), with the session's files as its home. */
-rbx_status process_prepare(rbx_engine *engine, rbx_process *p, const rbx_process_request *r,
+static rbx_status prepare(rbx_engine *engine, rbx_process *p, const rbx_process_request *r,
                           rbx_error *err)
 {
     rbx_request q = as_execution(r);
@@ -310,7 +310,9 @@ rbx_status process_prepare(rbx_engine *engine, rbx_process *p, const rbx_process
         status = rbx_storage_room(engine, err);
     if (status == RBX_OK)
         status = hold_session(engine, p, err);
-    if (status == RBX_OK)
+    /* An adopted process's /tmp is in its checkpoint, and its restore
+     * makes its terminal (hibernation.c). */
+    if (status == RBX_OK && !p->adopted)
         status = rbx_scratch_make(engine, false, &p->scratch, err);
     if (status != RBX_OK)
         return status;
@@ -325,7 +327,8 @@ rbx_status process_prepare(rbx_engine *engine, rbx_process *p, const rbx_process
     if (p->network &&
         (status = rbx_egress_plan_make(&p->egress, engine->egress, &q, err)) != RBX_OK)
         return status;
-    if (p->terminal && (status = process_open_terminal(p, r->cols, r->rows, err)) != RBX_OK)
+    if (p->terminal && !p->adopted &&
+        (status = process_open_terminal(p, r->cols, r->rows, err)) != RBX_OK)
         return status;
     p->limits = rbx_execution_limits(engine, &q);
     p->limits.freezable = true; /* a paused sandbox's processes are frozen */
@@ -414,7 +417,7 @@ static void drop_watcher(rbx_process *p, watcher **at)
 
 /* Calls every watcher (under p->lock); a watcher that asks to stop goes,
  * one that asks to hold the output holds it until it resumes. */
-void process_deliver(rbx_process *p, const rbx_process_event *event)
+static void deliver(rbx_process *p, const rbx_process_event *event)
 {
     for (watcher **at = &p->watchers; *at;) {
         watcher *w = *at;
@@ -431,7 +434,7 @@ void process_deliver(rbx_process *p, const rbx_process_event *event)
 }
 
 /* Reads what is there: false at the stream's end. */
-bool process_read_output(rbx_process *p, int *fd, rbx_process_event_kind kind, char *buf)
+static bool read_output(rbx_process *p, int *fd, rbx_process_event_kind kind, char *buf)
 {
     ssize_t n = read(*fd, buf, READ_CHUNK);
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
@@ -442,7 +445,7 @@ bool process_read_output(rbx_process *p, int *fd, rbx_process_event_kind kind, c
     }
     rbx_process_event event = {.kind = kind, .data = buf, .len = (size_t)n};
     pthread_mutex_lock(&p->lock);
-    process_deliver(p, &event);
+    deliver(p, &event);
     pthread_mutex_unlock(&p->lock);
     return true;
 }
@@ -479,10 +482,9 @@ static void pump(rbx_process *p)
             break;
         }
         if (fds[0].revents)
-            process_read_output(p, out, p->terminal ? RBX_PROCESS_TERMINAL : RBX_PROCESS_STDOUT,
-                                buf);
+            read_output(p, out, p->terminal ? RBX_PROCESS_TERMINAL : RBX_PROCESS_STDOUT, buf);
         if (fds[1].revents)
-            process_read_output(p, err, RBX_PROCESS_STDERR, buf);
+            read_output(p, err, RBX_PROCESS_STDERR, buf);
         if (fds[2].revents)
             init_alive = false;
         uint64_t resumed;
@@ -514,7 +516,7 @@ static void fill_end(rbx_process *p, bool reported, const rbx_exit_report *repor
     end->error = p->why_end;
 }
 
-void process_leave_registry(rbx_process *p)
+static void leave_registry(rbx_process *p)
 {
     rbx_processes *processes = p->engine->processes;
     pthread_mutex_lock(&processes->lock);
@@ -529,7 +531,7 @@ void process_leave_registry(rbx_process *p)
 }
 
 /* What the process's sandbox leaves on the host, once it is gone. */
-void process_tear_down(rbx_process *p)
+static void tear_down(rbx_process *p)
 {
     /* Writers poll the sandbox's pidfd too: closed under their lock. */
     pthread_mutex_lock(&p->write_lock);
@@ -559,30 +561,29 @@ static void started(rbx_process *p, rbx_status status, const rbx_error *err)
 
 /* --- hibernation (a paused sandbox's, issue 34: hibernation.c) --------------------------- */
 
-/* What the dumped tree left in its output pipes goes out before the
- * pause's word; then nothing of the old sandbox is held. */
+/* What one of the ended tree's outputs still holds, to the watchers: its
+ * writers are gone, so it ends (EOF, or EIO for a terminal's master);
+ * the wait for each read is bounded all the same. */
+static void drain(rbx_process *p, int *fd, rbx_process_event_kind kind, char *buf)
+{
+    struct pollfd ready = {.fd = *fd, .events = POLLIN};
+    while (*fd >= 0 && poll(&ready, 1, 1000) > 0 && read_output(p, fd, kind, buf))
+        ready.fd = *fd;
+}
+
+/* After the dump: the old sandbox reaped, what its outputs still held
+ * goes out before the pause's word, and nothing of it is held. */
 static void let_go(rbx_process *p)
 {
-    char *buf = malloc(READ_CHUNK);
-    int *out = p->terminal ? &p->master : &p->sandbox.stdout_fd;
-    (void)fcntl(*out, F_SETFL, O_NONBLOCK);
-    if (p->sandbox.stderr_fd >= 0)
-        (void)fcntl(p->sandbox.stderr_fd, F_SETFL, O_NONBLOCK);
-    while (buf && *out >= 0 && process_read_output(p, out, p->terminal ? RBX_PROCESS_TERMINAL
-                                                               : RBX_PROCESS_STDOUT, buf) &&
-           *out >= 0) {
-        struct pollfd fd = {.fd = *out, .events = POLLIN};
-        if (poll(&fd, 1, 0) <= 0 || !(fd.revents & POLLIN))
-            break;
-    }
-    while (buf && p->sandbox.stderr_fd >= 0 &&
-           process_read_output(p, &p->sandbox.stderr_fd, RBX_PROCESS_STDERR, buf)) {
-        struct pollfd fd = {.fd = p->sandbox.stderr_fd, .events = POLLIN};
-        if (poll(&fd, 1, 0) <= 0 || !(fd.revents & POLLIN))
-            break;
-    }
-    free(buf);
     (void)rbx_sandbox_reap(&p->sandbox, NULL);
+    char *buf = malloc(READ_CHUNK);
+    if (buf && p->terminal)
+        drain(p, &p->master, RBX_PROCESS_TERMINAL, buf);
+    if (buf && !p->terminal)
+        drain(p, &p->sandbox.stdout_fd, RBX_PROCESS_STDOUT, buf);
+    if (buf)
+        drain(p, &p->sandbox.stderr_fd, RBX_PROCESS_STDERR, buf);
+    free(buf);
     pthread_mutex_lock(&p->write_lock);
     close_fd(&p->input_fd);
     rbx_sandbox_close(&p->sandbox);
@@ -642,22 +643,21 @@ static bool hibernation(rbx_process *p)
     rbx_status status = process_dump(p, &err);
     if (status == RBX_OK)
         let_go(p);
+    if (status != RBX_OK && status != RBX_EINVAL) /* EINVAL: it never could (no criu...) */
+        fprintf(stderr, "runbox: process %u of session %s stays in memory: %s\n",
+                (unsigned)p->pid, p->session_id, err.message);
     pthread_mutex_lock(&p->lock);
     p->hibernate_asked = false;
-    p->hibernate_err = err;
     if (status == RBX_OK) {
         p->life = HIBERNATED;
         rbx_process_event event = {.kind = RBX_PROCESS_FROZEN, .on_disk = true};
-        process_deliver(p, &event);
+        deliver(p, &event);
     }
     pthread_cond_broadcast(&p->changed);
     pthread_mutex_unlock(&p->lock);
     return status != RBX_OK || sleep_until_woken(p);
 }
 
-/* The process's thread: starts its sandbox (which dies with this thread
- * if runbox does), tells the starter, pumps its output, and reports its
- * end. It holds a reference of its own until it is done. */
 /* Starts the sandbox, as the process's thread, and tells the starter. */
 static rbx_status begin(rbx_process *p)
 {
@@ -683,7 +683,11 @@ static rbx_status begin(rbx_process *p)
     return status;
 }
 
-void *process_life_of(void *arg)
+/* The process's thread: starts its sandbox (which dies with this thread
+ * if runbox does), tells the starter, pumps its output, takes it to disk
+ * and back at a pause, and reports its end. It holds a reference of its
+ * own until it is done. */
+static void *life_of(void *arg)
 {
     rbx_process *p = arg;
     /* One adopted from disk sleeps until its sandbox resumes. */
@@ -699,13 +703,13 @@ void *process_life_of(void *arg)
         fill_end(p, reported, &report, &end);
         if (p->end_said[0])
             end.error = p->end_said;
-        process_deliver(p, &end);
+        deliver(p, &end);
         p->life = ENDED;
         pthread_cond_broadcast(&p->changed);
         pthread_mutex_unlock(&p->lock);
     }
-    process_tear_down(p); /* before it leaves: removal waits for that, then takes its lock */
-    process_leave_registry(p);
+    tear_down(p); /* before it leaves: removal waits for that, then takes its lock */
+    leave_registry(p);
     rbx_processes *processes = p->engine->processes;
     pthread_mutex_lock(&processes->lock);
     processes->threads--;
@@ -717,7 +721,7 @@ void *process_life_of(void *arg)
 
 /* --- starting one --------------------------------------------------------------------------- */
 
-rbx_process *process_new(rbx_engine *engine, const rbx_process_request *r)
+static rbx_process *process_new(rbx_engine *engine, const rbx_process_request *r)
 {
     rbx_process *p = calloc(1, sizeof *p);
     if (!p)
@@ -750,10 +754,18 @@ rbx_process *process_new(rbx_engine *engine, const rbx_process_request *r)
     return p;
 }
 
-/* Takes a place in the registry (and a number), within the caps. */
+/* The session's process of that number (processes->lock held), or NULL. */
+static rbx_process *lookup(rbx_processes *processes, const char *session_id, uint32_t pid)
+{
+    for (rbx_process *p = processes->list; p; p = p->next)
+        if (p->pid == pid && !strcmp(p->session_id, session_id))
+            return p;
+    return NULL;
+}
+
 /* Takes a place in the registry (and a number, or the one it had: an
  * adopted process's), within the caps. */
-rbx_status process_enter_registry(rbx_engine *engine, rbx_process *p, rbx_error *err)
+static rbx_status enter_registry(rbx_engine *engine, rbx_process *p, rbx_error *err)
 {
     rbx_processes *processes = engine->processes;
     size_t in_session = 0;
@@ -780,12 +792,11 @@ rbx_status process_enter_registry(rbx_engine *engine, rbx_process *p, rbx_error 
         status = rbx_fail(err, RBX_EBUSY, "this runbox runs %d processes already, the most it may",
                           ENGINE_PROCESSES_MAX);
     if (status == RBX_OK && p->adopted) {
-        for (rbx_process *q = processes->list; q; q = q->next)
-            if (q->pid == p->pid && !strcmp(q->session_id, p->session_id))
-                status = rbx_fail(err, RBX_EBUSY, "process %u of session %s is running",
-                                  (unsigned)p->pid, p->session_id);
-        if (status == RBX_OK && processes->next_pid <= p->pid) /* none new gets its number */
-            processes->next_pid = p->pid + 1 ? p->pid + 1 : 1;
+        if (lookup(processes, p->session_id, p->pid))
+            status = rbx_fail(err, RBX_EBUSY, "process %u of session %s is running",
+                              (unsigned)p->pid, p->session_id);
+        else if (processes->next_pid <= p->pid) /* none new gets its number */
+            processes->next_pid = p->pid == UINT32_MAX ? 1 : p->pid + 1;
     } else if (status == RBX_OK) {
         p->pid = processes->next_pid++;
         if (processes->next_pid == 0)
@@ -806,8 +817,8 @@ rbx_status process_enter_registry(rbx_engine *engine, rbx_process *p, rbx_error 
 static void unregister(rbx_process *p)
 {
     rbx_processes *processes = p->engine->processes;
-    process_leave_registry(p);
-    process_tear_down(p);
+    leave_registry(p);
+    tear_down(p);
     pthread_mutex_lock(&processes->lock);
     processes->threads--;
     pthread_cond_broadcast(&processes->changed);
@@ -821,7 +832,7 @@ rbx_status rbx_process_start(rbx_engine *engine, const rbx_process_request *requ
     *process = NULL;
     if (!engine->processes)
         return rbx_fail(err, RBX_ESYSTEM, "out of memory");
-    rbx_status status = process_check_request(engine, request, err);
+    rbx_status status = check_request(engine, request, err);
     if (status != RBX_OK)
         return status;
     rbx_process *p = process_new(engine, request);
@@ -837,15 +848,15 @@ rbx_status rbx_process_start(rbx_engine *engine, const rbx_process_request *requ
         p->watchers = first;
         p->watcher_count = 1;
     }
-    status = process_enter_registry(engine, p, err);
+    status = enter_registry(engine, p, err);
     if (status != RBX_OK) {
         process_unref(p);
         return status;
     }
-    status = process_prepare(engine, p, request, err);
+    status = prepare(engine, p, request, err);
     pthread_t thread;
     atomic_fetch_add(&p->refs, 1); /* the thread's */
-    if (status == RBX_OK && pthread_create(&thread, NULL, process_life_of, p) != 0)
+    if (status == RBX_OK && pthread_create(&thread, NULL, life_of, p) != 0)
         status = rbx_fail(err, RBX_ESYSTEM, "cannot start the process's thread");
     if (status != RBX_OK) {
         atomic_fetch_sub(&p->refs, 1);
@@ -878,12 +889,8 @@ rbx_status rbx_process_find(rbx_engine *engine, const char *session_id, uint32_t
     rbx_processes *processes = engine->processes;
     if (processes && session_id) {
         pthread_mutex_lock(&processes->lock);
-        for (rbx_process *p = processes->list; p; p = p->next)
-            if (p->pid == pid && !strcmp(p->session_id, session_id)) {
-                atomic_fetch_add(&p->refs, 1);
-                *process = p;
-                break;
-            }
+        if ((*process = lookup(processes, session_id, pid)))
+            atomic_fetch_add(&(*process)->refs, 1);
         pthread_mutex_unlock(&processes->lock);
     }
     if (*process) {
@@ -1224,7 +1231,7 @@ static rbx_status adopt(rbx_engine *engine, const char *session_id, int session,
     if (!process_record_request(record, session_id, pid, &r, lists))
         status = rbx_fail(err, RBX_EINVAL, "its record is missing or damaged, or another's");
     if (status == RBX_OK)
-        status = process_check_request(engine, &r, err);
+        status = check_request(engine, &r, err);
     rbx_process *p = status == RBX_OK ? process_new(engine, &r) : NULL;
     if (status == RBX_OK && !p)
         status = rbx_fail(err, RBX_ESYSTEM, "out of memory");
@@ -1236,15 +1243,10 @@ static rbx_status adopt(rbx_engine *engine, const char *session_id, int session,
             status = rbx_fail(err, RBX_EINVAL, "its record is damaged");
     }
     bool registered =
-        status == RBX_OK && (status = process_enter_registry(engine, p, err)) == RBX_OK;
+        status == RBX_OK && (status = enter_registry(engine, p, err)) == RBX_OK;
     if (status == RBX_OK)
-        status = process_prepare(engine, p, &r, err);
+        status = prepare(engine, p, &r, err);
     if (status == RBX_OK) {
-        /* The restore makes its terminal, and takes its /tmp from the
-         * checkpoint: prepare's go. */
-        close_fd(&p->master);
-        close_fd(&p->slave);
-        rbx_scratch_remove(engine, &p->scratch);
         json_t *then = json_object_get(record, "ran_on"), *now = process_ran_on(p);
         if (!json_equal(then, now))
             status = rbx_fail(err, RBX_EINVAL,
@@ -1254,7 +1256,7 @@ static rbx_status adopt(rbx_engine *engine, const char *session_id, int session,
     pthread_t thread;
     if (status == RBX_OK) {
         atomic_fetch_add(&p->refs, 1); /* the thread's */
-        if (pthread_create(&thread, NULL, process_life_of, p) != 0) {
+        if (pthread_create(&thread, NULL, life_of, p) != 0) {
             atomic_fetch_sub(&p->refs, 1);
             status = rbx_fail(err, RBX_ESYSTEM, "cannot start the process's thread");
         } else {
@@ -1274,9 +1276,7 @@ static rbx_status adopt(rbx_engine *engine, const char *session_id, int session,
 static bool registered(rbx_processes *processes, const char *session_id, uint32_t pid)
 {
     pthread_mutex_lock(&processes->lock);
-    bool found = false;
-    for (rbx_process *q = processes->list; q && !found; q = q->next)
-        found = q->pid == pid && !strcmp(q->session_id, session_id);
+    bool found = lookup(processes, session_id, pid) != NULL;
     pthread_mutex_unlock(&processes->lock);
     return found;
 }
@@ -1342,13 +1342,10 @@ static bool finish_pause(rbx_process *p)
         return true;
     if (p->life != RUNNING)
         return false;
-    if (p->hibernate_err.status != RBX_OK && p->hibernate_err.status != RBX_EINVAL)
-        fprintf(stderr, "runbox: process %u of session %s stays in memory: %s\n",
-                (unsigned)p->pid, p->session_id, p->hibernate_err.message);
     errno = ENOTSUP;
     if (p->sandbox.cgroup && rbx_cgroup_freeze(p->sandbox.cgroup, true) == 0) {
         rbx_process_event event = {.kind = RBX_PROCESS_FROZEN};
-        process_deliver(p, &event);
+        deliver(p, &event);
         return true;
     }
     p->kill_asked = true;

@@ -672,8 +672,9 @@ rbx_status rbx_sandbox_restore(const rbx_sandbox_spec *spec, const rbx_checkpoin
     rbx_status result = RBX_OK;
     if (!c)
         return rbx_fail(err, RBX_ESYSTEM, "out of memory");
-    if ((cp->stdout_pipe && pipe2(out, O_CLOEXEC)) || (cp->stderr_pipe && pipe2(errs, O_CLOEXEC)) ||
-        pipe2(status, O_CLOEXEC) || (cp->stdin_pipe && pipe2(in, O_CLOEXEC)) ||
+    if ((cp->stdout_pipe && pipe2(out, O_CLOEXEC)) ||
+        (cp->stderr_pipe && pipe2(errs, O_CLOEXEC)) || pipe2(status, O_CLOEXEC) ||
+        (cp->stdin_pipe && pipe2(in, O_CLOEXEC)) ||
         pipe2(down, O_CLOEXEC) || pipe2(up, O_CLOEXEC) ||
         (in[1] >= 0 && fcntl(in[1], F_SETFL, O_NONBLOCK) != 0)) {
         result = rbx_fail(err, RBX_ESYSTEM, "cannot create pipes: %s", strerror(errno));
@@ -685,8 +686,6 @@ rbx_status rbx_sandbox_restore(const rbx_sandbox_spec *spec, const rbx_checkpoin
     }
     if (out[1] >= 0)
         (void)fcntl(out[1], F_SETPIPE_SZ, 1 << 20);
-    if (in[1] >= 0) /* as a started sandbox's (spawn.c) */
-        (void)fcntl(in[1], F_SETPIPE_SZ, 1 << 20);
     if (rbx_cgroup_probe()->mode != RBX_CGROUP_NONE &&
         rbx_cgroup_create(&spec->limits, &sandbox->cgroup, why, sizeof why) != 0) {
         result = rbx_fail(err, RBX_ESYSTEM, "cannot create the kernel's cgroup: %s", why);
@@ -728,23 +727,22 @@ rbx_status rbx_sandbox_restore(const rbx_sandbox_spec *spec, const rbx_checkpoin
      * ones it had, each named as criu saw the old one. */
     char inherit[RESTORE_KEPT][96];
     const struct {
-        unsigned long long id;
+        unsigned long long id; /* 0: the tree had none */
         int fd;
-    } given[RESTORE_KEPT] = {{cp->stdout_pipe, out[1]},
-                             {cp->stderr_pipe, errs[1]},
-                             {cp->status_pipe, status[1]},
-                             {cp->stdin_pipe, in[0]},
-                             {cp->tty_rdev, cp->tty_rdev ? spec->terminal_fd : -1}};
-    for (size_t i = 0; i < RESTORE_KEPT; i++) {
-        if (!given[i].id)
-            continue;
-        if (i == RESTORE_KEPT - 1)
-            snprintf(inherit[c->kept], sizeof inherit[0], "fd[%d]:tty[%llx:%llx]", given[i].fd,
-                     cp->tty_rdev, cp->tty_dev);
-        else
-            snprintf(inherit[c->kept], sizeof inherit[0], "fd[%d]:pipe:[%llu]", given[i].fd,
-                     given[i].id);
-        c->keep[c->kept++] = given[i].fd;
+    } pipes[] = {{cp->stdout_pipe, out[1]},
+                 {cp->stderr_pipe, errs[1]},
+                 {cp->status_pipe, status[1]},
+                 {cp->stdin_pipe, in[0]}};
+    for (size_t i = 0; i < sizeof pipes / sizeof pipes[0]; i++)
+        if (pipes[i].id) {
+            snprintf(inherit[c->kept], sizeof inherit[0], "fd[%d]:pipe:[%llu]", pipes[i].fd,
+                     pipes[i].id);
+            c->keep[c->kept++] = pipes[i].fd;
+        }
+    if (cp->tty_rdev) {
+        snprintf(inherit[c->kept], sizeof inherit[0], "fd[%d]:tty[%llx:%llx]", spec->terminal_fd,
+                 cp->tty_rdev, cp->tty_dev);
+        c->keep[c->kept++] = spec->terminal_fd;
     }
 
     char root_arg[PATH_SIZE], pid_file[PATH_SIZE];

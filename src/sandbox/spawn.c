@@ -667,12 +667,12 @@ static rbx_status open_channels(channels *c, bool with_stdin, int stdin_from, rb
     } else if (with_stdin) {
         /* A pipe, which a checkpoint can carry (a socketpair's half it
          * cannot: docs/hibernation-notes.md), written without blocking
-         * and without SIGPIPE (rbx_write_nosignal). As large as the
-         * output's, where the host allows. */
+         * and without SIGPIPE (rbx_write_nosignal). Its default size:
+         * writers wait for the program to read, and a larger one would
+         * count against the user's pipe pages beside the 1 MB outputs. */
         if (pipe2(c->in, O_CLOEXEC) != 0 || fcntl(c->in[1], F_SETFL, O_NONBLOCK) != 0)
             return rbx_fail(err, RBX_ESYSTEM, "cannot create the stdin pipe: %s",
                             strerror(errno));
-        (void)fcntl(c->in[1], F_SETPIPE_SZ, 1 << 20);
     } else if ((c->in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
         return rbx_fail(err, RBX_ESYSTEM, "cannot open /dev/null: %s", strerror(errno));
     }

@@ -581,6 +581,41 @@ def test_restored_processes_die_with_a_server_killed_outright(start_e2b, e2b_env
     assert host_pids_with(marker) == []
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="hibernation needs root (and criu: make deps)")
+def test_a_command_criu_refuses_is_frozen_instead_with_its_network(server):
+    """criu refuses a process that holds an internet socket: the pause freezes that command in
+    memory instead (the server's log says why), and the network the failed checkpoint took
+    down (its tap device) is back for it to use after the resume."""
+    port = 32000 + int.from_bytes(os.urandom(2), "big") % 8000
+    code = (f"import socket, time; s = socket.socket(); s.bind((\"127.0.0.1\", {port})); "
+            "s.listen(); time.sleep(600)")
+    marker = f"python3 -c {code}"
+    sbx = Sandbox.create()
+    listener = sbx.commands.run(f"python3 -c '{code}'", background=True)
+    deadline = time.monotonic() + 15
+    while not host_pids_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (pid,) = host_pids_with(marker)
+
+    def devices():
+        with open(f"/proc/{pid}/net/dev") as f:
+            return f.read()
+
+    assert "tap0:" in devices()  # the sandbox's network, before the pause
+    assert sbx.pause() is True
+    with pytest.raises(Exception) as ended:
+        listener.wait()
+    assert "is frozen until it resumes" in str(ended.value), ended.value
+    assert metric(server, "runbox_processes_frozen") == 1
+    assert metric(server, "runbox_processes_hibernated") == 0
+    assert f"process {listener.pid} of session e2b-{sbx.sandbox_id} stays in memory" in \
+        server.log_text()
+    resumed = Sandbox.connect(sbx.sandbox_id)
+    assert host_pids_with(marker) == [pid]  # the same process, thawed
+    assert "tap0:" in devices()
+    resumed.kill()
+
+
 def test_pause_without_hibernation_tells_that_variables_are_gone(start_e2b, e2b_env):
     """Where kernels cannot hibernate (no criu, or --hibernate off), a pause stops them: the
     next run_code of each language is told, once, that its variables are gone."""

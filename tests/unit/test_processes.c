@@ -16,20 +16,28 @@ typedef struct fixture {
     rbx_engine *engine;
 } fixture;
 
-static int setup(void **state)
+/* An engine on the fixture's state directory (a runbox started there). */
+static rbx_engine *engine_on(fixture *f)
 {
-    fixture *f = calloc(1, sizeof *f);
-    assert_non_null(f);
-    make_temp_dir(f->state_dir, sizeof f->state_dir, "proc");
     rbx_config config;
     rbx_config_defaults(&config);
     config.state_dir = f->state_dir;
     config.storage = RBX_STORAGE_CHOOSE_PLAIN;
     config.network_off = true;
     rbx_error err = {0};
-    f->engine = rbx_engine_new(&config, &err);
-    if (!f->engine)
+    rbx_engine *engine = rbx_engine_new(&config, &err);
+    if (!engine)
         fail_msg("rbx_engine_new: %s", err.message);
+    return engine;
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    make_temp_dir(f->state_dir, sizeof f->state_dir, "proc");
+    f->engine = engine_on(f);
+    rbx_error err = {0};
     assert_int_equal(rbx_session_create(f->engine, "s1", &err), RBX_OK);
     *state = f;
     return 0;
@@ -249,6 +257,16 @@ static void killed_and_freed(rbx_process *p, uint64_t watch)
     rbx_process_free(p);
 }
 
+/* A new watcher of a resumed process (the pause ended the first's). */
+static uint64_t watching_again(rbx_process *p, seen *after)
+{
+    pthread_mutex_init(&after->lock, NULL);
+    uint64_t watch;
+    rbx_error err;
+    assert_int_equal(rbx_process_watch(p, on_event, after, &watch, &err), RBX_OK);
+    return watch;
+}
+
 /* A counter reading its stdin, seen counting, then its session paused. */
 static rbx_process *paused_counter(fixture *f, seen *s)
 {
@@ -289,9 +307,7 @@ static void a_paused_command_goes_to_disk_and_comes_back(void **state)
     rbx_process_free(found);
     /* The output after the resume goes to a new watcher (the pause ended the first). */
     seen after = {0};
-    pthread_mutex_init(&after.lock, NULL);
-    uint64_t watch;
-    assert_int_equal(rbx_process_watch(p, on_event, &after, &watch, &err), RBX_OK);
+    uint64_t watch = watching_again(p, &after);
     assert_true(output_has(&after, "\n", 20));
     long resumed = last_number(&after);
     assert_int_equal(rbx_process_write(p, "hello\n", 6, &err), RBX_OK);
@@ -318,9 +334,7 @@ static void a_paused_terminal_comes_back_with_its_shell(void **state)
     assert_int_equal(hibernated, 1);
     assert_int_equal(rbx_session_pause(f->engine, "s1", false), 1);
     seen after = {0};
-    pthread_mutex_init(&after.lock, NULL);
-    uint64_t watch;
-    assert_int_equal(rbx_process_watch(p, on_event, &after, &watch, &err), RBX_OK);
+    uint64_t watch = watching_again(p, &after);
     const char *line = "echo value=$((kept+1)) size=$(stty size)\n";
     assert_int_equal(rbx_process_write(p, line, strlen(line), &err), RBX_OK);
     assert_true(output_has(&after, "value=42 size=30 100", 20));
@@ -329,20 +343,6 @@ static void a_paused_terminal_comes_back_with_its_shell(void **state)
     pthread_mutex_unlock(&after.lock);
     assert_false(echoed);
     killed_and_freed(p, watch);
-}
-
-static rbx_engine *engine_on(fixture *f)
-{
-    rbx_config config;
-    rbx_config_defaults(&config);
-    config.state_dir = f->state_dir;
-    config.storage = RBX_STORAGE_CHOOSE_PLAIN;
-    config.network_off = true;
-    rbx_error err = {0};
-    rbx_engine *engine = rbx_engine_new(&config, &err);
-    if (!engine)
-        fail_msg("rbx_engine_new: %s", err.message);
-    return engine;
 }
 
 /* A runbox that stops while the command is on disk leaves it there; the
@@ -369,9 +369,7 @@ static void a_command_on_disk_outlives_its_runbox(void **state)
     assert_int_equal(rbx_session_pause(f->engine, "s1", false), 1);
     assert_int_equal(rbx_process_find(f->engine, "s1", pid, &found, &err), RBX_OK);
     seen after = {0};
-    pthread_mutex_init(&after.lock, NULL);
-    uint64_t watch;
-    assert_int_equal(rbx_process_watch(found, on_event, &after, &watch, &err), RBX_OK);
+    uint64_t watch = watching_again(found, &after);
     assert_true(output_has(&after, "\n", 20));
     long resumed = last_number(&after);
     assert_true(resumed > at_pause && resumed < at_pause + 200);
@@ -662,9 +660,7 @@ static void a_restored_process_is_confined_as_a_started_one(void **state)
     assert_int_equal(rbx_session_pause(f->engine, "s1", true), 1);
     assert_int_equal(rbx_session_pause(f->engine, "s1", false), 1);
     seen after = {0};
-    pthread_mutex_init(&after.lock, NULL);
-    uint64_t watch;
-    assert_int_equal(rbx_process_watch(p, on_event, &after, &watch, &err), RBX_OK);
+    uint64_t watch = watching_again(p, &after);
     assert_int_equal(rbx_process_write(p, "1\n", 2, &err), RBX_OK);
     assert_true(output_has(&after, "END-1", 20));
     pthread_mutex_lock(&after.lock);
