@@ -522,7 +522,7 @@ def kernel_entry(runbox, session, language):
     return None
 
 
-def wait_hibernated(runbox, session, language, seconds=40):
+def wait_hibernated(runbox, session, language, seconds=40 * SLOWDOWN):
     deadline = time.time() + seconds
     while time.time() < deadline:
         entry = kernel_entry(runbox, session, language)
