@@ -21,7 +21,7 @@ typedef enum rbx_phase {
     RBX_PHASE_FORKED,     /* init: the program forked */
     RBX_PHASE_EXEC,       /* program: confined (seccomp installed), calling execve */
     RBX_PHASE_FIRST_BYTE, /* the first output or report byte arrived */
-    RBX_PHASE_EXIT,       /* the sandbox's init exited */
+    RBX_PHASE_EXIT,       /* the execution's last process ended (init's report or exit) */
     RBX_PHASE_TEARDOWN,   /* cgroup removed, helpers stopped, session released */
     RBX_PHASE_COUNT
 } rbx_phase;

@@ -559,7 +559,8 @@ static bool run_pooled(execution *x, rbx_result *result, rbx_status *status, rbx
                              .on_output = x->on_output,
                              .user = x->user,
                              .out = &out,
-                             .err = &errc};
+                             .err = &errc,
+                             .leave_init = true}; /* the keeper reaps it */
         uint64_t memory = rbx_execution_limits(x->engine, x->request).memory_bytes;
         *status = watch_sandbox(x, &pooled->sandbox, watch, memory, result, err);
     }

@@ -64,7 +64,13 @@ static long sys_wait4(int *status, struct rusage *usage)
     return sys(SYS_wait4, -1, (long)status, __WALL, (long)usage);
 }
 
+static long sys_wait4_nohang(int *status)
+{
+    return sys(SYS_wait4, -1, (long)status, __WALL | WNOHANG, 0);
+}
+
 #define RBX_REAP_WAIT4 sys_wait4
+#define RBX_REAP_WAIT4_NOHANG sys_wait4_nohang
 #define RBX_REAP_WRITE(fd, data, len) ((void)sys(SYS_write, fd, (long)(data), (long)(len), 0))
 #define RBX_REAP_EXIT sys_exit
 

@@ -108,6 +108,9 @@ typedef struct rbx_watch {
     void *channel_user;
     bool timed_out, cancelled;
     rbx_trace *trace; /* NULL unless tracing */
+    /* The execution ends with its last process, not with init's exit: the
+     * caller reaps init later (a prepared sandbox's keeper does). */
+    bool leave_init;
 } rbx_watch;
 
 /* Runs the poll loop until the sandbox is gone; fills watch and report. */

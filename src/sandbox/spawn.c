@@ -565,6 +565,13 @@ static int sandbox_init(const child_plan *plan)
     close(plan->stdout_fd);
     close(plan->stderr_fd);
     close(plan->report_fd);
+    /* Init has nothing more to say: its 2 lets go of the program's stderr
+     * pipe, which then ends with the execution's last process instead of
+     * with init's exit (an answer that does not wait for init waits for
+     * the pipes: rbx_watch.leave_init). A sandbox a checkpoint may take
+     * keeps the descriptors its checkpoints were made with. */
+    if (!may_be_checkpointed(plan))
+        dup2(0, 2);
     /* The program has executed: off the starter's stacks, as init is once
      * it executes too. */
     if (plan->starter)

@@ -240,6 +240,25 @@ def test_a_prepared_sandbox_is_never_reused(server):
     assert not e2e.processes_matching(MARK)
 
 
+def test_a_pooled_answer_finds_none_of_the_execution_s_processes_alive(server):
+    """A prepared sandbox's execution is answered once its last process has ended, without
+    waiting for init's exit to tear its namespaces down (rbx_exit_report.last). The answer must
+    still find none of its processes alive: neither those the program waited for nor those it
+    left running, which only init's exit kills. Looked for at once, with no wait. (Init's claim
+    itself, which an answer a few hundred microseconds early would not show here, is
+    tests/unit/test_reaper.c's.)"""
+    marker = "5151.5151"
+    cases = [f"(exec -a rbx-waited-{marker} sleep 0.05) & wait; echo done",
+             f"(exec -a rbx-left-{marker} sleep 600) & echo done",
+             f"(setsid bash -c 'exec -a rbx-away-{marker} sleep 600' &); echo done",
+             f"trap '' TERM; (trap '' TERM; exec -a rbx-deaf-{marker} sleep 600) & echo done"]
+    for code in cases:
+        for _ in range(3):
+            result = pooled_run(server, language="bash", network=False, code=code)
+            assert result["output"] == "done\n", result
+            assert e2e.processes_matching(marker) == [], code
+
+
 def test_a_burst_larger_than_the_pool_falls_back_to_cold_starts_and_loses_nothing(
         start_server):
     server = start_server("--max-running", "8", global_args=("--pool", "2"))

@@ -12,19 +12,20 @@
 
 static const char *reaper;
 
-/* A program that exits with code (or is killed by signal when code < 0),
- * and a stray child that outlives it; runbox-init becomes their parent.
- * Returns runbox-init's wait status and fills *report (false: none came). */
-static int run_reaper(int code, bool *reported, rbx_exit_report *report)
+/* A program that exits with code (or is killed by signal when code < 0)
+ * after 50 ms, and a stray child that ends after stray_ms (none when
+ * negative); runbox-init becomes their parent. Returns runbox-init's wait
+ * status and fills *report (false: none came). */
+static int run_stray(int code, int stray_ms, bool *reported, rbx_exit_report *report)
 {
     int status_pipe[2];
     assert_int_equal(pipe2(status_pipe, O_CLOEXEC), 0);
     pid_t init = fork();
     assert_true(init >= 0);
     if (init == 0) {
-        pid_t stray = fork();
+        pid_t stray = stray_ms >= 0 ? fork() : 1;
         if (stray == 0) {
-            usleep(300 * 1000);
+            usleep((useconds_t)stray_ms * 1000);
             _exit(0);
         }
         pid_t program = fork();
@@ -51,6 +52,12 @@ static int run_reaper(int code, bool *reported, rbx_exit_report *report)
     return status;
 }
 
+/* ... with a stray child that outlives the program. */
+static int run_reaper(int code, bool *reported, rbx_exit_report *report)
+{
+    return run_stray(code, 300, reported, report);
+}
+
 static void test_it_reports_how_the_program_ended_and_exits(void **state)
 {
     (void)state;
@@ -66,6 +73,29 @@ static void test_it_reports_how_the_program_ended_and_exits(void **state)
     assert_true(reported && WIFSIGNALED(report.wait_status));
     assert_int_equal(WTERMSIG(report.wait_status), SIGKILL);
     assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* The report says init was the last process only when it was: runbox
+ * then answers without waiting for init's exit (rbx_watch.leave_init), so
+ * a claim made while a child still ran would answer with a process of the
+ * execution alive. */
+static void test_it_says_whether_it_was_the_last_process(void **state)
+{
+    (void)state;
+    bool reported;
+    rbx_exit_report report;
+    memset(&report, 0x55, sizeof report);
+    run_stray(0, -1, &reported, &report);
+    assert_true(reported);
+    assert_int_equal(report.last, 1); /* no other child */
+    memset(&report, 0x55, sizeof report);
+    run_stray(0, 0, &reported, &report);
+    assert_true(reported);
+    assert_int_equal(report.last, 1); /* one that ended first: reaped, not counted */
+    memset(&report, 0x55, sizeof report);
+    run_stray(0, 300, &reported, &report);
+    assert_true(reported);
+    assert_int_equal(report.last, 0); /* one that still runs */
 }
 
 static void test_it_refuses_arguments_it_does_not_take(void **state)
@@ -98,6 +128,7 @@ int main(int argc, char **argv)
     reaper = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_it_reports_how_the_program_ended_and_exits),
+        cmocka_unit_test(test_it_says_whether_it_was_the_last_process),
         cmocka_unit_test(test_it_refuses_arguments_it_does_not_take),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
