@@ -6,6 +6,8 @@
 #define RBX_EXIT_REPORT_H
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -18,6 +20,16 @@ typedef struct rbx_exit_report {
      * the execution is left but init, which exits next. */
     int last;
 } rbx_exit_report;
+
+/* Whether n bytes read are a whole report. An init restored from a
+ * checkpoint taken by an earlier runbox (hibernation) writes the report
+ * without its last field: that one is whole too, with last 0. */
+static inline bool rbx_exit_report_whole(rbx_exit_report *report, long n)
+{
+    if (n == (long)offsetof(rbx_exit_report, last))
+        report->last = 0;
+    return n == (long)sizeof *report || n == (long)offsetof(rbx_exit_report, last);
+}
 
 /* How the loop below waits, writes and exits: through libc, unless the
  * includer (runbox-init, which has no libc: reaper.c) names its own. The

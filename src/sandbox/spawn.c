@@ -1100,7 +1100,7 @@ bool rbx_sandbox_reap(rbx_sandbox *sandbox, rbx_exit_report *report)
     if (!report || sandbox->status_fd < 0)
         return false;
     ssize_t n = read(sandbox->status_fd, report, sizeof *report);
-    return n == (ssize_t)sizeof *report;
+    return rbx_exit_report_whole(report, n);
 }
 
 void rbx_sandbox_egress_report(rbx_sandbox *sandbox, rbx_egress_report *report)

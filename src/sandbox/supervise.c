@@ -52,7 +52,7 @@ static bool read_status(rbx_sandbox *sandbox, rbx_exit_report *report, bool *rep
     ssize_t n = read(sandbox->status_fd, report, sizeof *report);
     if (n < 0 && errno == EINTR)
         return false;
-    *reported = n == (ssize_t)sizeof *report;
+    *reported = rbx_exit_report_whole(report, n);
     close_fd(&sandbox->status_fd);
     return *reported && report->last;
 }

@@ -98,6 +98,23 @@ static void test_it_says_whether_it_was_the_last_process(void **state)
     assert_int_equal(report.last, 0); /* one that still runs */
 }
 
+/* A report of an init restored from a checkpoint of an earlier runbox has
+ * no last field: it is whole, and does not say init was the last. */
+static void test_a_report_without_its_last_field_is_whole_and_not_last(void **state)
+{
+    (void)state;
+    rbx_exit_report report;
+    memset(&report, 0x55, sizeof report);
+    assert_true(rbx_exit_report_whole(&report, (long)offsetof(rbx_exit_report, last)));
+    assert_int_equal(report.last, 0);
+    report.last = 1;
+    assert_true(rbx_exit_report_whole(&report, (long)sizeof report));
+    assert_int_equal(report.last, 1);
+    assert_false(rbx_exit_report_whole(&report, 0));
+    assert_false(rbx_exit_report_whole(&report, 100));
+    assert_false(rbx_exit_report_whole(&report, -1));
+}
+
 static void test_it_refuses_arguments_it_does_not_take(void **state)
 {
     (void)state;
@@ -129,6 +146,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_it_reports_how_the_program_ended_and_exits),
         cmocka_unit_test(test_it_says_whether_it_was_the_last_process),
+        cmocka_unit_test(test_a_report_without_its_last_field_is_whole_and_not_last),
         cmocka_unit_test(test_it_refuses_arguments_it_does_not_take),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
