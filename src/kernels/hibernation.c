@@ -69,7 +69,7 @@ static void dir_name(char *out, size_t size, const char *language)
     snprintf(out, size, "hibernated-%s", language);
 }
 
-static int open_session(rbx_engine *engine, const char *session_id)
+int rbx_checkpoint_session_open(rbx_engine *engine, const char *session_id)
 {
     return openat(engine->sessions_fd, session_id,
                   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -159,7 +159,7 @@ rbx_status rbx_checkpoint_dir_make(rbx_engine *engine, int session, const char *
 
 void rbx_checkpoint_dir_remove(rbx_engine *engine, const char *session_id, const char *name)
 {
-    int session = open_session(engine, session_id);
+    int session = rbx_checkpoint_session_open(engine, session_id);
     if (session < 0)
         return;
     if (rbx_storage_remove(engine, session, name) == 0)
@@ -174,7 +174,7 @@ void rbx_checkpoint_dir_settle(rbx_engine *engine, int session)
 
 void rbx_hibernation_forget(rbx_engine *engine, const char *session_id, const char *language)
 {
-    int session = open_session(engine, session_id);
+    int session = rbx_checkpoint_session_open(engine, session_id);
     if (session < 0)
         return;
     char name[64];
@@ -359,7 +359,7 @@ rbx_status rbx_kernel_hibernate(rbx_engine *engine, rbx_kernel *k, uint64_t *byt
     char why[256], name[64], images[4600];
     if (!rbx_checkpoint_possible(&k->box.sandbox, &k->spec, why, sizeof why))
         return rbx_fail(err, RBX_EINVAL, "the kernel cannot be checkpointed: %s", why);
-    int session = open_session(engine, k->session_id);
+    int session = rbx_checkpoint_session_open(engine, k->session_id);
     if (session < 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot open session %s: %s", k->session_id,
                         strerror(errno));
@@ -438,7 +438,7 @@ void rbx_kernel_wake_prepare(rbx_engine *engine, rbx_kernel *k, char *why, size_
     why[0] = 0;
     char name[64];
     dir_name(name, sizeof name, k->runtime->name);
-    int session = open_session(engine, k->session_id);
+    int session = rbx_checkpoint_session_open(engine, k->session_id);
     int dir = session >= 0
                   ? openat(session, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                   : -1;

@@ -45,6 +45,8 @@ rbx_status rbx_kernel_hibernate(rbx_engine *engine, rbx_kernel *k, uint64_t *byt
  * says why in why (the call then reports kernel_restarted). */
 void rbx_kernel_wake_prepare(rbx_engine *engine, rbx_kernel *k, char *why, size_t why_size);
 
+/* A session's directory, where its checkpoints go (open, or -1). */
+int rbx_checkpoint_session_open(rbx_engine *engine, const char *session_id);
 /* A checkpoint's directory in a session (session an open directory):
  * <name>/images made anew, capped at the room the session's files and
  * other checkpoints ("hibernated-*") leave under its disk cap, *dir open

@@ -45,15 +45,15 @@ json_t *process_request_json(const rbx_process_request *r)
 
 /* --- hibernation (a paused sandbox's, issue 34) ------------------------------------------- */
 
-void process_checkpoint_name(const rbx_process *p, char *name, size_t size)
+void process_checkpoint_name(uint32_t pid, char *name, size_t size)
 {
-    snprintf(name, size, "hibernated-process-%u", (unsigned)p->pid);
+    snprintf(name, size, "hibernated-process-%u", (unsigned)pid);
 }
 
 static void images_path(const rbx_process *p, char *path, size_t size)
 {
     char name[48];
-    process_checkpoint_name(p, name, sizeof name);
+    process_checkpoint_name(p->pid, name, sizeof name);
     snprintf(path, size, "%s/%s/%s/images", p->engine->sessions_dir, p->session_id, name);
 }
 
@@ -128,12 +128,11 @@ rbx_status process_dump(rbx_process *p, rbx_error *err)
     char why[256], name[48], images[4600];
     if (!dump_possible(p, why, sizeof why))
         return rbx_fail(err, RBX_EINVAL, "the process cannot be checkpointed: %s", why);
-    int session = openat(engine->sessions_fd, p->session_id,
-                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int session = rbx_checkpoint_session_open(engine, p->session_id);
     if (session < 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot open session %s: %s", p->session_id,
                         strerror(errno));
-    process_checkpoint_name(p, name, sizeof name);
+    process_checkpoint_name(p->pid, name, sizeof name);
     int dir = -1;
     rbx_status status = rbx_checkpoint_dir_make(engine, session, name, &dir, err);
     if (status == RBX_OK && !(p->checkpoint = calloc(1, sizeof *p->checkpoint)))
@@ -196,9 +195,8 @@ rbx_status process_dump(rbx_process *p, rbx_error *err)
 static rbx_status take_back(rbx_process *p, rbx_error *err)
 {
     char name[48], digest[65];
-    process_checkpoint_name(p, name, sizeof name);
-    int session = openat(p->engine->sessions_fd, p->session_id,
-                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    process_checkpoint_name(p->pid, name, sizeof name);
+    int session = rbx_checkpoint_session_open(p->engine, p->session_id);
     int dir = session >= 0 ? openat(session, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                            : -1;
     uint64_t bytes;

@@ -144,7 +144,7 @@ void process_take_input(rbx_process *p);
 /* What it was started with, for the record. */
 json_t *process_request_json(const rbx_process_request *r);
 /* hibernated-process-<pid>: its checkpoint's directory in its session. */
-void process_checkpoint_name(const rbx_process *p, char *name, size_t size);
+void process_checkpoint_name(uint32_t pid, char *name, size_t size);
 /* Dumps the running sandbox (its pump left) with its /tmp and a record;
  * the tree ends. On failure it runs on, its network and /tmp back. */
 rbx_status process_dump(rbx_process *p, rbx_error *err);

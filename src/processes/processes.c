@@ -610,7 +610,7 @@ static bool sleep_until_woken(rbx_process *p)
                  "the sandbox was resumed, and this process could not be restored: %.300s",
                  err.message);
     char name[48];
-    process_checkpoint_name(p, name, sizeof name);
+    process_checkpoint_name(p->pid, name, sizeof name);
     if (!keep)
         rbx_checkpoint_dir_remove(p->engine, p->session_id, name);
     free(p->checkpoint);
@@ -1290,8 +1290,7 @@ static void adopt_session(rbx_engine *engine, const char *session_id)
 {
     if (!rbx_hibernation_enabled(engine))
         return;
-    int session = openat(engine->sessions_fd, session_id,
-                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int session = rbx_checkpoint_session_open(engine, session_id);
     int fd = session >= 0 ? openat(session, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d && fd >= 0)
@@ -1301,16 +1300,17 @@ static void adopt_session(rbx_engine *engine, const char *session_id)
     for (struct dirent *e; d && n < RBX_PROCESSES_MAX && (e = readdir(d));) {
         char check[48];
         unsigned pid;
-        if (sscanf(e->d_name, "hibernated-process-%u", &pid) == 1 && pid > 0 &&
-            snprintf(check, sizeof check, "hibernated-process-%u", pid) > 0 &&
-            !strcmp(check, e->d_name) && !registered(engine->processes, session_id, pid))
+        if (sscanf(e->d_name, "hibernated-process-%u", &pid) != 1 || pid == 0)
+            continue;
+        process_checkpoint_name(pid, check, sizeof check); /* the name, exactly */
+        if (!strcmp(check, e->d_name) && !registered(engine->processes, session_id, pid))
             found[n++] = pid;
     }
     if (d)
         closedir(d);
     for (size_t i = 0; i < n; i++) {
         char name[48];
-        snprintf(name, sizeof name, "hibernated-process-%u", (unsigned)found[i]);
+        process_checkpoint_name(found[i], name, sizeof name);
         rbx_error err = {0};
         if (adopt(engine, session_id, session, found[i], name, &err) != RBX_OK) {
             fprintf(stderr, "runbox: process %u of session %s is not restored: %s\n",

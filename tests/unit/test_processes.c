@@ -232,10 +232,18 @@ static long last_number(seen *s)
     return last;
 }
 
-static bool session_has(fixture *f, const char *name)
+/* Where session s1 keeps process pid's checkpoint, or part of it ("" for
+ * its directory). */
+static void checkpoint_path(char *path, size_t size, fixture *f, uint32_t pid, const char *part)
 {
-    char path[256];
-    snprintf(path, sizeof path, "%s/sessions/s1/%s", f->state_dir, name);
+    snprintf(path, size, "%s/sessions/s1/hibernated-process-%u%s%s", f->state_dir, (unsigned)pid,
+             *part ? "/" : "", part);
+}
+
+static bool has_checkpoint(fixture *f, uint32_t pid, const char *part)
+{
+    char path[512];
+    checkpoint_path(path, sizeof path, f, pid, part);
     return access(path, F_OK) == 0;
 }
 
@@ -292,16 +300,14 @@ static void a_paused_command_goes_to_disk_and_comes_back(void **state)
     assert_int_equal(hibernated, 1);
     assert_int_equal(running + frozen, 0);
     assert_int_equal(s.frozen, 1);
-    char name[64];
-    snprintf(name, sizeof name, "hibernated-process-%u/images", (unsigned)pid);
-    assert_true(session_has(f, name));
+    assert_true(has_checkpoint(f, pid, "images"));
     long at_pause = last_number(&s);
     usleep(300000);
     assert_int_equal(last_number(&s), at_pause); /* nothing of it runs */
     rbx_error err;
     assert_int_equal(rbx_process_write(p, "x\n", 2, &err), RBX_EBUSY);
     assert_int_equal(rbx_session_pause(f->engine, "s1", false), 1);
-    assert_false(session_has(f, name)); /* the checkpoint is gone once restored */
+    assert_false(has_checkpoint(f, pid, "")); /* the checkpoint is gone once restored */
     rbx_process *found = NULL;
     assert_int_equal(rbx_process_find(f->engine, "s1", pid, &found, &err), RBX_OK);
     rbx_process_free(found);
@@ -359,9 +365,7 @@ static void a_command_on_disk_outlives_its_runbox(void **state)
     long at_pause = last_number(&s);
     rbx_process_free(p);
     rbx_engine_free(f->engine); /* runbox stops */
-    char name[64];
-    snprintf(name, sizeof name, "hibernated-process-%u/checkpoint.json", (unsigned)pid);
-    assert_true(session_has(f, name));
+    assert_true(has_checkpoint(f, pid, "checkpoint.json"));
     f->engine = engine_on(f);
     rbx_error err;
     rbx_process *found = NULL;
@@ -409,8 +413,7 @@ static void a_tampered_checkpoint_is_not_restored(void **state)
     rbx_engine_free(f->engine);
     char path[512], other[1024];
     /* 1: an image truncated. */
-    snprintf(path, sizeof path, "%s/sessions/s1/hibernated-process-%u/images", f->state_dir,
-             (unsigned)pids[0]);
+    checkpoint_path(path, sizeof path, f, pids[0], "images");
     DIR *d = opendir(path);
     assert_non_null(d);
     bool cut = false;
@@ -422,8 +425,7 @@ static void a_tampered_checkpoint_is_not_restored(void **state)
     closedir(d);
     assert_true(cut);
     /* 2: the record says another session. */
-    snprintf(path, sizeof path, "%s/sessions/s1/hibernated-process-%u/checkpoint.json",
-             f->state_dir, (unsigned)pids[1]);
+    checkpoint_path(path, sizeof path, f, pids[1], "checkpoint.json");
     FILE *in = fopen(path, "r");
     assert_non_null(in);
     char text[65536];
@@ -438,10 +440,8 @@ static void a_tampered_checkpoint_is_not_restored(void **state)
     fwrite(text, 1, len, out);
     fclose(out);
     /* 3: the third's images swapped for the first's (another process's). */
-    snprintf(path, sizeof path, "%s/sessions/s1/hibernated-process-%u/images", f->state_dir,
-             (unsigned)pids[2]);
-    snprintf(other, sizeof other, "%s/sessions/s1/hibernated-process-%u/images", f->state_dir,
-             (unsigned)pids[1]);
+    checkpoint_path(path, sizeof path, f, pids[2], "images");
+    checkpoint_path(other, sizeof other, f, pids[1], "images");
     char swap[1100];
     snprintf(swap, sizeof swap, "%s.swap", path);
     assert_int_equal(rename(path, swap), 0);
@@ -452,9 +452,7 @@ static void a_tampered_checkpoint_is_not_restored(void **state)
     for (int i = 0; i < 3; i++) {
         rbx_process *found = NULL;
         assert_int_equal(rbx_process_find(f->engine, "s1", pids[i], &found, &err), RBX_ENOENT);
-        char name[64];
-        snprintf(name, sizeof name, "hibernated-process-%u", (unsigned)pids[i]);
-        assert_false(session_has(f, name)); /* forgotten */
+        assert_false(has_checkpoint(f, pids[i], "")); /* forgotten */
     }
 }
 
@@ -469,15 +467,13 @@ static void a_hibernated_command_killed_ends_and_leaves_nothing(void **state)
     uint32_t pid = rbx_process_pid(p);
     usleep(200000);
     assert_int_equal(rbx_session_pause(f->engine, "s1", true), 1);
-    char name[64];
-    snprintf(name, sizeof name, "hibernated-process-%u", (unsigned)pid);
-    assert_true(session_has(f, name));
+    assert_true(has_checkpoint(f, pid, ""));
     rbx_error err;
     assert_int_equal(rbx_process_signal(p, SIGKILL, &err), RBX_OK);
     assert_true(rbx_process_wait(p, 20));
     assert_true(s.ended);
     assert_true(s.end.killed);
-    assert_false(session_has(f, name));
+    assert_false(has_checkpoint(f, pid, ""));
     rbx_process_free(p);
 }
 
