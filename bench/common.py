@@ -98,7 +98,7 @@ def program_env(home):
     count for one side only."""
     return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8",
             "TERM": "dumb", "TMPDIR": "/tmp", "USER": "runbox", "LOGNAME": "runbox",
-            "PYTHONUNBUFFERED": "1"}
+            "SHELL": "/bin/bash", "PYTHONUNBUFFERED": "1"}
 
 
 def execute(server, conn, body):

@@ -29,6 +29,10 @@ static const char *const fixed_env[] = {
     "TMPDIR=/tmp",
     "USER=runbox",
     "LOGNAME=runbox",
+    /* bash reads the user database for SHELL when it is unset (the name
+     * service's socket twice, nsswitch.conf, /etc/passwd): 0.06 ms of every
+     * bash start, 300 runs each in a chroot of the default image. */
+    "SHELL=/bin/bash",
     "PYTHONUNBUFFERED=1", /* output must reach the agent as it is printed, not at exit */
 };
 #define FIXED_ENV_COUNT (sizeof fixed_env / sizeof fixed_env[0])

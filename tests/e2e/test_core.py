@@ -400,6 +400,9 @@ def test_environment_is_scrubbed_and_env_values_are_added(runbox):
     assert names["GREETING"] == "hello world"
     assert "HOST_SECRET" not in names and "RUNBOX_STATE_DIR" not in names
     assert names["PATH"] == "/usr/local/bin:/usr/bin:/bin"
+    # Set, so that bash need not look its user up to set it (given.c); a request's replaces it.
+    assert names["SHELL"] == "/bin/bash"
+    assert runbox.run("bash", "echo $SHELL", "--env", "SHELL=/bin/sh")["output"] == "/bin/sh\n"
 
 
 @pytest.mark.parametrize("bad", ["NOEQUALS", "1A=x", "A-B=x", "=x", "HOME=/", "PWD=/"])
