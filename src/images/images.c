@@ -504,6 +504,18 @@ static int scrub(int dirfd, int depth)
     return 0;
 }
 
+/* Every program's LANG=C.UTF-8 (execution/given.c) found in one file: Debian
+ * ships C.UTF-8 as a directory of twelve files, which glibc, without a
+ * locale archive, looks for one by one under two spellings, opens and maps
+ * at every start of a program that calls setlocale(LC_ALL, ""): 26 opens
+ * and 12 maps for each bash. The archive is one open and one map (the
+ * directory stays for whatever reads it): a pooled bash execution's CPU,
+ * sandbox and server, 6.37 -> 5.93 ms (bench/ab.py, 300 runs, 2026-12-05). */
+#define LOCALE_ARCHIVE_HOOK                                                                        \
+    "--customize-hook=if [ -d \"$1/usr/lib/locale/C.utf8\" ] && "                                  \
+    "[ ! -e \"$1/usr/lib/locale/locale-archive\" ]; then "                                        \
+    "chroot \"$1\" localedef --add-to-archive /usr/lib/locale/C.utf8 >/dev/null; fi"
+
 /* Packages as mmdebstrap's --include takes them: comma-separated, each a
  * Debian package name (a-z0-9+-. only, so nothing reaches apt as an option
  * or a path). Appended to out. */
@@ -634,8 +646,9 @@ rbx_status rbx_image_build(rbx_engine *engine, const char *name, const char *pac
                             "--dpkgopt=path-exclude=/usr/share/doc/*",
                             "--dpkgopt=path-exclude=/usr/share/man/*",
                             "--dpkgopt=path-exclude=/usr/share/locale/*",
-                            "--dpkgopt=path-include=/usr/share/locale/locale.alias"};
-    size_t argc = 9;
+                            "--dpkgopt=path-include=/usr/share/locale/locale.alias",
+                            LOCALE_ARCHIVE_HOOK};
+    size_t argc = 10;
     if (official_node)
         argv[argc++] = hook;
     argv[argc++] = suite;

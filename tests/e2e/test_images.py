@@ -75,6 +75,18 @@ def test_default_image_has_python_313_node_20_and_the_data_stack(on_image):
     assert sh["output"].splitlines()[1].startswith("13"), sh["output"]  # trixie
 
 
+def test_the_images_utf8_locale_comes_from_its_archive_and_works(on_image):
+    """LANG=C.UTF-8 is read from one locale archive (images.c: LOCALE_ARCHIVE_HOOK), and is
+    the locale every language gets: a character of two bytes is one character."""
+    r = on_image.run("bash", "test -f /usr/lib/locale/locale-archive && echo archive; "
+                     "x=$'\\u00e9'; echo ${#x}; locale -a | grep -ix c.utf8")
+    assert r["success"] and r["image"] == "default", r
+    assert r["output"].split() == ["archive", "1", "C.utf8"], r["output"]
+    py = on_image.run("python", "import locale; print(locale.setlocale(locale.LC_ALL, ''), "
+                      "len(b'\\xc3\\xa9'.decode(locale.getpreferredencoding())))")
+    assert py["success"] and py["output"] == "C.UTF-8 1\n", py
+
+
 def test_host_only_programs_are_invisible_on_the_image(on_image):
     """What the host has and the image does not (the compiler, cmake, this repository's
     tools) cannot be seen, whatever the path."""
@@ -331,8 +343,10 @@ def test_build_from_a_base_lists_remove(own_store):
     mini2 = json.loads(proc.stdout)
     assert mini2["packages"] == "python3-minimal,jq"
     assert mini2["digest"] != mini["digest"]
-    r = box.run("bash", "jq --version; python3 -c 'print(1)'", "--image", "mini2")
+    r = box.run("bash", "jq --version; python3 -c 'print(1)'; "
+                "test -f /usr/lib/locale/locale-archive && echo archive", "--image", "mini2")
     assert r["success"] and r["output"].startswith("jq-"), r
+    assert r["output"].endswith("archive\n"), r  # every image built here has one
     r = box.run("bash", "command -v jq || echo none", "--image", "mini")
     assert r["output"] == "none\n"
     # The default of a store without "default" is the host's /usr.
