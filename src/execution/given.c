@@ -30,8 +30,8 @@ static const char *const fixed_env[] = {
     "USER=runbox",
     "LOGNAME=runbox",
     /* bash reads the user database for SHELL when it is unset (the name
-     * service's socket twice, nsswitch.conf, /etc/passwd): 0.06 ms of every
-     * bash start, 300 runs each in a chroot of the default image. */
+     * service's socket twice, nsswitch.conf, /etc/passwd; strace of a cold
+     * run): pooled bash CPU 6.77 -> 6.70 ms (bench/RESULTS.md, issue 31). */
     "SHELL=/bin/bash",
     "PYTHONUNBUFFERED=1", /* output must reach the agent as it is printed, not at exit */
 };

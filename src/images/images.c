@@ -509,8 +509,9 @@ static int scrub(int dirfd, int depth)
  * locale archive, looks for one by one under two spellings, opens and maps
  * at every start of a program that calls setlocale(LC_ALL, ""): 26 opens
  * and 12 maps for each bash. The archive is one open and one map (the
- * directory stays for whatever reads it): a pooled bash execution's CPU,
- * sandbox and server, 6.37 -> 5.93 ms (bench/ab.py, 300 runs, 2026-12-05). */
+ * directory stays for whatever reads it; test_images.py reads bash's maps):
+ * a pooled bash execution's CPU 6.37 -> 5.93 ms (bench/RESULTS.md, issue 31,
+ * with the command). */
 #define LOCALE_ARCHIVE_HOOK                                                                        \
     "--customize-hook=if [ -d \"$1/usr/lib/locale/C.utf8\" ] && "                                  \
     "[ ! -e \"$1/usr/lib/locale/locale-archive\" ]; then "                                        \

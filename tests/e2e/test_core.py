@@ -405,6 +405,22 @@ def test_environment_is_scrubbed_and_env_values_are_added(runbox):
     assert runbox.run("bash", "echo $SHELL", "--env", "SHELL=/bin/sh")["output"] == "/bin/sh\n"
 
 
+def test_the_benchmark_gives_bare_programs_the_environment_runbox_gives(runbox):
+    """bench/common.py's program_env is the environment of the benchmark's bare, floor and
+    bubblewrap programs, and must be runbox's (execution/given.c): a variable on one side only
+    (SHELL spares bash a user lookup) would make every ratio compare unlike starts."""
+    import importlib.util
+    from conftest import ROOT
+    spec = importlib.util.spec_from_file_location("bench_common",
+                                                  os.path.join(ROOT, "bench", "common.py"))
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    given = json.loads(runbox.run("python", "import os, json\nprint(json.dumps(dict(os.environ)))")
+                       ["output"])
+    assert given.pop("RUNBOX_SESSION_ID")
+    assert given == bench.program_env(given["HOME"])
+
+
 @pytest.mark.parametrize("bad", ["NOEQUALS", "1A=x", "A-B=x", "=x", "HOME=/", "PWD=/"])
 def test_bad_env_entries_are_refused(runbox, bad):
     proc = runbox.cli("run", "bash", "-c", "true", "--env", bad)

@@ -82,6 +82,9 @@ def test_the_images_utf8_locale_comes_from_its_archive_and_works(on_image):
                      "x=$'\\u00e9'; echo ${#x}; locale -a | grep -ix c.utf8")
     assert r["success"] and r["image"] == "default", r
     assert r["output"].split() == ["archive", "1", "C.utf8"], r["output"]
+    # The claim itself: bash's locale is mapped from the archive, none of C.utf8's own files.
+    maps = on_image.run("bash", "grep -o '/usr/lib/locale/[^ ]*' /proc/$$/maps | sort -u")
+    assert maps["output"] == "/usr/lib/locale/locale-archive\n", maps["output"]
     py = on_image.run("python", "import locale; print(locale.setlocale(locale.LC_ALL, ''), "
                       "len(b'\\xc3\\xa9'.decode(locale.getpreferredencoding())))")
     assert py["success"] and py["output"] == "C.UTF-8 1\n", py
