@@ -83,12 +83,13 @@ test-asan-full: asan mcp-sdk mcp-python-sdk e2b-sdk default-image
 	$(NODE_IMAGE_ENV) $(ASAN_ENV) node --test tests/web/
 
 # runbox as an ordinary user: user namespaces without root, rlimits instead
-# of cgroups. The tests run from a copy the user can read.
+# of cgroups. The tests run from a copy the user can read (bench/ too: a
+# test checks the benchmark's programs get runbox's environment).
 UNPRIVILEGED_USER ?= rbxtest
 test-unprivileged: build
 	id $(UNPRIVILEGED_USER) >/dev/null 2>&1 || useradd -m -s /bin/bash $(UNPRIVILEGED_USER)
 	dir=$$(mktemp -d /tmp/runbox-unprivileged.XXXXXX) && \
-	cp -r tests deploy clients $(BUILD)/runbox $(BUILD)/runbox-serve $(BUILD)/runbox-net $(BUILD)/runbox-init $(BUILD)/try-syscall $$dir/ && chmod -R a+rX $$dir && \
+	cp -r tests deploy clients bench $(BUILD)/runbox $(BUILD)/runbox-serve $(BUILD)/runbox-net $(BUILD)/runbox-init $(BUILD)/try-syscall $$dir/ && chmod -R a+rX $$dir && \
 	su $(UNPRIVILEGED_USER) -s /bin/bash -c "cd $$dir && export RUNBOX_BIN=$$dir/runbox \
 	  RUNBOX_TRY_SYSCALL=$$dir/try-syscall && \
 	  $(PYTEST_Q) -n $(TEST_JOBS) -m 'not serial' tests/e2e && \
