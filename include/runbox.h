@@ -479,6 +479,9 @@ typedef struct rbx_pool_stats {
     uint64_t memory_cap_bytes;
     uint64_t taken, missed, prepared, failed, retired;
     char last_failure[256]; /* why the last preparation failed, "" if none */
+    /* Executions' cgroups kept when they ended cleanly, and given to a
+     * later execution (any execution's, pooled or not). */
+    uint64_t cgroups_kept, cgroups_reused;
 } rbx_pool_stats;
 
 void rbx_engine_pool_stats(rbx_engine *engine, rbx_pool_stats *stats);

@@ -319,6 +319,8 @@ void rbx_engine_free(rbx_engine *engine)
 {
     if (!engine)
         return;
+    /* First: the cgroups of the sandboxes stopped below go as they end. */
+    rbx_cgroup_keep_spares(0);
     rbx_pool_stop(engine->pool); /* its sandboxes use the rest */
     engine->pool = NULL;
     rbx_kernels_free(engine);
@@ -366,12 +368,18 @@ bool rbx_engine_start_pool(rbx_engine *engine, char *why, size_t why_size)
     }
     if (!engine->pool)
         engine->pool = rbx_pool_start(engine, why, why_size);
+    /* A process that runs many executions: their cgroups are reused (about
+     * one per execution in flight and per prepared sandbox), and given
+     * back when idle by the pool's manager (rbx_pool_start). */
+    if (engine->pool)
+        rbx_cgroup_keep_spares(engine->config.pool_max + 4);
     return engine->pool != NULL;
 }
 
 void rbx_engine_pool_stats(rbx_engine *engine, rbx_pool_stats *stats)
 {
     rbx_pool_stats_get(engine->pool, stats);
+    rbx_cgroup_spare_counts(&stats->cgroups_kept, &stats->cgroups_reused);
 }
 
 void rbx_engine_fingerprint(const rbx_engine *engine, char out[17])

@@ -157,12 +157,18 @@ static void render_pool(http_server *server, FILE *out)
             "# TYPE runbox_pool_prepared_total counter\n"
             "runbox_pool_prepared_total{outcome=\"ready\"} %llu\n"
             "runbox_pool_prepared_total{outcome=\"failed\"} %llu\n"
-            "runbox_pool_prepared_total{outcome=\"retired\"} %llu\n",
+            "runbox_pool_prepared_total{outcome=\"retired\"} %llu\n"
+            "# HELP runbox_cgroups_total Executions' cgroups kept when they ended cleanly, "
+            "and given out again to later executions.\n"
+            "# TYPE runbox_cgroups_total counter\n"
+            "runbox_cgroups_total{event=\"kept\"} %llu\n"
+            "runbox_cgroups_total{event=\"reused\"} %llu\n",
             pool.ready, pool.preparing, pool.serving, pool.target, pool.max, pool.env_shelves,
             (unsigned long long)pool.idle_memory_bytes, (unsigned long long)pool.memory_cap_bytes,
             (unsigned long long)pool.taken, (unsigned long long)pool.missed,
             (unsigned long long)pool.prepared, (unsigned long long)pool.failed,
-            (unsigned long long)pool.retired);
+            (unsigned long long)pool.retired, (unsigned long long)pool.cgroups_kept,
+            (unsigned long long)pool.cgroups_reused);
 }
 
 /* The bounds on what clients hold (gate.c), and what they turned away. */

@@ -68,7 +68,20 @@ struct rbx_cgroup {
     bool frozen;              /* rbx_cgroup_freeze made it so */
     bool limited;             /* set_limits has run */
     rbx_cgroup_limits limits; /* what it set, field by field (0: never set) */
+    bool freezable;           /* made so: never kept as a spare */
+    bool with_cpu;            /* v2: made with the cpu controller */
+    /* A spare's (see keep_spare): its CPU time when it was given out
+     * again, read as a difference from then (a spare never saw an OOM
+     * kill); v2's memory.peak, reset for the reads through this descriptor
+     * alone (-1: none). */
+    uint64_t cpu_base_usec;
+    int peak_fd;
 };
+
+static void really_destroy(rbx_cgroup *cg);
+static rbx_cgroup *take_spare(const rbx_cgroup_limits *limits, bool cpu);
+static bool keep_spare(rbx_cgroup *cg);
+static void count_reuse(void);
 
 __attribute__((format(printf, 3, 4))) static int fail(char *why, size_t size, const char *fmt, ...)
 {
@@ -697,12 +710,25 @@ int rbx_cgroup_create(const rbx_cgroup_limits *limits, rbx_cgroup **out, char *w
     static atomic_bool created_before;
     if (atomic_exchange(&created_before, true))
         rbx_cgroup_sweep();
-    rbx_cgroup *cg = calloc(1, sizeof *cg);
+    /* v2: the cpu controller only when asked for (cpu.stat works without). */
+    bool cpu = limits->cpu_weight || limits->cpu_quota_us;
+    rbx_cgroup *cg = take_spare(limits, cpu);
+    if (cg) {
+        if (set_limits(cg, limits, why, why_size) == 0) {
+            count_reuse();
+            *out = cg;
+            return 0;
+        }
+        really_destroy(cg); /* a limit it cannot take (below what it holds): a new one */
+    }
+    cg = calloc(1, sizeof *cg);
     if (!cg)
         return fail(why, why_size, "out of memory");
     cg->v2 = s->mode == RBX_CGROUP_V2;
     cg->n = probe.n;
-    cg->dir_fd = -1;
+    cg->dir_fd = cg->peak_fd = -1;
+    cg->freezable = limits->freezable;
+    cg->with_cpu = cpu;
     for (size_t i = 0; i < CTL_COUNT; i++)
         cg->h[i].procs_fd = -1;
     uint64_t r;
@@ -711,8 +737,6 @@ int rbx_cgroup_create(const rbx_cgroup_limits *limits, rbx_cgroup **out, char *w
         goto fail;
     }
     snprintf(cg->name, sizeof cg->name, "exec-%d-%016" PRIx64, (int)getpid(), r);
-    /* v2: the cpu controller only when asked for (cpu.stat works without). */
-    bool cpu = limits->cpu_weight || limits->cpu_quota_us;
     unsigned v2_ctls = probe.h[0].ctls & (cpu ? ~0u : ~(unsigned)CTL_CPU);
     for (size_t i = 0; i < cg->n; i++)
         if ((limits->freezable || probe.h[i].ctls != CTL_FREEZER) &&
@@ -727,7 +751,7 @@ int rbx_cgroup_create(const rbx_cgroup_limits *limits, rbx_cgroup **out, char *w
     *out = cg;
     return 0;
 fail:
-    rbx_cgroup_destroy(cg);
+    really_destroy(cg);
     return -1;
 }
 
@@ -744,14 +768,19 @@ int rbx_cgroup_memory_file(const rbx_cgroup *cg, char *path, size_t size)
     return path_join(path, size, mem, cg->v2 ? "memory.current" : "memory.usage_in_bytes");
 }
 
+/* The cgroup's own count, a spare's included. */
+static int read_oom_kills(const rbx_cgroup *cg, uint64_t *kills)
+{
+    *kills = 0;
+    const char *mem = dir_with(cg, CTL_MEMORY);
+    return cg->v2 ? read_value(mem, "memory.events", "oom_kill", kills)
+                  : read_value(mem, "memory.oom_control", "oom_kill", kills);
+}
+
 uint64_t rbx_cgroup_oom_kills(const rbx_cgroup *cg)
 {
-    uint64_t kills = 0;
-    const char *mem = dir_with(cg, CTL_MEMORY);
-    if (cg->v2)
-        (void)read_value(mem, "memory.events", "oom_kill", &kills);
-    else
-        (void)read_value(mem, "memory.oom_control", "oom_kill", &kills);
+    uint64_t kills;
+    (void)read_oom_kills(cg, &kills);
     return kills;
 }
 
@@ -777,7 +806,8 @@ int rbx_cgroup_v2_dirfd(const rbx_cgroup *cg)
     return cg->dir_fd;
 }
 
-int rbx_cgroup_cpu_read(const rbx_cgroup *cg, uint64_t *cpu_usec)
+/* The cgroup's own figure, a spare's earlier executions' included. */
+static int read_cpu(const rbx_cgroup *cg, uint64_t *cpu_usec)
 {
     uint64_t cpu_ns = 0;
     *cpu_usec = 0;
@@ -789,19 +819,43 @@ int rbx_cgroup_cpu_read(const rbx_cgroup *cg, uint64_t *cpu_usec)
     return 0;
 }
 
+int rbx_cgroup_cpu_read(const rbx_cgroup *cg, uint64_t *cpu_usec)
+{
+    if (read_cpu(cg, cpu_usec) != 0)
+        return -1;
+    *cpu_usec = *cpu_usec > cg->cpu_base_usec ? *cpu_usec - cg->cpu_base_usec : 0;
+    return 0;
+}
+
+/* A number in the file behind fd, read from its start. */
+static int read_fd_value(int fd, uint64_t *value)
+{
+    char buf[64];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(buf, &end, 10);
+    if (errno || end == buf)
+        return -1;
+    *value = v;
+    return 0;
+}
+
 int rbx_cgroup_stats_read(const rbx_cgroup *cg, rbx_cgroup_stats *st)
 {
     const char *mem = dir_with(cg, CTL_MEMORY), *pids = dir_with(cg, CTL_PIDS);
     uint64_t kills;
     int r = 0;
     memset(st, 0, sizeof *st);
-    if (cg->v2) {
-        r |= read_value(mem, "memory.events", "oom_kill", &kills);
-        r |= read_value(mem, "memory.peak", NULL, &st->peak_memory_bytes);
-    } else {
-        r |= read_value(mem, "memory.oom_control", "oom_kill", &kills);
-        r |= read_value(mem, "memory.max_usage_in_bytes", NULL, &st->peak_memory_bytes);
-    }
+    r |= read_oom_kills(cg, &kills);
+    if (cg->peak_fd >= 0) /* a spare's, reset through this descriptor */
+        r |= read_fd_value(cg->peak_fd, &st->peak_memory_bytes);
+    else
+        r |= read_value(mem, cg->v2 ? "memory.peak" : "memory.max_usage_in_bytes", NULL,
+                        &st->peak_memory_bytes);
     r |= rbx_cgroup_cpu_read(cg, &st->cpu_usec);
     r |= read_value(pids, "pids.peak", NULL, &st->pids_peak_or_current);
     if (!st->pids_peak_or_current)
@@ -939,7 +993,7 @@ static int remove_dirs(rbx_cgroup *cg)
     return left;
 }
 
-void rbx_cgroup_destroy(rbx_cgroup *cg)
+static void really_destroy(rbx_cgroup *cg)
 {
     if (!cg)
         return;
@@ -949,10 +1003,185 @@ void rbx_cgroup_destroy(rbx_cgroup *cg)
             close(cg->h[i].procs_fd);
     if (cg->dir_fd >= 0)
         close(cg->dir_fd);
+    if (cg->peak_fd >= 0)
+        close(cg->peak_fd);
     for (int round = 0; round < DESTROY_ROUNDS && remove_dirs(cg) > 0; round++) {
         kill_round(cg);
         nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
     }
     free(cg);
     errno = saved;
+}
+
+void rbx_cgroup_destroy(rbx_cgroup *cg)
+{
+    if (cg && !keep_spare(cg))
+        really_destroy(cg);
+}
+
+/* --- spares -------------------------------------------------------------------------------- */
+
+/* Why: on v1 an execution's cgroup is four directories (cpu, cpuacct,
+ * memory, pids). Making and removing them, opening their files and the
+ * kernel's freeing of them afterwards took about 0.4 ms of the CPU of a
+ * pooled execution (bench/RESULTS.md), v2's one directory less. A process
+ * that runs many executions keeps some of its cgroups that ended cleanly
+ * and gives one to a later execution: what it reports is reset (its CPU
+ * time and OOM kills are read as differences, its memory peak is reset),
+ * its limits are set again where they differ. Kept only when no process
+ * is left in it, it is not frozen nor made freezable, the execution saw no
+ * OOM kill, and the memory still charged to it (kernel objects, page cache
+ * of files that outlived the execution) is small: that charge is all of
+ * an execution that reaches the next one's cgroup, which the sandbox
+ * cannot read (no cgroup file system is mounted in it). pids.peak cannot
+ * be reset: a spare's is its whole life's. */
+#define SPARE_MEMORY_MAX (4u << 20)
+
+static struct {
+    pthread_mutex_t lock;
+    size_t max;
+    rbx_cgroup *list[RBX_CGROUP_SPARES_MAX]; /* the last kept last */
+    int64_t kept_at_ns[RBX_CGROUP_SPARES_MAX];
+    size_t n;
+    uint64_t kept, reused;
+} spares = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* v2 kernels before 6.12 cannot reset memory.peak: no spares there. */
+static atomic_bool v2_refused;
+
+void rbx_cgroup_keep_spares(size_t max)
+{
+    rbx_cgroup *drop[RBX_CGROUP_SPARES_MAX];
+    size_t n = 0;
+    pthread_mutex_lock(&spares.lock);
+    spares.max = max < RBX_CGROUP_SPARES_MAX ? max : RBX_CGROUP_SPARES_MAX;
+    while (spares.n > spares.max)
+        drop[n++] = spares.list[--spares.n];
+    pthread_mutex_unlock(&spares.lock);
+    while (n > 0)
+        really_destroy(drop[--n]);
+}
+
+void rbx_cgroup_prune_spares(int64_t idle_ms)
+{
+    rbx_cgroup *drop[RBX_CGROUP_SPARES_MAX];
+    size_t n = 0, left = 0;
+    int64_t before = monotonic_ns() - idle_ms * 1000000LL;
+    pthread_mutex_lock(&spares.lock);
+    for (size_t i = 0; i < spares.n; i++) {
+        if (spares.kept_at_ns[i] < before) {
+            drop[n++] = spares.list[i];
+            continue;
+        }
+        spares.list[left] = spares.list[i];
+        spares.kept_at_ns[left++] = spares.kept_at_ns[i];
+    }
+    spares.n = left;
+    pthread_mutex_unlock(&spares.lock);
+    while (n > 0)
+        really_destroy(drop[--n]);
+}
+
+void rbx_cgroup_spare_counts(uint64_t *kept, uint64_t *reused)
+{
+    pthread_mutex_lock(&spares.lock);
+    *kept = spares.kept;
+    *reused = spares.reused;
+    pthread_mutex_unlock(&spares.lock);
+}
+
+/* A spare whose limits can all be set to these: none the caller leaves
+ * unset (0) is set in it, since set_limits leaves those as they are. */
+static bool fits(const rbx_cgroup *cg, const rbx_cgroup_limits *l, bool cpu)
+{
+    const rbx_cgroup_limits *had = &cg->limits;
+    return !l->freezable && cg->with_cpu == cpu && (l->memory_bytes || !had->memory_bytes) &&
+           (l->pids || !had->pids) && (l->cpu_weight || !had->cpu_weight) &&
+           (l->cpu_quota_us || !had->cpu_quota_us);
+}
+
+static rbx_cgroup *take_spare(const rbx_cgroup_limits *limits, bool cpu)
+{
+    rbx_cgroup *cg = NULL;
+    pthread_mutex_lock(&spares.lock);
+    for (size_t i = spares.n; i-- > 0;) {
+        if (fits(spares.list[i], limits, cpu)) {
+            cg = spares.list[i];
+            spares.n--;
+            memmove(&spares.list[i], &spares.list[i + 1], (spares.n - i) * sizeof *spares.list);
+            memmove(&spares.kept_at_ns[i], &spares.kept_at_ns[i + 1],
+                    (spares.n - i) * sizeof *spares.kept_at_ns);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&spares.lock);
+    return cg;
+}
+
+/* Whether no process is in it: pids.current counts every task in the
+ * cgroup, a zombie until it is reaped (v2: cgroup.events, which does not
+ * count zombies, the pids controller where it is enabled). */
+static bool emptied(const rbx_cgroup *cg)
+{
+    uint64_t value = 1;
+    const char *pids = dir_with(cg, CTL_PIDS);
+    if (pids)
+        return read_value(pids, "pids.current", NULL, &value) == 0 && value == 0;
+    return cg->v2 && read_value(cg->h[0].path, "cgroup.events", "populated", &value) == 0 &&
+           value == 0;
+}
+
+/* Resets what the cgroup reports for its next execution. */
+static bool reset_for_next(rbx_cgroup *cg)
+{
+    const char *mem = dir_with(cg, CTL_MEMORY);
+    uint64_t kills, cpu, memory;
+    if (!mem || read_oom_kills(cg, &kills) != 0 || kills != 0 ||
+        read_cpu(cg, &cpu) != 0 ||
+        read_value(mem, cg->v2 ? "memory.current" : "memory.usage_in_bytes", NULL, &memory) != 0 ||
+        memory > SPARE_MEMORY_MAX)
+        return false;
+    if (!cg->v2) {
+        /* v1: the peak starts again from what is charged now. */
+        if (write_at(mem, "memory.max_usage_in_bytes", "0") != 0)
+            return false;
+    } else {
+        /* v2 (6.12+): a write resets the peak that reads through the same
+         * descriptor see, from what is charged now. */
+        char path[PATH_MAX];
+        if (cg->peak_fd < 0 && path_join(path, sizeof path, mem, "memory.peak") == 0)
+            cg->peak_fd = open(path, O_RDWR | O_CLOEXEC);
+        if (cg->peak_fd < 0 || write(cg->peak_fd, "reset\n", 6) != 6) {
+            atomic_store(&v2_refused, true);
+            return false;
+        }
+    }
+    cg->cpu_base_usec = cpu;
+    return true;
+}
+
+static void count_reuse(void)
+{
+    pthread_mutex_lock(&spares.lock);
+    spares.reused++;
+    pthread_mutex_unlock(&spares.lock);
+}
+
+static bool keep_spare(rbx_cgroup *cg)
+{
+    pthread_mutex_lock(&spares.lock);
+    bool room = spares.n < spares.max;
+    pthread_mutex_unlock(&spares.lock);
+    if (!room || cg->frozen || cg->freezable || (cg->v2 && atomic_load(&v2_refused)) ||
+        !emptied(cg) || !reset_for_next(cg))
+        return false;
+    pthread_mutex_lock(&spares.lock);
+    bool kept = spares.n < spares.max;
+    if (kept) {
+        spares.kept_at_ns[spares.n] = monotonic_ns();
+        spares.list[spares.n++] = cg;
+        spares.kept++;
+    }
+    pthread_mutex_unlock(&spares.lock);
+    return kept;
 }

@@ -80,7 +80,9 @@ typedef struct rbx_cgroup_stats {
     bool oom_killed;               /* the kernel's OOM killer killed something in it */
     uint64_t peak_memory_bytes;    /* 0 when the kernel does not report it (v2 before 5.19) */
     uint64_t cpu_usec;             /* user + system CPU time of all its processes */
-    uint64_t pids_peak_or_current; /* pids.peak where the kernel has it, else pids.current */
+    /* pids.peak where the kernel has it (a reused cgroup's: over its whole
+     * life, which cannot be reset), else pids.current */
+    uint64_t pids_peak_or_current;
 } rbx_cgroup_stats;
 
 /* Reads the figures; whatever this kernel does not provide is left 0.
@@ -111,7 +113,25 @@ bool rbx_cgroup_frozen(const rbx_cgroup *cg);
 
 /* Kills every process still in the cgroup, waits (up to about 5 s) until it
  * is empty, removes the directories created for it and frees cg. Never
- * signals a process outside it. NULL is allowed. */
+ * signals a process outside it. NULL is allowed. Where spares are kept
+ * (rbx_cgroup_keep_spares), a cgroup that ended cleanly is kept instead,
+ * reset, for a later rbx_cgroup_create to give out. */
 void rbx_cgroup_destroy(rbx_cgroup *cg);
+
+/* The most spares a process may keep. */
+#define RBX_CGROUP_SPARES_MAX 16
+
+/* Keep up to max emptied cgroups for later executions (0: none, and the
+ * ones kept are removed now). For a process that runs many executions and
+ * prunes them (rbx_cgroup_prune_spares) when it stops: a CLI that runs one
+ * would leave them for the next runbox's sweep. */
+void rbx_cgroup_keep_spares(size_t max);
+
+/* Removes the spares kept more than idle_ms ago: a process that stopped
+ * running executions gives its cgroups back. */
+void rbx_cgroup_prune_spares(int64_t idle_ms);
+
+/* How many cgroups were kept as spares, and given out again, so far. */
+void rbx_cgroup_spare_counts(uint64_t *kept, uint64_t *reused);
 
 #endif

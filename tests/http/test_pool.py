@@ -4,12 +4,14 @@ destroyed; what a program sees is what a cold start shows it; a burst larger tha
 back to cold starts; killing the server leaves nothing of the pool behind."""
 import concurrent.futures
 import contextlib
+import glob
 import json
 import os
 import re
 import signal
 import subprocess
 import tarfile
+import threading
 import time
 
 import pytest
@@ -581,3 +583,110 @@ def test_a_server_makes_its_cgroup_parents_again_when_they_were_removed(start_se
     result = server.execute(language="bash", code="echo two")
     assert result["success"] and result["output"].endswith("two\n"), result
     assert all(os.path.isdir(d) for d in removed), removed
+
+
+
+def cgroup_counts(server):
+    text = server.request("GET", "/metrics").body.decode()
+    return {event: int(value) for event, value in
+            re.findall(r'^runbox_cgroups_total\{event="(\w+)"\} (\d+)$', text, re.M)}
+
+
+def memory_cgroups_of(pid):
+    """The memory-controller directories of a server's executions' cgroups, with what each
+    holds now (bytes)."""
+    found = {}
+    for parent, name in (("/sys/fs/cgroup/memory/runbox", "memory.usage_in_bytes"),
+                         ("/sys/fs/cgroup/runbox", "memory.current")):
+        for d in glob.glob(f"{parent}/exec-{pid}-*"):
+            try:
+                with open(os.path.join(d, name)) as f:
+                    found[d] = int(f.read())
+            except OSError:
+                pass  # removed meanwhile
+    return found
+
+
+def in_background(call):
+    box = {}
+    thread = threading.Thread(target=lambda: box.setdefault("result", call()))
+    thread.start()
+    return thread, box
+
+
+def wait_for(predicate, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.02)
+    return None
+
+
+HEAVY = ("x = bytearray(150 << 20)\nimport time\nt = time.process_time()\n"
+         "while time.process_time() - t < 0.4:\n    pass\ntime.sleep(0.5)\nprint('heavy')")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups, as root")
+def test_a_cgroup_given_to_a_later_execution_reports_that_executions_figures_alone(start_server):
+    """A server keeps the cgroups of executions that ended cleanly and gives them to later
+    ones (runbox_cgroups_total). Found from the host: a cgroup in which an execution held
+    150 MiB and spent 400 ms of CPU is one a later execution runs in, and that execution's
+    figures are its own. An execution killed at its memory limit does not make the next one
+    a MemoryError; a stopped server leaves no cgroup."""
+    server = start_server()
+    pid = server.proc.pid
+    first = pooled_run(server, language="python", code="print(1)")
+    if first["limits"] == "none":
+        pytest.skip("no cgroups here")
+    if cgroup_counts(server).get("kept", 0) == 0 and first["limits"] == "cgroup-v2":
+        pytest.skip("this kernel cannot reset a cgroup's memory.peak (v2 before 6.12)")
+
+    def cgroup_of(marker):
+        """The cgroup of the server's whose process made the file marker in its /tmp."""
+        for d in memory_cgroups_of(pid):
+            try:
+                if any(os.path.exists(f"/proc/{p}/root{marker}")
+                       for p in e2e.cgroup_procs(d).split()):
+                    return d
+            except FileNotFoundError:
+                pass
+        return None
+
+    heavy_ones, reused = set(), []
+    for _ in range(6):
+        heavy_thread, heavy = in_background(lambda: server.execute(language="python", code=HEAVY))
+        used = wait_for(lambda: [d for d, held in memory_cgroups_of(pid).items()
+                                 if held >= 100 << 20])
+        heavy_thread.join()
+        assert used, "the heavy execution's cgroup was not found"
+        assert heavy["result"]["cpu_ms"] >= 300, heavy["result"]
+        assert heavy["result"]["peak_memory_kb"] >= 150 << 10, heavy["result"]
+        heavy_ones |= set(used)
+        for _ in range(3):
+            marker = f"/tmp/light-{os.getpid()}-{time.monotonic_ns()}"
+            light_thread, light = in_background(lambda marker=marker: server.execute(
+                language="python", code=f"open('{marker}', 'w').close()\nimport time\n"
+                                        "time.sleep(0.3)\nprint('light')"))
+            where = wait_for(lambda marker=marker: cgroup_of(marker) or
+                             (None if light_thread.is_alive() else "ended"))
+            light_thread.join()
+            result = light["result"]
+            assert result["output"] == "light\n", result
+            assert result["cpu_ms"] < 200 and result["peak_memory_kb"] < 64 << 10, result
+            if where in heavy_ones:
+                reused.append(where)
+        if reused:
+            break
+    assert reused, "no later execution ran in a heavy one's cgroup"
+    assert cgroup_counts(server)["reused"] >= 1
+
+    oom = server.execute(language="python", code="x = bytearray(400 << 20)", memory_mb=128)
+    assert oom["error_type"] == "MemoryError", oom
+    for _ in range(3):
+        after = server.execute(language="python", code="print('after')")
+        assert after["output"] == "after\n" and after["error_type"] is None, after
+
+    server.stop()
+    assert memory_cgroups_of(pid) == {}
