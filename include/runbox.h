@@ -482,6 +482,8 @@ typedef struct rbx_pool_stats {
     /* Executions' cgroups kept when they ended cleanly, and given to a
      * later execution (any execution's, pooled or not). */
     uint64_t cgroups_kept, cgroups_reused;
+    /* The same of their scratch spaces (kept only as they were made). */
+    uint64_t scratch_kept, scratch_reused;
 } rbx_pool_stats;
 
 void rbx_engine_pool_stats(rbx_engine *engine, rbx_pool_stats *stats);

@@ -11,6 +11,7 @@
 #include "runbox.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/net.h"
+#include "sessions/scratch_spares.h"
 #include "sessions/storage.h"
 
 #include <errno.h>
@@ -319,13 +320,16 @@ void rbx_engine_free(rbx_engine *engine)
 {
     if (!engine)
         return;
-    /* First: the cgroups of the sandboxes stopped below go as they end. */
+    /* First: the cgroups and scratch spaces of the sandboxes stopped below
+     * go as they end. */
     rbx_cgroup_keep_spares(0);
+    rbx_scratch_keep_spares(engine, 0);
     rbx_pool_stop(engine->pool); /* its sandboxes use the rest */
     engine->pool = NULL;
     rbx_kernels_free(engine);
     rbx_processes_free(engine);
     rbx_net_reap();
+    rbx_scratch_spares_free(engine);
     rbx_storage_close(engine);
     if (engine->trash_fd >= 0)
         close(engine->trash_fd);
@@ -368,11 +372,14 @@ bool rbx_engine_start_pool(rbx_engine *engine, char *why, size_t why_size)
     }
     if (!engine->pool)
         engine->pool = rbx_pool_start(engine, why, why_size);
-    /* A process that runs many executions: their cgroups are reused (about
-     * one per execution in flight and per prepared sandbox), and given
-     * back when idle by the pool's manager (rbx_pool_start). */
-    if (engine->pool)
+    /* A process that runs many executions: their cgroups and scratch
+     * spaces are reused (about one per execution in flight and per
+     * prepared sandbox), and given back when idle by the pool's manager
+     * (rbx_pool_start). */
+    if (engine->pool) {
         rbx_cgroup_keep_spares(engine->config.pool_max + 4);
+        rbx_scratch_keep_spares(engine, engine->config.pool_max + 4);
+    }
     return engine->pool != NULL;
 }
 
@@ -380,6 +387,7 @@ void rbx_engine_pool_stats(rbx_engine *engine, rbx_pool_stats *stats)
 {
     rbx_pool_stats_get(engine->pool, stats);
     rbx_cgroup_spare_counts(&stats->cgroups_kept, &stats->cgroups_reused);
+    rbx_scratch_spare_counts(engine, &stats->scratch_kept, &stats->scratch_reused);
 }
 
 void rbx_engine_fingerprint(const rbx_engine *engine, char out[17])

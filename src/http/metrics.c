@@ -162,13 +162,19 @@ static void render_pool(http_server *server, FILE *out)
             "and given out again to later executions.\n"
             "# TYPE runbox_cgroups_total counter\n"
             "runbox_cgroups_total{event=\"kept\"} %llu\n"
-            "runbox_cgroups_total{event=\"reused\"} %llu\n",
+            "runbox_cgroups_total{event=\"reused\"} %llu\n"
+            "# HELP runbox_scratch_spaces_total Executions' scratch spaces kept when they were "
+            "left as they were made, and given out again to later executions.\n"
+            "# TYPE runbox_scratch_spaces_total counter\n"
+            "runbox_scratch_spaces_total{event=\"kept\"} %llu\n"
+            "runbox_scratch_spaces_total{event=\"reused\"} %llu\n",
             pool.ready, pool.preparing, pool.serving, pool.target, pool.max, pool.env_shelves,
             (unsigned long long)pool.idle_memory_bytes, (unsigned long long)pool.memory_cap_bytes,
             (unsigned long long)pool.taken, (unsigned long long)pool.missed,
             (unsigned long long)pool.prepared, (unsigned long long)pool.failed,
             (unsigned long long)pool.retired, (unsigned long long)pool.cgroups_kept,
-            (unsigned long long)pool.cgroups_reused);
+            (unsigned long long)pool.cgroups_reused, (unsigned long long)pool.scratch_kept,
+            (unsigned long long)pool.scratch_reused);
 }
 
 /* The bounds on what clients hold (gate.c), and what they turned away. */

@@ -12,6 +12,7 @@
 #include "languages/runtime.h"
 #include "runbox.h"
 #include "sandbox/cgroup.h"
+#include "sessions/scratch_spares.h"
 #include "sandbox/net.h"
 #include "sandbox/sandbox.h"
 #include "sessions/session.h"
@@ -37,9 +38,9 @@
  * addresses, the template and the policy of its time. */
 #define MAX_AGE_MS 120000
 #define MANAGER_TICK_MS 250
-/* How long a spare cgroup is kept unused: a burst's executions reuse them
- * within milliseconds. */
-#define SPARE_CGROUP_IDLE_MS 2000
+/* How long a spare cgroup or scratch space is kept unused: a burst's
+ * executions reuse them within milliseconds. */
+#define SPARE_IDLE_MS 2000
 /* A prepared sandbox whose interpreter has not said it waits for its code
  * (runtime.c) after this long is a failure; the slices keep a stopping pool
  * from waiting on one still starting. */
@@ -460,10 +461,12 @@ static void *manager(void *arg)
     pthread_mutex_lock(&pool->lock);
     while (!pool->stopping) {
         manage(pool);
-        /* Spare cgroups (sandbox/cgroup.h) not reused for a while go, so
-         * an idle server holds none; off the lock: each is some rmdirs. */
+        /* Spare cgroups and scratch spaces (sandbox/cgroup.h,
+         * sessions/scratch_spares.h) not reused for a while go, so an idle
+         * server holds none; off the lock: each is some rmdirs. */
         pthread_mutex_unlock(&pool->lock);
-        rbx_cgroup_prune_spares(SPARE_CGROUP_IDLE_MS);
+        rbx_cgroup_prune_spares(SPARE_IDLE_MS);
+        rbx_scratch_prune_spares(pool->engine, SPARE_IDLE_MS);
         pthread_mutex_lock(&pool->lock);
         if (pool->stopping)
             break;

@@ -26,6 +26,7 @@
 #include "runbox.h"
 #include "sandbox/uids.h"
 #include "sessions/btrfs.h"
+#include "sessions/scratch_spares.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -704,6 +705,11 @@ rbx_status rbx_scratch_make(rbx_engine *engine, bool with_home, rbx_scratch *scr
     memset(scratch, 0, sizeof *scratch);
     if (engine->storage != RBX_STORAGE_BTRFS)
         return RBX_OK;
+    if (rbx_scratch_take_spare(engine, with_home, scratch->name)) {
+        scratch->made = true;
+        scratch_paths(engine, scratch, with_home);
+        return RBX_OK;
+    }
     random_hex(scratch->name, sizeof scratch->name);
     if (rbx_btrfs_subvolume_create(engine->scratch_fd, scratch->name) != 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot create the execution's scratch space: %s",
@@ -769,7 +775,7 @@ int rbx_scratch_unstow(rbx_engine *engine, int dirfd, const char *name, rbx_scra
 
 void rbx_scratch_remove(rbx_engine *engine, rbx_scratch *scratch)
 {
-    if (scratch->made)
+    if (scratch->made && !rbx_scratch_keep_spare(engine, scratch->name, scratch->home_path[0]))
         (void)remove_subvolumes(engine->scratch_fd, scratch->name);
     scratch->made = false;
 }

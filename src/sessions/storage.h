@@ -68,6 +68,9 @@ typedef struct rbx_scratch {
 
 rbx_status rbx_scratch_make(rbx_engine *engine, bool with_home, rbx_scratch *scratch,
                             rbx_error *err);
+/* Destroys it, or keeps it as a spare (sessions/scratch_spares.h) for a
+ * later rbx_scratch_make where spares are kept. Every process that had it
+ * must be gone. */
 void rbx_scratch_remove(rbx_engine *engine, rbx_scratch *scratch);
 
 /* A kernel's scratch space out of the scratch directory to name below

@@ -690,3 +690,67 @@ def test_a_cgroup_given_to_a_later_execution_reports_that_executions_figures_alo
 
     server.stop()
     assert memory_cgroups_of(pid) == {}
+
+
+SCRATCH_PROBE = r"""
+import fcntl, json, os, struct, subprocess
+def seen(path):
+    st = os.stat(path)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        flags = struct.unpack('l', fcntl.ioctl(fd, 0x80086601, bytes(8)))[0]  # FS_IOC_GETFLAGS
+    finally:
+        os.close(fd)
+    born = subprocess.run(['stat', '-c', '%w', path], capture_output=True, text=True).stdout
+    return {'id': f'{st.st_dev}:{st.st_ino}:{born.strip()}', 'mode': oct(st.st_mode & 0o7777),
+            'entries': sorted(os.listdir(path)), 'xattrs': os.listxattr(path), 'flags': flags}
+print(json.dumps({'home': seen('/home/user'), 'tmp': seen('/tmp')}), flush=True)
+"""
+
+# What an execution leaves in its scratch space, each of which a later one could see.
+SCRATCH_LEFT = {
+    "a file in home": "open('/home/user/left', 'w').write('secret')",
+    "a file in tmp": "open('/tmp/left', 'w').write('secret')",
+    "a hidden directory": "os.mkdir('/home/user/.cache')",
+    "an attribute": "os.setxattr('/home/user', 'user.left', b'secret')",
+    "a mode": "os.chmod('/home/user', 0o755)",
+    "an inode flag": "fd = os.open('/home/user', os.O_RDONLY)\n"
+                     "fcntl.ioctl(fd, 0x40086602, struct.pack('l', 0x40))  # FS_IOC_SETFLAGS nodump",
+}
+SCRATCH_CLEAN = "open('/home/user/gone', 'w').close(); os.remove('/home/user/gone')"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="btrfs scratch spaces, as root")
+def test_a_scratch_space_is_given_again_only_as_it_was_made(start_server):
+    """A server keeps the scratch spaces (home, /tmp) that executions left as they were made,
+    and gives them to later executions (runbox_scratch_spaces_total). One where an execution
+    left a file, a directory, an attribute, a mode or an inode flag is never given again:
+    every execution finds its home and /tmp empty, 0700 and 1777, without attributes or
+    flags; the ones that were clean come back (the same directory, born at the same time)."""
+    server = start_server()
+    first = pooled_run(server, language="python", code=SCRATCH_PROBE)
+    if "Operation not supported" in first["error"]:
+        pytest.skip("no inode flags on this filesystem")
+    left_by, clean_ids, seen_ids = {}, set(), []
+    for _ in range(3):
+        for what, action in [*SCRATCH_LEFT.items(), ("nothing", SCRATCH_CLEAN)] * 2:
+            result = server.execute(language="python", code=SCRATCH_PROBE + action)
+            assert result["success"], (what, result)
+            found = json.loads(result["output"].splitlines()[0])
+            assert found["home"]["entries"] == [] and found["tmp"]["entries"] == [], found
+            assert found["home"]["mode"] == "0o700" and found["tmp"]["mode"] == "0o1777", found
+            for place in ("home", "tmp"):
+                assert found[place]["xattrs"] == [] and found[place]["flags"] == 0, found
+            home = found["home"]["id"]
+            assert home not in left_by, f"given again after {left_by.get(home)}: {found}"
+            seen_ids.append(home)
+            if what == "nothing":
+                clean_ids.add(home)
+            else:
+                left_by[home] = what
+    again = [i for i in set(seen_ids) if seen_ids.count(i) > 1]
+    assert again and set(again) <= clean_ids, (again, clean_ids)
+    counts = {event: int(value) for event, value in re.findall(
+        r'^runbox_scratch_spaces_total\{event="(\w+)"\} (\d+)$',
+        server.request("GET", "/metrics").body.decode(), re.M)}
+    assert counts["reused"] >= len(again), counts

@@ -1,0 +1,217 @@
+/* Spare scratch spaces (scratch_spares.h).
+ *
+ * Why: an execution's scratch space is a btrfs subvolume, made with a
+ * quota and its directories, and destroyed after it: three ioctls, the
+ * directories and the owner, then the filesystem's cleaner and commits
+ * freeing the subvolume in the background. A process that runs many
+ * executions keeps the ones left exactly as they were made and gives them
+ * to later executions.
+ *
+ * What "as made" means is what a later execution could see of an earlier
+ * one in them, checked once every process that had them is gone: tmp (and
+ * home) empty, with the mode and owner they were made with, no extended
+ * attribute (a user.* one, an ACL) and no inode flag (chattr) on them. A
+ * file made and removed leaves nothing of these; its times are set to now,
+ * as a new one's are. The quota is the subvolume's and stays; what counts
+ * against it must be what a new one's does (btrfs counts a removed file's
+ * blocks until its next commit, which could refuse a later execution's
+ * writes below its quota). Anything else makes it go as before. */
+#include "sessions/scratch_spares.h"
+#include "engine/engine.h"
+#include "sandbox/uids.h"
+#include "sessions/btrfs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SPARES_MAX 12
+/* What a scratch space may count against its quota to be kept: a new one
+ * counts 16 KiB (its directories). */
+#define SPARE_USAGE_MAX (1u << 20)
+
+typedef struct spare {
+    char name[64];
+    bool with_home;
+    int64_t kept_at_ms;
+} spare;
+
+struct rbx_scratch_spares {
+    pthread_mutex_t lock;
+    size_t max, n;
+    spare list[SPARES_MAX]; /* the last kept last */
+    uint64_t kept, reused;
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void rbx_scratch_keep_spares(rbx_engine *engine, size_t max)
+{
+    if (!engine->scratch_spares) {
+        if (max == 0 || !(engine->scratch_spares = calloc(1, sizeof *engine->scratch_spares)))
+            return;
+        pthread_mutex_init(&engine->scratch_spares->lock, NULL);
+    }
+    rbx_scratch_spares *s = engine->scratch_spares;
+    pthread_mutex_lock(&s->lock);
+    s->max = max < SPARES_MAX ? max : SPARES_MAX;
+    pthread_mutex_unlock(&s->lock);
+    if (max == 0)
+        rbx_scratch_prune_spares(engine, -1);
+}
+
+void rbx_scratch_prune_spares(rbx_engine *engine, int64_t idle_ms)
+{
+    rbx_scratch_spares *s = engine->scratch_spares;
+    if (!s)
+        return;
+    spare drop[SPARES_MAX];
+    size_t n = 0, left = 0;
+    int64_t before = idle_ms < 0 ? INT64_MAX : now_ms() - idle_ms;
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->list[i].kept_at_ms < before)
+            drop[n++] = s->list[i];
+        else
+            s->list[left++] = s->list[i];
+    }
+    s->n = left;
+    pthread_mutex_unlock(&s->lock);
+    /* A spare holds no subvolume of its own (its directories are empty):
+     * one deletion each. */
+    for (size_t i = 0; i < n; i++)
+        (void)rbx_btrfs_subvolume_delete(engine->scratch_fd, drop[i].name);
+}
+
+void rbx_scratch_spare_counts(const rbx_engine *engine, uint64_t *kept, uint64_t *reused)
+{
+    rbx_scratch_spares *s = engine->scratch_spares;
+    *kept = *reused = 0;
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    *kept = s->kept;
+    *reused = s->reused;
+    pthread_mutex_unlock(&s->lock);
+}
+
+bool rbx_scratch_take_spare(rbx_engine *engine, bool with_home, char name[64])
+{
+    rbx_scratch_spares *s = engine->scratch_spares;
+    if (!s)
+        return false;
+    bool found = false;
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = s->n; i-- > 0;) {
+        if (s->list[i].with_home == with_home) {
+            memcpy(name, s->list[i].name, 64);
+            s->n--;
+            memmove(&s->list[i], &s->list[i + 1], (s->n - i) * sizeof *s->list);
+            s->reused++;
+            found = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return found;
+}
+
+/* Whether the directory fd holds nothing but "." and "..". */
+static bool empty_dir(int fd)
+{
+    char buf[512];
+    long n;
+    while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
+        for (long at = 0; at < n;) {
+            struct entry {
+                uint64_t ino;
+                int64_t off;
+                unsigned short reclen;
+                unsigned char type;
+                char name[];
+            } *d = (void *)(buf + at);
+            if (strcmp(d->name, ".") != 0 && strcmp(d->name, ".."))
+                return false;
+            at += d->reclen;
+        }
+    }
+    return n == 0;
+}
+
+/* Whether dir/name is as rbx_scratch_make made it (see the top); if so,
+ * its times are set to now. */
+static bool as_made(int dir, const char *name, mode_t mode, uid_t owner)
+{
+    int fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    struct stat st;
+    int flags = -1;
+    bool ok = fstat(fd, &st) == 0 && (st.st_mode & 07777) == mode && st.st_uid == owner &&
+              st.st_gid == owner && flistxattr(fd, NULL, 0) == 0 &&
+              ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 && flags == 0 && empty_dir(fd) &&
+              futimens(fd, NULL) == 0;
+    close(fd);
+    return ok;
+}
+
+bool rbx_scratch_keep_spare(rbx_engine *engine, const char *name, bool with_home)
+{
+    rbx_scratch_spares *s = engine->scratch_spares;
+    if (!s)
+        return false;
+    pthread_mutex_lock(&s->lock);
+    bool room = s->n < s->max;
+    pthread_mutex_unlock(&s->lock);
+    if (!room)
+        return false;
+    uid_t root = engine->is_root ? RBX_HOST_UID_BASE : getuid();
+    uid_t user = engine->is_root ? RBX_HOST_UID_BASE + RBX_SANDBOX_UID : getuid();
+    int dir = openat(engine->scratch_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir < 0)
+        return false;
+    uint64_t usage = UINT64_MAX;
+    bool pristine = rbx_btrfs_usage(dir, &usage) == 0 && usage <= SPARE_USAGE_MAX &&
+                    as_made(dir, "tmp", 01777, root) &&
+                    (!with_home || as_made(dir, "home", 0700, user));
+    close(dir);
+    if (!pristine)
+        return false;
+    pthread_mutex_lock(&s->lock);
+    bool kept = s->n < s->max;
+    if (kept) {
+        spare *sp = &s->list[s->n++];
+        snprintf(sp->name, sizeof sp->name, "%s", name);
+        sp->with_home = with_home;
+        sp->kept_at_ms = now_ms();
+        s->kept++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return kept;
+}
+
+void rbx_scratch_spares_free(rbx_engine *engine)
+{
+    if (!engine->scratch_spares)
+        return;
+    rbx_scratch_keep_spares(engine, 0);
+    pthread_mutex_destroy(&engine->scratch_spares->lock);
+    free(engine->scratch_spares);
+    engine->scratch_spares = NULL;
+}
