@@ -72,10 +72,8 @@ struct rbx_cgroup {
     bool with_cpu;            /* v2: made with the cpu controller */
     /* A spare's (see keep_spare): its CPU time when it was given out
      * again, read as a difference from then (a spare never saw an OOM
-     * kill); v2's memory.peak, reset for the reads through this descriptor
-     * alone (-1: none). */
+     * kill). */
     uint64_t cpu_base_usec;
-    int peak_fd;
 };
 
 static void really_destroy(rbx_cgroup *cg);
@@ -726,7 +724,7 @@ int rbx_cgroup_create(const rbx_cgroup_limits *limits, rbx_cgroup **out, char *w
         return fail(why, why_size, "out of memory");
     cg->v2 = s->mode == RBX_CGROUP_V2;
     cg->n = probe.n;
-    cg->dir_fd = cg->peak_fd = -1;
+    cg->dir_fd = -1;
     cg->freezable = limits->freezable;
     cg->with_cpu = cpu;
     for (size_t i = 0; i < CTL_COUNT; i++)
@@ -827,23 +825,6 @@ int rbx_cgroup_cpu_read(const rbx_cgroup *cg, uint64_t *cpu_usec)
     return 0;
 }
 
-/* A number in the file behind fd, read from its start. */
-static int read_fd_value(int fd, uint64_t *value)
-{
-    char buf[64];
-    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(buf, &end, 10);
-    if (errno || end == buf)
-        return -1;
-    *value = v;
-    return 0;
-}
-
 int rbx_cgroup_stats_read(const rbx_cgroup *cg, rbx_cgroup_stats *st)
 {
     const char *mem = dir_with(cg, CTL_MEMORY), *pids = dir_with(cg, CTL_PIDS);
@@ -851,11 +832,8 @@ int rbx_cgroup_stats_read(const rbx_cgroup *cg, rbx_cgroup_stats *st)
     int r = 0;
     memset(st, 0, sizeof *st);
     r |= read_oom_kills(cg, &kills);
-    if (cg->peak_fd >= 0) /* a spare's, reset through this descriptor */
-        r |= read_fd_value(cg->peak_fd, &st->peak_memory_bytes);
-    else
-        r |= read_value(mem, cg->v2 ? "memory.peak" : "memory.max_usage_in_bytes", NULL,
-                        &st->peak_memory_bytes);
+    r |= read_value(mem, cg->v2 ? "memory.peak" : "memory.max_usage_in_bytes", NULL,
+                    &st->peak_memory_bytes);
     r |= rbx_cgroup_cpu_read(cg, &st->cpu_usec);
     r |= read_value(pids, "pids.peak", NULL, &st->pids_peak_or_current);
     if (!st->pids_peak_or_current)
@@ -1003,8 +981,6 @@ static void really_destroy(rbx_cgroup *cg)
             close(cg->h[i].procs_fd);
     if (cg->dir_fd >= 0)
         close(cg->dir_fd);
-    if (cg->peak_fd >= 0)
-        close(cg->peak_fd);
     for (int round = 0; round < DESTROY_ROUNDS && remove_dirs(cg) > 0; round++) {
         kill_round(cg);
         nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
@@ -1024,11 +1000,13 @@ void rbx_cgroup_destroy(rbx_cgroup *cg)
 /* Why: on v1 an execution's cgroup is four directories (cpu, cpuacct,
  * memory, pids). Making and removing them, opening their files and the
  * kernel's freeing of them afterwards took about 0.4 ms of the CPU of a
- * pooled execution (bench/RESULTS.md), v2's one directory less. A process
- * that runs many executions keeps some of its cgroups that ended cleanly
- * and gives one to a later execution: what it reports is reset (its CPU
- * time and OOM kills are read as differences, its memory peak is reset),
- * its limits are set again where they differ. Kept only when no process
+ * pooled execution (bench/RESULTS.md). A process that runs many
+ * executions keeps some of its v1 cgroups that ended cleanly and gives one
+ * to a later execution: what it reports is reset (its CPU time is read as
+ * a difference, its memory peak is reset), its limits are set again where
+ * they differ. v2's is one directory, and its memory.peak can be reset
+ * only from Linux 6.12 on (for one descriptor's reads), where no machine
+ * here could test it: v2 keeps none. Kept only when no process
  * is left in it, it is not frozen nor made freezable, the execution saw no
  * OOM kill, and the memory still charged to it (kernel objects, page cache
  * of files that outlived the execution) is small: that charge is all of
@@ -1046,8 +1024,6 @@ static struct {
     uint64_t kept, reused;
 } spares = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-/* v2 kernels before 6.12 cannot reset memory.peak: no spares there. */
-static atomic_bool v2_refused;
 
 void rbx_cgroup_keep_spares(size_t max)
 {
@@ -1131,31 +1107,16 @@ static bool emptied(const rbx_cgroup *cg)
            value == 0;
 }
 
-/* Resets what the cgroup reports for its next execution. */
+/* Resets what the cgroup reports for its next execution: v1's peak starts
+ * again from what is charged now. */
 static bool reset_for_next(rbx_cgroup *cg)
 {
     const char *mem = dir_with(cg, CTL_MEMORY);
     uint64_t kills, cpu, memory;
-    if (!mem || read_oom_kills(cg, &kills) != 0 || kills != 0 ||
-        read_cpu(cg, &cpu) != 0 ||
-        read_value(mem, cg->v2 ? "memory.current" : "memory.usage_in_bytes", NULL, &memory) != 0 ||
-        memory > SPARE_MEMORY_MAX)
+    if (!mem || read_oom_kills(cg, &kills) != 0 || kills != 0 || read_cpu(cg, &cpu) != 0 ||
+        read_value(mem, "memory.usage_in_bytes", NULL, &memory) != 0 ||
+        memory > SPARE_MEMORY_MAX || write_at(mem, "memory.max_usage_in_bytes", "0") != 0)
         return false;
-    if (!cg->v2) {
-        /* v1: the peak starts again from what is charged now. */
-        if (write_at(mem, "memory.max_usage_in_bytes", "0") != 0)
-            return false;
-    } else {
-        /* v2 (6.12+): a write resets the peak that reads through the same
-         * descriptor see, from what is charged now. */
-        char path[PATH_MAX];
-        if (cg->peak_fd < 0 && path_join(path, sizeof path, mem, "memory.peak") == 0)
-            cg->peak_fd = open(path, O_RDWR | O_CLOEXEC);
-        if (cg->peak_fd < 0 || write(cg->peak_fd, "reset\n", 6) != 6) {
-            atomic_store(&v2_refused, true);
-            return false;
-        }
-    }
     cg->cpu_base_usec = cpu;
     return true;
 }
@@ -1172,8 +1133,7 @@ static bool keep_spare(rbx_cgroup *cg)
     pthread_mutex_lock(&spares.lock);
     bool room = spares.n < spares.max;
     pthread_mutex_unlock(&spares.lock);
-    if (!room || cg->frozen || cg->freezable || (cg->v2 && atomic_load(&v2_refused)) ||
-        !emptied(cg) || !reset_for_next(cg))
+    if (!room || cg->v2 || cg->frozen || cg->freezable || !emptied(cg) || !reset_for_next(cg))
         return false;
     pthread_mutex_lock(&spares.lock);
     bool kept = spares.n < spares.max;

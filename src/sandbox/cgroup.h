@@ -81,7 +81,7 @@ typedef struct rbx_cgroup_stats {
     uint64_t peak_memory_bytes;    /* 0 when the kernel does not report it (v2 before 5.19) */
     uint64_t cpu_usec;             /* user + system CPU time of all its processes */
     /* pids.peak where the kernel has it (a reused cgroup's: over its whole
-     * life, which cannot be reset), else pids.current */
+     * life, which v1 cannot reset), else pids.current */
     uint64_t pids_peak_or_current;
 } rbx_cgroup_stats;
 
@@ -114,8 +114,8 @@ bool rbx_cgroup_frozen(const rbx_cgroup *cg);
 /* Kills every process still in the cgroup, waits (up to about 5 s) until it
  * is empty, removes the directories created for it and frees cg. Never
  * signals a process outside it. NULL is allowed. Where spares are kept
- * (rbx_cgroup_keep_spares), a cgroup that ended cleanly is kept instead,
- * reset, for a later rbx_cgroup_create to give out. */
+ * (rbx_cgroup_keep_spares), a v1 cgroup that ended cleanly is kept
+ * instead, reset, for a later rbx_cgroup_create to give out. */
 void rbx_cgroup_destroy(rbx_cgroup *cg);
 
 /* The most spares a process may keep. */
