@@ -1024,7 +1024,6 @@ static struct {
     uint64_t kept, reused;
 } spares = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-
 void rbx_cgroup_keep_spares(size_t max)
 {
     rbx_cgroup *drop[RBX_CGROUP_SPARES_MAX];
@@ -1095,16 +1094,13 @@ static rbx_cgroup *take_spare(const rbx_cgroup_limits *limits, bool cpu)
 }
 
 /* Whether no process is in it: pids.current counts every task in the
- * cgroup, a zombie until it is reaped (v2: cgroup.events, which does not
- * count zombies, the pids controller where it is enabled). */
+ * cgroup, a zombie until it is reaped (without a pids hierarchy, none is
+ * kept). */
 static bool emptied(const rbx_cgroup *cg)
 {
     uint64_t value = 1;
     const char *pids = dir_with(cg, CTL_PIDS);
-    if (pids)
-        return read_value(pids, "pids.current", NULL, &value) == 0 && value == 0;
-    return cg->v2 && read_value(cg->h[0].path, "cgroup.events", "populated", &value) == 0 &&
-           value == 0;
+    return pids && read_value(pids, "pids.current", NULL, &value) == 0 && value == 0;
 }
 
 /* Resets what the cgroup reports for its next execution: v1's peak starts
