@@ -323,13 +323,12 @@ void rbx_engine_free(rbx_engine *engine)
     /* First: the cgroups and scratch spaces of the sandboxes stopped below
      * go as they end. */
     rbx_cgroup_keep_spares(0);
-    rbx_scratch_keep_spares(engine, 0);
+    rbx_scratch_spares_free(engine);
     rbx_pool_stop(engine->pool); /* its sandboxes use the rest */
     engine->pool = NULL;
     rbx_kernels_free(engine);
     rbx_processes_free(engine);
     rbx_net_reap();
-    rbx_scratch_spares_free(engine);
     rbx_storage_close(engine);
     if (engine->trash_fd >= 0)
         close(engine->trash_fd);

@@ -17,7 +17,7 @@ struct rbx_engine {
     int sessions_fd;      /* sessions_dir (sessions/storage.h): every walk starts here */
     int session_trash_fd; /* its .trash/, for sessions on their way in or out */
     int scratch_fd;       /* its .scratch/, executions' scratch space */
-    struct rbx_scratch_spares *scratch_spares; /* sessions/scratch_spares.h, or NULL */
+    struct rbx_spares *scratch_spares; /* sessions/scratch_spares.h, or NULL */
     int trash_fd;         /* <state>/trash, for environments */
     enum { RBX_STORAGE_PLAIN, RBX_STORAGE_BTRFS } storage;
     bool storage_open; /* rbx_engine_open_storage has run (config.storage_later) */

@@ -8,6 +8,7 @@
  * inside a cgroup some other manager owns. */
 #include "sandbox/cgroup.h"
 #include "base/owner.h"
+#include "base/spares.h"
 #include "kernels/wire.h"
 
 #include <dirent.h>
@@ -69,7 +70,6 @@ struct rbx_cgroup {
     bool limited;             /* set_limits has run */
     rbx_cgroup_limits limits; /* what it set, field by field (0: never set) */
     bool freezable;           /* made so: never kept as a spare */
-    bool with_cpu;            /* v2: made with the cpu controller */
     /* A spare's (see keep_spare): its CPU time when it was given out
      * again, read as a difference from then (a spare never saw an OOM
      * kill). */
@@ -77,9 +77,8 @@ struct rbx_cgroup {
 };
 
 static void really_destroy(rbx_cgroup *cg);
-static rbx_cgroup *take_spare(const rbx_cgroup_limits *limits, bool cpu);
+static rbx_cgroup *take_spare(const rbx_cgroup_limits *limits);
 static bool keep_spare(rbx_cgroup *cg);
-static void count_reuse(void);
 
 __attribute__((format(printf, 3, 4))) static int fail(char *why, size_t size, const char *fmt, ...)
 {
@@ -708,12 +707,9 @@ int rbx_cgroup_create(const rbx_cgroup_limits *limits, rbx_cgroup **out, char *w
     static atomic_bool created_before;
     if (atomic_exchange(&created_before, true))
         rbx_cgroup_sweep();
-    /* v2: the cpu controller only when asked for (cpu.stat works without). */
-    bool cpu = limits->cpu_weight || limits->cpu_quota_us;
-    rbx_cgroup *cg = take_spare(limits, cpu);
+    rbx_cgroup *cg = take_spare(limits);
     if (cg) {
         if (set_limits(cg, limits, why, why_size) == 0) {
-            count_reuse();
             *out = cg;
             return 0;
         }
@@ -726,7 +722,6 @@ int rbx_cgroup_create(const rbx_cgroup_limits *limits, rbx_cgroup **out, char *w
     cg->n = probe.n;
     cg->dir_fd = -1;
     cg->freezable = limits->freezable;
-    cg->with_cpu = cpu;
     for (size_t i = 0; i < CTL_COUNT; i++)
         cg->h[i].procs_fd = -1;
     uint64_t r;
@@ -735,6 +730,8 @@ int rbx_cgroup_create(const rbx_cgroup_limits *limits, rbx_cgroup **out, char *w
         goto fail;
     }
     snprintf(cg->name, sizeof cg->name, "exec-%d-%016" PRIx64, (int)getpid(), r);
+    /* v2: the cpu controller only when asked for (cpu.stat works without). */
+    bool cpu = limits->cpu_weight || limits->cpu_quota_us;
     unsigned v2_ctls = probe.h[0].ctls & (cpu ? ~0u : ~(unsigned)CTL_CPU);
     for (size_t i = 0; i < cg->n; i++)
         if ((limits->freezable || probe.h[i].ctls != CTL_FREEZER) &&
@@ -1015,82 +1012,43 @@ void rbx_cgroup_destroy(rbx_cgroup *cg)
  * be reset: a spare's is its whole life's. */
 #define SPARE_MEMORY_MAX (4u << 20)
 
-static struct {
-    pthread_mutex_t lock;
-    size_t max;
-    rbx_cgroup *list[RBX_CGROUP_SPARES_MAX]; /* the last kept last */
-    int64_t kept_at_ns[RBX_CGROUP_SPARES_MAX];
-    size_t n;
-    uint64_t kept, reused;
-} spares = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static rbx_spares spares = RBX_SPARES_INIT;
+
+static void destroy_all(void **items, size_t n)
+{
+    while (n > 0)
+        really_destroy(items[--n]);
+}
 
 void rbx_cgroup_keep_spares(size_t max)
 {
-    rbx_cgroup *drop[RBX_CGROUP_SPARES_MAX];
-    size_t n = 0;
-    pthread_mutex_lock(&spares.lock);
-    spares.max = max < RBX_CGROUP_SPARES_MAX ? max : RBX_CGROUP_SPARES_MAX;
-    while (spares.n > spares.max)
-        drop[n++] = spares.list[--spares.n];
-    pthread_mutex_unlock(&spares.lock);
-    while (n > 0)
-        really_destroy(drop[--n]);
+    void *drop[RBX_SPARES_MAX];
+    destroy_all(drop, rbx_spares_set_max(&spares, max, drop));
 }
 
 void rbx_cgroup_prune_spares(int64_t idle_ms)
 {
-    rbx_cgroup *drop[RBX_CGROUP_SPARES_MAX];
-    size_t n = 0, left = 0;
-    int64_t before = monotonic_ns() - idle_ms * 1000000LL;
-    pthread_mutex_lock(&spares.lock);
-    for (size_t i = 0; i < spares.n; i++) {
-        if (spares.kept_at_ns[i] < before) {
-            drop[n++] = spares.list[i];
-            continue;
-        }
-        spares.list[left] = spares.list[i];
-        spares.kept_at_ns[left++] = spares.kept_at_ns[i];
-    }
-    spares.n = left;
-    pthread_mutex_unlock(&spares.lock);
-    while (n > 0)
-        really_destroy(drop[--n]);
+    void *drop[RBX_SPARES_MAX];
+    destroy_all(drop, rbx_spares_idle(&spares, idle_ms, drop));
 }
 
 void rbx_cgroup_spare_counts(uint64_t *kept, uint64_t *reused)
 {
-    pthread_mutex_lock(&spares.lock);
-    *kept = spares.kept;
-    *reused = spares.reused;
-    pthread_mutex_unlock(&spares.lock);
+    rbx_spares_counts(&spares, kept, reused);
 }
 
 /* A spare whose limits can all be set to these: none the caller leaves
  * unset (0) is set in it, since set_limits leaves those as they are. */
-static bool fits(const rbx_cgroup *cg, const rbx_cgroup_limits *l, bool cpu)
+static bool fits(const void *item, const void *want)
 {
-    const rbx_cgroup_limits *had = &cg->limits;
-    return !l->freezable && cg->with_cpu == cpu && (l->memory_bytes || !had->memory_bytes) &&
-           (l->pids || !had->pids) && (l->cpu_weight || !had->cpu_weight) &&
-           (l->cpu_quota_us || !had->cpu_quota_us);
+    const rbx_cgroup_limits *had = &((const rbx_cgroup *)item)->limits, *l = want;
+    return !l->freezable && (l->memory_bytes || !had->memory_bytes) && (l->pids || !had->pids) &&
+           (l->cpu_weight || !had->cpu_weight) && (l->cpu_quota_us || !had->cpu_quota_us);
 }
 
-static rbx_cgroup *take_spare(const rbx_cgroup_limits *limits, bool cpu)
+static rbx_cgroup *take_spare(const rbx_cgroup_limits *limits)
 {
-    rbx_cgroup *cg = NULL;
-    pthread_mutex_lock(&spares.lock);
-    for (size_t i = spares.n; i-- > 0;) {
-        if (fits(spares.list[i], limits, cpu)) {
-            cg = spares.list[i];
-            spares.n--;
-            memmove(&spares.list[i], &spares.list[i + 1], (spares.n - i) * sizeof *spares.list);
-            memmove(&spares.kept_at_ns[i], &spares.kept_at_ns[i + 1],
-                    (spares.n - i) * sizeof *spares.kept_at_ns);
-            break;
-        }
-    }
-    pthread_mutex_unlock(&spares.lock);
-    return cg;
+    return rbx_spares_take(&spares, fits, limits);
 }
 
 /* Whether no process is in it: pids.current counts every task in the
@@ -1117,27 +1075,8 @@ static bool reset_for_next(rbx_cgroup *cg)
     return true;
 }
 
-static void count_reuse(void)
-{
-    pthread_mutex_lock(&spares.lock);
-    spares.reused++;
-    pthread_mutex_unlock(&spares.lock);
-}
-
 static bool keep_spare(rbx_cgroup *cg)
 {
-    pthread_mutex_lock(&spares.lock);
-    bool room = spares.n < spares.max;
-    pthread_mutex_unlock(&spares.lock);
-    if (!room || cg->v2 || cg->frozen || cg->freezable || !emptied(cg) || !reset_for_next(cg))
-        return false;
-    pthread_mutex_lock(&spares.lock);
-    bool kept = spares.n < spares.max;
-    if (kept) {
-        spares.kept_at_ns[spares.n] = monotonic_ns();
-        spares.list[spares.n++] = cg;
-        spares.kept++;
-    }
-    pthread_mutex_unlock(&spares.lock);
-    return kept;
+    return rbx_spares_room(&spares) && !cg->v2 && !cg->frozen && !cg->freezable && emptied(cg) &&
+           reset_for_next(cg) && rbx_spares_put(&spares, cg);
 }

@@ -118,10 +118,7 @@ bool rbx_cgroup_frozen(const rbx_cgroup *cg);
  * instead, reset, for a later rbx_cgroup_create to give out. */
 void rbx_cgroup_destroy(rbx_cgroup *cg);
 
-/* The most spares a process may keep. */
-#define RBX_CGROUP_SPARES_MAX 16
-
-/* Keep up to max emptied cgroups for later executions (0: none, and the
+/* Keep up to max (at most RBX_SPARES_MAX, base/spares.h) emptied cgroups for later executions (0: none, and the
  * ones kept are removed now). For a process that runs many executions and
  * prunes them (rbx_cgroup_prune_spares) when it stops: a CLI that runs one
  * would leave them for the next runbox's sweep. */

@@ -17,6 +17,7 @@
  * blocks until its next commit, which could refuse a later execution's
  * writes below its quota). Anything else makes it go as before. */
 #include "sessions/scratch_spares.h"
+#include "base/spares.h"
 #include "engine/engine.h"
 #include "sandbox/uids.h"
 #include "sessions/btrfs.h"
@@ -33,10 +34,8 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
-#include <time.h>
 #include <unistd.h>
 
-#define SPARES_MAX 12
 /* What a scratch space may count against its quota to be kept: a new one
  * counts 16 KiB (its directories). */
 #define SPARE_USAGE_MAX (1u << 20)
@@ -44,21 +43,17 @@
 typedef struct spare {
     char name[64];
     bool with_home;
-    int64_t kept_at_ms;
 } spare;
 
-struct rbx_scratch_spares {
-    pthread_mutex_t lock;
-    size_t max, n;
-    spare list[SPARES_MAX]; /* the last kept last */
-    uint64_t kept, reused;
-};
-
-static int64_t now_ms(void)
+/* A spare holds no subvolume of its own (its directories are empty): one
+ * deletion each. */
+static void destroy_all(rbx_engine *engine, void **items, size_t n)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    while (n > 0) {
+        spare *sp = items[--n];
+        (void)rbx_btrfs_subvolume_delete(engine->scratch_fd, sp->name);
+        free(sp);
+    }
 }
 
 void rbx_scratch_keep_spares(rbx_engine *engine, size_t max)
@@ -68,68 +63,39 @@ void rbx_scratch_keep_spares(rbx_engine *engine, size_t max)
             return;
         pthread_mutex_init(&engine->scratch_spares->lock, NULL);
     }
-    rbx_scratch_spares *s = engine->scratch_spares;
-    pthread_mutex_lock(&s->lock);
-    s->max = max < SPARES_MAX ? max : SPARES_MAX;
-    pthread_mutex_unlock(&s->lock);
-    if (max == 0)
-        rbx_scratch_prune_spares(engine, -1);
+    void *drop[RBX_SPARES_MAX];
+    destroy_all(engine, drop, rbx_spares_set_max(engine->scratch_spares, max, drop));
 }
 
 void rbx_scratch_prune_spares(rbx_engine *engine, int64_t idle_ms)
 {
-    rbx_scratch_spares *s = engine->scratch_spares;
-    if (!s)
-        return;
-    spare drop[SPARES_MAX];
-    size_t n = 0, left = 0;
-    int64_t before = idle_ms < 0 ? INT64_MAX : now_ms() - idle_ms;
-    pthread_mutex_lock(&s->lock);
-    for (size_t i = 0; i < s->n; i++) {
-        if (s->list[i].kept_at_ms < before)
-            drop[n++] = s->list[i];
-        else
-            s->list[left++] = s->list[i];
-    }
-    s->n = left;
-    pthread_mutex_unlock(&s->lock);
-    /* A spare holds no subvolume of its own (its directories are empty):
-     * one deletion each. */
-    for (size_t i = 0; i < n; i++)
-        (void)rbx_btrfs_subvolume_delete(engine->scratch_fd, drop[i].name);
+    void *drop[RBX_SPARES_MAX];
+    if (engine->scratch_spares)
+        destroy_all(engine, drop, rbx_spares_idle(engine->scratch_spares, idle_ms, drop));
 }
 
 void rbx_scratch_spare_counts(const rbx_engine *engine, uint64_t *kept, uint64_t *reused)
 {
-    rbx_scratch_spares *s = engine->scratch_spares;
     *kept = *reused = 0;
-    if (!s)
-        return;
-    pthread_mutex_lock(&s->lock);
-    *kept = s->kept;
-    *reused = s->reused;
-    pthread_mutex_unlock(&s->lock);
+    if (engine->scratch_spares)
+        rbx_spares_counts(engine->scratch_spares, kept, reused);
+}
+
+static bool fits(const void *item, const void *want)
+{
+    return ((const spare *)item)->with_home == *(const bool *)want;
 }
 
 bool rbx_scratch_take_spare(rbx_engine *engine, bool with_home, char name[64])
 {
-    rbx_scratch_spares *s = engine->scratch_spares;
-    if (!s)
+    spare *sp = engine->scratch_spares
+                    ? rbx_spares_take(engine->scratch_spares, fits, &with_home)
+                    : NULL;
+    if (!sp)
         return false;
-    bool found = false;
-    pthread_mutex_lock(&s->lock);
-    for (size_t i = s->n; i-- > 0;) {
-        if (s->list[i].with_home == with_home) {
-            memcpy(name, s->list[i].name, 64);
-            s->n--;
-            memmove(&s->list[i], &s->list[i + 1], (s->n - i) * sizeof *s->list);
-            s->reused++;
-            found = true;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&s->lock);
-    return found;
+    memcpy(name, sp->name, 64);
+    free(sp);
+    return true;
 }
 
 /* Whether the directory fd holds nothing but "." and "..". */
@@ -173,13 +139,8 @@ static bool as_made(int dir, const char *name, mode_t mode, uid_t owner)
 
 bool rbx_scratch_keep_spare(rbx_engine *engine, const char *name, bool with_home)
 {
-    rbx_scratch_spares *s = engine->scratch_spares;
-    if (!s)
-        return false;
-    pthread_mutex_lock(&s->lock);
-    bool room = s->n < s->max;
-    pthread_mutex_unlock(&s->lock);
-    if (!room)
+    rbx_spares *s = engine->scratch_spares;
+    if (!s || !rbx_spares_room(s))
         return false;
     uid_t root = engine->is_root ? RBX_HOST_UID_BASE : getuid();
     uid_t user = engine->is_root ? RBX_HOST_UID_BASE + RBX_SANDBOX_UID : getuid();
@@ -191,19 +152,15 @@ bool rbx_scratch_keep_spare(rbx_engine *engine, const char *name, bool with_home
                     as_made(dir, "tmp", 01777, root) &&
                     (!with_home || as_made(dir, "home", 0700, user));
     close(dir);
-    if (!pristine)
+    spare *sp = pristine ? calloc(1, sizeof *sp) : NULL;
+    if (!sp)
         return false;
-    pthread_mutex_lock(&s->lock);
-    bool kept = s->n < s->max;
-    if (kept) {
-        spare *sp = &s->list[s->n++];
-        snprintf(sp->name, sizeof sp->name, "%s", name);
-        sp->with_home = with_home;
-        sp->kept_at_ms = now_ms();
-        s->kept++;
-    }
-    pthread_mutex_unlock(&s->lock);
-    return kept;
+    snprintf(sp->name, sizeof sp->name, "%s", name);
+    sp->with_home = with_home;
+    if (rbx_spares_put(s, sp))
+        return true;
+    free(sp);
+    return false;
 }
 
 void rbx_scratch_spares_free(rbx_engine *engine)

@@ -10,8 +10,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-typedef struct rbx_scratch_spares rbx_scratch_spares;
-
 /* Keep up to max (0: none, and the ones kept are destroyed now). */
 void rbx_scratch_keep_spares(rbx_engine *engine, size_t max);
 /* Destroys the spares kept more than idle_ms ago (-1: all). */

@@ -4,7 +4,6 @@ destroyed; what a program sees is what a cold start shows it; a burst larger tha
 back to cold starts; killing the server leaves nothing of the pool behind."""
 import concurrent.futures
 import contextlib
-import glob
 import json
 import os
 import re
@@ -596,14 +595,14 @@ def memory_cgroups_of(pid):
     """The memory-controller directories of a server's executions' cgroups, with what each
     holds now (bytes)."""
     found = {}
-    for parent, name in (("/sys/fs/cgroup/memory/runbox", "memory.usage_in_bytes"),
-                         ("/sys/fs/cgroup/runbox", "memory.current")):
-        for d in glob.glob(f"{parent}/exec-{pid}-*"):
-            try:
-                with open(os.path.join(d, name)) as f:
-                    found[d] = int(f.read())
-            except OSError:
-                pass  # removed meanwhile
+    for d in execution_cgroups():
+        for name in ("memory.usage_in_bytes", "memory.current"):
+            if f"/exec-{pid}-" in d and os.path.exists(os.path.join(d, name)):
+                try:
+                    with open(os.path.join(d, name)) as f:
+                        found[d] = int(f.read())
+                except OSError:
+                    pass  # removed meanwhile
     return found
 
 
@@ -714,6 +713,9 @@ SCRATCH_LEFT = {
     "a mode": "os.chmod('/home/user', 0o755)",
     "an inode flag": "fd = os.open('/home/user', os.O_RDONLY)\n"
                      "fcntl.ioctl(fd, 0x40086602, struct.pack('l', 0x40))  # FS_IOC_SETFLAGS nodump",
+    # Committed, then removed: counted against the quota until the next commit.
+    "a removed file's blocks": "open('/home/user/big', 'wb').write(bytes(8 << 20))\n"
+                               "os.sync(); os.remove('/home/user/big')",
 }
 SCRATCH_CLEAN = "open('/home/user/gone', 'w').close(); os.remove('/home/user/gone')"
 

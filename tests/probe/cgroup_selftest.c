@@ -386,6 +386,20 @@ static void quiet(int up)
     _exit(0);
 }
 
+/* Leaves 16 MiB charged to its cgroup: a file of /dev/shm that outlives it. */
+static const char shm_file[] = "/dev/shm/runbox-cgroup-selftest";
+
+static void leave_charged(int up)
+{
+    int fd = open(shm_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    static char block[1 << 20];
+    memset(block, 1, sizeof block);
+    for (int i = 0; fd >= 0 && i < 16; i++)
+        (void)!write(fd, block, sizeof block);
+    (void)!write(up, "d", 1);
+    _exit(0);
+}
+
 static void sleeper(int up)
 {
     alarm(60);
@@ -419,6 +433,27 @@ static bool kept_since(uint64_t kept0)
     uint64_t kept, reused;
     rbx_cgroup_spare_counts(&kept, &reused);
     return kept == kept0 + 1;
+}
+
+/* Makes a cgroup with limits, runs body in it to its end and destroys it:
+ * the cgroup is removed, and the count of those kept stays at kept. */
+static void removed_not_kept(const rbx_cgroup_limits *limits, child_body body, uint64_t kept,
+                             const char *what)
+{
+    rbx_cgroup *cg;
+    char why[512], dir[PATH_MAX], line[PATH_MAX + 64];
+    struct stat st;
+    uint64_t now, reused;
+    if (rbx_cgroup_create(limits, &cg, why, sizeof why) != 0) {
+        printf("  create failed: %s\n", why);
+        failures++;
+        return;
+    }
+    run_in(cg, body, true, dir);
+    rbx_cgroup_destroy(cg);
+    rbx_cgroup_spare_counts(&now, &reused);
+    snprintf(line, sizeof line, "%s is removed, not kept", what);
+    check(now == kept && stat(dir, &st) != 0 && errno == ENOENT, line);
 }
 
 /* Spares: a cgroup whose execution ended cleanly is kept and given out
@@ -480,21 +515,14 @@ static void test_spares(bool v2, bool freezer)
     check(kept_since(kept0 + 1) && stat(again, &st) != 0 && errno == ENOENT,
           "a cgroup with a process left is removed, not kept");
 
-    /* An OOM kill: removed. */
-    check(rbx_cgroup_create(&limits, &cg, why, sizeof why) == 0, "a new cgroup");
-    run_in(cg, hog, true, again);
-    rbx_cgroup_destroy(cg);
-    check(kept_since(kept0 + 1) && stat(again, &st) != 0 && errno == ENOENT,
-          "a cgroup that saw an OOM kill is removed, not kept");
-
+    removed_not_kept(&limits, hog, kept0 + 2, "a cgroup that saw an OOM kill");
+    /* Memory still charged to it once its processes are gone. */
+    removed_not_kept(&limits, leave_charged, kept0 + 2, "a cgroup 16 MiB are still charged to");
+    unlink(shm_file);
     if (freezer) {
         rbx_cgroup_limits freezable = limits;
         freezable.freezable = true;
-        check(rbx_cgroup_create(&freezable, &cg, why, sizeof why) == 0, "a freezable cgroup");
-        run_in(cg, quiet, true, again);
-        rbx_cgroup_destroy(cg);
-        check(kept_since(kept0 + 1) && stat(again, &st) != 0 && errno == ENOENT,
-              "a freezable cgroup is removed, not kept");
+        removed_not_kept(&freezable, quiet, kept0 + 2, "a freezable cgroup");
     }
 
     /* The one kept: removed when spares are no longer kept. */
