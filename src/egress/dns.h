@@ -18,7 +18,7 @@
 
 typedef struct rbx_egress_guard rbx_egress_guard;
 
-/* Starts the resolver's thread, as the first guard does (egress/ahead.h). */
+/* Starts the resolver's thread, as the first guard does (sandbox/egress_setup.h). */
 void rbx_egress_guard_prepare(void);
 /* Takes both descriptors (closed on failure too); plan must outlive the
  * guard. */

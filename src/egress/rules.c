@@ -21,7 +21,6 @@
 #define TABLE "runbox"
 #define DENIED_SIZE 16     /* destinations remembered per call: the report names a few */
 #define ADMITTED_SIZE 4096 /* addresses answered for allowed names, per sandbox */
-#define HOST_SIZE 65536    /* the host's own addresses */
 
 /* Set ids: how rules of the same batch name the sets it creates; odd ids
  * are IPv4, even IPv6. DENIED: refused destinations, for the report.
@@ -421,8 +420,18 @@ static void put_set(batch *bt, uint32_t id)
     } else {
         rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, v4 ? 4 : 16);
         rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, v4 ? TYPE_IPADDR : TYPE_IP6ADDR);
-        rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE,
-                                   id >= SET_HOST4 ? HOST_SIZE : ADMITTED_SIZE);
+        /* The host's addresses are runbox's to add, never the program's:
+         * their sets have no size. A size makes the kernel choose a hash
+         * of fixed buckets, allocated and zeroed whole when the set is
+         * made: 65,536 addresses meant 1 MiB for each family in every
+         * network-on sandbox, half a millisecond of its start, and
+         * 5 to 12 ms when the kernel had to compact memory for the
+         * allocation. Without one it chooses a hash that grows with what
+         * it holds. The admitted addresses come from answers the program
+         * asks for: their size caps them (64 KiB each, only with names
+         * in the policy). */
+        if (id < SET_HOST4)
+            rbx_nft->nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, ADMITTED_SIZE);
     }
     struct nlmsghdr *h = batch_msg(bt, NFT_MSG_NEWSET, NLM_F_CREATE);
     rbx_nft->nftnl_set_nlmsg_build_payload(h, s);

@@ -33,7 +33,7 @@ rbx_status rbx_egress_rules_install(int nl_fd, const rbx_egress_plan *plan, rbx_
 /* Removes the policy's rules from the namespace of nl_fd (a sandbox about
  * to be checkpointed: a restored one gets them anew). 0 or -1. */
 int rbx_egress_rules_remove(int nl_fd);
-/* What install does first in a process, done ahead (egress/ahead.h):
+/* What install does first in a process, done ahead (sandbox/egress_setup.h):
  * libnftnl loaded, the plan's rules built and kept. Failures are left for
  * install to report. */
 void rbx_egress_rules_prepare(const rbx_egress_plan *plan);

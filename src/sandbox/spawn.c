@@ -8,13 +8,13 @@
 #include "base/error.h"
 #include "base/fsutil.h"
 #include "base/trace.h"
-#include "egress/ahead.h"
 #include "egress/dns.h"
 #include "egress/policy.h"
 #include "egress/rules.h"
 #include "runbox.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/credentials.h"
+#include "sandbox/egress_setup.h"
 #include "sandbox/mount.h"
 #include "sandbox/mount_ns.h"
 #include "sandbox/net.h"
@@ -875,55 +875,20 @@ static void init_complaint(int report_fd, char *text, size_t size)
     memmove(text, text + 1, strlen(text));
 }
 
-/* Receives the egress policy's sockets from init (hand_over_egress_sockets),
- * installs its rules and starts its resolver: before the program starts. */
-static rbx_status guard_egress(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox, int channel,
-                               int report_fd, rbx_egress_ahead *ahead, rbx_error *err)
-{
-    int fds[2] = {-1, -1};
-    char byte, control[CMSG_SPACE(sizeof fds)];
-    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-    struct msghdr msg = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
-    struct pollfd pfd = {.fd = channel, .events = POLLIN};
-    ssize_t n = poll(&pfd, 1, 10000) == 1 ? recvmsg(channel, &msg, MSG_CMSG_CLOEXEC) : -1;
-    struct cmsghdr *cmsg = n == 1 ? CMSG_FIRSTHDR(&msg) : NULL;
-    if (!cmsg || cmsg->cmsg_type != SCM_RIGHTS || cmsg->cmsg_len != CMSG_LEN(sizeof fds)) {
-        char why[300];
-        init_complaint(report_fd, why, sizeof why);
-        return rbx_fail(err, RBX_ESYSTEM, "the sandbox could not set up its egress policy%s%s",
-                        *why ? ": " : "", why);
-    }
-    memcpy(fds, CMSG_DATA(cmsg), sizeof fds);
-    int64_t from = rbx_now_us(); /* the work, not the wait for init */
-    rbx_egress_ahead_wait(ahead);
-    if (rbx_egress_plan_has_rules(spec->egress) &&
-        rbx_egress_rules_install(fds[0], spec->egress, err) != RBX_OK) {
-        close(fds[0]);
-        close(fds[1]);
-        return err->status;
-    }
-    sandbox->egress = rbx_egress_guard_start(fds[0], fds[1], spec->egress, err);
-    if (spec->trace)
-        spec->trace->egress_us += rbx_now_us() - from;
-    return sandbox->egress ? RBX_OK : err->status;
-}
-
 /* Init waits for one byte before it does anything: by then its users are
- * mapped. With the network on, its interface is made and the helper
- * started meanwhile, and a second byte tells init, which has built its
- * root meanwhile, that the egress policy is in force and the program may
- * start. */
+ * mapped. With the network on, its interface is made meanwhile, and the
+ * egress policy put in place beside that (egress_setup.h); a second byte
+ * tells init, which has built its root meanwhile, that both are in place
+ * and the program may start. */
 static rbx_status release_init(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
-                               const channels *c, rbx_egress_ahead *ahead, rbx_error *err)
+                               const channels *c, rbx_egress_setup *egress, rbx_error *err)
 {
     if (map_users(sandbox->pid, spec->is_root) != 0)
         return rbx_fail(err, RBX_ESYSTEM, "cannot map users into the sandbox: %s", strerror(errno));
     if (write(c->sync[1], "g", 1) != 1)
         return rbx_fail(err, RBX_ESYSTEM, "cannot start the sandbox: %s", strerror(errno));
-    /* While init builds its root: the interface, then the egress policy;
-     * the program starts once both are in place. runbox-net starts on the
-     * sandbox's first frame (net_wake.c), if it ever sends one. */
+    /* runbox-net starts on the sandbox's first frame (net_wake.c), if it
+     * ever sends one. */
     bool outside = spec->network == RBX_NET_OUTSIDE;
     int64_t from = rbx_now_us();
     int tap = outside ? rbx_net_tap(sandbox->pidfd, err) : -1;
@@ -931,10 +896,21 @@ static rbx_status release_init(const rbx_sandbox_spec *spec, rbx_sandbox *sandbo
         return err->status;
     if (spec->trace)
         spec->trace->network_us += rbx_now_us() - from;
-    if (c->egress[0] >= 0 &&
-        guard_egress(spec, sandbox, c->egress[0], c->report[0], ahead, err) != RBX_OK) {
-        close_fd(&tap);
-        return err->status;
+    if (c->egress[0] >= 0) {
+        rbx_status status = rbx_egress_setup_finish(egress, &sandbox->egress, err);
+        if (spec->trace)
+            spec->trace->egress_us += egress->work_us;
+        if (status != RBX_OK) {
+            char why[300];
+            if (!egress->received)
+                init_complaint(c->report[0], why, sizeof why);
+            else
+                why[0] = 0;
+            if (*why)
+                rbx_fail(err, status, "the sandbox could not set up its egress policy: %s", why);
+            close_fd(&tap);
+            return status;
+        }
     }
     if (outside && write(c->sync[1], "n", 1) != 1) {
         close_fd(&tap);
@@ -956,7 +932,7 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
     char why[256];
     channels c;
     memset(&c, -1, sizeof c);
-    rbx_egress_ahead ahead = {0};
+    rbx_egress_setup egress = {0};
     rbx_starter_job starter = {.state = RBX_STARTER_OVER};
     init_clone init = {0};
     /* The child reads its own copy: with a prepared namespace, the host's
@@ -979,6 +955,12 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
         socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, c.egress) != 0)
         status = rbx_fail(err, RBX_ESYSTEM, "cannot create the egress policy's channel: %s",
                           strerror(errno));
+    /* Beside the cgroup's and the namespaces' making, the tap's and init's
+     * building of its root: the policy's first use in this process (a
+     * millisecond of loading and building), then its rules, once init
+     * hands its sockets over. */
+    if (status == RBX_OK && c.egress[0] >= 0)
+        rbx_egress_setup_start(&egress, spec->egress, c.egress[0]);
     if (status == RBX_OK && spec->template_ns >= 0 &&
         rbx_template_detach_dirs(&own.root_request) != 0)
         status = rbx_fail(err, RBX_ESYSTEM, "cannot detach the session's directories: %s",
@@ -1025,10 +1007,7 @@ rbx_status rbx_sandbox_start(const rbx_sandbox_spec *spec, rbx_sandbox *sandbox,
         goto out;
     }
     close_fd(&c.egress[1]); /* init's */
-    /* Beside the tap's making and init's building of its root. */
-    if (c.egress[0] >= 0)
-        rbx_egress_ahead_start(&ahead, spec->egress);
-    status = release_init(spec, sandbox, &c, &ahead, err);
+    status = release_init(spec, sandbox, &c, &egress, err);
     rbx_trace_mark(spec->trace, RBX_PHASE_RELEASED);
     /* Init reads this call's memory (plan, own, and the caller's spec)
      * until it executes runbox-init, once the program has executed: only
@@ -1057,7 +1036,8 @@ out:
     /* Init is past its execve or dead (killed above on a failure): plan,
      * own and init are no longer read. */
     rbx_starter_end(&starter, -1);
-    rbx_egress_ahead_wait(&ahead);
+    close_fd(&c.egress[1]); /* no init to hand the sockets over: the setup's wait ends */
+    rbx_egress_setup_abandon(&egress);
     rbx_template_close_dirs(&own.root_request); /* the child has its own copies */
     /* plan.cgroup_fds belong to the cgroup: rbx_cgroup_destroy closes them. */
     if (status != RBX_OK) {
