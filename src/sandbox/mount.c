@@ -627,11 +627,17 @@ static int seal_system(const char **step)
 }
 
 /* Covers what of /proc shows the host (rbx_proc_mask); /proc/sys is kept
- * but read-only. root is "" or NEW_ROOT. */
+ * but read-only. root is "" or NEW_ROOT.
+ *
+ * The first file's cover (/dev/null) and the first directory's (an empty
+ * tmpfs) are made read-only; every other cover is bound from one of those
+ * two and is read-only as they are (a bind copies its source mount's
+ * flags): one system call per mask instead of two. */
 static int mask_proc(const rbx_root_plan *plan, const char *root, const char **step)
 {
     char proc[RBX_ROOT_PATH_MAX], dev_null[RBX_ROOT_PATH_MAX];
-    char dst[RBX_ROOT_PATH_MAX + 32], empty[RBX_ROOT_PATH_MAX + 32] = "";
+    char dst[RBX_ROOT_PATH_MAX + 32], empty[RBX_ROOT_PATH_MAX + 32] = "",
+                                      null[RBX_ROOT_PATH_MAX + 32] = "";
     if (!join(proc, sizeof proc, root, "/proc") ||
         !join(dev_null, sizeof dev_null, root, "/dev/null"))
         return -1;
@@ -641,18 +647,22 @@ static int mask_proc(const rbx_root_plan *plan, const char *root, const char **s
         if (!join(dst, sizeof dst, proc, "/") || strlen(dst) + strlen(mask->name) >= sizeof dst)
             return -1;
         strcat(dst, mask->name);
+        char *first = mask->is_dir ? empty : null;
         int rc;
-        if (!mask->is_dir)
+        if (first[0])
+            rc = mount(first, dst, NULL, MS_BIND, NULL);
+        else if (!mask->is_dir)
             rc = mount(dev_null, dst, NULL, MS_BIND, NULL);
-        else if (empty[0]) /* one empty directory, bound over the others */
-            rc = mount(empty, dst, NULL, MS_BIND, NULL);
-        else if ((rc = mount("runbox-masked", dst, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                             "mode=0555,size=4k,nr_inodes=1")) == 0)
-            strcpy(empty, dst);
+        else
+            rc = mount("runbox-masked", dst, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                       "mode=0555,size=4k,nr_inodes=1");
         if (rc != 0 && errno != ENOENT) /* gone since the plan was made: nothing to cover */
             return -1;
-        if (rc == 0 && set_attr(dst, MOUNT_ATTR_RDONLY, false) != 0)
-            return -1;
+        if (rc == 0 && !first[0]) {
+            if (set_attr(dst, MOUNT_ATTR_RDONLY, false) != 0)
+                return -1;
+            strcpy(first, dst);
+        }
     }
     *step = "/proc/sys";
     if (!join(dst, sizeof dst, proc, "/sys") || mount(dst, dst, NULL, MS_BIND, NULL) != 0)
