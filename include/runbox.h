@@ -742,6 +742,35 @@ void rbx_file_watch_close(rbx_file_watch *watch);
  * cannot be loaded. */
 rbx_status rbx_sha256(const void *data, size_t len, unsigned char out[32], rbx_error *err);
 
+/* Worker threads kept for the next job.
+ *
+ * A server ran two threads per execution, each made for it and ended
+ * after: the HTTP execution's (http/execution.c) and the prepared
+ * sandbox's keeper (pool/pool.c). Making a thread and ending it cost
+ * about 50 us of a core each time: the clone, its stack's pages given back
+ * on its exit and faulted in again by the next one. A job given here runs
+ * on a thread that has finished an earlier job and waits for the next one,
+ * when there is one; else on a new thread. A thread left without a job for
+ * idle_ms ends, so an idle server holds none of them.
+ *
+ * A job learns nothing of its thread: it says itself when it is over (the
+ * caller waits for that, not for the thread). Threads carry nothing from
+ * one job to the next that a job may change and not restore: a job that
+ * changes its thread's namespaces, signal mask or credentials restores
+ * them before it returns (the engine's do). The engine's pool uses them,
+ * and a front end may, for its per-request work (src/base/workers.c). */
+typedef struct rbx_workers rbx_workers;
+
+/* At most max_idle threads wait for work, each for idle_ms at most. NULL
+ * when out of memory. */
+rbx_workers *rbx_workers_new(unsigned max_idle, int idle_ms);
+/* Runs job(arg) on a waiting thread, or a new one: 0, or an errno value
+ * when no thread could be made (the job did not run). */
+int rbx_workers_run(rbx_workers *w, void (*job)(void *arg), void *arg);
+/* Ends the waiting threads and frees w once they have stopped touching it.
+ * Every job given must be over first. NULL is allowed. */
+void rbx_workers_free(rbx_workers *w);
+
 /* Text as JSON must carry it: a malloc'ed, NUL-terminated copy of data with
  * every invalid UTF-8 sequence replaced by U+FFFD (*out_len excludes the
  * NUL). What results hold is already so; front ends use it for text of

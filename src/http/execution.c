@@ -111,11 +111,12 @@ static void finish(execution *ex)
     http_server *server = ex->server;
     pthread_mutex_lock(&server->lock);
     server->live--;
+    ex->job_over = true; /* the last touch of ex by its job */
     pthread_cond_broadcast(&server->changed);
     pthread_mutex_unlock(&server->lock);
 }
 
-static void *work(void *arg)
+static void work(void *arg)
 {
     execution *ex = arg;
     admission *a = &ex->server->admission;
@@ -127,7 +128,6 @@ static void *work(void *arg)
     if (admitted)
         http_admission_leave(a);
     finish(ex);
-    return NULL;
 }
 
 admission_verdict http_execution_start(execution *ex)
@@ -146,10 +146,10 @@ admission_verdict http_execution_start(execution *ex)
     server->live++;
     pthread_mutex_unlock(&server->lock);
     ex->linked = true;
-    if (pthread_create(&ex->thread, NULL, work, ex) == 0) {
-        ex->started = true;
+    ex->started = true;
+    if (rbx_workers_run(server->workers, work, ex) == 0)
         return verdict;
-    }
+    ex->started = false;
     /* No thread: leave the queue as a cancelled execution would. */
     atomic_store(&ex->cancelled, CANCEL_SHUTDOWN);
     if (http_admission_wait(&server->admission, &ex->ticket, &ex->cancelled))
@@ -221,7 +221,10 @@ void http_execution_free(execution *ex)
     if (ex->started) {
         if (!http_execution_done(ex))
             http_execution_cancel(ex, CANCEL_CLIENT_GONE);
-        pthread_join(ex->thread, NULL);
+        pthread_mutex_lock(&server->lock);
+        while (!ex->job_over)
+            pthread_cond_wait(&server->changed, &server->lock);
+        pthread_mutex_unlock(&server->lock);
     }
     if (ex->linked) {
         pthread_mutex_lock(&server->lock);

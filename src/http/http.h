@@ -262,6 +262,7 @@ struct http_server {
      * the requests between their headers and their end. */
     pthread_mutex_t lock;
     pthread_cond_t changed;
+    rbx_workers *workers; /* the executions' threads (rbx_workers, runbox.h) */
     execution *executions;
     unsigned live;
     unsigned requests_active;
@@ -457,8 +458,9 @@ struct execution {
     admission_ticket ticket;
     int64_t deadline_us; /* how long output may wait for a slow client */
     event_queue events;
-    pthread_t thread;
-    bool started, linked;
+    /* Its job ran on one of the server's workers (started) and is over:
+     * its thread no longer touches it (under the server's lock). */
+    bool started, linked, job_over;
     atomic_bool done;
     bool has_result; /* else error says why there is none */
     char *result;    /* the result's JSON, as the client gets it */

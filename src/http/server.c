@@ -202,6 +202,9 @@ static void release(http_server *server)
     if (server->metrics)
         http_metrics_free(server->metrics);
     http_admission_destroy(&server->admission);
+    /* Every execution was freed with its connection: their jobs are over. */
+    rbx_workers_free(server->workers);
+    server->workers = NULL;
     pthread_cond_destroy(&server->changed);
     pthread_mutex_destroy(&server->lock);
 }
@@ -244,7 +247,11 @@ int http_server_start(http_server *server, int listen_fd, int e2b_fd)
     server->watchdog = http_watchdog_start(o->client_timeout_s);
     server->gate = http_gate_new(o);
     server->mcp = http_mcp_sessions_new(server);
+    /* Up to 8 wait for the next execution, 2 s each (the pool's spares'
+     * idle time): enough for a client at concurrency 8. */
+    server->workers = rbx_workers_new(8, 2000);
     if (!server->metrics || !server->watchdog || !server->gate || !server->mcp ||
+        !server->workers ||
         !start_daemon(&server->listener, server, &http_runbox_api, listen_fd)) {
         release(server);
         return -1;

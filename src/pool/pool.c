@@ -99,6 +99,9 @@ struct rbx_pool {
      * in prepared sandboxes throughout; 0 in production: never wait. */
     int64_t wait_ms;
     pthread_t manager;
+    /* The keepers' threads: each keeper's ends with its sandbox, and the
+     * next sandbox's keeper takes it (rbx_workers, runbox.h). */
+    rbx_workers *workers;
     bool stopping;
     size_t keepers, serving, max;
     uint64_t memory_cap, idle_memory;
@@ -233,7 +236,7 @@ static rbx_status await_interpreter(rbx_pool *pool, entry *e, rbx_error *err)
 
 /* Its keeper: makes the sandbox, shelves it, waits until an execution is
  * done with it or the manager retires it, then destroys it. */
-static void *keeper(void *arg)
+static void keeper(void *arg)
 {
     entry *e = arg;
     rbx_pool *pool = e->pool;
@@ -291,7 +294,6 @@ static void *keeper(void *arg)
     pthread_mutex_unlock(&pool->lock);
     pthread_cond_destroy(&e->changed);
     free(e);
-    return NULL;
 }
 
 /* With the lock held. */
@@ -306,13 +308,7 @@ static bool spawn_keeper(rbx_pool *pool, int index)
     e->pooled.sandbox.pid = -1;
     pthread_cond_init(&e->changed, NULL);
     e->pool = pool;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_t thread;
-    int rc = pthread_create(&thread, &attr, keeper, e);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
+    if (rbx_workers_run(pool->workers, keeper, e) != 0) {
         pthread_cond_destroy(&e->changed);
         free(e);
         return false;
@@ -492,6 +488,9 @@ rbx_pool *rbx_pool_start(rbx_engine *engine, char *why, size_t why_size)
     pthread_cond_init(&pool->wake, NULL);
     pthread_cond_init(&pool->gone, NULL);
     pthread_cond_init(&pool->filled, NULL);
+    /* As many wait for the next keeper as a shelf's refills after a burst
+     * of executions at concurrency 8 take, for the spares' idle time. */
+    pool->workers = rbx_workers_new(8, 2000);
     const char *wait = getenv("RUNBOX_POOL_WAIT");
     pool->wait_ms = wait ? atoi(wait) : 0;
     /* Each language starts with one sandbox waiting, with the network as
@@ -510,8 +509,9 @@ rbx_pool *rbx_pool_start(rbx_engine *engine, char *why, size_t why_size)
             s->floor = s->target = network == default_network ? 1 : 0;
             s->last_take = s->last_shrink = rbx_now_ms();
         }
-    if (pthread_create(&pool->manager, NULL, manager, pool) != 0) {
+    if (!pool->workers || pthread_create(&pool->manager, NULL, manager, pool) != 0) {
         snprintf(why, why_size, "cannot start the pool's thread");
+        rbx_workers_free(pool->workers);
         free(pool);
         return NULL;
     }
@@ -540,6 +540,7 @@ void rbx_pool_stop(rbx_pool *pool)
         if (pool->shelves[i].has_env)
             close(pool->shelves[i].env_use_fd);
     pthread_mutex_unlock(&pool->lock);
+    rbx_workers_free(pool->workers); /* no keeper is left: their jobs are over */
     pthread_mutex_destroy(&pool->lock);
     pthread_cond_destroy(&pool->wake);
     pthread_cond_destroy(&pool->gone);
