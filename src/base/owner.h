@@ -1,6 +1,20 @@
-/* Leftovers name the runbox process that made them (cgroups exec-<pid>-...,
- * scratch space <pid>-..., trash entries): a later runbox removes them
- * once that process is gone, without waiting, and never while it runs. */
+/* Leftovers name the runbox process that made them (cgroups
+ * exec-<mark>-..., a scratch space's owner attribute, trash entries
+ * <kind>-<mark>-...): a later runbox removes them once that process is
+ * gone, without waiting, and never while it runs.
+ *
+ * A mark is "<pid>.<start>": the pid and the process's start time in clock
+ * ticks since boot (field 22 of /proc/PID/stat), which names one process
+ * for the whole life of the host and is compared as it is: no clock comes
+ * into it. Marks of runbox before them were "<pid>" alone; for those, a
+ * process of that pid that started after the leftover was made (its start
+ * in seconds since the epoch) reused the pid. That comparison goes wrong
+ * where the host's clock moves against its boot clock: a virtual machine's
+ * ran 0.5 % fast here, so that a running server's start read 1 s later
+ * every 200 s, and a spare cgroup it made at its start, and kept giving to
+ * executions, was taken for a dead runbox's by another runbox's sweep and
+ * removed under the next execution (cannot join the execution's cgroup:
+ * ENODEV); a step of the clock does the same at once. */
 #ifndef RBX_OWNER_H
 #define RBX_OWNER_H
 
@@ -9,6 +23,19 @@
 #include <time.h>
 
 typedef enum { RBX_OWNER_ALIVE, RBX_OWNER_GONE, RBX_OWNER_UNKNOWN } rbx_owner_state;
+
+/* Who made a leftover, as its mark says. */
+typedef struct {
+    pid_t pid;
+    unsigned long long start; /* clock ticks since boot; 0 in an older mark */
+} rbx_owner_id;
+
+/* This process's mark ("<pid>.<start>"), for the names of what it makes. */
+const char *rbx_owner_mark(void);
+/* Reads the mark at the start of text, which ends there or at a '-'
+ * ("1234.5678-...", "1234.5678", or an older "1234-..."): true and *id, or
+ * false when there is none. */
+bool rbx_owner_parse(const char *text, rbx_owner_id *id);
 
 /* Whether process pid, which made something at `made` (seconds since the
  * epoch), still runs. A live process with that pid that started after
@@ -28,9 +55,10 @@ rbx_owner_state rbx_owner_state_of(pid_t pid, time_t made);
 #define RBX_OWNER_MEMO_MAX 32
 typedef struct {
     pid_t pid;
-    rbx_owner_state state; /* ALIVE: started and ended are what was read */
+    rbx_owner_state state; /* ALIVE: started, ticks and ended are what was read */
     bool ended;
     time_t started, checked;
+    unsigned long long ticks; /* its start since boot; 0 when unread */
 } rbx_owner_seen;
 typedef struct {
     rbx_owner_seen seen[RBX_OWNER_MEMO_MAX];
@@ -39,8 +67,12 @@ typedef struct {
 
 /* rbx_owner_state_of, pid looked at once per memo. */
 rbx_owner_state rbx_owner_state_memo(rbx_owner_memo *memo, pid_t pid, time_t made);
+/* Whether the process a mark names still runs: with its start in the mark,
+ * a process of that pid is the maker when it started then, whatever the
+ * clocks say; an older mark is judged as rbx_owner_state_memo does. made
+ * is when the leftover was made (seconds since the epoch). memo may be
+ * NULL. */
+rbx_owner_state rbx_owner_state_id(rbx_owner_memo *memo, const rbx_owner_id *id, time_t made);
 
-/* Parses the pid at the start of text ("1234-..."); 0 when there is none. */
-pid_t rbx_owner_pid(const char *text);
 
 #endif

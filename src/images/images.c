@@ -310,7 +310,7 @@ typedef struct staging {
 } staging;
 
 /* What a runbox killed while it built or unpacked an image left in tmp/
- * ("image-<pid>-..."): removed once that process is gone. */
+ * ("image-<mark>-...", base/owner.h): removed once that process is gone. */
 static void sweep_staging(int store)
 {
     int tmp = openat(store, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -319,8 +319,9 @@ static void sweep_staging(int store)
         struct stat st;
         if (strncmp(d->d_name, "image-", 6) || fstatat(tmp, d->d_name, &st, AT_SYMLINK_NOFOLLOW))
             continue;
-        pid_t pid = rbx_owner_pid(d->d_name + 6);
-        if (pid > 0 && rbx_owner_state_of(pid, st.st_mtime) == RBX_OWNER_GONE)
+        rbx_owner_id id;
+        if (rbx_owner_parse(d->d_name + 6, &id) &&
+            rbx_owner_state_id(NULL, &id, st.st_mtime) == RBX_OWNER_GONE)
             rbx_remove_tree(tmp, d->d_name);
     }
     if (dir)

@@ -58,7 +58,7 @@ static struct {
 
 struct rbx_cgroup {
     bool v2;
-    char name[48]; /* exec-<runbox's pid>-<16 hex digits> */
+    char name[64]; /* exec-<runbox's mark (base/owner.h)>-<16 hex digits> */
     size_t n;      /* = probe.n */
     struct {
         char path[PATH_MAX]; /* "" when not (or no longer) there */
@@ -466,12 +466,14 @@ static void sweep_stale(void)
     rbx_owner_memo owners = {0};
     while (dir && (entry = readdir(dir))) {
         struct stat st;
-        pid_t pid = strncmp(entry->d_name, "exec-", 5) ? 0 : rbx_owner_pid(entry->d_name + 5);
-        if (strncmp(entry->d_name, "exec-", 5) != 0 || (self && pid == self) ||
+        rbx_owner_id id = {0};
+        if (strncmp(entry->d_name, "exec-", 5) == 0)
+            (void)rbx_owner_parse(entry->d_name + 5, &id);
+        if (strncmp(entry->d_name, "exec-", 5) != 0 || (self && id.pid == self) ||
             fstatat(dirfd(dir), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
             !S_ISDIR(st.st_mode))
             continue;
-        rbx_owner_state owner = rbx_owner_state_memo(&owners, pid, st.st_mtim.tv_sec);
+        rbx_owner_state owner = rbx_owner_state_id(&owners, &id, st.st_mtim.tv_sec);
         if (owner == RBX_OWNER_ALIVE ||
             (owner == RBX_OWNER_UNKNOWN && now - st.st_mtim.tv_sec < STALE_AFTER_S))
             continue;
@@ -729,7 +731,7 @@ int rbx_cgroup_create(const rbx_cgroup_limits *limits, rbx_cgroup **out, char *w
         fail(why, why_size, "getrandom: %s", strerror(errno));
         goto fail;
     }
-    snprintf(cg->name, sizeof cg->name, "exec-%d-%016" PRIx64, (int)getpid(), r);
+    snprintf(cg->name, sizeof cg->name, "exec-%s-%016" PRIx64, rbx_owner_mark(), r);
     /* v2: the cpu controller only when asked for (cpu.stat works without). */
     bool cpu = limits->cpu_weight || limits->cpu_quota_us;
     unsigned v2_ctls = probe.h[0].ctls & (cpu ? ~0u : ~(unsigned)CTL_CPU);

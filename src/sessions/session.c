@@ -4,6 +4,7 @@
  * state directory. Removal renames the session into trash/ while holding
  * the lock, then deletes it without following links. */
 #include "sessions/session.h"
+#include "base/owner.h"
 #include "base/error.h"
 #include "base/fsutil.h"
 #include "engine/engine.h"
@@ -88,8 +89,8 @@ void rbx_trash_name(char *out, size_t size, const char *kind)
 {
     char suffix[RBX_SESSION_ID_MAX + 1];
     rbx_session_id_new(suffix);
-    /* The pid lets a later runbox remove what this one leaves if killed. */
-    snprintf(out, size, "%s-%d-%s", kind, (int)getpid(), suffix + 4);
+    /* The mark lets a later runbox remove what this one leaves if killed. */
+    snprintf(out, size, "%s-%s-%s", kind, rbx_owner_mark(), suffix + 4);
 }
 
 int rbx_session_build(rbx_engine *engine, const char *temp, int64_t created, int *dir_out)

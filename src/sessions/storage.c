@@ -664,30 +664,26 @@ static int make_scratch_dirs(rbx_engine *engine, int dir, bool with_home)
 
 static int set_scratch_owner(int dir)
 {
-    char pid[16];
-    int len = snprintf(pid, sizeof pid, "%d", (int)getpid());
-    return fsetxattr(dir, SCRATCH_OWNER, pid, (size_t)len, 0);
+    const char *mark = rbx_owner_mark();
+    return fsetxattr(dir, SCRATCH_OWNER, mark, strlen(mark), 0);
 }
 
-/* The owner of a scratch space (0: none written), and whether one that
- * names none is old enough to be a leftover. */
-static pid_t scratch_owner(int scratch_fd, const char *name)
+/* The owner of a scratch space (false: none written, or not a mark). */
+static bool scratch_owner(int scratch_fd, const char *name, rbx_owner_id *id)
 {
     /* By path through the directory's descriptor: one system call where
      * opening the entry, reading and closing took three, for each of a
      * busy host's scratch spaces at each runbox's start. lgetxattr follows
      * no link the entry may be. */
-    char path[192], text[16];
+    char path[192], text[48];
     ssize_t n = snprintf(path, sizeof path, "/proc/self/fd/%d/%.128s", scratch_fd, name) <
                         (int)sizeof path
                     ? lgetxattr(path, SCRATCH_OWNER, text, sizeof text - 1)
                     : -1;
     if (n <= 0)
-        return 0;
+        return false;
     text[n] = 0;
-    char *end;
-    long pid = strtol(text, &end, 10);
-    return *end == 0 && pid > 0 && pid <= 4194304 ? (pid_t)pid : 0;
+    return strchr(text, '-') == NULL && rbx_owner_parse(text, id);
 }
 
 static void scratch_paths(rbx_engine *engine, rbx_scratch *scratch, bool with_home)
@@ -780,15 +776,16 @@ void rbx_scratch_remove(rbx_engine *engine, rbx_scratch *scratch)
     scratch->made = false;
 }
 
-/* The pid in a leftover's name: "<pid>-..." (scratch), or after the kind
- * of a trash entry ("new-<pid>-...", "old-...", "mig-..."). */
-static pid_t leftover_owner(const char *name)
+/* The mark in a leftover's name: after the kind of a trash entry
+ * ("new-<mark>-...", "old-...", "mig-..."), or at its start (an older
+ * runbox's scratch space, "<pid>-..."). */
+static bool leftover_owner(const char *name, rbx_owner_id *id)
 {
     static const char *const kinds[] = {"new-", "old-", "mig-"};
     for (size_t i = 0; i < 3; i++)
         if (!strncmp(name, kinds[i], 4))
-            return rbx_owner_pid(name + 4);
-    return rbx_owner_pid(name);
+            return rbx_owner_parse(name + 4, id);
+    return rbx_owner_parse(name, id) && strchr(name, '-') != NULL;
 }
 
 /* Removes the entries of dirfd that a runbox which is gone left there. */
@@ -811,10 +808,10 @@ static void sweep_dir(rbx_engine *engine, int dirfd)
         if (entry->d_name[0] == '.' || strlen(entry->d_name) >= 128 ||
             fstatat(dirfd, entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
             continue;
-        pid_t owner = leftover_owner(entry->d_name);
-        if (!owner && dirfd == engine->scratch_fd)
-            owner = scratch_owner(dirfd, entry->d_name);
-        bool gone = owner ? rbx_owner_state_memo(&owners, owner, st.st_ctim.tv_sec) ==
+        rbx_owner_id owner;
+        bool owned = leftover_owner(entry->d_name, &owner) ||
+                     (dirfd == engine->scratch_fd && scratch_owner(dirfd, entry->d_name, &owner));
+        bool gone = owned ? rbx_owner_state_id(&owners, &owner, st.st_ctim.tv_sec) ==
                                 RBX_OWNER_GONE
                           : dirfd == engine->scratch_fd &&
                                 time(NULL) - st.st_ctim.tv_sec > SCRATCH_UNOWNED_SECONDS;

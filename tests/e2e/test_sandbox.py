@@ -1137,11 +1137,21 @@ def test_cgroups_left_by_a_killed_runbox_are_swept_and_live_ones_kept(runbox):
     gone = subprocess.Popen(["true"])
     gone.wait()
     tag = uuid.uuid4().hex[:12]
+    with open("/proc/self/stat") as f:  # this process's start, in clock ticks since boot
+        start = int(f.read().rsplit(")", 1)[1].split()[19])
+    me = f"{os.getpid()}.{start}"
     ages = {f"exec-stale{tag}": 7200,  # no owner in the name, two hours old
             f"exec-{gone.pid}-dead{tag}": 7200,  # named after a runbox that is gone
             f"exec-{gone.pid}-justdead{tag}": 0,  # the same, seconds old: swept at once too
             f"exec-fresh{tag}": 0,  # no owner in the name, fresh: may belong to a starting one
-            f"exec-{os.getpid()}-owned{tag}": 0}  # its runbox still runs
+            f"exec-{os.getpid()}-owned{tag}": 0,  # its runbox still runs
+            # Marked with its maker's start (base/owner.h): kept while that very process runs,
+            # though its time says it was made before the host booted (as a wall clock that
+            # ran fast against the boot clock, or was stepped, makes a long-running server's
+            # first cgroups look); swept when the pid is another process's or nobody's.
+            f"exec-{me}-marked{tag}": 10 ** 7,
+            f"exec-{os.getpid()}.{start + 1}-reused{tag}": 0,
+            f"exec-{gone.pid}.{start}-markedgone{tag}": 0}
     with planted_cgroups(ages) as planted:
         # A new runbox process that runs the code itself sweeps at start.
         runbox.run("bash", "true", "--no-network", "--use-daemon", "never")
@@ -1151,6 +1161,10 @@ def test_cgroups_left_by_a_killed_runbox_are_swept_and_live_ones_kept(runbox):
         assert existing(planted[f"exec-fresh{tag}"]) == planted[f"exec-fresh{tag}"]
         owned = planted[f"exec-{os.getpid()}-owned{tag}"]
         assert existing(owned) == owned
+        marked = planted[f"exec-{me}-marked{tag}"]
+        assert existing(marked) == marked
+        assert existing(planted[f"exec-{os.getpid()}.{start + 1}-reused{tag}"]) == []
+        assert existing(planted[f"exec-{gone.pid}.{start}-markedgone{tag}"]) == []
 
 
 @kernel_too

@@ -116,12 +116,75 @@ static void a_full_memo_still_answers(void **state)
     assert_int_equal(rbx_owner_state_memo(&memo, 0, made), RBX_OWNER_UNKNOWN);
 }
 
-static void a_pid_is_read_from_the_start_of_a_name(void **state)
+static void a_mark_is_read_from_the_start_of_a_name(void **state)
 {
     (void)state;
-    assert_int_equal(rbx_owner_pid("1234-abc"), 1234);
-    assert_int_equal(rbx_owner_pid("abc"), 0);
-    assert_int_equal(rbx_owner_pid("1234"), 0);
+    rbx_owner_id id;
+    assert_true(rbx_owner_parse("1234.5678-abc", &id));
+    assert_int_equal(id.pid, 1234);
+    assert_int_equal(id.start, 5678);
+    assert_true(rbx_owner_parse("1234.5678", &id));
+    assert_int_equal(id.start, 5678);
+    assert_true(rbx_owner_parse("1234-abc", &id)); /* an older runbox's: no start */
+    assert_int_equal(id.pid, 1234);
+    assert_int_equal(id.start, 0);
+    static const char *const bad[] = {"abc", "-1-x", "0-x", "99999999-x", "1234.-x", "1234.0-x",
+                                      "1234.56x-", "1234x", " 1234-x", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_false(rbx_owner_parse(bad[i], &id));
+}
+
+/* This process's mark names it, and only it, whatever the clocks say: a
+ * leftover it made "long before it started" by the wall clock (as a clock
+ * that runs fast against the boot clock, or a step of it, makes its start
+ * look) is still its own. The same pid with another start is another
+ * process: the maker is gone. */
+static void a_mark_names_its_process_whatever_the_clocks_say(void **state)
+{
+    (void)state;
+    char text[64];
+    snprintf(text, sizeof text, "%s-x", rbx_owner_mark());
+    rbx_owner_id id;
+    assert_true(rbx_owner_parse(text, &id));
+    assert_int_equal(id.pid, getpid());
+    assert_true(id.start > 0);
+    rbx_owner_memo memo = {0};
+    assert_int_equal(rbx_owner_state_id(&memo, &id, 1000), RBX_OWNER_ALIVE);
+    assert_int_equal(rbx_owner_state_id(NULL, &id, 1000), RBX_OWNER_ALIVE);
+    /* the pid alone, judged by the clocks, would be taken for gone */
+    assert_int_equal(rbx_owner_state_of(getpid(), 1000), RBX_OWNER_GONE);
+    rbx_owner_id other = {.pid = id.pid, .start = id.start + 1};
+    assert_int_equal(rbx_owner_state_id(&memo, &other, time(NULL)), RBX_OWNER_GONE);
+    assert_int_equal(rbx_owner_state_id(NULL, &other, time(NULL)), RBX_OWNER_GONE);
+}
+
+/* A marked leftover of a process that has exited, reaped or not, is gone;
+ * a child's own mark is made anew after a fork. */
+static void a_marked_leftover_of_an_exited_process_is_gone(void **state)
+{
+    (void)state;
+    (void)rbx_owner_mark(); /* the parent's, made before the fork */
+    int pipefd[2];
+    assert_int_equal(pipe(pipefd), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        const char *mark = rbx_owner_mark();
+        (void)!write(pipefd[1], mark, strlen(mark) + 1);
+        _exit(0);
+    }
+    char mark[64] = "";
+    assert_true(read(pipefd[0], mark, sizeof mark - 1) > 0);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    rbx_owner_id id;
+    assert_true(rbx_owner_parse(mark, &id));
+    assert_int_equal(id.pid, child);
+    for (int i = 0; i < 500 && rbx_owner_state_id(NULL, &id, time(NULL)) != RBX_OWNER_GONE; i++)
+        usleep(2000); /* until it has exited, unreaped */
+    assert_int_equal(rbx_owner_state_id(NULL, &id, time(NULL)), RBX_OWNER_GONE);
+    assert_int_equal(waitpid(child, NULL, 0), child);
+    assert_int_equal(rbx_owner_state_id(NULL, &id, time(NULL)), RBX_OWNER_GONE);
 }
 
 int main(void)
@@ -134,7 +197,9 @@ int main(void)
         cmocka_unit_test(a_memo_looks_at_an_owner_once),
         cmocka_unit_test(a_memo_looks_again_at_a_gone_pid_for_what_is_newer),
         cmocka_unit_test(a_full_memo_still_answers),
-        cmocka_unit_test(a_pid_is_read_from_the_start_of_a_name),
+        cmocka_unit_test(a_mark_is_read_from_the_start_of_a_name),
+        cmocka_unit_test(a_mark_names_its_process_whatever_the_clocks_say),
+        cmocka_unit_test(a_marked_leftover_of_an_exited_process_is_gone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
