@@ -132,13 +132,19 @@ const char *rbx_owner_mark(void)
         (void)process_started(self, &ended, &ticks);
         /* Unreadable (no /proc): the pid alone, judged as an older mark. */
         if (ticks)
-            snprintf(mark, sizeof mark, "%d.%llu", (int)self, ticks);
+            snprintf(mark, sizeof mark, "%d-s%llu", (int)self, ticks);
         else
             snprintf(mark, sizeof mark, "%d", (int)self);
         mark_pid = self;
     }
     pthread_mutex_unlock(&mark_lock);
     return mark;
+}
+
+unsigned long long rbx_owner_start(void)
+{
+    const char *m = strchr(rbx_owner_mark(), '-');
+    return m ? strtoull(m + 2, NULL, 10) : 0;
 }
 
 bool rbx_owner_parse(const char *text, rbx_owner_id *id)
@@ -148,21 +154,15 @@ bool rbx_owner_parse(const char *text, rbx_owner_id *id)
     if (*text < '0' || *text > '9')
         return false;
     long pid = strtol(text, &end, 10);
-    if (pid <= 0 || pid > 4194304)
+    if (pid <= 0 || pid > 4194304 || (*end != '-' && *end != 0))
         return false;
-    if (*end == '.') {
-        const char *ticks = end + 1;
-        if (*ticks < '0' || *ticks > '9')
-            return false;
-        unsigned long long start = strtoull(ticks, &end, 10);
-        if (start == 0)
-            return false;
-        id->start = start;
-    }
-    if (*end != '-' && *end != 0) {
-        id->start = 0;
-        return false;
-    }
     id->pid = (pid_t)pid;
+    /* "-s<start>" next, ending there or at a '-': a mark of its own start. */
+    if (end[0] == '-' && end[1] == 's' && end[2] >= '0' && end[2] <= '9') {
+        char *after;
+        unsigned long long start = strtoull(end + 2, &after, 10);
+        if (start && (*after == '-' || *after == 0))
+            id->start = start;
+    }
     return true;
 }

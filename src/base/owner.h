@@ -1,12 +1,14 @@
 /* Leftovers name the runbox process that made them (cgroups
- * exec-<mark>-..., a scratch space's owner attribute, trash entries
- * <kind>-<mark>-...): a later runbox removes them once that process is
- * gone, without waiting, and never while it runs.
+ * exec-<mark>-..., trash entries <kind>-<mark>-..., a scratch space's owner
+ * attributes): a later runbox removes them once that process is gone,
+ * without waiting, and never while it runs.
  *
- * A mark is "<pid>.<start>": the pid and the process's start time in clock
- * ticks since boot (field 22 of /proc/PID/stat), which names one process
- * for the whole life of the host and is compared as it is: no clock comes
- * into it. Marks of runbox before them were "<pid>" alone; for those, a
+ * A mark is "<pid>-s<start>": the pid and the process's start time in
+ * clock ticks since boot (field 22 of /proc/PID/stat), which names one
+ * process for the whole life of the host and is compared as it is: no
+ * clock comes into it. The pid comes first, followed by a '-', as in the
+ * marks of runbox before them ("<pid>" alone), which those versions read
+ * still (they do not sweep what a running newer one made). For those, a
  * process of that pid that started after the leftover was made (its start
  * in seconds since the epoch) reused the pid. That comparison goes wrong
  * where the host's clock moves against its boot clock: a virtual machine's
@@ -30,11 +32,13 @@ typedef struct {
     unsigned long long start; /* clock ticks since boot; 0 in an older mark */
 } rbx_owner_id;
 
-/* This process's mark ("<pid>.<start>"), for the names of what it makes. */
+/* This process's mark ("<pid>-s<start>"), for the names of what it makes. */
 const char *rbx_owner_mark(void);
+/* This process's start in clock ticks since boot (0 when unreadable). */
+unsigned long long rbx_owner_start(void);
 /* Reads the mark at the start of text, which ends there or at a '-'
- * ("1234.5678-...", "1234.5678", or an older "1234-..."): true and *id, or
- * false when there is none. */
+ * ("1234-s5678-...", "1234-s5678", or an older "1234-..." or "1234"):
+ * true and *id, or false when there is none. */
 bool rbx_owner_parse(const char *text, rbx_owner_id *id);
 
 /* Whether process pid, which made something at `made` (seconds since the

@@ -58,7 +58,7 @@ static struct {
 
 struct rbx_cgroup {
     bool v2;
-    char name[64]; /* exec-<runbox's mark (base/owner.h)>-<16 hex digits> */
+    char name[64]; /* exec-<runbox's mark: pid-s<start> (base/owner.h)>-<16 hex digits> */
     size_t n;      /* = probe.n */
     struct {
         char path[PATH_MAX]; /* "" when not (or no longer) there */

@@ -658,24 +658,33 @@ static int make_scratch_dirs(rbx_engine *engine, int dir, bool with_home)
  * bind's path in its filesystem, and btrfs its subvolume's), and the
  * server's pid is none of the sandbox's business. */
 #define SCRATCH_OWNER "trusted.runbox.owner"
+#define SCRATCH_OWNER_START "trusted.runbox.owner_start"
 /* An owner is written moments after its subvolume is made: one without
  * (its maker died in between) is a leftover once it is this old. */
 #define SCRATCH_UNOWNED_SECONDS 60
 
 static int set_scratch_owner(int dir)
 {
-    const char *mark = rbx_owner_mark();
-    return fsetxattr(dir, SCRATCH_OWNER, mark, strlen(mark), 0);
+    char pid[16], start[24];
+    int len = snprintf(pid, sizeof pid, "%d", (int)getpid());
+    if (fsetxattr(dir, SCRATCH_OWNER, pid, (size_t)len, 0) != 0)
+        return -1;
+    /* Its start beside (base/owner.h), in an attribute of its own: a runbox
+     * from before it reads the owner as a pid alone, and would take any
+     * other text for no owner, and the space for a leftover. */
+    unsigned long long ticks = rbx_owner_start();
+    len = snprintf(start, sizeof start, "%llu", ticks);
+    return ticks ? fsetxattr(dir, SCRATCH_OWNER_START, start, (size_t)len, 0) : 0;
 }
 
-/* The owner of a scratch space (false: none written, or not a mark). */
+/* The owner of a scratch space (false: none written). */
 static bool scratch_owner(int scratch_fd, const char *name, rbx_owner_id *id)
 {
     /* By path through the directory's descriptor: one system call where
      * opening the entry, reading and closing took three, for each of a
      * busy host's scratch spaces at each runbox's start. lgetxattr follows
      * no link the entry may be. */
-    char path[192], text[48];
+    char path[192], text[24], start[24];
     ssize_t n = snprintf(path, sizeof path, "/proc/self/fd/%d/%.128s", scratch_fd, name) <
                         (int)sizeof path
                     ? lgetxattr(path, SCRATCH_OWNER, text, sizeof text - 1)
@@ -683,7 +692,16 @@ static bool scratch_owner(int scratch_fd, const char *name, rbx_owner_id *id)
     if (n <= 0)
         return false;
     text[n] = 0;
-    return strchr(text, '-') == NULL && rbx_owner_parse(text, id);
+    if (strchr(text, '-') || !rbx_owner_parse(text, id))
+        return false;
+    ssize_t m = lgetxattr(path, SCRATCH_OWNER_START, start, sizeof start - 1);
+    if (m > 0) {
+        start[m] = 0;
+        char *end;
+        unsigned long long ticks = strtoull(start, &end, 10);
+        id->start = *end == 0 ? ticks : 0;
+    }
+    return true;
 }
 
 static void scratch_paths(rbx_engine *engine, rbx_scratch *scratch, bool with_home)

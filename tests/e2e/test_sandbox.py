@@ -1139,7 +1139,7 @@ def test_cgroups_left_by_a_killed_runbox_are_swept_and_live_ones_kept(runbox):
     tag = uuid.uuid4().hex[:12]
     with open("/proc/self/stat") as f:  # this process's start, in clock ticks since boot
         start = int(f.read().rsplit(")", 1)[1].split()[19])
-    me = f"{os.getpid()}.{start}"
+    me = f"{os.getpid()}-s{start}"
     ages = {f"exec-stale{tag}": 7200,  # no owner in the name, two hours old
             f"exec-{gone.pid}-dead{tag}": 7200,  # named after a runbox that is gone
             f"exec-{gone.pid}-justdead{tag}": 0,  # the same, seconds old: swept at once too
@@ -1150,8 +1150,8 @@ def test_cgroups_left_by_a_killed_runbox_are_swept_and_live_ones_kept(runbox):
             # ran fast against the boot clock, or was stepped, makes a long-running server's
             # first cgroups look); swept when the pid is another process's or nobody's.
             f"exec-{me}-marked{tag}": 10 ** 7,
-            f"exec-{os.getpid()}.{start + 1}-reused{tag}": 0,
-            f"exec-{gone.pid}.{start}-markedgone{tag}": 0}
+            f"exec-{os.getpid()}-s{start + 1}-reused{tag}": 0,
+            f"exec-{gone.pid}-s{start}-markedgone{tag}": 0}
     with planted_cgroups(ages) as planted:
         # A new runbox process that runs the code itself sweeps at start.
         runbox.run("bash", "true", "--no-network", "--use-daemon", "never")
@@ -1163,8 +1163,8 @@ def test_cgroups_left_by_a_killed_runbox_are_swept_and_live_ones_kept(runbox):
         assert existing(owned) == owned
         marked = planted[f"exec-{me}-marked{tag}"]
         assert existing(marked) == marked
-        assert existing(planted[f"exec-{os.getpid()}.{start + 1}-reused{tag}"]) == []
-        assert existing(planted[f"exec-{gone.pid}.{start}-markedgone{tag}"]) == []
+        assert existing(planted[f"exec-{os.getpid()}-s{start + 1}-reused{tag}"]) == []
+        assert existing(planted[f"exec-{gone.pid}-s{start}-markedgone{tag}"]) == []
 
 
 @kernel_too

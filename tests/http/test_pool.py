@@ -597,7 +597,7 @@ def memory_cgroups_of(pid):
     found = {}
     for d in execution_cgroups():
         for name in ("memory.usage_in_bytes", "memory.current"):
-            if f"/exec-{pid}." in d and os.path.exists(os.path.join(d, name)):
+            if f"/exec-{pid}-" in d and os.path.exists(os.path.join(d, name)):
                 try:
                     with open(os.path.join(d, name)) as f:
                         found[d] = int(f.read())

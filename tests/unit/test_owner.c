@@ -120,16 +120,21 @@ static void a_mark_is_read_from_the_start_of_a_name(void **state)
 {
     (void)state;
     rbx_owner_id id;
-    assert_true(rbx_owner_parse("1234.5678-abc", &id));
+    assert_true(rbx_owner_parse("1234-s5678-abc", &id));
     assert_int_equal(id.pid, 1234);
     assert_int_equal(id.start, 5678);
-    assert_true(rbx_owner_parse("1234.5678", &id));
+    assert_true(rbx_owner_parse("1234-s5678", &id));
     assert_int_equal(id.start, 5678);
-    assert_true(rbx_owner_parse("1234-abc", &id)); /* an older runbox's: no start */
-    assert_int_equal(id.pid, 1234);
-    assert_int_equal(id.start, 0);
-    static const char *const bad[] = {"abc", "-1-x", "0-x", "99999999-x", "1234.-x", "1234.0-x",
-                                      "1234.56x-", "1234x", " 1234-x", ""};
+    /* an older runbox's: the pid alone */
+    static const char *const older[] = {"1234-abc", "1234", "1234-s", "1234-sx-1", "1234-s0-a",
+                                        "1234-s12x"};
+    for (size_t i = 0; i < sizeof older / sizeof older[0]; i++) {
+        assert_true(rbx_owner_parse(older[i], &id));
+        assert_int_equal(id.pid, 1234);
+        assert_int_equal(id.start, 0);
+    }
+    static const char *const bad[] = {"abc", "-1-x", "0-x", "99999999-x", "1234.5-x", "1234x",
+                                      " 1234-x", "", "s1234-x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_false(rbx_owner_parse(bad[i], &id));
 }
@@ -148,6 +153,7 @@ static void a_mark_names_its_process_whatever_the_clocks_say(void **state)
     assert_true(rbx_owner_parse(text, &id));
     assert_int_equal(id.pid, getpid());
     assert_true(id.start > 0);
+    assert_true(id.start == rbx_owner_start());
     rbx_owner_memo memo = {0};
     assert_int_equal(rbx_owner_state_id(&memo, &id, 1000), RBX_OWNER_ALIVE);
     assert_int_equal(rbx_owner_state_id(NULL, &id, 1000), RBX_OWNER_ALIVE);
