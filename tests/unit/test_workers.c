@@ -59,6 +59,28 @@ static void probe_destroy(probe *p)
     pthread_cond_destroy(&p->changed);
 }
 
+/* Jobs that hold their threads until release_held(). */
+static bool held_released;
+
+static void start_held(rbx_workers *w, probe *held, int n)
+{
+    held_released = false;
+    for (int i = 0; i < n; i++) {
+        probe_init(&held[i]);
+        held[i].hold = true;
+        held[i].release = &held_released;
+        assert_int_equal(rbx_workers_run(w, record, &held[i]), 0);
+    }
+}
+
+static void release_held(void)
+{
+    pthread_mutex_lock(&held_lock);
+    held_released = true;
+    pthread_cond_broadcast(&held_changed);
+    pthread_mutex_unlock(&held_lock);
+}
+
 /* The threads of this process, from /proc, past those it had before the
  * test (the test's own, and a sanitizer's). */
 static int base_threads;
@@ -94,28 +116,38 @@ static void assert_threads_become(int n)
     assert_int_equal(thread_count(), n);
 }
 
+/* Runs a job, then, once the first's thread has gone back to waiting
+ * (idle_ms long: the ~200 ms a slow machine may take) or has ended (idle_ms
+ * short: until none is left), another; the threads they ran on. */
+static void two_jobs(int idle_ms, pid_t tids[2])
+{
+    assert_threads_become(0); /* an earlier test's may still be ending */
+    rbx_workers *w = rbx_workers_new(4, idle_ms);
+    assert_non_null(w);
+    probe jobs[2];
+    for (int i = 0; i < 2; i++) {
+        probe_init(&jobs[i]);
+        if (i == 1 && idle_ms > 1000)
+            pause_ms(200);
+        else if (i == 1)
+            assert_threads_become(0);
+        assert_int_equal(rbx_workers_run(w, record, &jobs[i]), 0);
+        wait_over(&jobs[i]);
+        tids[i] = jobs[i].tid;
+    }
+    rbx_workers_free(w);
+    assert_threads_become(0); /* freed: none of its threads is left */
+    for (int i = 0; i < 2; i++)
+        probe_destroy(&jobs[i]);
+}
+
 static void test_a_job_after_another_runs_on_the_thread_the_first_left_waiting(void **state)
 {
     (void)state;
-    assert_threads_become(0); /* an earlier test's may still be ending */
-    rbx_workers *w = rbx_workers_new(4, 10000);
-    assert_non_null(w);
-    probe first, second;
-    probe_init(&first);
-    probe_init(&second);
-    assert_int_equal(rbx_workers_run(w, record, &first), 0);
-    wait_over(&first);
-    /* The first job's thread is back waiting once it has looked for work:
-     * microseconds; a slow machine gets far more. */
-    pause_ms(200);
-    assert_int_equal(rbx_workers_run(w, record, &second), 0);
-    wait_over(&second);
-    assert_int_equal(second.tid, first.tid);
-    assert_int_not_equal(first.tid, (pid_t)syscall(SYS_gettid));
-    rbx_workers_free(w);
-    assert_threads_become(0); /* freed: none of its threads is left */
-    probe_destroy(&first);
-    probe_destroy(&second);
+    pid_t tids[2];
+    two_jobs(10000, tids);
+    assert_int_equal(tids[1], tids[0]);
+    assert_int_not_equal(tids[0], (pid_t)syscall(SYS_gettid));
 }
 
 static void test_a_job_never_waits_behind_a_busy_thread(void **state)
@@ -124,14 +156,8 @@ static void test_a_job_never_waits_behind_a_busy_thread(void **state)
     assert_threads_become(0); /* an earlier test's may still be ending */
     rbx_workers *w = rbx_workers_new(4, 10000);
     assert_non_null(w);
-    bool release = false;
     probe held[3], free_one;
-    for (int i = 0; i < 3; i++) {
-        probe_init(&held[i]);
-        held[i].hold = true;
-        held[i].release = &release;
-        assert_int_equal(rbx_workers_run(w, record, &held[i]), 0);
-    }
+    start_held(w, held, 3);
     /* Three threads busy: a fourth job gets a thread of its own and ends
      * while they still wait. */
     probe_init(&free_one);
@@ -139,10 +165,7 @@ static void test_a_job_never_waits_behind_a_busy_thread(void **state)
     wait_over(&free_one);
     for (int i = 0; i < 3; i++)
         assert_false(held[i].over);
-    pthread_mutex_lock(&held_lock);
-    release = true;
-    pthread_cond_broadcast(&held_changed);
-    pthread_mutex_unlock(&held_lock);
+    release_held();
     pid_t tids[4] = {free_one.tid};
     for (int i = 0; i < 3; i++) {
         wait_over(&held[i]);
@@ -160,21 +183,9 @@ static void test_a_job_never_waits_behind_a_busy_thread(void **state)
 static void test_threads_left_idle_end_and_a_later_job_gets_a_new_one(void **state)
 {
     (void)state;
-    assert_threads_become(0); /* an earlier test's may still be ending */
-    rbx_workers *w = rbx_workers_new(4, 50);
-    assert_non_null(w);
-    probe first, later;
-    probe_init(&first);
-    probe_init(&later);
-    assert_int_equal(rbx_workers_run(w, record, &first), 0);
-    wait_over(&first);
-    assert_threads_become(0); /* idle for 50 ms: ended */
-    assert_int_equal(rbx_workers_run(w, record, &later), 0);
-    wait_over(&later);
-    assert_int_not_equal(later.tid, first.tid);
-    rbx_workers_free(w);
-    probe_destroy(&first);
-    probe_destroy(&later);
+    pid_t tids[2];
+    two_jobs(50, tids); /* the first's thread ends 50 ms after its job */
+    assert_int_not_equal(tids[1], tids[0]);
 }
 
 static void test_no_more_than_max_idle_threads_wait(void **state)
@@ -183,19 +194,10 @@ static void test_no_more_than_max_idle_threads_wait(void **state)
     assert_threads_become(0); /* an earlier test's may still be ending */
     rbx_workers *w = rbx_workers_new(2, 10000);
     assert_non_null(w);
-    bool release = false;
     probe held[5];
-    for (int i = 0; i < 5; i++) {
-        probe_init(&held[i]);
-        held[i].hold = true;
-        held[i].release = &release;
-        assert_int_equal(rbx_workers_run(w, record, &held[i]), 0);
-    }
+    start_held(w, held, 5);
     assert_int_equal(thread_count(), 5);
-    pthread_mutex_lock(&held_lock);
-    release = true;
-    pthread_cond_broadcast(&held_changed);
-    pthread_mutex_unlock(&held_lock);
+    release_held();
     for (int i = 0; i < 5; i++)
         wait_over(&held[i]);
     assert_threads_become(2); /* two wait, three ended */
