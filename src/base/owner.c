@@ -121,6 +121,7 @@ rbx_owner_state rbx_owner_state_id(rbx_owner_memo *memo, const rbx_owner_id *id,
 static pthread_mutex_t mark_lock = PTHREAD_MUTEX_INITIALIZER;
 static char mark[48];
 static pid_t mark_pid;
+static unsigned long long mark_start; /* 0: unreadable */
 
 const char *rbx_owner_mark(void)
 {
@@ -128,11 +129,10 @@ const char *rbx_owner_mark(void)
     pthread_mutex_lock(&mark_lock);
     if (mark_pid != self) {
         bool ended;
-        unsigned long long ticks;
-        (void)process_started(self, &ended, &ticks);
+        (void)process_started(self, &ended, &mark_start);
         /* Unreadable (no /proc): the pid alone, judged as an older mark. */
-        if (ticks)
-            snprintf(mark, sizeof mark, "%d-s%llu", (int)self, ticks);
+        if (mark_start)
+            snprintf(mark, sizeof mark, "%d-s%llu", (int)self, mark_start);
         else
             snprintf(mark, sizeof mark, "%d", (int)self);
         mark_pid = self;
@@ -143,8 +143,11 @@ const char *rbx_owner_mark(void)
 
 unsigned long long rbx_owner_start(void)
 {
-    const char *m = strchr(rbx_owner_mark(), '-');
-    return m ? strtoull(m + 2, NULL, 10) : 0;
+    (void)rbx_owner_mark(); /* made for this process */
+    pthread_mutex_lock(&mark_lock);
+    unsigned long long start = mark_start;
+    pthread_mutex_unlock(&mark_lock);
+    return start;
 }
 
 bool rbx_owner_parse(const char *text, rbx_owner_id *id)

@@ -1,15 +1,8 @@
 /* Spares (spares.h). */
 #include "base/spares.h"
+#include "base/error.h"
 
 #include <string.h>
-#include <time.h>
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* With the lock held. */
 static void remove_at(rbx_spares *s, size_t i)
@@ -43,7 +36,7 @@ bool rbx_spares_put(rbx_spares *s, void *item)
     pthread_mutex_lock(&s->lock);
     bool kept = s->n < s->max;
     if (kept) {
-        s->kept_at_ms[s->n] = now_ms();
+        s->kept_at_ms[s->n] = rbx_now_ms();
         s->items[s->n++] = item;
         s->kept++;
     }
@@ -71,7 +64,7 @@ void *rbx_spares_take(rbx_spares *s, bool (*fits)(const void *item, const void *
 size_t rbx_spares_idle(rbx_spares *s, int64_t idle_ms, void **out)
 {
     size_t n = 0;
-    int64_t before = idle_ms < 0 ? INT64_MAX : now_ms() - idle_ms;
+    int64_t before = idle_ms < 0 ? INT64_MAX : rbx_now_ms() - idle_ms;
     pthread_mutex_lock(&s->lock);
     for (size_t i = s->n; i-- > 0;) {
         if (s->kept_at_ms[i] <= before) {

@@ -33,9 +33,8 @@ static bool receive_sockets(int channel, int fds[2])
     return true;
 }
 
-static void *work(void *arg)
+static void work(rbx_egress_setup *setup)
 {
-    rbx_egress_setup *setup = arg;
     /* First use in this process: done while init is released and brings
      * its loopback up, before its sockets can come. */
     if (!rbx_egress_rules_ready())
@@ -44,22 +43,66 @@ static void *work(void *arg)
     if (!(setup->received = receive_sockets(setup->channel, setup->fds))) {
         setup->status = rbx_fail(&setup->err, RBX_ESYSTEM,
                                  "the sandbox could not set up its egress policy");
-        return NULL;
+        return;
     }
     int64_t from = rbx_now_us();
     setup->status = rbx_egress_plan_has_rules(setup->plan)
                         ? rbx_egress_rules_install(setup->fds[0], setup->plan, &setup->err)
                         : RBX_OK;
     setup->work_us = rbx_now_us() - from;
-    return NULL;
+}
+
+/* On a worker: the work, then its end told (the last touch of setup). */
+static void job(void *arg)
+{
+    rbx_egress_setup *setup = arg;
+    work(setup);
+    pthread_mutex_lock(&setup->lock);
+    setup->running = false;
+    pthread_cond_signal(&setup->over);
+    pthread_mutex_unlock(&setup->lock);
+}
+
+/* The process's workers for this, made at its first network-on start. A
+ * fork of runbox has none of its threads: its child makes its own. */
+static pthread_mutex_t workers_lock = PTHREAD_MUTEX_INITIALIZER;
+static rbx_workers *workers;
+static pthread_once_t fork_watch = PTHREAD_ONCE_INIT;
+
+static void forget_workers(void)
+{
+    workers = NULL;
+    pthread_mutex_init(&workers_lock, NULL);
+}
+
+static void watch_forks(void)
+{
+    pthread_atfork(NULL, NULL, forget_workers);
+}
+
+static rbx_workers *process_workers(void)
+{
+    pthread_once(&fork_watch, watch_forks);
+    pthread_mutex_lock(&workers_lock);
+    if (!workers) /* as many as sandboxes start at once, for the spares' idle time */
+        workers = rbx_workers_new(4, 2000);
+    rbx_workers *w = workers;
+    pthread_mutex_unlock(&workers_lock);
+    return w;
 }
 
 void rbx_egress_setup_start(rbx_egress_setup *setup, const rbx_egress_plan *plan, int channel)
 {
     *setup = (rbx_egress_setup){
-        .plan = plan, .channel = channel, .fds = {-1, -1}, .status = RBX_OK};
-    setup->running = pthread_create(&setup->thread, NULL, work, setup) == 0;
-    setup->on_finish = !setup->running; /* no thread: the finish does it */
+        .plan = plan, .channel = channel, .fds = {-1, -1}, .status = RBX_OK, .started = true};
+    pthread_mutex_init(&setup->lock, NULL);
+    pthread_cond_init(&setup->over, NULL);
+    rbx_workers *w = process_workers();
+    setup->running = true;
+    if (!w || rbx_workers_run(w, job, setup) != 0) {
+        setup->running = false;
+        setup->on_finish = true; /* no worker: the finish does it */
+    }
 }
 
 static void close_received(rbx_egress_setup *setup)
@@ -71,11 +114,16 @@ static void close_received(rbx_egress_setup *setup)
         }
 }
 
+/* Waits for the worker's end of the work; again, or after no start, at
+ * once. */
 static void join(rbx_egress_setup *setup)
 {
-    if (setup->running)
-        pthread_join(setup->thread, NULL);
-    setup->running = false;
+    if (!setup->started)
+        return;
+    pthread_mutex_lock(&setup->lock);
+    while (setup->running)
+        pthread_cond_wait(&setup->over, &setup->lock);
+    pthread_mutex_unlock(&setup->lock);
 }
 
 rbx_status rbx_egress_setup_finish(rbx_egress_setup *setup, rbx_egress_guard **guard,
@@ -104,4 +152,9 @@ void rbx_egress_setup_abandon(rbx_egress_setup *setup)
     join(setup);
     setup->on_finish = false;
     close_received(setup);
+    if (setup->started) {
+        pthread_mutex_destroy(&setup->lock);
+        pthread_cond_destroy(&setup->over);
+        setup->started = false;
+    }
 }

@@ -902,12 +902,12 @@ static rbx_status release_init(const rbx_sandbox_spec *spec, rbx_sandbox *sandbo
             spec->trace->egress_us += egress->work_us;
         if (status != RBX_OK) {
             char why[300];
-            if (!egress->received)
+            if (!egress->received) { /* init may have said why */
                 init_complaint(c->report[0], why, sizeof why);
-            else
-                why[0] = 0;
-            if (*why)
-                rbx_fail(err, status, "the sandbox could not set up its egress policy: %s", why);
+                if (*why)
+                    rbx_fail(err, status, "the sandbox could not set up its egress policy: %s",
+                             why);
+            }
             close_fd(&tap);
             return status;
         }
